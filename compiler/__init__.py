@@ -1,0 +1,1 @@
+"""Typed IR, passes, partitioner, verifier and reference interpreter."""

@@ -1,0 +1,18 @@
+"""The nfc front end: grammar, parser, diagnostics, name resolution and type checking."""
+
+from lang.check import CheckedProgram, Symbols
+from lang.diagnostics import CompileError, Diagnostic, Diagnostics, InternalError, SourceMap, Span
+from lang.loader import STDLIB, load
+
+__all__ = [
+    "STDLIB",
+    "CheckedProgram",
+    "CompileError",
+    "Diagnostic",
+    "Diagnostics",
+    "InternalError",
+    "SourceMap",
+    "Span",
+    "Symbols",
+    "load",
+]

@@ -1,0 +1,177 @@
+"""Source spans and diagnostics: the one way nfc reports a user's mistake.
+
+A diagnostic renders as ``file:line:col: error[E0xx]: message``, the source line and a
+caret under the offending text (p4c / rustc style).  Codes are stable and listed in
+``CODES``; docs/errors.md explains each one.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+__all__ = [
+    "CODES",
+    "CompileError",
+    "Diagnostic",
+    "Diagnostics",
+    "InternalError",
+    "Severity",
+    "SourceMap",
+    "Span",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Span:
+    """A region of a source file; lines and columns start at 1, ``end_col`` is exclusive."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+    def merge(self, other: Span) -> Span:
+        """The smallest span covering both (used by nodes a pass synthesises)."""
+        if other.file != self.file:
+            return self
+        start = min((self.line, self.col), (other.line, other.col))
+        end = max((self.end_line, self.end_col), (other.end_line, other.end_col))
+        return Span(self.file, start[0], start[1], end[0], end[1])
+
+
+BUILTIN = Span("<builtin>", 0, 0, 0, 0)
+
+
+class Severity(Enum):
+    ERROR = "error"
+    WARNING = "warning"
+    NOTE = "note"
+
+
+CODES: dict[str, str] = {
+    "E001": "syntax error",
+    "E002": "unreadable or invalid source text",
+    "E003": "import not found or cyclic",
+    "E010": "duplicate definition",
+    "E011": "unknown name",
+    "E012": "unknown field",
+    "E013": "wrong kind of name",
+    "E020": "type or width mismatch",
+    "E021": "literal does not fit its width",
+    "E022": "invalid width",
+    "E023": "wrong number of arguments",
+    "E024": "not assignable",
+    "E030": "invalid table or state declaration",
+    "E031": "invalid table key",
+    "E032": "unknown or invalid property",
+    "E040": "invalid parse graph",
+    "E041": "header can never be valid here",
+    "E050": "invalid pipeline",
+    "E060": "invalid target or deployment",
+    "E070": "unsupported on every target",
+    "E071": "unsupported on the chosen target",
+    "E080": "does not fit",
+    "E090": "numeric value out of range",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Diagnostic:
+    code: str
+    message: str
+    span: Span
+    severity: Severity = Severity.ERROR
+    notes: tuple[str, ...] = ()
+    related: tuple[tuple[Span, str], ...] = ()
+
+
+class SourceMap:
+    """The text of every file read, so diagnostics can quote the offending line."""
+
+    def __init__(self) -> None:
+        self._texts: dict[str, list[str]] = {}
+
+    def add(self, name: str, text: str) -> None:
+        self._texts[name] = text.splitlines()
+
+    def line(self, name: str, line: int) -> str | None:
+        lines = self._texts.get(name)
+        if lines is None or not 1 <= line <= len(lines):
+            return None
+        return lines[line - 1]
+
+    def render(self, d: Diagnostic) -> str:
+        out = [f"{d.span}: {d.severity.value}[{d.code}]: {d.message}"]
+        out += self._quote(d.span)
+        for span, msg in d.related:
+            out.append(f"{span}: note: {msg}")
+            out += self._quote(span)
+        out += [f"  = note: {n}" for n in d.notes]
+        return "\n".join(out)
+
+    def _quote(self, span: Span) -> list[str]:
+        text = self.line(span.file, span.line)
+        if text is None:
+            return []
+        text = text.replace("\t", " ")
+        width = span.end_col - span.col if span.end_line == span.line else len(text) - span.col + 1
+        caret = " " * (span.col - 1) + "^" + "~" * max(0, width - 1)
+        gutter = f"{span.line:>4} | "
+        return [gutter + text, " " * (len(gutter) - 2) + "| " + caret]
+
+
+@dataclass
+class Diagnostics:
+    """Collects diagnostics so several independent errors are reported in one run."""
+
+    items: list[Diagnostic] = field(default_factory=list)
+
+    def error(
+        self,
+        code: str,
+        message: str,
+        span: Span,
+        notes: tuple[str, ...] = (),
+        related: tuple[tuple[Span, str], ...] = (),
+    ) -> None:
+        assert code in CODES, code
+        self.items.append(Diagnostic(code, message, span, Severity.ERROR, notes, related))
+
+    def warning(self, code: str, message: str, span: Span) -> None:
+        self.items.append(Diagnostic(code, message, span, Severity.WARNING))
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.severity is Severity.ERROR for d in self.items)
+
+    def errors(self) -> list[Diagnostic]:
+        return [d for d in self.items if d.severity is Severity.ERROR]
+
+    def raise_if_errors(self) -> None:
+        if self.has_errors:
+            raise CompileError(sorted(self.items, key=_order))
+
+
+def _order(d: Diagnostic) -> tuple[str, int, int]:
+    return (d.span.file, d.span.line, d.span.col)
+
+
+class CompileError(Exception):
+    """The user's program is wrong; carries every diagnostic found."""
+
+    def __init__(self, diagnostics: list[Diagnostic]) -> None:
+        super().__init__("; ".join(f"{d.span}: {d.message}" for d in diagnostics))
+        self.diagnostics = diagnostics
+
+
+class InternalError(Exception):
+    """A bug in nfc itself, never the user's fault."""
+
+    def __init__(self, message: str, span: Span | None = None) -> None:
+        where = f" at {span}" if span else ""
+        super().__init__(f"internal error{where}: {message} (this is a bug in nfc, please report it)")

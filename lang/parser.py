@@ -1,0 +1,463 @@
+"""Text → syntax tree: Lark LALR(1) over ``nfp.lark``, then a transformer to ``lang.ast``.
+
+Syntax errors become E001 diagnostics.  To report several in one run, the parser blanks
+out the top-level declaration holding an error (keeping line and column numbers) and
+parses the rest again.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import lark
+from lark import Token, Transformer, v_args
+
+from lang import ast
+from lang.diagnostics import Diagnostics, Span
+
+__all__ = ["MAX_NESTING", "parse_text"]
+
+GRAMMAR = Path(__file__).with_name("nfp.lark")
+MAX_NESTING = 64
+_TOP_KEYWORDS = (
+    "import const header packet metadata parser table state register counter meter extern "
+    "stage pipeline ports target deployment"
+).split()
+_TOP_LINE = re.compile(r"^(" + "|".join(_TOP_KEYWORDS) + r")\b", re.M)
+_TOKEN_NAMES = {
+    "NAME": "a name",
+    "INT": "a number",
+    "SEMICOLON": "';'",
+    "LBRACE": "'{'",
+    "RBRACE": "'}'",
+    "LPAR": "'('",
+    "RPAR": "')'",
+    "COLON": "':'",
+    "EQUAL": "'='",
+    "COMMA": "','",
+    "$END": "end of file",
+}
+
+
+@lru_cache(maxsize=1)
+def _lark() -> lark.Lark:
+    return lark.Lark(GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+def parse_text(text: str, file: str, diags: Diagnostics) -> ast.Module:
+    """Parse one file; every syntax error is added to ``diags`` and its declaration skipped."""
+    if _check_nesting(text, file, diags):
+        return ast.Module(file, ())
+    for _ in range(50):
+        try:
+            tree = _lark().parse(text)
+        except lark.exceptions.UnexpectedInput as e:
+            _report(e, text, file, diags)
+            blanked = _blank_declaration(text, e.line, e.column)
+            if blanked == text:
+                return ast.Module(file, ())
+            text = blanked
+            continue
+        return ast.Module(file, tuple(_ToAst(file).transform(tree).children))
+    return ast.Module(file, ())
+
+
+def _check_nesting(text: str, file: str, diags: Diagnostics) -> bool:
+    """Refuse absurd nesting before the (recursive) tree builder meets it."""
+    depth, line, col = 0, 1, 1
+    for ch in text:
+        if ch in "({[":
+            depth += 1
+            if depth > MAX_NESTING:
+                diags.error("E002", f"nesting deeper than {MAX_NESTING} levels", Span(file, line, col, line, col + 1))
+                return True
+        elif ch in ")}]":
+            depth -= 1
+        line, col = (line + 1, 1) if ch == "\n" else (line, col + 1)
+    return False
+
+
+def _report(e: lark.exceptions.UnexpectedInput, text: str, file: str, diags: Diagnostics) -> None:
+    line, col = max(e.line, 1), max(e.column, 1)
+    if isinstance(e, lark.exceptions.UnexpectedCharacters):
+        pos = e.pos_in_stream or 0
+        ch = text[pos] if pos < len(text) else "?"
+        msg = f"unexpected character {ch!r}"
+        width = 1
+    elif isinstance(e, lark.exceptions.UnexpectedToken):
+        tok = e.token
+        shown = "end of file" if tok.type == "$END" else repr(str(tok))
+        msg = f"unexpected {shown}"
+        expected = sorted({_describe(x) for x in e.expected if not x.startswith("__")})
+        if expected and len(expected) <= 6:
+            msg += f", expected {', '.join(expected)}"
+        width = max(1, len(str(tok))) if tok.type != "$END" else 1
+        if tok.type == "$END":
+            lines = text.splitlines() or [""]
+            line, col = len(lines), len(lines[-1]) + 1
+    else:
+        msg, width = "unexpected end of input", 1
+    diags.error("E001", msg, Span(file, line, col, line, col + width))
+
+
+def _describe(terminal: str) -> str:
+    if terminal in _TOKEN_NAMES:
+        return _TOKEN_NAMES[terminal]
+    try:
+        pattern = _lark().get_terminal(terminal).pattern
+    except KeyError:
+        return terminal.lower()
+    if isinstance(pattern, lark.lexer.PatternStr):
+        return repr(pattern.value)
+    return terminal.lower().replace("_", " ")
+
+
+def _blank_declaration(text: str, line: int, col: int) -> str:
+    """Replace the top-level declaration around (line, col) with spaces, keeping newlines."""
+    lines = text.split("\n")
+    offset = sum(len(x) + 1 for x in lines[: max(line - 1, 0)]) + max(col - 1, 0)
+    starts = [m.start() for m in _TOP_LINE.finditer(text)]
+    begin = max((s for s in starts if s <= offset), default=0)
+    end = min((s for s in starts if s > offset), default=len(text))
+    if end <= begin:
+        return text
+    chunk = re.sub(r"[^\n]", " ", text[begin:end])
+    return text[:begin] + chunk + text[end:]
+
+
+def _span(file: str, item: Any) -> Span:
+    if isinstance(item, Token):
+        return Span(file, item.line or 1, item.column or 1, item.end_line or 1, item.end_column or 1)
+    meta = item
+    if getattr(meta, "empty", True):
+        return Span(file, 1, 1, 1, 1)
+    return Span(file, meta.line, meta.column, meta.end_line, meta.end_column)
+
+
+_UNITS = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(.*)$")
+_CHAIN_OPS = {
+    "or_chain": "||",
+    "and_chain": "&&",
+    "bor_chain": "|",
+    "bxor_chain": "^",
+    "band_chain": "&",
+    "concat_chain": "++",
+}
+
+
+@v_args(meta=True)
+class _ToAst(Transformer[Token, Any]):
+    """Lark parse tree → ``lang.ast`` nodes (one method per grammar rule)."""
+
+    def __init__(self, file: str) -> None:
+        super().__init__()
+        self.file = file
+
+    def sp(self, meta: Any) -> Span:
+        return _span(self.file, meta)
+
+    # types
+    def bit_type(self, meta: Any, c: list[Any]) -> ast.TypeRef:
+        return ast.TypeRef(self.sp(meta), int(c[0]))
+
+    def bool_type(self, meta: Any, c: list[Any]) -> ast.TypeRef:
+        return ast.TypeRef(self.sp(meta), None)
+
+    # literals
+    def lit_int(self, meta: Any, c: list[Any]) -> ast.IntLit:
+        return ast.IntLit(self.sp(meta), int(str(c[0]).replace("_", ""), 0), None)
+
+    def lit_ipv4(self, meta: Any, c: list[Any]) -> ast.IntLit:
+        parts = [int(p) for p in str(c[0]).split(".")]
+        value = 0
+        for p in parts:
+            value = (value << 8) | (p & 0x1FF)
+        if any(p > 255 for p in parts):
+            value = -1  # checked (and reported) by lang.check
+        return ast.IntLit(self.sp(meta), value, 32)
+
+    def lit_mac(self, meta: Any, c: list[Any]) -> ast.IntLit:
+        return ast.IntLit(self.sp(meta), int(str(c[0]).replace(":", ""), 16), 48)
+
+    def lit_quantity(self, meta: Any, c: list[Any]) -> ast.Quantity:
+        m = _UNITS.match(str(c[0]))
+        assert m
+        return ast.Quantity(self.sp(meta), float(m.group(1)), m.group(2))
+
+    def lit_true(self, meta: Any, c: list[Any]) -> ast.BoolLit:
+        return ast.BoolLit(self.sp(meta), True)
+
+    def lit_false(self, meta: Any, c: list[Any]) -> ast.BoolLit:
+        return ast.BoolLit(self.sp(meta), False)
+
+    def lit_string(self, meta: Any, c: list[Any]) -> ast.StringLit:
+        return ast.StringLit(self.sp(meta), str(c[0])[1:-1])
+
+    # expressions
+    def name(self, meta: Any, c: list[Any]) -> ast.Name:
+        return ast.Name(self.sp(meta), str(c[0]))
+
+    def member(self, meta: Any, c: list[Any]) -> ast.Member:
+        return ast.Member(self.sp(meta), c[0], str(c[1]))
+
+    def slice(self, meta: Any, c: list[Any]) -> ast.Slice:
+        return ast.Slice(self.sp(meta), c[0], int(c[1]), int(c[2]))
+
+    def index(self, meta: Any, c: list[Any]) -> ast.Index:
+        return ast.Index(self.sp(meta), c[0], c[1])
+
+    def call(self, meta: Any, c: list[Any]) -> ast.Call:
+        args = tuple(a for a in c[1:] if a is not None)
+        return ast.Call(self.sp(meta), c[0], args)
+
+    def cast(self, meta: Any, c: list[Any]) -> ast.Cast:
+        return ast.Cast(self.sp(meta), c[0], c[1])
+
+    def not_op(self, meta: Any, c: list[Any]) -> ast.Unary:
+        return ast.Unary(self.sp(meta), "!", c[0])
+
+    def inv_op(self, meta: Any, c: list[Any]) -> ast.Unary:
+        return ast.Unary(self.sp(meta), "~", c[0])
+
+    def neg_op(self, meta: Any, c: list[Any]) -> ast.Unary:
+        return ast.Unary(self.sp(meta), "-", c[0])
+
+    def __default__(self, data: Any, children: list[Any], meta: Any) -> Any:
+        rule = str(data)
+        if rule in _CHAIN_OPS:
+            return self._fold(children, _CHAIN_OPS[rule])
+        if rule in ("eq_chain", "rel_chain", "shift_chain", "add_chain"):
+            return self._fold_tokens(children)
+        return lark.Tree(data, children, meta)
+
+    def _fold(self, children: list[Any], op: str) -> Any:
+        result = children[0]
+        for right in children[1:]:
+            result = ast.Binary(result.span.merge(right.span), op, result, right)
+        return result
+
+    def _fold_tokens(self, children: list[Any]) -> Any:
+        result = children[0]
+        for i in range(1, len(children), 2):
+            right = children[i + 1]
+            result = ast.Binary(result.span.merge(right.span), str(children[i]), result, right)
+        return result
+
+    def expr_list(self, meta: Any, c: list[Any]) -> tuple[Any, ...]:
+        return tuple(c)
+
+    # statements
+    def block(self, meta: Any, c: list[Any]) -> ast.Block:
+        return ast.Block(self.sp(meta), tuple(c))
+
+    def assign_stmt(self, meta: Any, c: list[Any]) -> ast.Assign:
+        return ast.Assign(self.sp(meta), c[0], c[1])
+
+    def let_stmt(self, meta: Any, c: list[Any]) -> ast.Let:
+        return ast.Let(self.sp(meta), str(c[0]), c[1], c[2])
+
+    def if_stmt(self, meta: Any, c: list[Any]) -> ast.If:
+        orelse = c[2]
+        if isinstance(orelse, ast.If):
+            orelse = ast.Block(orelse.span, (orelse,))
+        return ast.If(self.sp(meta), c[0], c[1], orelse)
+
+    def lookup_stmt(self, meta: Any, c: list[Any]) -> ast.Lookup:
+        hit, miss = c[1], c[2]
+        return ast.Lookup(
+            self.sp(meta),
+            str(c[0]),
+            _span(self.file, c[0]),
+            hit[0] if hit else None,
+            hit[1] if hit else None,
+            miss,
+        )
+
+    def hit_arm(self, meta: Any, c: list[Any]) -> tuple[str | None, ast.Block]:
+        return (str(c[0]) if c[0] is not None else None, c[1])
+
+    def miss_arm(self, meta: Any, c: list[Any]) -> ast.Block:
+        return c[0]  # type: ignore[no-any-return]
+
+    def field_init(self, meta: Any, c: list[Any]) -> ast.FieldInit:
+        return ast.FieldInit(self.sp(meta), str(c[0]), c[1])
+
+    def push_stmt(self, meta: Any, c: list[Any]) -> ast.Push:
+        return ast.Push(self.sp(meta), str(c[0]), tuple(c[1:]))
+
+    def pop_stmt(self, meta: Any, c: list[Any]) -> ast.Pop:
+        return ast.Pop(self.sp(meta), str(c[0]))
+
+    def forward_stmt(self, meta: Any, c: list[Any]) -> ast.Forward:
+        return ast.Forward(self.sp(meta), c[0])
+
+    def drop_stmt(self, meta: Any, c: list[Any]) -> ast.Drop:
+        return ast.Drop(self.sp(meta), str(c[0]))
+
+    def punt_stmt(self, meta: Any, c: list[Any]) -> ast.Punt:
+        return ast.Punt(self.sp(meta), str(c[0]))
+
+    def insert_stmt(self, meta: Any, c: list[Any]) -> ast.Insert:
+        inits = tuple(x for x in c[1:-1] if isinstance(x, ast.FieldInit))
+        return ast.Insert(self.sp(meta), str(c[0]), inits, c[-1])
+
+    def remove_stmt(self, meta: Any, c: list[Any]) -> ast.Remove:
+        return ast.Remove(self.sp(meta), str(c[0]))
+
+    def verify_stmt(self, meta: Any, c: list[Any]) -> ast.Verify:
+        return ast.Verify(self.sp(meta), c[0], str(c[1]))
+
+    def call_stmt(self, meta: Any, c: list[Any]) -> ast.ExprStmt:
+        return ast.ExprStmt(self.sp(meta), c[0])
+
+    def extract_stmt(self, meta: Any, c: list[Any]) -> ast.Extract:
+        return ast.Extract(self.sp(meta), str(c[0]))
+
+    # parser
+    def pt_state(self, meta: Any, c: list[Any]) -> ast.PTarget:
+        return ast.PTarget(self.sp(meta), "state", str(c[0]))
+
+    def pt_accept(self, meta: Any, c: list[Any]) -> ast.PTarget:
+        return ast.PTarget(self.sp(meta), "accept", "")
+
+    def pt_drop(self, meta: Any, c: list[Any]) -> ast.PTarget:
+        return ast.PTarget(self.sp(meta), "drop", str(c[0]))
+
+    def select_key(self, meta: Any, c: list[Any]) -> ast.SelectKey:
+        return ast.SelectKey(self.sp(meta), c[0], c[1] if len(c) > 1 else None)
+
+    def sk_default(self, meta: Any, c: list[Any]) -> None:
+        return None
+
+    def sk_values(self, meta: Any, c: list[Any]) -> tuple[ast.SelectKey, ...]:
+        return tuple(c)
+
+    def select_case(self, meta: Any, c: list[Any]) -> ast.SelectCase:
+        return ast.SelectCase(self.sp(meta), c[0], c[1])
+
+    def trans_direct(self, meta: Any, c: list[Any]) -> ast.Transition:
+        return ast.Transition(self.sp(meta), (), (), c[0])
+
+    def trans_select(self, meta: Any, c: list[Any]) -> ast.Transition:
+        return ast.Transition(self.sp(meta), c[0], tuple(c[1:]), None)
+
+    def pstate(self, meta: Any, c: list[Any]) -> ast.ParserState:
+        return ast.ParserState(self.sp(meta), str(c[0]), tuple(c[1:-1]), c[-1])
+
+    def parser_decl(self, meta: Any, c: list[Any]) -> ast.ParserDecl:
+        return ast.ParserDecl(self.sp(meta), str(c[0]), tuple(c[1:]))
+
+    # declarations
+    def field_decl(self, meta: Any, c: list[Any]) -> ast.FieldDecl:
+        return ast.FieldDecl(self.sp(meta), str(c[0]), c[1])
+
+    def checksum_clause(self, meta: Any, c: list[Any]) -> tuple[str, Span]:
+        return (str(c[0]), _span(self.file, c[0]))
+
+    def header_decl(self, meta: Any, c: list[Any]) -> ast.HeaderDecl:
+        return ast.HeaderDecl(self.sp(meta), str(c[0]), tuple(c[2:]), c[1])
+
+    def inst_decl(self, meta: Any, c: list[Any]) -> ast.Instance:
+        return ast.Instance(self.sp(meta), str(c[0]), str(c[1]))
+
+    def packet_decl(self, meta: Any, c: list[Any]) -> ast.PacketDecl:
+        return ast.PacketDecl(self.sp(meta), tuple(c))
+
+    def metadata_decl(self, meta: Any, c: list[Any]) -> ast.MetadataDecl:
+        return ast.MetadataDecl(self.sp(meta), tuple(c))
+
+    def key_field(self, meta: Any, c: list[Any]) -> ast.KeyField:
+        alias = str(c[2]) if len(c) > 2 and c[2] is not None else None
+        return ast.KeyField(self.sp(meta), c[0], str(c[1]), _span(self.file, c[1]), alias)
+
+    def key_block(self, meta: Any, c: list[Any]) -> tuple[str, tuple[ast.KeyField, ...]]:
+        return ("key", tuple(c))
+
+    def value_block(self, meta: Any, c: list[Any]) -> tuple[str, tuple[ast.FieldDecl, ...]]:
+        return ("value", tuple(c))
+
+    def property(self, meta: Any, c: list[Any]) -> ast.Property:
+        return ast.Property(self.sp(meta), str(c[0]), c[1])
+
+    property_any = property
+
+    def pv_name(self, meta: Any, c: list[Any]) -> ast.NameValue:
+        return ast.NameValue(self.sp(meta), str(c[0]))
+
+    def name_list(self, meta: Any, c: list[Any]) -> ast.NameList:
+        return ast.NameList(self.sp(meta), tuple(str(x) for x in c))
+
+    def port_range(self, meta: Any, c: list[Any]) -> tuple[int, int]:
+        lo = int(c[0])
+        return (lo, int(c[1]) if len(c) > 1 else lo)
+
+    def port_list(self, meta: Any, c: list[Any]) -> ast.PortList:
+        return ast.PortList(self.sp(meta), tuple(c))
+
+    def _table(self, meta: Any, c: list[Any], is_state: bool) -> ast.TableDecl:
+        keys: tuple[ast.KeyField, ...] = ()
+        values: tuple[ast.FieldDecl, ...] = ()
+        props: list[ast.Property] = []
+        for item in c[1:]:
+            if isinstance(item, ast.Property):
+                props.append(item)
+            elif item[0] == "key":
+                keys += item[1]
+            else:
+                values += item[1]
+        return ast.TableDecl(self.sp(meta), str(c[0]), is_state, keys, values, tuple(props))
+
+    def table_decl(self, meta: Any, c: list[Any]) -> ast.TableDecl:
+        return self._table(meta, c, False)
+
+    def state_decl(self, meta: Any, c: list[Any]) -> ast.TableDecl:
+        return self._table(meta, c, True)
+
+    def register_decl(self, meta: Any, c: list[Any]) -> ast.RegisterDecl:
+        return ast.RegisterDecl(self.sp(meta), str(c[0]), c[1], c[2])
+
+    def counter_decl(self, meta: Any, c: list[Any]) -> ast.CounterDecl:
+        return ast.CounterDecl(self.sp(meta), str(c[0]), c[1], "counter")
+
+    def meter_decl(self, meta: Any, c: list[Any]) -> ast.CounterDecl:
+        return ast.CounterDecl(self.sp(meta), str(c[0]), c[1], "meter")
+
+    def param(self, meta: Any, c: list[Any]) -> ast.FieldDecl:
+        return ast.FieldDecl(self.sp(meta), str(c[0]), c[1])
+
+    def extern_decl(self, meta: Any, c: list[Any]) -> ast.ExternDecl:
+        params = tuple(x for x in c[1:] if isinstance(x, ast.FieldDecl))
+        rest = [x for x in c[1:] if x is not None and not isinstance(x, ast.FieldDecl)]
+        ret = rest[0] if rest and isinstance(rest[0], ast.TypeRef) else None
+        requires = tuple(str(x) for x in rest if isinstance(x, Token))
+        return ast.ExternDecl(self.sp(meta), str(c[0]), params, ret, requires)
+
+    def const_decl(self, meta: Any, c: list[Any]) -> ast.ConstDecl:
+        return ast.ConstDecl(self.sp(meta), str(c[0]), c[1], c[2])
+
+    def stage_decl(self, meta: Any, c: list[Any]) -> ast.StageDecl:
+        return ast.StageDecl(self.sp(meta), str(c[0]), c[1])
+
+    def when_clause(self, meta: Any, c: list[Any]) -> tuple[str, Any]:
+        return ("when", c[0])
+
+    def pipeline_decl(self, meta: Any, c: list[Any]) -> ast.PipelineDecl:
+        props = tuple(x for x in c[1:] if isinstance(x, ast.Property))
+        whens = [x[1] for x in c[1:] if isinstance(x, tuple)]
+        return ast.PipelineDecl(self.sp(meta), str(c[0]), props, whens[0] if whens else None)
+
+    def ports_decl(self, meta: Any, c: list[Any]) -> ast.PortsDecl:
+        return ast.PortsDecl(self.sp(meta), str(c[0]), c[1])
+
+    def target_decl(self, meta: Any, c: list[Any]) -> ast.TargetDecl:
+        base = str(c[1]) if c[1] is not None else None
+        return ast.TargetDecl(self.sp(meta), str(c[0]), base, tuple(c[2:]))
+
+    def deployment_decl(self, meta: Any, c: list[Any]) -> ast.DeploymentDecl:
+        return ast.DeploymentDecl(self.sp(meta), str(c[0]), tuple(c[1:]))
+
+    def import_decl(self, meta: Any, c: list[Any]) -> ast.Import:
+        return ast.Import(self.sp(meta), str(c[0])[1:-1])

@@ -1,0 +1,1 @@
+"""The nfc command line: the one place that wires front end, compiler, targets and runtime."""

@@ -1,0 +1,65 @@
+"""``nfc check | build`` — the command line (see DESIGN.md for the contract)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import traceback
+from collections.abc import Callable
+
+from lang import CompileError, Diagnostics, InternalError, SourceMap, load
+
+__all__ = ["main"]
+
+
+def _check(args: argparse.Namespace, sources: SourceMap) -> int:
+    diags = Diagnostics()
+    load(args.file, diags, sources)
+    diags.raise_if_errors()
+    _warn(diags, sources)
+    print(f"{args.file}: ok")
+    return 0
+
+
+def _warn(diags: Diagnostics, sources: SourceMap) -> None:
+    for d in diags.items:
+        print(sources.render(d), file=sys.stderr)
+
+
+def _parser() -> argparse.ArgumentParser:
+    ap = argparse.ArgumentParser(prog="nfc", description="Compile network functions for switch + server data planes.")
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    p = sub.add_parser("check", help="parse and type-check a .nfp file")
+    p.add_argument("file")
+    p.set_defaults(func=_check)
+    return ap
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    sources = SourceMap()
+    func: Callable[[argparse.Namespace, SourceMap], int] = args.func
+    try:
+        return func(args, sources)
+    except CompileError as e:
+        for d in e.diagnostics:
+            print(sources.render(d), file=sys.stderr)
+        n = sum(1 for d in e.diagnostics if d.severity.value == "error")
+        print(f"{n} error{'s' if n != 1 else ''}", file=sys.stderr)
+        return 1
+    except InternalError as e:
+        print(f"nfc: {e}", file=sys.stderr)
+        if os.environ.get("NFC_DEBUG"):
+            traceback.print_exc()
+        return 3
+    except Exception as e:
+        print(f"nfc: internal error: {type(e).__name__}: {e} (this is a bug in nfc, please report it; "
+              "set NFC_DEBUG=1 for the traceback)", file=sys.stderr)
+        if os.environ.get("NFC_DEBUG"):
+            traceback.print_exc()
+        return 3
+
+
+if __name__ == "__main__":
+    sys.exit(main())

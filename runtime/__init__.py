@@ -1,0 +1,1 @@
+"""Control plane: the runtime API and the emulated data plane."""

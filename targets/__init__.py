@@ -1,0 +1,1 @@
+"""Code generators, one per target, found through a registry."""

@@ -1,0 +1,33 @@
+"""Shared fixtures: run the front end on source text and collect its diagnostics."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from lang import Diagnostics, SourceMap, load  # noqa: E402
+from lang.check import CheckedProgram  # noqa: E402
+
+
+class Front:
+    """Compile source text from a temporary file; keep diagnostics and their rendering."""
+
+    def __init__(self, tmp: Path) -> None:
+        self.tmp = tmp
+
+    def load(self, text: str, name: str = "t.nfp") -> tuple[CheckedProgram, Diagnostics, SourceMap]:
+        path = self.tmp / name
+        path.write_text(text)
+        diags, sources = Diagnostics(), SourceMap()
+        prog = load(str(path), diags, sources)
+        return prog, diags, sources
+
+
+@pytest.fixture
+def front(tmp_path: Path) -> Front:
+    return Front(tmp_path)
