@@ -77,6 +77,15 @@ class ChecksumOk:
 
 
 @dataclass(frozen=True, slots=True)
+class HeaderRef:
+    """A header instance passed to an extern (e.g. the outer IPv4 of esp_encrypt)."""
+
+    inst: str
+    span: Span
+    width: int = BOOL
+
+
+@dataclass(frozen=True, slots=True)
 class RegRead:
     reg: str
     index: Expr
@@ -145,7 +154,8 @@ class Cast:
 
 
 Expr = (
-    Const | HeaderField | MetaField | StdField | Local | Result | Valid | ChecksumOk | RegRead | Hash | ExternCall
+    Const | HeaderField | MetaField | StdField | Local | Result | Valid | ChecksumOk | HeaderRef | RegRead | Hash
+    | ExternCall
     | CounterOp | Unary | Binary | Slice | Cast
 )
 LValue = HeaderField | MetaField | Local | RegRead
@@ -377,7 +387,8 @@ class Counter:
 @dataclass(frozen=True, slots=True)
 class Extern:
     name: str
-    params: tuple[Field, ...]
+    params: tuple[Field, ...]  # width 0: a header instance of type ``header_types[i]``
+    header_types: tuple[str | None, ...]
     ret_width: int | None
     requires: tuple[str, ...]
     span: Span

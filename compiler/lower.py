@@ -70,8 +70,10 @@ class _Lower:
         return ir.HeaderType(h.name, fields, h.checksum[0] if h.checksum else None, h.span)
 
     def _extern(self, e: ast.ExternDecl) -> ir.Extern:
-        params = tuple(ir.Field(p.name, self._w(p.type), p.span) for p in e.params)
-        return ir.Extern(e.name, params, self._w(e.ret) if e.ret else None, e.requires, e.span)
+        params = tuple(ir.Field(p.name, 0 if isinstance(p, ast.HeaderParam) else self._w(p.type), p.span)
+                       for p in e.params)
+        htypes = tuple(p.header_type if isinstance(p, ast.HeaderParam) else None for p in e.params)
+        return ir.Extern(e.name, params, htypes, self._w(e.ret) if e.ret else None, e.requires, e.span)
 
     def _parser(self, p: ast.ParserDecl) -> ir.ParserGraph:
         return ir.ParserGraph(p.name, tuple(self._pstate(s) for s in p.states), p.span)
@@ -282,9 +284,12 @@ class _Lower:
         if name in ("valid", "checksum_ok"):
             inst = e.args[0].ident if isinstance(e.args[0], ast.Name) else ""
             return ir.Valid(inst, e.span) if name == "valid" else ir.ChecksumOk(inst, e.span)
-        args = tuple(self._expr(a, hits) for a in e.args)
-        if name in self.sym.externs:
+        ext = self.sym.externs.get(name)
+        if ext is not None:
+            args = tuple(ir.HeaderRef(a.ident, a.span) if isinstance(p, ast.HeaderParam) and isinstance(a, ast.Name)
+                         else self._expr(a, hits) for a, p in zip(e.args, ext.params, strict=True))
             return ir.ExternCall(name, args, self._width_of(e), e.span)
+        args = tuple(self._expr(a, hits) for a in e.args)
         return ir.Hash(name, args, self._width_of(e), e.span)
 
 

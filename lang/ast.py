@@ -369,10 +369,19 @@ class CounterDecl:
 
 
 @dataclass(frozen=True, slots=True)
+class HeaderParam:
+    """An extern parameter that names a header instance of the given header type."""
+
+    span: Span
+    name: str
+    header_type: str
+
+
+@dataclass(frozen=True, slots=True)
 class ExternDecl:
     span: Span
     name: str
-    params: tuple[FieldDecl, ...]
+    params: tuple[FieldDecl | HeaderParam, ...]
     ret: TypeRef | None
     requires: tuple[str, ...]
 

@@ -181,7 +181,11 @@ class _Checker:
             self._count(c2.size, f"{c2.kind} size")
         for e in self.sym.externs.values():
             for prm in e.params:
-                self._width(prm.type)
+                if isinstance(prm, ast.HeaderParam):
+                    if prm.header_type not in self.sym.headers:
+                        self._unknown(prm.header_type, "header type", prm.span)
+                else:
+                    self._width(prm.type)
             if e.ret:
                 self._width(e.ret)
         for s in self.sym.stages.values():
@@ -773,8 +777,16 @@ class _Checker:
             return Bits(32)
         if self._arity(e, len(ext.params)):
             for a, p in zip(e.args, ext.params, strict=True):
-                self._expect(a, self._width(p.type), scope)
+                if isinstance(p, ast.HeaderParam):
+                    self._header_arg(a, p)
+                else:
+                    self._expect(a, self._width(p.type), scope)
         return self._width(ext.ret) if ext.ret else Bool()
+
+    def _header_arg(self, a: ast.Expr, p: ast.HeaderParam) -> None:
+        inst = self.sym.instances.get(a.ident) if isinstance(a, ast.Name) else None
+        if inst is None or inst.header_type != p.header_type:
+            self.d.error("E020", f"argument '{p.name}' must be a header of type {p.header_type}", a.span)
 
     def _method(self, e: ast.Call, obj: str, method: str, scope: _Scope) -> Type:
         c = self.sym.counters.get(obj)

@@ -425,12 +425,14 @@ class _ToAst(Transformer[Token, Any]):
     def meter_decl(self, meta: Any, c: list[Any]) -> ast.CounterDecl:
         return ast.CounterDecl(self.sp(meta), str(c[0]), c[1], "meter")
 
-    def param(self, meta: Any, c: list[Any]) -> ast.FieldDecl:
+    def param(self, meta: Any, c: list[Any]) -> ast.FieldDecl | ast.HeaderParam:
+        if isinstance(c[1], Token):
+            return ast.HeaderParam(self.sp(meta), str(c[0]), str(c[1]))
         return ast.FieldDecl(self.sp(meta), str(c[0]), c[1])
 
     def extern_decl(self, meta: Any, c: list[Any]) -> ast.ExternDecl:
-        params = tuple(x for x in c[1:] if isinstance(x, ast.FieldDecl))
-        rest = [x for x in c[1:] if x is not None and not isinstance(x, ast.FieldDecl)]
+        params = tuple(x for x in c[1:] if isinstance(x, ast.FieldDecl | ast.HeaderParam))
+        rest = [x for x in c[1:] if x is not None and not isinstance(x, ast.FieldDecl | ast.HeaderParam)]
         ret = rest[0] if rest and isinstance(rest[0], ast.TypeRef) else None
         requires = tuple(str(x) for x in rest if isinstance(x, Token))
         return ast.ExternDecl(self.sp(meta), str(c[0]), params, ret, requires)

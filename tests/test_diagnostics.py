@@ -27,7 +27,7 @@ CASES = [
     ("header h { a: bit<0>; b: bit<8>; }", "E022", 1, 15, "width must be between 1 and 2048, not 0"),
     ("stage s { forward(ip.src); }", "E020", 1, 19, "port must be bit<N> with N <= 16, not bit<32>"),
     ("stage s { std.ingress_port = 1; }", "E024", 1, 11, "std.ingress_port is read-only"),
-    ("stage s { esp_decrypt(1); }", "E023", 1, 11, "expected 2 arguments, not 1"),
+    ("stage s { esp_decrypt(1); }", "E023", 1, 11, "expected 4 arguments, not 1"),
     ("state st { key { ip.src: lpm; } value { p: bit<16>; } size = 4; }", "E031", 1, 26, "keys must be exact"),
     ("table t { key { ip.dst: exact; } value { p: bit<9>; } size = 4; }\nstage s { insert t { p = 1; } }",
      "E013", 2, 11, "control-plane table"),
