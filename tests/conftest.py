@@ -31,3 +31,13 @@ class Front:
 @pytest.fixture
 def front(tmp_path: Path) -> Front:
     return Front(tmp_path)
+
+
+def compile_ir(path: str):
+    """Front end + lowering of a file, failing the test on any diagnostic."""
+    from compiler.lower import lower
+
+    diags, sources = Diagnostics(), SourceMap()
+    checked = load(path, diags, sources)
+    assert not diags.has_errors, "\n".join(sources.render(d) for d in diags.items)
+    return lower(checked)

@@ -1,0 +1,147 @@
+"""Data-plane state the reference interpreter keeps between packets.
+
+Registers, counters, meters (RFC 2698 two-rate three-colour, colour-blind), data-plane
+written ``state`` tables with idle timeouts, ESP anti-replay windows and NAT port pools.
+Out-of-range register / counter / meter indices read 0 and write nothing.
+"""
+
+from __future__ import annotations
+
+from collections import Counter as Tally
+from dataclasses import dataclass, field
+
+from compiler import ir
+
+__all__ = ["REPLAY_WINDOW", "DataplaneState", "MeterConfig"]
+
+REPLAY_WINDOW = 64
+
+
+@dataclass(frozen=True, slots=True)
+class MeterConfig:
+    """trTCM rates in bytes per second and bursts in bytes (RFC 2698)."""
+
+    cir: float
+    cbs: float
+    pir: float
+    pbs: float
+
+
+@dataclass
+class _Bucket:
+    tc: float
+    tp: float
+    last: float
+
+
+@dataclass
+class _StateEntry:
+    values: dict[str, int]
+    timeout: float
+    expires: float
+
+
+@dataclass
+class DataplaneState:
+    program: ir.Program
+    registers: dict[str, dict[int, int]] = field(default_factory=dict)
+    counters: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
+    meter_config: dict[str, dict[int, MeterConfig]] = field(default_factory=dict)
+    buckets: dict[tuple[str, int], _Bucket] = field(default_factory=dict)
+    state_tables: dict[str, dict[tuple[int, ...], _StateEntry]] = field(default_factory=dict)
+    replay: dict[int, tuple[int, int]] = field(default_factory=dict)  # sa -> (highest seq, bitmap)
+    port_pools: dict[int, set[int]] = field(default_factory=dict)
+    drops: Tally[str] = field(default_factory=Tally)
+    punts: Tally[str] = field(default_factory=Tally)
+
+    # registers
+    def reg_read(self, name: str, index: int) -> int:
+        return self.registers.get(name, {}).get(index, 0)
+
+    def reg_write(self, name: str, index: int, value: int) -> None:
+        if 0 <= index < self.program.registers[name].size:
+            self.registers.setdefault(name, {})[index] = value
+
+    # counters and meters
+    def count(self, name: str, index: int, nbytes: int) -> None:
+        if 0 <= index < self.program.counters[name].size:
+            per = self.counters.setdefault(name, {})
+            pkts, byts = per.get(index, (0, 0))
+            per[index] = (pkts + 1, byts + nbytes)
+
+    def meter(self, name: str, index: int, nbytes: int, now: float) -> int:
+        """Colour of a packet: 0 green, 1 yellow, 2 red; unconfigured meters are green."""
+        cfg = self.meter_config.get(name, {}).get(index)
+        if cfg is None:
+            return 0
+        b = self.buckets.get((name, index))
+        if b is None:
+            b = self.buckets[(name, index)] = _Bucket(cfg.cbs, cfg.pbs, now)
+        dt = max(0.0, now - b.last)
+        b.tc = min(cfg.cbs, b.tc + dt * cfg.cir)
+        b.tp = min(cfg.pbs, b.tp + dt * cfg.pir)
+        b.last = now
+        if b.tp < nbytes:
+            return 2
+        if b.tc < nbytes:
+            b.tp -= nbytes
+            return 1
+        b.tp -= nbytes
+        b.tc -= nbytes
+        return 0
+
+    # data-plane written state
+    def state_lookup(self, name: str, key: tuple[int, ...], now: float) -> dict[str, int] | None:
+        """A hit refreshes the entry's idle timer; expired entries are removed."""
+        entries = self.state_tables.get(name, {})
+        e = entries.get(key)
+        if e is None:
+            return None
+        if e.expires <= now:
+            del entries[key]
+            return None
+        e.expires = now + e.timeout
+        return e.values
+
+    def state_insert(self, name: str, key: tuple[int, ...], values: dict[str, int], timeout: float,
+                     now: float) -> bool:
+        entries = self.state_tables.setdefault(name, {})
+        if key not in entries and len(entries) >= self.program.tables[name].size:
+            self.expire(name, now)
+            if len(entries) >= self.program.tables[name].size:
+                return False
+        entries[key] = _StateEntry(dict(values), timeout, now + timeout)
+        return True
+
+    def state_remove(self, name: str, key: tuple[int, ...]) -> None:
+        self.state_tables.get(name, {}).pop(key, None)
+
+    def expire(self, name: str, now: float) -> None:
+        entries = self.state_tables.get(name, {})
+        for k in [k for k, e in entries.items() if e.expires <= now]:
+            del entries[k]
+
+    # ESP anti-replay, RFC 4303 Appendix A (window of REPLAY_WINDOW packets)
+    def replay_check(self, sa: int, seq: int) -> bool:
+        top, bitmap = self.replay.get(sa, (0, 0))
+        if seq == 0:
+            return False
+        if seq > top:
+            shift = seq - top
+            bitmap = ((bitmap << shift) | 1) & ((1 << REPLAY_WINDOW) - 1) if shift < REPLAY_WINDOW else 1
+            self.replay[sa] = (seq, bitmap)
+            return True
+        offset = top - seq
+        if offset >= REPLAY_WINDOW or bitmap >> offset & 1:
+            return False
+        self.replay[sa] = (top, bitmap | (1 << offset))
+        return True
+
+    # NAT port pools
+    def alloc_port(self, ext_ip: int) -> int:
+        used = self.port_pools.setdefault(ext_ip, set())
+        for port in range(1024, 65536):
+            if port not in used:
+                used.add(port)
+                return port
+        return 0
