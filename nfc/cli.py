@@ -9,6 +9,7 @@ import traceback
 from collections.abc import Callable
 
 from lang import CompileError, Diagnostics, InternalError, SourceMap, load
+from nfc.build import build
 
 __all__ = ["main"]
 
@@ -33,6 +34,14 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="parse and type-check a .nfp file")
     p.add_argument("file")
     p.set_defaults(func=_check)
+    b = sub.add_parser("build", help="place the stages and generate everything a deployment needs")
+    b.add_argument("file")
+    b.add_argument("--target", default="tofino+dpdk",
+                   help="tofino+dpdk (default), tofino, dpdk, or profile/target names joined by '+'")
+    b.add_argument("-o", "--out", help="output folder (default build/<name>)")
+    b.add_argument("--dump-after", metavar="PASS", help="print what PASS produced (see --list-passes)")
+    b.add_argument("--list-passes", action="store_true", help="list the passes in order and exit")
+    b.set_defaults(func=build)
     return ap
 
 

@@ -1,0 +1,270 @@
+"""Facts about IR stages that placement needs: what they read and write, which
+operations and match kinds they use, and how they split into MAU-sized units.
+
+A *unit* is one top-level lookup (with its hit/miss actions) or a run of consecutive
+top-level statements without lookups; on a switch each unit occupies one or more
+consecutive MAU stages.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from compiler import ir
+from lang.diagnostics import Span
+
+__all__ = ["Unit", "Use", "expr_reads", "loc_of", "stage_units", "stage_uses", "walk_stmts"]
+
+# A location: ("hdr", inst, field) | ("valid", inst) | ("meta", name) | ("std", name)
+# | ("local", name) | ("result", table) | ("reg", name) | ("pkt",) for the packet body.
+Loc = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Use:
+    """One operation a stage needs from its target, where it is needed."""
+
+    op: str
+    span: Span
+    what: str  # human-readable: "esp_encrypt", "lpm match on ipv4.dst", ...
+
+
+@dataclass
+class Unit:
+    stage: str
+    index: int
+    tables: tuple[str, ...]
+    stmts: tuple[ir.Stmt, ...]
+    reads: set[Loc] = field(default_factory=set)
+    writes: set[Loc] = field(default_factory=set)
+    stateful: bool = False  # counters, meters, registers, state inserts
+    may_stop: bool = False  # contains drop / punt / verify
+
+    @property
+    def name(self) -> str:
+        return f"{self.stage}#{self.index}"
+
+
+def loc_of(e: ir.Expr) -> Loc | None:
+    match e:
+        case ir.HeaderField():
+            return ("hdr", e.inst, e.field)
+        case ir.MetaField():
+            return ("meta", e.name)
+        case ir.StdField():
+            return ("std", e.name)
+        case ir.Local():
+            return ("local", e.name)
+        case ir.RegRead():
+            return ("reg", e.reg)
+        case _:
+            return None
+
+
+def children(e: ir.Expr) -> tuple[ir.Expr, ...]:
+    match e:
+        case ir.Const() | ir.HeaderField() | ir.MetaField() | ir.StdField() | ir.Local() | ir.Result() | ir.Valid() \
+                | ir.ChecksumOk() | ir.HeaderRef():
+            return ()
+        case ir.RegRead():
+            return (e.index,)
+        case ir.Hash() | ir.ExternCall():
+            return e.args
+        case ir.CounterOp():
+            return (e.index,)
+        case ir.Unary() | ir.Cast():
+            return (e.operand,)
+        case ir.Binary():
+            return (e.left, e.right)
+        case ir.Slice():
+            return (e.base,)
+        case _:
+            assert_never(e)
+
+
+def walk_expr(e: ir.Expr) -> Iterator[ir.Expr]:
+    yield e
+    for c in children(e):
+        yield from walk_expr(c)
+
+
+def expr_reads(e: ir.Expr) -> set[Loc]:
+    out: set[Loc] = set()
+    for x in walk_expr(e):
+        loc = loc_of(x)
+        if loc is not None:
+            out.add(loc)
+        elif isinstance(x, ir.Valid | ir.ChecksumOk):
+            out.add(("valid", x.inst))
+            if isinstance(x, ir.ChecksumOk):
+                out.add(("hdrall", x.inst))
+        elif isinstance(x, ir.Result):
+            out.add(("result", x.table))
+        elif isinstance(x, ir.HeaderRef):
+            out.add(("valid", x.inst))
+            out.add(("hdrall", x.inst))
+    return out
+
+
+def stmt_exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
+    match s:
+        case ir.Assign():
+            idx = (s.target.index,) if isinstance(s.target, ir.RegRead) else ()
+            return (s.value, *idx)
+        case ir.If():
+            return (s.cond,)
+        case ir.Push() | ir.Insert():
+            vals = tuple(e for _, e in (s.inits if isinstance(s, ir.Push) else s.values))
+            extra = (s.timeout,) if isinstance(s, ir.Insert) and s.timeout is not None else ()
+            return vals + extra
+        case ir.Forward():
+            return (s.port,)
+        case ir.Verify():
+            return (s.cond,)
+        case ir.Eval():
+            return (s.expr,)
+        case ir.Lookup() | ir.Pop() | ir.Drop() | ir.Punt() | ir.Remove() | ir.Extract():
+            return ()
+        case _:
+            assert_never(s)
+
+
+def walk_stmts(stmts: tuple[ir.Stmt, ...]) -> Iterator[ir.Stmt]:
+    for s in stmts:
+        yield s
+        if isinstance(s, ir.If):
+            yield from walk_stmts(s.then)
+            yield from walk_stmts(s.orelse)
+        elif isinstance(s, ir.Lookup):
+            yield from walk_stmts(s.hit)
+            yield from walk_stmts(s.miss)
+
+
+def _effects(prog: ir.Program, unit: Unit) -> None:
+    for s in walk_stmts(unit.stmts):
+        for e in stmt_exprs(s):
+            unit.reads |= expr_reads(e)
+            if any(isinstance(x, ir.CounterOp | ir.ExternCall) for x in walk_expr(e)):
+                unit.stateful = True
+            for x in walk_expr(e):
+                if isinstance(x, ir.ExternCall):
+                    unit.writes |= {("valid", a.inst) for a in x.args if isinstance(a, ir.HeaderRef)}
+                    unit.writes.add(("pkt",))
+                    unit.reads.add(("pkt",))
+        _stmt_effects(prog, s, unit)
+
+
+def _stmt_effects(prog: ir.Program, s: ir.Stmt, unit: Unit) -> None:
+    match s:
+        case ir.Assign():
+            loc = loc_of(s.target)
+            if loc is not None:
+                unit.writes.add(loc)
+            if isinstance(s.target, ir.RegRead):
+                unit.stateful = True
+        case ir.Lookup():
+            t = prog.tables[s.table]
+            for k in t.keys:
+                unit.reads |= expr_reads(k.expr)
+            unit.writes.add(("result", s.table))
+        case ir.Push():
+            unit.writes.add(("valid", s.inst))
+            unit.writes |= {("hdr", s.inst, f.name) for f in prog.header_of(s.inst).fields}
+        case ir.Pop():
+            unit.writes.add(("valid", s.inst))
+        case ir.Forward():
+            unit.writes.add(("std", "egress"))
+        case ir.Drop() | ir.Punt() | ir.Verify():
+            unit.may_stop = True
+        case ir.Insert() | ir.Remove():
+            unit.stateful = True
+            for k in prog.tables[s.state].keys:
+                unit.reads |= expr_reads(k.expr)
+        case ir.If() | ir.Eval() | ir.Extract():
+            pass
+        case _:
+            assert_never(s)
+
+
+def stage_units(prog: ir.Program, stage: ir.Stage) -> list[Unit]:
+    """Split a stage into units (see module docstring), with their read/write sets."""
+    units: list[Unit] = []
+    run: list[ir.Stmt] = []
+
+    def flush() -> None:
+        if run:
+            units.append(Unit(stage.name, len(units), (), tuple(run)))
+            run.clear()
+
+    for s in stage.body:
+        tables = tuple(x.table for x in walk_stmts((s,)) if isinstance(x, ir.Lookup))
+        if tables:
+            flush()
+            units.append(Unit(stage.name, len(units), tables, (s,)))
+        else:
+            run.append(s)
+    flush()
+    for u in units:
+        _effects(prog, u)
+    return units
+
+
+def stage_uses(prog: ir.Program, stage: ir.Stage) -> list[Use]:
+    """Every operation and match kind the stage needs, with the span that needs it."""
+    uses: list[Use] = []
+    for s in walk_stmts(stage.body):
+        uses += _stmt_uses(prog, s)
+        for e in stmt_exprs(s):
+            for x in walk_expr(e):
+                uses += _expr_uses(prog, x)
+    return uses
+
+
+def _stmt_uses(prog: ir.Program, s: ir.Stmt) -> list[Use]:
+    match s:
+        case ir.Assign():
+            op = "register" if isinstance(s.target, ir.RegRead) else "assign"
+            return [Use(op, s.span, "register write" if op == "register" else "assignment")]
+        case ir.Lookup():
+            t = prog.tables[s.table]
+            out = [Use(f"match:{k.match}", k.span, f"{k.match} match on {k.name} of table '{t.name}'") for k in t.keys]
+            if t.is_state and not t.hints.cache:
+                out.append(Use("dataplane_insert", s.span, f"lookup in data-plane state '{t.name}'"))
+            return [Use("lookup", s.span, f"lookup in '{t.name}'"), *out]
+        case ir.Push() | ir.Pop():
+            return [Use("push_pop", s.span, f"{'push' if isinstance(s, ir.Push) else 'pop'} {s.inst}")]
+        case ir.Forward():
+            return [Use("forward", s.span, "forward")]
+        case ir.Drop():
+            return [Use("drop", s.span, "drop")]
+        case ir.Punt():
+            return [Use("punt", s.span, "punt")]
+        case ir.Insert() | ir.Remove():
+            return [Use("dataplane_insert", s.span, f"insert into '{s.state}'")]
+        case ir.Verify():
+            return [Use("drop", s.span, "verify")]
+        case ir.If() | ir.Eval() | ir.Extract():
+            return []
+        case _:
+            assert_never(s)
+
+
+def _expr_uses(prog: ir.Program, x: ir.Expr) -> list[Use]:
+    match x:
+        case ir.ExternCall():
+            return [Use(op, x.span, f"{x.name}()") for op in prog.externs[x.name].requires]
+        case ir.Hash():
+            return [Use("hash", x.span, f"{x.alg}()")]
+        case ir.CounterOp():
+            kind = prog.counters[x.obj].kind
+            return [Use(kind, x.span, f"{kind} '{x.obj}'")]
+        case ir.RegRead():
+            return [Use("register", x.span, f"register '{x.reg}'")]
+        case ir.ChecksumOk():
+            return [Use("checksum", x.span, "checksum_ok()")]
+        case ir.Binary() | ir.Unary():
+            return [Use("arith", x.span, f"'{x.op}'")]
+        case _:
+            return []

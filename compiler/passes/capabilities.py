@@ -1,0 +1,64 @@
+"""Pass ``check-capabilities``: every stage must be placeable on some chosen target.
+
+Precondition: lowered IR and resolved targets.  For each stage, the operations and match
+kinds it uses (``compiler.analysis.stage_uses``) are compared with each chosen target's
+capability spec.  A use no target in the catalogue supports is E070 ("unsupported on
+every target"); one the chosen targets lack is E071 ("unsupported on <target>").  The
+partitioner reads the same capability data.
+"""
+
+from __future__ import annotations
+
+from compiler import ir
+from compiler.analysis import Use, stage_uses
+from compiler.targets import TargetSet, TargetSpec, load_profiles
+from lang.diagnostics import Diagnostics
+
+__all__ = ["check_capabilities", "supports"]
+
+
+def supports(spec: TargetSpec, use: Use) -> bool:
+    if use.op.startswith("match:"):
+        return use.op[6:] in spec.match_kinds
+    return use.op in spec.ops
+
+
+def check_capabilities(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> None:
+    catalogue = list(load_profiles().values())
+    chosen = targets.all()
+    for stage in prog.stages.values():
+        uses = stage_uses(prog, stage)
+        if any(all(supports(t, u) for u in uses) for t in chosen):
+            continue
+        lacking = [u for u in uses if not any(supports(t, u) for t in chosen)]
+        for u in _first_per_op(lacking):
+            _report(stage, u, chosen, catalogue, diags)
+        if not lacking:
+            names = ", ".join(t.name for t in chosen)
+            diags.error("E071", f"stage '{stage.name}' needs operations that no single target among {names} has "
+                        "together", stage.span, notes=tuple(
+                            f"{t.name} lacks {', '.join(sorted({u.op for u in uses if not supports(t, u)}))}"
+                            for t in chosen))
+
+
+def _first_per_op(uses: list[Use]) -> list[Use]:
+    seen: set[str] = set()
+    out: list[Use] = []
+    for u in uses:
+        if u.op not in seen:
+            seen.add(u.op)
+            out.append(u)
+    return out
+
+
+def _report(stage: ir.Stage, u: Use, chosen: tuple[TargetSpec, ...], catalogue: list[TargetSpec],
+            diags: Diagnostics) -> None:
+    need = u.op[6:] + " match" if u.op.startswith("match:") else f"capability '{u.op}'"
+    elsewhere = sorted(t.name for t in catalogue if supports(t, u))
+    names = ", ".join(t.name for t in chosen) or "no target"
+    if not elsewhere:
+        diags.error("E070", f"{u.what} in stage '{stage.name}' is unsupported on every target: no target profile "
+                    f"has {need}", u.span)
+        return
+    diags.error("E071", f"{u.what} in stage '{stage.name}' is unsupported on {names}: it needs {need}", u.span,
+                notes=(f"{', '.join(elsewhere)} can run it: add one to --target",))

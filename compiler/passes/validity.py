@@ -1,0 +1,86 @@
+"""Pass ``check-validity``: a stage must not use a header that can never be valid there.
+
+Precondition: lowered IR.  For each pipeline, the headers its parser may extract are
+possibly valid at the first stage; ``push`` adds a header, an unconditional ``pop``
+removes it.  Reading or writing a field of a header outside that set is E041.  The sets
+at every stage entry are kept: the bridge pass lays out validity bits from them.
+
+Before: ``parser p { ... extract eth; ... }  stage s { vxlan.vni = 1; }``
+After:  ``error[E041]: header 'vxlan' can never be valid here ...``
+"""
+
+from __future__ import annotations
+
+from compiler import ir
+from compiler.analysis import expr_reads, stmt_exprs
+from lang.diagnostics import Diagnostics, Span
+
+__all__ = ["check_validity", "parser_may_extract"]
+
+
+def parser_may_extract(graph: ir.ParserGraph) -> frozenset[str]:
+    """Instances extracted in some state reachable from ``start``."""
+    seen: set[str] = set()
+    out: set[str] = set()
+    todo = ["start"]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        st = graph.state(name)
+        out |= {s.inst for s in st.stmts if isinstance(s, ir.Extract)}
+        todo += [t.name for t in (*[c.target for c in st.cases], st.default) if t.kind == "state"]
+    return frozenset(out)
+
+
+def check_validity(prog: ir.Program, diags: Diagnostics) -> dict[str, frozenset[str]]:
+    """Possibly-valid headers at the entry of every stage (and E041 diagnostics)."""
+    at_entry: dict[str, frozenset[str]] = {}
+    for p in prog.pipelines:
+        may = set(parser_may_extract(prog.parsers[p.parser]))
+        for s in p.stages:
+            at_entry[s] = frozenset(may)
+            may = _block(prog, prog.stages[s].body, may, p, diags)
+        at_entry[f"{p.name}:end"] = frozenset(may)
+    return at_entry
+
+
+def _block(prog: ir.Program, stmts: tuple[ir.Stmt, ...], may: set[str], p: ir.Pipeline,
+           diags: Diagnostics) -> set[str]:
+    may = set(may)
+    for s in stmts:
+        _check(prog, s, may, p, diags)
+        if isinstance(s, ir.Push):
+            may.add(s.inst)
+        elif isinstance(s, ir.Pop):
+            may.discard(s.inst)
+        elif isinstance(s, ir.If):
+            may = _block(prog, s.then, may, p, diags) | _block(prog, s.orelse, may, p, diags)
+        elif isinstance(s, ir.Lookup):
+            may = _block(prog, s.hit, may, p, diags) | _block(prog, s.miss, may, p, diags)
+    return may
+
+
+def _check(prog: ir.Program, s: ir.Stmt, may: set[str], p: ir.Pipeline, diags: Diagnostics) -> None:
+    exprs = list(stmt_exprs(s))
+    if isinstance(s, ir.Assign) and isinstance(s.target, ir.HeaderField):
+        exprs.append(s.target)
+    if isinstance(s, ir.Lookup):
+        exprs += [k.expr for k in prog.tables[s.table].keys]
+    for e in exprs:
+        for loc in sorted(expr_reads(e)):
+            if loc[0] == "hdr" and loc[1] not in may:
+                span = _span_of(e, loc[1]) or s.span
+                diags.error("E041", f"header '{loc[1]}' can never be valid here: parser '{p.parser}' of pipeline "
+                            f"'{p.name}' does not extract it and no earlier stage pushes it", span)
+                return
+
+
+def _span_of(e: ir.Expr, inst: str) -> Span | None:
+    from compiler.analysis import walk_expr
+
+    for x in walk_expr(e):
+        if isinstance(x, ir.HeaderField) and x.inst == inst:
+            return x.span
+    return None

@@ -1,0 +1,138 @@
+"""The pass manager: the order of passes is the one list ``PASSES`` below.
+
+Each pass reads a ``Compilation`` and returns it with one more part filled in.  The
+manager stops at the first pass that reports an error, can dump what a named pass
+produced (``--dump-after PASS``) and reports progress for long steps.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+
+from compiler import ir
+from compiler.irprint import print_program
+from compiler.lower import lower
+from compiler.partition import Placement, partition
+from compiler.passes.bridge import Bridge, compute_bridges
+from compiler.passes.capabilities import check_capabilities
+from compiler.passes.validity import check_validity
+from compiler.targets import TargetSet, resolve_targets
+from lang.check import CheckedProgram
+from lang.diagnostics import Diagnostics, InternalError
+
+__all__ = ["PASSES", "PASS_NAMES", "Compilation", "Pass", "compile_program"]
+
+
+@dataclass(frozen=True)
+class Compilation:
+    checked: CheckedProgram
+    target_flag: str
+    program: ir.Program | None = None
+    validity: dict[str, frozenset[str]] | None = None
+    targets: TargetSet | None = None
+    placement: Placement | None = None
+    bridges: tuple[Bridge, ...] = ()
+
+    def need_program(self) -> ir.Program:
+        if self.program is None:
+            raise InternalError("pass needs the IR before it is built")
+        return self.program
+
+    def need_targets(self) -> TargetSet:
+        if self.targets is None:
+            raise InternalError("pass needs resolved targets")
+        return self.targets
+
+
+@dataclass(frozen=True)
+class Pass:
+    name: str
+    run: Callable[[Compilation, Diagnostics], Compilation]
+    dump: Callable[[Compilation], str]
+    what: str
+
+
+def _lower(c: Compilation, d: Diagnostics) -> Compilation:
+    return replace(c, program=lower(c.checked))
+
+
+def _validity(c: Compilation, d: Diagnostics) -> Compilation:
+    return replace(c, validity=check_validity(c.need_program(), d))
+
+
+def _targets(c: Compilation, d: Diagnostics) -> Compilation:
+    return replace(c, targets=resolve_targets(c.need_program(), c.target_flag, d))
+
+
+def _capabilities(c: Compilation, d: Diagnostics) -> Compilation:
+    check_capabilities(c.need_program(), c.need_targets(), d)
+    return c
+
+
+def _partition(c: Compilation, d: Diagnostics) -> Compilation:
+    return replace(c, placement=partition(c.need_program(), c.need_targets(), d))
+
+
+def _bridge(c: Compilation, d: Diagnostics) -> Compilation:
+    if c.placement is None or c.validity is None:
+        raise InternalError("bridge pass needs a placement")
+    return replace(c, bridges=compute_bridges(c.need_program(), c.placement, c.validity))
+
+
+def _dump_ir(c: Compilation) -> str:
+    return print_program(c.need_program())
+
+
+def _dump_validity(c: Compilation) -> str:
+    return "\n".join(f"{k}: {sorted(v)}" for k, v in sorted((c.validity or {}).items())) + "\n"
+
+
+def _dump_targets(c: Compilation) -> str:
+    t = c.need_targets()
+    return json.dumps({"switch": t.switch.name if t.switch else None, "server": t.server.name if t.server else None,
+                       "servers": t.n_servers, "rate_pps": t.rate_pps}, indent=2) + "\n"
+
+
+def _dump_placement(c: Compilation) -> str:
+    return json.dumps(asdict(c.placement) if c.placement else None, indent=2, default=str) + "\n"
+
+
+def _dump_bridges(c: Compilation) -> str:
+    return json.dumps([asdict(b) for b in c.bridges], indent=2) + "\n"
+
+
+PASSES: list[Pass] = [
+    Pass("lower", _lower, _dump_ir, "build the typed IR"),
+    Pass("check-validity", _validity, _dump_validity, "check header validity"),
+    Pass("resolve-targets", _targets, _dump_targets, "resolve target profiles"),
+    Pass("check-capabilities", _capabilities, _dump_ir, "check target capabilities"),
+    Pass("partition", _partition, _dump_placement, "place stages (Z3 Optimize)"),
+    Pass("bridge", _bridge, _dump_bridges, "lay out bridge headers"),
+]
+PASS_NAMES = [p.name for p in PASSES]
+
+
+def compile_program(
+    checked: CheckedProgram,
+    target_flag: str,
+    diags: Diagnostics,
+    dump_after: str | None = None,
+    dump: Callable[[str], None] | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> Compilation:
+    """Run every pass in order; stop after the first with errors (raises CompileError)."""
+    c = Compilation(checked, target_flag)
+    for i, p in enumerate(PASSES, 1):
+        started = time.monotonic()
+        if progress:
+            progress(f"[{i}/{len(PASSES)}] {p.what} ...")
+        c = p.run(c, diags)
+        diags.raise_if_errors()
+        if progress and time.monotonic() - started > 0.5:
+            progress(f"      {p.name} took {time.monotonic() - started:.1f} s")
+        if dump_after == p.name and dump is not None:
+            dump(p.dump(c))
+    return c

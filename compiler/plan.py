@@ -1,0 +1,118 @@
+"""The ``plan.json`` manifest: placement, bridge headers, resources and artifact paths.
+
+Deterministic: keys sorted, no timestamps or timings, so golden tests can pin it.
+Tools read artifact paths from ``artifacts``, never by guessing.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict
+from typing import Any
+
+from compiler import ir
+from compiler.analysis import stage_units
+from compiler.partition import Placement, stage_cost_ns, switch_usage
+from compiler.pipeline import Compilation
+from compiler.resources import server_bytes, table_blocks
+from compiler.targets import TargetSpec
+
+__all__ = ["PLAN_VERSION", "SEGMENTS", "build_plan", "dump_plan"]
+
+PLAN_VERSION = 1
+SEGMENTS = {0: "switch", 1: "server", 2: "switch (after server)"}
+
+
+def _src(span: Any) -> str:
+    return f"{span.file}:{span.line}"
+
+
+def _spec(t: TargetSpec | None) -> dict[str, Any] | None:
+    if t is None:
+        return None
+    return {"name": t.name, "kind": t.kind, "generator": t.generator, "profile": t.source,
+            "resources": dict(sorted(t.resources.items()))}
+
+
+def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | None) -> dict[str, Any]:
+    stage = next((s for s in prog.stages.values() for u in stage_units(prog, s) if t.name in u.tables), None)
+    where = "unused"
+    if stage is not None:
+        where = pl.where(stage.name)
+    if t.hints.cache:
+        where = "switch cache + server"
+    out: dict[str, Any] = {
+        "name": t.name, "kind": "state" if t.is_state else "table", "match": t.match, "size": t.size,
+        "key_bits": t.key_bits, "value_bits": t.value_bits, "placement": where, "stage": stage.name if stage else None,
+        "source": _src(t.span),
+        "keys": [{"name": k.name, "match": k.match, "width": k.expr.width} for k in t.keys],
+        "values": [{"name": v.name, "width": v.width} for v in t.values],
+    }
+    on_switch = where.startswith("switch") and sw is not None
+    entries = pl.cache_entries.get(t.name, t.size) if on_switch else 0
+    if on_switch and sw is not None:
+        b = table_blocks(t, entries, sw)
+        units = [u for u in pl.units if t.name in u.tables]
+        out["switch"] = {"entries": entries, "sram_blocks": b.sram, "tcam_blocks": b.tcam,
+                         "mau_stages": [units[0].first, units[0].last] if units else None}
+    if where in ("server", "switch cache + server"):
+        out["server"] = {"entries": t.size, "memory_bytes": server_bytes(t)}
+    return out
+
+
+def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, str]) -> dict[str, Any]:
+    prog, pl, ts = c.need_program(), c.placement, c.need_targets()
+    assert pl is not None
+    sw, srv = ts.switch, ts.server
+    stages = []
+    for p in prog.pipelines:
+        for s in p.stages:
+            seg = pl.segment[s]
+            entry: dict[str, Any] = {"name": s, "pipeline": p.name, "placement": pl.where(s),
+                                     "segment": SEGMENTS[seg], "source": _src(prog.stages[s].span)}
+            if seg == 1 and srv is not None:
+                entry["server_ns"] = round(stage_cost_ns(prog, prog.stages[s], srv), 2)
+            stages.append(entry)
+    switch_res: dict[str, Any] | None = None
+    if sw is not None:
+        usage = switch_usage(pl, int(sw.res("stages")))
+        switch_res = {
+            "mau_stages_used": pl.mau_stages_used,
+            "per_stage": [{"stage": k, "sram_blocks": u.sram, "tcam_blocks": u.tcam} for k, u in enumerate(usage)],
+            "sram_blocks": sum(u.sram for u in usage), "tcam_blocks": sum(u.tcam for u in usage),
+            "sram_capacity": int(sw.res("stages") * sw.res("sram_blocks")),
+            "tcam_capacity": int(sw.res("stages") * sw.res("tcam_blocks")),
+        }
+    server_res: dict[str, Any] | None = None
+    if srv is not None:
+        ghz = srv.resources.get("clock_ghz", 2.0)
+        server_res = {
+            "ns_per_packet": {k: round(v, 2) for k, v in pl.server_ns.items()},
+            "cycles_per_packet": {k: round(v * ghz, 1) for k, v in pl.server_ns.items()},
+            "weighted_ns_per_offered_packet": round(pl.server_ns_per_packet, 2),
+            "offered_rate_pps": ts.rate_pps,
+            "cores_needed": round(pl.cores_needed, 2),
+            "cores_available": int(srv.resources.get("cores", 1)) * ts.n_servers,
+            "memory_bytes": pl.server_memory_bytes,
+            "memory_available_bytes": int(srv.resources.get("memory_gib", 0) * 2**30) * ts.n_servers,
+        }
+    return {
+        "plan_version": PLAN_VERSION,
+        "source": prog.file,
+        "target": ts.label,
+        "targets": {"switch": _spec(sw), "server": _spec(srv), "servers": ts.n_servers,
+                    "server_ports": list(ts.server_ports)},
+        "stages": stages,
+        "tables": [_table_entry(prog, t, pl, sw) for t in prog.tables.values()],
+        "bridges": [asdict(b) | {"bytes": b.bytes} for b in c.bridges],
+        "resources": {"switch": switch_res, "server": server_res},
+        "drop_reasons": list(prog.reasons),
+        "solver": {"engine": "z3 Optimize", "objectives": ["min server ns/packet", "max cached entries",
+                                                          "min MAU stages"], "optimal": pl.optimal},
+        "artifacts": dict(sorted(artifacts.items())),
+        "generated": dict(sorted(generated.items())),
+    }
+
+
+def dump_plan(plan: dict[str, Any]) -> str:
+    return json.dumps(plan, indent=2, sort_keys=True) + "\n"

@@ -1,0 +1,73 @@
+"""``nfc build``: front end → passes → plan.json, report and generated artifacts."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from compiler.irprint import print_program
+from compiler.pipeline import PASS_NAMES, PASSES, Compilation, compile_program
+from compiler.plan import build_plan, dump_plan
+from compiler.report import pipeline_svg, resources_svg, text_report
+from lang import Diagnostics, SourceMap, load
+from targets.registry import lookup
+
+__all__ = ["build"]
+
+
+def _progress(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def build(args: argparse.Namespace, sources: SourceMap) -> int:
+    if args.list_passes:
+        for p in PASSES:
+            print(f"{p.name:20} {p.what}")
+        return 0
+    if args.dump_after and args.dump_after not in PASS_NAMES:
+        print(f"nfc: unknown pass '{args.dump_after}' (passes: {', '.join(PASS_NAMES)})", file=sys.stderr)
+        return 2
+    diags = Diagnostics()
+    checked = load(args.file, diags, sources)
+    diags.raise_if_errors()
+    c = compile_program(checked, args.target, diags, args.dump_after, lambda s: print(s, end=""), _progress)
+    out = Path(args.out or Path("build") / Path(args.file).stem)
+    out.mkdir(parents=True, exist_ok=True)
+    generated = _generate(c, out)
+    artifacts = {"report": "report.txt", "pipeline_svg": "pipeline.svg", "resources_svg": "resources.svg",
+                 "ir": "ir.txt", "plan": "plan.json"}
+    plan = build_plan(c, artifacts, generated)
+    prog = c.need_program()
+    (out / "plan.json").write_text(dump_plan(plan))
+    report = text_report(plan, prog, c.need_targets().switch)
+    (out / "report.txt").write_text(report)
+    (out / "pipeline.svg").write_text(pipeline_svg(plan, prog))
+    (out / "resources.svg").write_text(resources_svg(plan))
+    (out / "ir.txt").write_text(print_program(prog))
+    assert c.placement is not None
+    _progress(f"placed {len(plan['stages'])} stages in {c.placement.solve_seconds:.2f} s "
+              f"({'optimal' if c.placement.optimal else 'not proved optimal'}); wrote {out}/plan.json")
+    _warn_capacity(plan)
+    return 0
+
+
+def _generate(c: Compilation, out: Path) -> dict[str, str]:
+    generated: dict[str, str] = {}
+    for spec in c.need_targets().all():
+        gen = lookup(spec.generator)
+        if gen is None:
+            _progress(f"note: no '{spec.generator}' code generator yet: no {spec.kind} code generated")
+            continue
+        generated |= gen(c, {}, out)
+    return generated
+
+
+def _warn_capacity(plan: dict[str, object]) -> None:
+    srv = plan["resources"]["server"]  # type: ignore[index]
+    if srv and srv["cores_needed"] > srv["cores_available"]:
+        _progress(f"warning: the server part needs {srv['cores_needed']} cores at the offered rate, the deployment "
+                  f"has {srv['cores_available']}")
+    if srv and srv["memory_bytes"] > srv["memory_available_bytes"]:
+        _progress(f"warning: server tables need {srv['memory_bytes']} bytes, the servers have "
+                  f"{srv['memory_available_bytes']}")
