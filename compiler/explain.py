@@ -60,7 +60,7 @@ def explain_unfit(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> N
     for t in tables:
         need = table_blocks(t, t.size, sw)
         if not _fits(need, cap):
-            _too_big(t, need, cap, sw, targets, diags)
+            _too_big(prog, t, need, cap, sw, targets, diags)
             return
     total = Blocks(0, 0)
     for t in tables:
@@ -76,16 +76,18 @@ def explain_unfit(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> N
                 notes=("reduce dependencies between consecutive stages, or place some on a server",))
 
 
-def _too_big(t: ir.Table, need: Blocks, cap: Blocks, sw: TargetSpec, targets: TargetSet,
+def _too_big(prog: ir.Program, t: ir.Table, need: Blocks, cap: Blocks, sw: TargetSpec, targets: TargetSet,
              diags: Diagnostics) -> None:
     res, got, have = ("SRAM", need.sram, cap.sram) if need.sram > cap.sram else ("TCAM", need.tcam, cap.tcam)
     fit = max_entries(t, sw)
     notes = [f"{sw.name} has {have} {res} blocks in all ({int(sw.res('stages'))} stages x "
              f"{int(sw.res('sram_blocks' if res == 'SRAM' else 'tcam_blocks'))}); the table is {got / have:.1f}x "
              "too large",
-             f"it fits with size <= {fit} entries"]
+             f"alone on the switch it would fit with size <= {fit} entries"]
     if targets.server is None:
         notes.append("or build with a server target (--target tofino+dpdk) so it can run there")
     notes.append("or add 'cache = true;' to keep only the hot entries on the switch")
-    diags.error("E080", f"table '{t.name}' ({t.size} entries, {t.match} match, {t.key_bits}-bit key, "
-                f"{t.value_bits}-bit value) needs {got} {res} blocks on {sw.name}", t.span, notes=tuple(notes))
+    stage = next((s.name for s in prog.stages.values() for u in stage_units(prog, s) if t.name in u.tables), "?")
+    diags.error("E080", f"stage '{stage}' does not fit on {sw.name}: its table '{t.name}' ({t.size} entries, "
+                f"{t.match} match, {t.key_bits}-bit key, {t.value_bits}-bit value) needs {got} {res} blocks",
+                t.span, notes=tuple(notes))

@@ -79,7 +79,8 @@ def _partition(c: Compilation, d: Diagnostics) -> Compilation:
 def _bridge(c: Compilation, d: Diagnostics) -> Compilation:
     if c.placement is None or c.validity is None:
         raise InternalError("bridge pass needs a placement")
-    return replace(c, bridges=compute_bridges(c.need_program(), c.placement, c.validity))
+    has_switch = c.need_targets().switch is not None
+    return replace(c, bridges=compute_bridges(c.need_program(), c.placement, c.validity, has_switch))
 
 
 def _dump_ir(c: Compilation) -> str:

@@ -57,6 +57,9 @@ def main(argv: list[str] | None = None) -> int:
         n = sum(1 for d in e.diagnostics if d.severity.value == "error")
         print(f"{n} error{'s' if n != 1 else ''}", file=sys.stderr)
         return 1
+    except OSError as e:
+        print(f"nfc: {e.strerror or e}: {e.filename or ''}", file=sys.stderr)
+        return 1
     except InternalError as e:
         print(f"nfc: {e}", file=sys.stderr)
         if os.environ.get("NFC_DEBUG"):

@@ -41,3 +41,12 @@ def compile_ir(path: str):
     checked = load(path, diags, sources)
     assert not diags.has_errors, "\n".join(sources.render(d) for d in diags.items)
     return lower(checked)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--update-goldens", action="store_true", help="rewrite golden files instead of comparing")
+
+
+@pytest.fixture
+def update_goldens(request: pytest.FixtureRequest) -> bool:
+    return bool(request.config.getoption("--update-goldens"))

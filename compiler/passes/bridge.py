@@ -120,11 +120,13 @@ def _layout(cut_id: int, p: ir.Pipeline, direction: str, before: tuple[str, ...]
                   valid_bits, tuple(laid), bits)
 
 
-def compute_bridges(prog: ir.Program, placement: Placement, validity: dict[str, frozenset[str]]) -> tuple[Bridge, ...]:
+def compute_bridges(prog: ir.Program, placement: Placement, validity: dict[str, frozenset[str]],
+                    has_switch: bool = True) -> tuple[Bridge, ...]:
+    """The bridge headers of every switch/server cut (none when there is no switch)."""
     out: list[Bridge] = []
     for p in prog.pipelines:
         seg = [placement.segment[s] for s in p.stages]
-        if 1 not in seg:
+        if 1 not in seg or all(x == 1 for x in seg) and not has_switch:
             continue
         i = seg.index(1)
         j = len(seg) - seg[::-1].index(1)
