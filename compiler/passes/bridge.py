@@ -126,7 +126,7 @@ def compute_bridges(prog: ir.Program, placement: Placement, validity: dict[str, 
     out: list[Bridge] = []
     for p in prog.pipelines:
         seg = [placement.segment[s] for s in p.stages]
-        if 1 not in seg or all(x == 1 for x in seg) and not has_switch:
+        if 1 not in seg or (all(x == 1 for x in seg) and not has_switch):
             continue
         i = seg.index(1)
         j = len(seg) - seg[::-1].index(1)
