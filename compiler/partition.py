@@ -51,6 +51,19 @@ class UnitPlacement:
 
 
 @dataclass(frozen=True, slots=True)
+class MissPath:
+    """A switch-cached table: a lookup miss on the switch sends the packet to the server,
+    which runs the table's stage against the full table and returns it to the switch."""
+
+    table: str
+    stage: str
+    pipeline: str
+    cached_entries: int
+    hit_rate: float
+    server_ns: float  # per packet that misses
+
+
+@dataclass(frozen=True, slots=True)
 class Placement:
     segment: dict[str, int]  # stage -> 0 switch-before, 1 server, 2 switch-after
     units: tuple[UnitPlacement, ...]
@@ -62,7 +75,7 @@ class Placement:
     mau_stages_used: int
     optimal: bool
     solve_seconds: float
-    notes: tuple[str, ...] = field(default=())
+    misses: tuple[MissPath, ...] = ()
 
     def where(self, stage: str) -> str:
         return "server" if self.segment[stage] == 1 else "switch"
@@ -344,11 +357,50 @@ def _extract(m: _Model, model: Any, optimal: bool, elapsed: float) -> Placement:
             ns += sum(stage_cost_ns(prog, prog.stages[s], srv) for s in p.stages if segment[s] == 1)
         server_ns[p.name] = ns
         weighted += ns * p.traffic
+    misses = _miss_paths(prog, segment, cache, srv)
+    weighted += sum(x.server_ns * (1 - x.hit_rate) * prog.pipeline_of(x.stage).traffic for x in misses)
     cores = weighted * m.targets.rate_pps / 1e9
     memory = sum(server_bytes(t) for t in prog.tables.values() if _on_server(prog, t.name, segment))
     depth = max((u.last + 1 for u in units), default=0)
     del n
-    return Placement(segment, tuple(units), cache, server_ns, weighted, cores, memory, depth, optimal, elapsed)
+    return Placement(segment, tuple(units), cache, server_ns, weighted, cores, memory, depth, optimal, elapsed,
+                     misses)
+
+
+def hit_rate(t: ir.Table, cached: int) -> float:
+    """Expected share of lookups a switch cache of ``cached`` entries answers.
+
+    The ``active`` share of entries receives the traffic; within them popularity follows
+    Zipf with exponent ``skew`` (0: uniform).  The cache holds the most popular entries
+    (the cache manager promotes on hits): hit rate = H(cached, s) / H(active, s), with the
+    generalised harmonic number approximated by its integral.
+    """
+    active = max(1.0, t.size * t.hints.active)
+    if cached >= active:
+        return 1.0
+    if cached <= 0:
+        return 0.0
+    s = t.hints.skew
+
+    def h(n: float) -> float:
+        if abs(s - 1.0) < 1e-9:
+            return math.log(n) + 1.0
+        return (n ** (1 - s) - s) / (1 - s)
+
+    return min(1.0, h(cached) / h(active)) if s > 0 else cached / active
+
+
+def _miss_paths(prog: ir.Program, segment: dict[str, int], cache: dict[str, int],
+                srv: TargetSpec | None) -> tuple[MissPath, ...]:
+    out: list[MissPath] = []
+    for name, entries in sorted(cache.items()):
+        t = prog.tables[name]
+        stage = next(s for s in prog.stages.values() for u in stage_units(prog, s) if name in u.tables)
+        if segment[stage.name] == 1 or srv is None:
+            continue
+        ns = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0) + stage_cost_ns(prog, stage, srv)
+        out.append(MissPath(name, stage.name, prog.pipeline_of(stage.name).name, entries, hit_rate(t, entries), ns))
+    return tuple(out)
 
 
 def _on_server(prog: ir.Program, table: str, segment: dict[str, int]) -> bool:

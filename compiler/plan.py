@@ -106,6 +106,8 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
         "tables": [_table_entry(prog, t, pl, sw) for t in prog.tables.values()],
         "bridges": [asdict(b) | {"bytes": b.bytes} for b in c.bridges],
         "resources": {"switch": switch_res, "server": server_res},
+        "cache_miss_paths": [asdict(x) | {"hit_rate": round(x.hit_rate, 4), "server_ns": round(x.server_ns, 2)}
+                             for x in pl.misses],
         "drop_reasons": list(prog.reasons),
         "solver": {"engine": "z3 Optimize", "objectives": ["min server ns/packet", "max cached entries",
                                                           "min MAU stages"], "optimal": pl.optimal},

@@ -57,7 +57,8 @@ def text_report(plan: dict[str, Any], prog: ir.Program, sw: TargetSpec | None) -
             rows.append([s["name"], s["segment"], s["source"], str(s.get("server_ns", "")), why])
         out += ["  " + r for r in _table(["stage", "placement", "source", "server ns", "why not on the switch"], rows)]
         out.append("")
-    out += [*_tables_section(plan), "", *_bridges_section(plan), "", *_resources_section(plan)]
+    out += [*_tables_section(plan), "", *_cache_section(plan), *_bridges_section(plan), "",
+            *_resources_section(plan)]
     proof = "proved optimal" if plan["solver"]["optimal"] else "NOT proved optimal"
     out.append(f"solver: {plan['solver']['engine']}, {proof} for: {'; then '.join(plan['solver']['objectives'])}")
     if not plan["generated"]:
@@ -79,13 +80,22 @@ def _tables_section(plan: dict[str, Any]) -> list[str]:
         ["table", "match", "size", "placement", "switch entries", "SRAM", "TCAM", "MAU", "server memory"], rows))]
 
 
+def _cache_section(plan: dict[str, Any]) -> list[str]:
+    out = []
+    for x in plan["cache_miss_paths"]:
+        out.append(f"switch cache of '{x['table']}': {x['cached_entries']:,} entries on the switch; expected hit rate "
+                   f"{x['hit_rate']:.1%}; a miss goes to the server, which runs stage '{x['stage']}' on the full "
+                   f"table ({x['server_ns']} ns per missed packet) and returns the packet to the switch")
+    return [*out, ""] if out else []
+
+
 def _bridges_section(plan: dict[str, Any]) -> list[str]:
     out = ["bridge headers"]
     if not plan["bridges"]:
         return [*out, "  (none: no stage runs on a server)"]
     for b in plan["bridges"]:
         fields = ", ".join(f"{f['name']}:{f['width']}" for f in b["fields"]) or "no fields"
-        out.append(f"  #{b['cut_id']} {b['pipeline']} {b['direction']} ({b['bytes']} bytes): cut_id:8, "
+        out.append(f"  #{b['cut_id']} {b['pipeline']} {b['path']} {b['direction']} ({b['bytes']} bytes): cut_id:8, "
                    f"valid[{', '.join(b['valid_bits'])}], {fields}")
     return out
 
@@ -107,6 +117,8 @@ def _resources_section(plan: dict[str, Any]) -> list[str]:
         spec = plan["targets"]["server"]
         ns = ", ".join(f"{k} {v} ns ({srv['cycles_per_packet'][k]} cycles)" for k, v in srv["ns_per_packet"].items())
         out.append(f"server {spec['name']}: per packet {ns}")
+        out.append(f"  {srv['weighted_ns_per_offered_packet']} ns per offered packet (traffic shares and cache misses "
+                   "included)")
         out.append(f"  at {srv['offered_rate_pps'] / 1e6:g} Mpps offered: {srv['cores_needed']} cores needed of "
                    f"{srv['cores_available']}; memory {_bytes(srv['memory_bytes'])} of "
                    f"{_bytes(srv['memory_available_bytes'])}")

@@ -164,3 +164,34 @@ def test_unknown_pass_name_is_rejected():
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", VPN, "--dump-after", "nope"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 2 and "unknown pass 'nope'" in r.stderr
+
+
+def test_bluebird_ca_pa_mappings_that_fit_next_to_shrunken_route_tables():
+    """Seed 003 §4.2 reached 192K CA-to-PA mappings on Tofino-1.  Hand calculation for our
+    model: the dependency chain select_vrf → route (80 TCAM blocks: 4 MAU stages) → map →
+    encap → underlay leaves 5 MAU stages x 80 SRAM blocks for the mappings; an entry is
+    16 + 32 key + 104 value + 4 bits = 156 bits = 2 words; 1024 words/block at 90 % load:
+    400 x 512 x 0.9 = 184,320 entries."""
+    c = compile_file(str(ROOT / "examples/bluebird_tor.nfp"))
+    entries = c.placement.cache_entries["ca_to_pa"]
+    assert 184_320 * 0.99 <= entries <= 184_320
+    (miss,) = c.placement.misses
+    assert miss.table == "ca_to_pa" and miss.stage == "map_ca_to_pa"
+    # 25 % of 960K active = 240K; uniform popularity: hit rate = cached / active
+    assert miss.hit_rate == pytest.approx(entries / 240_000)
+    assert [b.path for b in c.bridges] == ["miss:ca_to_pa", "miss:ca_to_pa"]
+
+
+def test_hit_rate_model():
+    from compiler.ir import Hints, Table
+    from compiler.partition import hit_rate
+    from lang.diagnostics import Span
+
+    sp = Span("x", 1, 1, 1, 1)
+    t = Table("t", False, (), (), 1000, Hints(active=0.5, skew=0.0), None, sp)
+    assert hit_rate(t, 250) == 0.5 and hit_rate(t, 500) == 1.0 and hit_rate(t, 0) == 0.0
+    zipf = Table("t", False, (), (), 1000, Hints(active=1.0, skew=1.0), None, sp)
+    # H(n, 1) ~ ln n + 1: caching 10 % of Zipf(1) entries answers (ln 100 + 1) / (ln 1000 + 1) of lookups
+    import math
+
+    assert hit_rate(zipf, 100) == pytest.approx((math.log(100) + 1) / (math.log(1000) + 1))

@@ -40,6 +40,7 @@ class BridgeField:
 class Bridge:
     cut_id: int
     pipeline: str
+    path: str  # "main", or "miss:<table>" for the miss path of a switch-cached table
     direction: str  # "switch->server" | "server->switch"
     after_stage: str | None
     before_stage: str | None
@@ -96,7 +97,7 @@ def _live_after(prog: ir.Program, stages: tuple[str, ...]) -> set[tuple[str, ...
     return live
 
 
-def _layout(cut_id: int, p: ir.Pipeline, direction: str, before: tuple[str, ...], after: tuple[str, ...],
+def _layout(cut_id: int, p: ir.Pipeline, path: str, direction: str, before: tuple[str, ...], after: tuple[str, ...],
             prog: ir.Program, valid: frozenset[str]) -> Bridge:
     live = _live_after(prog, after)
     fields: list[tuple[str, int]] = []
@@ -116,7 +117,7 @@ def _layout(cut_id: int, p: ir.Pipeline, direction: str, before: tuple[str, ...]
         laid.append(BridgeField(name, width, offset))
         offset += width
     bits = offset + (-offset % 8)
-    return Bridge(cut_id, p.name, direction, before[-1] if before else None, after[0] if after else None,
+    return Bridge(cut_id, p.name, path, direction, before[-1] if before else None, after[0] if after else None,
                   valid_bits, tuple(laid), bits)
 
 
@@ -133,6 +134,14 @@ def compute_bridges(prog: ir.Program, placement: Placement, validity: dict[str, 
         pre, mid, post = p.stages[:i], p.stages[i:j], p.stages[j:]
         valid_in = validity[p.stages[i]]
         valid_out = validity[p.stages[j]] if j < len(p.stages) else validity[f"{p.name}:end"]
-        out.append(_layout(len(out) + 1, p, "switch->server", pre, mid + post, prog, valid_in))
-        out.append(_layout(len(out) + 1, p, "server->switch", pre + mid, post, prog, valid_out))
+        out.append(_layout(len(out) + 1, p, "main", "switch->server", pre, mid + post, prog, valid_in))
+        out.append(_layout(len(out) + 1, p, "main", "server->switch", pre + mid, post, prog, valid_out))
+    for miss in placement.misses:
+        p = prog.pipeline_of(miss.stage)
+        i = p.stages.index(miss.stage)
+        pre, mid, post = p.stages[:i], p.stages[i : i + 1], p.stages[i + 1 :]
+        valid_out = validity[post[0]] if post else validity[f"{p.name}:end"]
+        path = f"miss:{miss.table}"
+        out.append(_layout(len(out) + 1, p, path, "switch->server", pre, mid + post, prog, validity[miss.stage]))
+        out.append(_layout(len(out) + 1, p, path, "server->switch", pre + mid, post, prog, valid_out))
     return tuple(out)
