@@ -385,7 +385,7 @@ def hit_rate(t: ir.Table, cached: int) -> float:
     def h(n: float) -> float:
         if abs(s - 1.0) < 1e-9:
             return math.log(n) + 1.0
-        return (n ** (1 - s) - s) / (1 - s)
+        return float((n ** (1 - s) - s) / (1 - s))
 
     return min(1.0, h(cached) / h(active)) if s > 0 else cached / active
 
