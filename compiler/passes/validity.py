@@ -48,18 +48,38 @@ def check_validity(prog: ir.Program, diags: Diagnostics) -> dict[str, frozenset[
 
 def _block(prog: ir.Program, stmts: tuple[ir.Stmt, ...], may: set[str], p: ir.Pipeline,
            diags: Diagnostics) -> set[str]:
-    may = set(may)
+    """Possibly-valid headers after ``stmts`` on the paths that go on processing."""
+    out = _flow(prog, stmts, may, p, diags)
+    return out if out is not None else set()
+
+
+def _flow(prog: ir.Program, stmts: tuple[ir.Stmt, ...], may: set[str], p: ir.Pipeline,
+          diags: Diagnostics) -> set[str] | None:
+    """Like ``_block`` but None when every path drops or punts (it joins no later path)."""
+    cur = set(may)
     for s in stmts:
-        _check(prog, s, may, p, diags)
+        _check(prog, s, cur, p, diags)
         if isinstance(s, ir.Push):
-            may.add(s.inst)
+            cur.add(s.inst)
         elif isinstance(s, ir.Pop):
-            may.discard(s.inst)
-        elif isinstance(s, ir.If):
-            may = _block(prog, s.then, may, p, diags) | _block(prog, s.orelse, may, p, diags)
-        elif isinstance(s, ir.Lookup):
-            may = _block(prog, s.hit, may, p, diags) | _block(prog, s.miss, may, p, diags)
-    return may
+            cur.discard(s.inst)
+        elif isinstance(s, ir.Drop | ir.Punt):
+            return None
+        elif isinstance(s, ir.If | ir.Lookup):
+            a, b = (s.then, s.orelse) if isinstance(s, ir.If) else (s.hit, s.miss)
+            joined = _join(_flow(prog, a, cur, p, diags), _flow(prog, b, cur, p, diags))
+            if joined is None:
+                return None
+            cur = joined
+    return cur
+
+
+def _join(a: set[str] | None, b: set[str] | None) -> set[str] | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a | b
 
 
 def _check(prog: ir.Program, s: ir.Stmt, may: set[str], p: ir.Pipeline, diags: Diagnostics) -> None:
