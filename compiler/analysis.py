@@ -72,6 +72,8 @@ def children(e: ir.Expr) -> tuple[ir.Expr, ...]:
             return (e.index,)
         case ir.Hash() | ir.ExternCall():
             return e.args
+        case ir.CsumUpdate():
+            return (e.csum, e.old, e.new)
         case ir.CounterOp():
             return (e.index,)
         case ir.Unary() | ir.Cast():
@@ -211,10 +213,27 @@ def stage_units(prog: ir.Program, stage: ir.Stage) -> list[Unit]:
     return units
 
 
-def stage_uses(prog: ir.Program, stage: ir.Stage) -> list[Use]:
-    """Every operation and match kind the stage needs, with the span that needs it."""
+def _walk_placed(prog: ir.Program, stmts: tuple[ir.Stmt, ...], skip_cached_miss: bool) -> Iterator[ir.Stmt]:
+    for s in stmts:
+        yield s
+        if isinstance(s, ir.If):
+            yield from _walk_placed(prog, s.then, skip_cached_miss)
+            yield from _walk_placed(prog, s.orelse, skip_cached_miss)
+        elif isinstance(s, ir.Lookup):
+            yield from _walk_placed(prog, s.hit, skip_cached_miss)
+            if not (skip_cached_miss and prog.tables[s.table].hints.cache):
+                yield from _walk_placed(prog, s.miss, skip_cached_miss)
+
+
+def stage_uses(prog: ir.Program, stage: ir.Stage, skip_cached_miss: bool = False) -> list[Use]:
+    """Every operation and match kind the stage needs, with the span that needs it.
+
+    With ``skip_cached_miss`` (asked for a switch) the miss branch of a lookup in a
+    ``cache = true`` table is left out: on the switch a miss sends the packet to the
+    server, which runs the whole stage against the full table.
+    """
     uses: list[Use] = []
-    for s in walk_stmts(stage.body):
+    for s in _walk_placed(prog, stage.body, skip_cached_miss):
         uses += _stmt_uses(prog, s)
         for e in stmt_exprs(s):
             for x in walk_expr(e):
@@ -264,6 +283,8 @@ def _expr_uses(prog: ir.Program, x: ir.Expr) -> list[Use]:
             return [Use("register", x.span, f"register '{x.reg}'")]
         case ir.ChecksumOk():
             return [Use("checksum", x.span, "checksum_ok()")]
+        case ir.CsumUpdate():
+            return [Use("checksum", x.span, "csum_update()")]
         case ir.Binary() | ir.Unary():
             return [Use("arith", x.span, f"'{x.op}'")]
         case _:

@@ -102,6 +102,17 @@ class Hash:
 
 
 @dataclass(frozen=True, slots=True)
+class CsumUpdate:
+    """RFC 1624 eqn. 3: the Internet checksum ``csum`` after ``old`` (16 or 32 bits) became ``new``."""
+
+    csum: Expr
+    old: Expr
+    new: Expr
+    span: Span
+    width: int = 16
+
+
+@dataclass(frozen=True, slots=True)
 class ExternCall:
     name: str
     args: tuple[Expr, ...]
@@ -155,7 +166,7 @@ class Cast:
 
 Expr = (
     Const | HeaderField | MetaField | StdField | Local | Result | Valid | ChecksumOk | HeaderRef | RegRead | Hash
-    | ExternCall
+    | CsumUpdate | ExternCall
     | CounterOp | Unary | Binary | Slice | Cast
 )
 LValue = HeaderField | MetaField | Local | RegRead
@@ -287,7 +298,7 @@ class Instance:
 
 @dataclass(frozen=True, slots=True)
 class PTarget:
-    kind: str  # "state" | "accept" | "drop"
+    kind: str  # "state" | "accept" | "drop" | "punt"
     name: str
     span: Span
 
@@ -337,6 +348,7 @@ class Hints:
     skew: float = 0.0  # Zipf exponent of entry popularity
     pin: str | None = None  # "switch" | "server": a user's override
     cache: bool = False  # may be split into a switch cache + full server table
+    refresh: bool = True  # state only: a lookup hit restarts the entry's idle timer
 
 
 @dataclass(frozen=True, slots=True)

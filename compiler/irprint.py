@@ -37,6 +37,8 @@ def print_expr(e: ir.Expr) -> str:
         case ir.Hash() | ir.ExternCall():
             name = e.alg if isinstance(e, ir.Hash) else e.name
             return f"{name}({', '.join(print_expr(a) for a in e.args)})"
+        case ir.CsumUpdate():
+            return f"csum_update({print_expr(e.csum)}, {print_expr(e.old)}, {print_expr(e.new)})"
         case ir.CounterOp():
             return f"{e.obj}.{e.method}({print_expr(e.index)})"
         case ir.Unary():

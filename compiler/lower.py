@@ -123,6 +123,7 @@ class _Lower:
             skew=_number(props.get("skew"), 0.0),
             pin=props["pin"].name if isinstance(props.get("pin"), ast.NameValue) else None,  # type: ignore[union-attr]
             cache=isinstance(props.get("cache"), ast.BoolLit) and props["cache"].value is True,  # type: ignore[union-attr]
+            refresh=not (isinstance(props.get("refresh"), ast.BoolLit) and props["refresh"].value is False),  # type: ignore[union-attr]
         )
         size = quantity_count(props["size"]) if "size" in props else 0
         timeout = quantity_seconds(props["timeout"]) if "timeout" in props else None
@@ -284,6 +285,9 @@ class _Lower:
         if name in ("valid", "checksum_ok"):
             inst = e.args[0].ident if isinstance(e.args[0], ast.Name) else ""
             return ir.Valid(inst, e.span) if name == "valid" else ir.ChecksumOk(inst, e.span)
+        if name == "csum_update":
+            csum, old, new = (self._expr(a, hits) for a in e.args)
+            return ir.CsumUpdate(csum, old, new, e.span)
         ext = self.sym.externs.get(name)
         if ext is not None:
             args = tuple(ir.HeaderRef(a.ident, a.span) if isinstance(p, ast.HeaderParam) and isinstance(a, ast.Name)

@@ -126,10 +126,12 @@ class _Model:
     has_server: dict[str, Any] = field(default_factory=dict)
 
 
-def _cap_ok(prog: ir.Program, stage: ir.Stage, spec: TargetSpec | None) -> bool:
+def _cap_ok(prog: ir.Program, stage: ir.Stage, spec: TargetSpec | None, miss_to_server: bool = False) -> bool:
+    """Can ``spec`` run the stage?  With ``miss_to_server`` the miss branches of cached
+    lookups run on the server and are not asked of ``spec``."""
     if spec is None:
         return False
-    for use in stage_uses(prog, stage):
+    for use in stage_uses(prog, stage, skip_cached_miss=miss_to_server):
         if use.op.startswith("match:"):
             if use.op[6:] not in spec.match_kinds:
                 return False
@@ -211,7 +213,7 @@ def _build(m: _Model, diags: Diagnostics) -> None:
             if prev is not None:
                 m.opt.add(prev <= s)
             prev = s
-            if not _cap_ok(prog, stage, sw) or sw is None:
+            if not _cap_ok(prog, stage, sw, srv is not None) or sw is None:
                 m.opt.add(s == 1)
             if not _cap_ok(prog, stage, srv) or srv is None:
                 m.opt.add(s != 1)
@@ -277,7 +279,22 @@ def _place_unit(m: _Model, u: Unit, sw: TargetSpec, n: int, seen: set[str],
         m.opt.add(z3.Sum(cells) == z3.If(on, need, 0))
 
 
-def _objectives(m: _Model) -> tuple[Any, Any, Any]:
+def _useful_hits(m: _Model) -> Any:
+    """Linear proxy of the expected cache hits, weighted by traffic: entries beyond a
+    table's active set add nothing (exact for uniform popularity, see ``hit_rate``)."""
+    terms: list[Any] = []
+    for name, e in m.cache_e.items():
+        t = m.prog.tables[name]
+        active = max(1, int(t.size * t.hints.active))
+        share = next((p.traffic for p in m.prog.pipelines for s in p.stages
+                      if any(name in u.tables for u in stage_units(m.prog, m.prog.stages[s]))), 1.0)
+        u = z3.Int(f"useful_{name}")
+        m.opt.add(u >= 0, u <= e, u <= active)
+        terms.append(u * max(1, round(share * 1e9 / active)))
+    return z3.Sum(terms) if terms else z3.IntVal(0)
+
+
+def _objectives(m: _Model) -> tuple[Any, Any, Any, Any]:
     prog, srv = m.prog, m.targets.server
     terms: list[Any] = []
     for p in prog.pipelines:
@@ -295,7 +312,7 @@ def _objectives(m: _Model) -> tuple[Any, Any, Any]:
     for u in m.units:
         m.opt.add(z3.Implies(m.seg[u.stage] != 1, depth >= m.last[u.name] + 1))
     m.opt.add(depth >= 0)
-    return server, cached, depth
+    return server, _useful_hits(m), cached, depth
 
 
 def partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics,
@@ -306,8 +323,9 @@ def partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics,
     ctx_opt.set("timeout", timeout_ms)
     m = _Model(prog, targets, ctx_opt)
     _build(m, diags)
-    server, cached, depth = _objectives(m)
+    server, hits, cached, depth = _objectives(m)
     ctx_opt.minimize(server)
+    ctx_opt.maximize(hits)
     ctx_opt.maximize(cached)
     ctx_opt.minimize(depth)
     result = ctx_opt.check()

@@ -264,7 +264,7 @@ class MetadataDecl:
 @dataclass(frozen=True, slots=True)
 class PTarget:
     span: Span
-    kind: str  # "state" | "accept" | "drop"
+    kind: str  # "state" | "accept" | "drop" | "punt"
     name: str  # state name or drop reason; "" for accept
 
 

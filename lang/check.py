@@ -20,8 +20,8 @@ __all__ = ["BUILTINS", "MATCH_KINDS", "STD_FIELDS", "CheckedProgram", "Symbols",
 STD_FIELDS: dict[str, int] = {"ingress_port": 16, "timestamp": 48, "packet_length": 16}
 MATCH_KINDS = ("exact", "lpm", "ternary", "range")
 HASHES = {"crc16": 16, "crc32": 32}
-BUILTINS = ("valid", "checksum_ok", *HASHES)
-TABLE_PROPS = {"size", "active", "updates", "traffic", "skew", "timeout", "pin", "cache"}
+BUILTINS = ("valid", "checksum_ok", "csum_update", *HASHES)
+TABLE_PROPS = {"size", "active", "updates", "traffic", "skew", "timeout", "pin", "cache", "refresh"}
 PIPELINE_PROPS = {"ports", "parser", "stages", "traffic"}
 COUNTER_METHODS = {"counter": ("count",), "meter": ("execute",)}
 
@@ -761,6 +761,8 @@ class _Checker:
             if e.args and not (isinstance(e.args[0], ast.Name) and e.args[0].ident in self.sym.instances):
                 self.d.error("E013", f"{name}() takes a header", e.args[0].span)
             return Bool()
+        if name == "csum_update":
+            return self._csum_update(e, scope)
         if name in HASHES:
             if not e.args:
                 self.d.error("E023", f"{name}() needs at least one field to hash", e.span)
@@ -782,6 +784,18 @@ class _Checker:
                 else:
                     self._expect(a, self._width(p.type), scope)
         return self._width(ext.ret) if ext.ret else Bool()
+
+    def _csum_update(self, e: ast.Call, scope: _Scope) -> Type:
+        """``csum_update(csum, old, new)``: RFC 1624 incremental update of an Internet checksum."""
+        if not self._arity(e, 3):
+            return Bits(16)
+        self._expect(e.args[0], Bits(16), scope)
+        old = self._expr(e.args[1], scope)
+        if not isinstance(old, Bits) or old.width not in (16, 32):
+            self.d.error("E020", f"csum_update() replaces a bit<16> or bit<32> value, not {show(old)}", e.args[1].span)
+            return Bits(16)
+        self._expect(e.args[2], old, scope)
+        return Bits(16)
 
     def _header_arg(self, a: ast.Expr, p: ast.HeaderParam) -> None:
         inst = self.sym.instances.get(a.ident) if isinstance(a, ast.Name) else None

@@ -326,6 +326,9 @@ class _ToAst(Transformer[Token, Any]):
     def pt_drop(self, meta: Any, c: list[Any]) -> ast.PTarget:
         return ast.PTarget(self.sp(meta), "drop", str(c[0]))
 
+    def pt_punt(self, meta: Any, c: list[Any]) -> ast.PTarget:
+        return ast.PTarget(self.sp(meta), "punt", str(c[0]))
+
     def select_key(self, meta: Any, c: list[Any]) -> ast.SelectKey:
         return ast.SelectKey(self.sp(meta), c[0], c[1] if len(c) > 1 else None)
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from compiler import ir
 
-__all__ = ["internet_checksum", "mask", "pack", "unpack"]
+__all__ = ["csum_update", "internet_checksum", "mask", "pack", "unpack"]
 
 
 def mask(width: int) -> int:
@@ -27,6 +27,16 @@ def pack(h: ir.HeaderType, fields: dict[str, int]) -> bytes:
     for f in h.fields:
         value = (value << f.width) | (fields.get(f.name, 0) & mask(f.width))
     return value.to_bytes(h.bits // 8, "big")
+
+
+def csum_update(csum: int, old: int, new: int, width: int) -> int:
+    """RFC 1624 eqn. 3: HC' = ~(~HC + ~m + m'), 16-bit one's complement, word by word."""
+    total = ~csum & 0xFFFF
+    for shift in range(width - 16, -1, -16):
+        total += (~(old >> shift) & 0xFFFF) + ((new >> shift) & 0xFFFF)
+    while total >> 16:
+        total = (total & 0xFFFF) + (total >> 16)
+    return ~total & 0xFFFF
 
 
 def internet_checksum(data: bytes) -> int:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from typing import assert_never
 
 from compiler import ir
-from compiler.interp.bits import internet_checksum, mask, pack, unpack
+from compiler.interp.bits import csum_update, internet_checksum, mask, pack, unpack
 from compiler.interp.externs import EXTERNS
 from compiler.interp.state import DataplaneState
 from compiler.interp.tables import TableContents
@@ -172,6 +172,8 @@ class Interpreter:
                 return
             if target.kind == "drop":
                 raise _Stop(Outcome("drop", reason=target.name))
+            if target.kind == "punt":
+                raise _Stop(Outcome("punt", data=data, reason=target.name))
             state = graph.state(target.name)
         raise InternalError("parser loop", graph.span)
 
@@ -268,7 +270,7 @@ class Interpreter:
         table = self.program.tables[s.table]
         key = self._key(table, ctx)
         if table.is_state:
-            values = self.state.state_lookup(s.table, key, ctx.now)
+            values = self.state.state_lookup(s.table, key, ctx.now, table.hints.refresh)
         else:
             entry = self.tables[s.table].lookup(key)
             values = entry.values if entry is not None else None
@@ -312,6 +314,8 @@ class Interpreter:
             case ir.Hash():
                 data = _hash_input([(self.eval(a, ctx), a.width) for a in e.args])
                 return zlib.crc32(data) if e.alg == "crc32" else crc16(data)
+            case ir.CsumUpdate():
+                return csum_update(self.eval(e.csum, ctx), self.eval(e.old, ctx), self.eval(e.new, ctx), e.old.width)
             case ir.ExternCall():
                 return self._extern(e, ctx)
             case ir.CounterOp():

@@ -91,8 +91,9 @@ class DataplaneState:
         return 0
 
     # data-plane written state
-    def state_lookup(self, name: str, key: tuple[int, ...], now: float) -> dict[str, int] | None:
-        """A hit refreshes the entry's idle timer; expired entries are removed."""
+    def state_lookup(self, name: str, key: tuple[int, ...], now: float, refresh: bool = True) -> dict[str, int] | None:
+        """A hit refreshes the entry's idle timer (unless the table says ``refresh = false``);
+        expired entries are removed."""
         entries = self.state_tables.get(name, {})
         e = entries.get(key)
         if e is None:
@@ -100,7 +101,8 @@ class DataplaneState:
         if e.expires <= now:
             del entries[key]
             return None
-        e.expires = now + e.timeout
+        if refresh:
+            e.expires = now + e.timeout
         return e.values
 
     def state_insert(self, name: str, key: tuple[int, ...], values: dict[str, int], timeout: float,

@@ -20,7 +20,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from compiler import ir
-from compiler.analysis import Unit, stage_units
+from compiler.analysis import expr_reads, loc_of, stage_units, stmt_exprs
 from compiler.partition import Placement
 from lang.check import STD_FIELDS
 
@@ -53,47 +53,46 @@ class Bridge:
         return self.bits // 8
 
 
-Locs = set[tuple[str, ...]] | None  # None: the block never falls through (drops or punts)
+Loc = tuple[str, ...]
+EGRESS_LOC: Loc = ("std", "egress")
 
 
-def _must(stmts: tuple[ir.Stmt, ...]) -> Locs:
-    """Locations written on every path through ``stmts`` that continues processing."""
-    out: set[tuple[str, ...]] = set()
-    for s in stmts:
-        got: Locs = set()
-        if isinstance(s, ir.Assign) and isinstance(s.target, ir.MetaField):
-            got = {("meta", s.target.name)}
-        elif isinstance(s, ir.Forward):
-            got = {("std", "egress")}
-        elif isinstance(s, ir.Drop | ir.Punt):
-            return None
-        elif isinstance(s, ir.If):
-            got = _meet(_must(s.then), _must(s.orelse))
-        elif isinstance(s, ir.Lookup):
-            got = _meet(_must(s.hit), _must(s.miss))
-        if got is None:
-            return None
-        out |= got
+def _reads(prog: ir.Program, s: ir.Stmt) -> set[Loc]:
+    out: set[Loc] = set()
+    for e in stmt_exprs(s):
+        out |= expr_reads(e)
+    if isinstance(s, ir.Lookup):
+        for k in prog.tables[s.table].keys:
+            out |= expr_reads(k.expr)
+    if isinstance(s, ir.Insert | ir.Remove):
+        for k in prog.tables[s.state].keys:
+            out |= expr_reads(k.expr)
     return out
 
 
-def _meet(a: Locs, b: Locs) -> Locs:
-    if a is None:
-        return b
-    if b is None:
-        return a
-    return a & b
+def live_before(prog: ir.Program, stmts: tuple[ir.Stmt, ...], live: set[Loc]) -> set[Loc]:
+    """Classic backward liveness: the locations read before being written on some path."""
+    for s in reversed(stmts):
+        if isinstance(s, ir.Drop | ir.Punt):
+            live = set()
+        elif isinstance(s, ir.If):
+            live = live_before(prog, s.then, live) | live_before(prog, s.orelse, live)
+        elif isinstance(s, ir.Lookup):
+            live = live_before(prog, s.hit, live) | live_before(prog, s.miss, live)
+        elif isinstance(s, ir.Assign):
+            target = loc_of(s.target)
+            if target is not None and not isinstance(s.target, ir.RegRead):
+                live = live - {target}
+        elif isinstance(s, ir.Forward):
+            live = live - {EGRESS_LOC}
+        live = live | _reads(prog, s)
+    return live
 
 
-def _must_writes(u: Unit) -> set[tuple[str, ...]]:
-    return _must(u.stmts) or set()
-
-
-def _live_after(prog: ir.Program, stages: tuple[str, ...]) -> set[tuple[str, ...]]:
-    live: set[tuple[str, ...]] = {("std", "egress")}
+def _live_after(prog: ir.Program, stages: tuple[str, ...]) -> set[Loc]:
+    live: set[Loc] = {EGRESS_LOC}
     for s in reversed(stages):
-        for u in reversed(stage_units(prog, prog.stages[s])):
-            live = (live - _must_writes(u)) | u.reads
+        live = live_before(prog, prog.stages[s].body, live)
     return live
 
 

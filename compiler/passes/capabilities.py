@@ -28,7 +28,9 @@ def check_capabilities(prog: ir.Program, targets: TargetSet, diags: Diagnostics)
     chosen = targets.all()
     for stage in prog.stages.values():
         uses = stage_uses(prog, stage)
-        if any(all(supports(t, u) for u in uses) for t in chosen):
+        miss_to_server = targets.server is not None
+        if any(all(supports(t, u) for u in stage_uses(prog, stage, t.kind == "switch" and miss_to_server))
+               for t in chosen):
             continue
         lacking = [u for u in uses if not any(supports(t, u) for t in chosen)]
         for u in _first_per_op(lacking):

@@ -59,6 +59,7 @@ def _flow(prog: ir.Program, stmts: tuple[ir.Stmt, ...], may: set[str], p: ir.Pip
     cur = set(may)
     for s in stmts:
         _check(prog, s, cur, p, diags)
+        cur |= _extern_headers(s)
         if isinstance(s, ir.Push):
             cur.add(s.inst)
         elif isinstance(s, ir.Pop):
@@ -72,6 +73,14 @@ def _flow(prog: ir.Program, stmts: tuple[ir.Stmt, ...], may: set[str], p: ir.Pip
                 return None
             cur = joined
     return cur
+
+
+def _extern_headers(s: ir.Stmt) -> set[str]:
+    """Headers an extern call may make valid (its header-typed arguments)."""
+    from compiler.analysis import stmt_exprs, walk_expr
+
+    return {a.inst for e in stmt_exprs(s) for x in walk_expr(e) if isinstance(x, ir.ExternCall)
+            for a in x.args if isinstance(a, ir.HeaderRef)}
 
 
 def _join(a: set[str] | None, b: set[str] | None) -> set[str] | None:
