@@ -462,3 +462,4 @@ class Module:
 
     file: str
     decls: tuple[Decl, ...]
+    broken: tuple[str, ...] = ()  # names of declarations skipped for syntax errors

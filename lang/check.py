@@ -114,11 +114,13 @@ class _Checker:
         self.sym = Symbols()
         self.types: dict[int, Type] = {}
         self.const_values: dict[str, int] = {}
+        self.broken: set[str] = set()  # skipped for syntax errors: no follow-up "unknown" errors
 
     # ---- collection ----------------------------------------------------------------------
 
     def collect(self, modules: Iterable[ast.Module]) -> None:
         for module in modules:
+            self.broken.update(module.broken)
             for decl in module.decls:
                 self._collect(decl)
 
@@ -547,6 +549,8 @@ class _Checker:
         return self.sym.header_of(name)
 
     def _unknown(self, name: str, what: str, span: Span) -> None:
+        if name in self.broken:
+            return
         kind = self.sym.kind_of(name)
         if kind:
             self.d.error("E013", f"'{name}' is not a {what} (it is one of the {kind})", span)

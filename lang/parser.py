@@ -51,18 +51,19 @@ def parse_text(text: str, file: str, diags: Diagnostics) -> ast.Module:
     """Parse one file; every syntax error is added to ``diags`` and its declaration skipped."""
     if _check_nesting(text, file, diags):
         return ast.Module(file, ())
+    broken: list[str] = []
     for _ in range(50):
         try:
             tree = _lark().parse(text)
         except lark.exceptions.UnexpectedInput as e:
             _report(e, text, file, diags)
-            blanked = _blank_declaration(text, e.line, e.column)
+            blanked = _blank_declaration(text, e.line, e.column, broken)
             if blanked == text:
-                return ast.Module(file, ())
+                return ast.Module(file, (), tuple(broken))
             text = blanked
             continue
-        return ast.Module(file, tuple(_ToAst(file).transform(tree).children))
-    return ast.Module(file, ())
+        return ast.Module(file, tuple(_ToAst(file).transform(tree).children), tuple(broken))
+    return ast.Module(file, (), tuple(broken))
 
 
 def _check_nesting(text: str, file: str, diags: Diagnostics) -> bool:
@@ -115,7 +116,10 @@ def _describe(terminal: str) -> str:
     return terminal.lower().replace("_", " ")
 
 
-def _blank_declaration(text: str, line: int, col: int) -> str:
+_DECL_NAME = re.compile(r"^\w+\s+(\w+)")
+
+
+def _blank_declaration(text: str, line: int, col: int, broken: list[str]) -> str:
     """Replace the top-level declaration around (line, col) with spaces, keeping newlines."""
     lines = text.split("\n")
     offset = sum(len(x) + 1 for x in lines[: max(line - 1, 0)]) + max(col - 1, 0)
@@ -124,6 +128,9 @@ def _blank_declaration(text: str, line: int, col: int) -> str:
     end = min((s for s in starts if s > offset), default=len(text))
     if end <= begin:
         return text
+    named = _DECL_NAME.match(text[begin:end])
+    if named:
+        broken.append(named.group(1))
     chunk = re.sub(r"[^\n]", " ", text[begin:end])
     return text[:begin] + chunk + text[end:]
 

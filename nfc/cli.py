@@ -7,8 +7,11 @@ import os
 import sys
 import traceback
 from collections.abc import Callable
+from pathlib import Path
 
 from lang import CompileError, Diagnostics, InternalError, SourceMap, load
+from lang.parser import parse_text
+from lang.printer import print_module
 from nfc.build import build
 
 __all__ = ["main"]
@@ -23,6 +26,15 @@ def _check(args: argparse.Namespace, sources: SourceMap) -> int:
     return 0
 
 
+def _fmt(args: argparse.Namespace, sources: SourceMap) -> int:
+    diags = Diagnostics()
+    load(args.file, diags, sources)  # full check first: never reformat a broken program
+    diags.raise_if_errors()
+    text = Path(args.file).read_text()
+    print(print_module(parse_text(text, args.file, diags)), end="")
+    return 0
+
+
 def _warn(diags: Diagnostics, sources: SourceMap) -> None:
     for d in diags.items:
         print(sources.render(d), file=sys.stderr)
@@ -34,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     p = sub.add_parser("check", help="parse and type-check a .nfp file")
     p.add_argument("file")
     p.set_defaults(func=_check)
+    f = sub.add_parser("fmt", help="print a .nfp file in canonical form (comments are dropped)")
+    f.add_argument("file")
+    f.set_defaults(func=_fmt)
     b = sub.add_parser("build", help="place the stages and generate everything a deployment needs")
     b.add_argument("file")
     b.add_argument("--target", default="tofino+dpdk",
