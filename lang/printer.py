@@ -151,8 +151,8 @@ def _stmt(s: ast.Stmt, n: int) -> list[str]:
         case ast.Punt():
             return [f"{pad}punt({s.reason});"]
         case ast.Insert():
-            tail = f" timeout {print_expr(s.timeout)}" if s.timeout is not None else ""
-            return [f"{pad}insert {s.state} {{", *_inits(s.inits, n), f"{pad}}}{tail};"]
+            timeout = f" timeout {print_expr(s.timeout)}" if s.timeout is not None else ""
+            return [f"{pad}insert {s.state} {{", *_inits(s.inits, n), f"{pad}}}{timeout};"]
         case ast.Remove():
             return [f"{pad}remove {s.state};"]
         case ast.Verify():
