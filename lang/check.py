@@ -115,6 +115,9 @@ class _Checker:
         self.types: dict[int, Type] = {}
         self.const_values: dict[str, int] = {}
         self.broken: set[str] = set()  # skipped for syntax errors: no follow-up "unknown" errors
+        self.used_tables: set[str] = set()
+        self.lookup_stage: dict[str, tuple[str, Span]] = {}  # table -> (stage, span) of its lookup
+        self._stage = ""
 
     # ---- collection ----------------------------------------------------------------------
 
@@ -191,10 +194,28 @@ class _Checker:
             if e.ret:
                 self._width(e.ret)
         for s in self.sym.stages.values():
+            self._stage = s.name
             self._block(s.body, _Scope())
+        self._stage = ""
         self._check_pipelines()
         for pd in self.sym.ports.values():
             self._check_ports(pd.ports)
+        self._warn_unused()
+
+    def _warn_unused(self) -> None:
+        """W001: declarations nothing refers to (usually a typo elsewhere)."""
+        in_pipelines = {n for pl in self.sym.pipelines.values() for p in pl.props
+                        if isinstance(p.value, ast.NameList | ast.NameValue)
+                        for n in (p.value.names if isinstance(p.value, ast.NameList) else (p.value.name,))}
+        for t in self.sym.tables.values():
+            if t.name not in self.used_tables:
+                self.d.warning("W001", f"table '{t.name}' is never looked up or written", t.span)
+        for s in self.sym.stages.values():
+            if s.name not in in_pipelines:
+                self.d.warning("W001", f"stage '{s.name}' is in no pipeline", s.span)
+        for pr in self.sym.parsers.values():
+            if pr.name not in in_pipelines:
+                self.d.warning("W001", f"parser '{pr.name}' is used by no pipeline", pr.span)
 
     def _width(self, t: ast.TypeRef) -> Type:
         if t.width is None:
@@ -304,6 +325,9 @@ class _Checker:
 
         if "start" in states:
             visit("start")
+            for name, st in states.items():
+                if name not in color:
+                    self.d.warning("W002", f"parser state '{name}' is unreachable from 'start'", st.span)
 
     # ---- tables --------------------------------------------------------------------------
 
@@ -477,8 +501,15 @@ class _Checker:
 
     def _lookup(self, s: ast.Lookup, scope: _Scope) -> None:
         tbl = self.sym.tables.get(s.table)
+        self.used_tables.add(s.table)
         if tbl is None:
             self._unknown(s.table, "table", s.table_span)
+        elif self._stage:
+            first = self.lookup_stage.setdefault(s.table, (self._stage, s.table_span))
+            if first[0] != self._stage:
+                self.d.error("E030", f"table '{s.table}' is looked up in stages '{first[0]}' and '{self._stage}': "
+                             "a table is looked up in one stage (declare a second table)", s.table_span,
+                             related=((first[1], "first looked up here"),))
         if s.hit:
             inner = scope.child()
             if s.hit_var:
@@ -501,6 +532,7 @@ class _Checker:
             self._expect(init.value, self._width(f.type), scope)
 
     def _insert(self, s: ast.Insert, scope: _Scope) -> None:
+        self.used_tables.add(s.state)
         tbl = self._state(s.state, s.span)
         if s.timeout is not None:
             self._expect(s.timeout, None, scope, want_bits=True)

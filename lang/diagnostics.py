@@ -77,6 +77,8 @@ CODES: dict[str, str] = {
     "E071": "unsupported on the chosen target",
     "E080": "does not fit",
     "E090": "numeric value out of range",
+    "W001": "declared but never used",
+    "W002": "unreachable parser state",
 }
 
 
@@ -143,6 +145,7 @@ class Diagnostics:
         self.items.append(Diagnostic(code, message, span, Severity.ERROR, notes, related))
 
     def warning(self, code: str, message: str, span: Span) -> None:
+        assert code in CODES, code
         self.items.append(Diagnostic(code, message, span, Severity.WARNING))
 
     @property

@@ -9,6 +9,8 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
+from compiler.lower import lower
+from compiler.passes.validity import check_validity
 from lang import CompileError, Diagnostics, InternalError, SourceMap, load
 from lang.parser import parse_text
 from lang.printer import print_module
@@ -18,8 +20,11 @@ __all__ = ["main"]
 
 
 def _check(args: argparse.Namespace, sources: SourceMap) -> int:
+    """Front end plus the target-independent semantic passes (header validity)."""
     diags = Diagnostics()
-    load(args.file, diags, sources)
+    checked = load(args.file, diags, sources)
+    diags.raise_if_errors()
+    check_validity(lower(checked), diags)
     diags.raise_if_errors()
     _warn(diags, sources)
     print(f"{args.file}: ok")

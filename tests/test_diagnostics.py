@@ -88,3 +88,29 @@ def test_malformed_input_gets_clean_diagnostic(front, tmp_path, data, code, msg)
         assert not diags.has_errors
     else:
         assert any(d.code == code and msg in d.message for d in diags.errors()), diags.errors()
+
+
+def test_table_looked_up_in_two_stages_is_E030(front):
+    src = ("table t { key { ip.dst: exact; } value { p: bit<9>; } size = 4; }\n"
+           "stage a { lookup t { miss { drop(x); } } }\nstage b { lookup t { miss { drop(x); } } }")
+    _, diags, _ = front.load(PRELUDE + src)
+    (d,) = diags.errors()
+    assert (d.code, d.span.line - PRE, d.span.col) == ("E030", 3, 18)
+    assert "looked up in stages 'a' and 'b'" in d.message
+
+
+def test_unused_and_unreachable_are_warnings(front):
+    src = ("table t { key { ip.dst: exact; } size = 4; }\n"
+           "parser p { state start { extract eth; transition accept; } state lost { transition accept; } }")
+    _, diags, _ = front.load(PRELUDE + src)
+    assert not diags.has_errors
+    got = sorted((d.code, d.span.line - PRE, d.message) for d in diags.items)
+    assert got == [("W001", 1, "table 't' is never looked up or written"),
+                   ("W001", 2, "parser 'p' is used by no pipeline"),
+                   ("W002", 2, "parser state 'lost' is unreachable from 'start'")]
+
+
+def test_syntax_error_in_a_declaration_causes_no_follow_up_errors(front):
+    src = "parser p { state start { extract eth; transition punt; } }\npipeline q { ports = [1]; parser = p; stages = [s]; }\nstage s { forward(1); }"
+    _, diags, _ = front.load(PRELUDE + src)
+    assert [d.code for d in diags.errors()] == ["E001"]
