@@ -111,6 +111,7 @@ def test_unused_and_unreachable_are_warnings(front):
 
 
 def test_syntax_error_in_a_declaration_causes_no_follow_up_errors(front):
-    src = "parser p { state start { extract eth; transition punt; } }\npipeline q { ports = [1]; parser = p; stages = [s]; }\nstage s { forward(1); }"
+    src = ("parser p { state start { extract eth; transition punt; } }\n"
+           "pipeline q { ports = [1]; parser = p; stages = [s]; }\nstage s { forward(1); }")
     _, diags, _ = front.load(PRELUDE + src)
     assert [d.code for d in diags.errors()] == ["E001"]
