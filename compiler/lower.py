@@ -14,7 +14,8 @@ from typing import assert_never
 
 from compiler import ir
 from lang import ast
-from lang.check import (
+from lang.diagnostics import InternalError
+from lang.symbols import (
     STD_FIELDS,
     CheckedProgram,
     key_field_name,
@@ -22,7 +23,6 @@ from lang.check import (
     quantity_fraction,
     quantity_seconds,
 )
-from lang.diagnostics import InternalError
 from lang.types import Bits, Bool, IntLiteral
 
 __all__ = ["lower"]

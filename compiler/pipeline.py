@@ -20,8 +20,8 @@ from compiler.passes.bridge import Bridge, compute_bridges
 from compiler.passes.capabilities import check_capabilities
 from compiler.passes.validity import check_validity
 from compiler.targets import TargetSet, resolve_targets
-from lang.check import CheckedProgram
 from lang.diagnostics import Diagnostics, InternalError
+from lang.symbols import CheckedProgram
 
 __all__ = ["PASSES", "PASS_NAMES", "Compilation", "Pass", "compile_program"]
 

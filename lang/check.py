@@ -9,67 +9,26 @@ reported in one run.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 
 from lang import ast
+from lang.check_expr import ExprChecker
 from lang.diagnostics import Diagnostics, Span
-from lang.types import MAX_WIDTH, Bits, Bool, IntLiteral, Type, show
+from lang.symbols import (
+    MATCH_KINDS,
+    PIPELINE_PROPS,
+    TABLE_PROPS,
+    CheckedProgram,
+    Scope,
+    is_field_ref,
+    is_hit_ref,
+    key_field_name,
+    quantity_count,
+    quantity_fraction,
+    quantity_seconds,
+)
+from lang.types import Bits, Bool, IntLiteral, Type, show
 
-__all__ = ["BUILTINS", "MATCH_KINDS", "STD_FIELDS", "CheckedProgram", "Symbols", "check"]
-
-STD_FIELDS: dict[str, int] = {"ingress_port": 16, "timestamp": 48, "packet_length": 16}
-MATCH_KINDS = ("exact", "lpm", "ternary", "range")
-HASHES = {"crc16": 16, "crc32": 32}
-BUILTINS = ("valid", "checksum_ok", "csum_update", *HASHES)
-TABLE_PROPS = {"size", "active", "updates", "traffic", "skew", "timeout", "pin", "cache", "refresh"}
-PIPELINE_PROPS = {"ports", "parser", "stages", "traffic"}
-COUNTER_METHODS = {"counter": ("count",), "meter": ("execute",)}
-
-
-@dataclass
-class Symbols:
-    """Every top-level name of the program, by kind, in declaration order."""
-
-    headers: dict[str, ast.HeaderDecl] = field(default_factory=dict)
-    instances: dict[str, ast.Instance] = field(default_factory=dict)
-    metadata: dict[str, ast.FieldDecl] = field(default_factory=dict)
-    consts: dict[str, ast.ConstDecl] = field(default_factory=dict)
-    parsers: dict[str, ast.ParserDecl] = field(default_factory=dict)
-    tables: dict[str, ast.TableDecl] = field(default_factory=dict)
-    registers: dict[str, ast.RegisterDecl] = field(default_factory=dict)
-    counters: dict[str, ast.CounterDecl] = field(default_factory=dict)
-    externs: dict[str, ast.ExternDecl] = field(default_factory=dict)
-    stages: dict[str, ast.StageDecl] = field(default_factory=dict)
-    pipelines: dict[str, ast.PipelineDecl] = field(default_factory=dict)
-    ports: dict[str, ast.PortsDecl] = field(default_factory=dict)
-    targets: dict[str, ast.TargetDecl] = field(default_factory=dict)
-    deployments: dict[str, ast.DeploymentDecl] = field(default_factory=dict)
-
-    def kind_of(self, name: str) -> str | None:
-        for kind in ("headers", "instances", "consts", "parsers", "tables", "registers", "counters",
-                     "externs", "stages", "pipelines", "ports", "targets", "deployments"):
-            if name in getattr(self, kind):
-                return kind
-        return None
-
-    def header_of(self, instance: str) -> ast.HeaderDecl | None:
-        inst = self.instances.get(instance)
-        return self.headers.get(inst.header_type) if inst else None
-
-
-@dataclass
-class CheckedProgram:
-    """A program that passed checking: its symbols and the type of every expression."""
-
-    main_file: str
-    symbols: Symbols
-    types: dict[int, Type]
-    const_values: dict[str, int]
-    hit_tables: dict[int, str]  # id(Lookup) -> table, for convenience of later passes
-
-    def type_of(self, e: ast.Expr) -> Type:
-        return self.types[id(e)]
-
+__all__ = ["check"]
 
 def check(modules: Iterable[ast.Module], main_file: str, diags: Diagnostics) -> CheckedProgram:
     """Resolve names and check types; errors go to ``diags``."""
@@ -98,27 +57,15 @@ _KIND_OF_DECL: dict[type, str] = {
 _VALUE_KINDS = ("instances", "consts", "tables", "registers", "counters", "externs")
 
 
-@dataclass
-class _Scope:
-    locals: dict[str, Type] = field(default_factory=dict)
-    hits: dict[str, str] = field(default_factory=dict)  # hit variable -> table
-    in_parser: bool = False
+class _Checker(ExprChecker):
+    """Declarations and statements; expressions are ``ExprChecker``'s."""
 
-    def child(self) -> _Scope:
-        return _Scope(dict(self.locals), dict(self.hits), self.in_parser)
-
-
-class _Checker:
     def __init__(self, diags: Diagnostics) -> None:
-        self.d = diags
-        self.sym = Symbols()
-        self.types: dict[int, Type] = {}
+        super().__init__(diags)
         self.const_values: dict[str, int] = {}
-        self.broken: set[str] = set()  # skipped for syntax errors: no follow-up "unknown" errors
         self.used_tables: set[str] = set()
         self.lookup_stage: dict[str, tuple[str, Span]] = {}  # table -> (stage, span) of its lookup
         self._stage = ""
-
     # ---- collection ----------------------------------------------------------------------
 
     def collect(self, modules: Iterable[ast.Module]) -> None:
@@ -195,7 +142,7 @@ class _Checker:
                 self._width(e.ret)
         for s in self.sym.stages.values():
             self._stage = s.name
-            self._block(s.body, _Scope())
+            self._block(s.body, Scope())
         self._stage = ""
         self._check_pipelines()
         for pd in self.sym.ports.values():
@@ -216,15 +163,6 @@ class _Checker:
         for pr in self.sym.parsers.values():
             if pr.name not in in_pipelines:
                 self.d.warning("W001", f"parser '{pr.name}' is used by no pipeline", pr.span)
-
-    def _width(self, t: ast.TypeRef) -> Type:
-        if t.width is None:
-            return Bool()
-        if not 1 <= t.width <= MAX_WIDTH:
-            self.d.error("E022", f"width must be between 1 and {MAX_WIDTH}, not {t.width}", t.span)
-            return Bits(max(1, min(t.width, MAX_WIDTH)))
-        return Bits(t.width)
-
     def _check_header(self, h: ast.HeaderDecl) -> None:
         seen: dict[str, Span] = {}
         total = 0
@@ -249,7 +187,7 @@ class _Checker:
 
     def _check_const(self, c: ast.ConstDecl) -> None:
         t = self._width(c.type)
-        self._expect(c.value, t, _Scope())
+        self._expect(c.value, t, Scope())
         if isinstance(c.value, ast.IntLit) and c.value.value >= 0:
             self.const_values[c.name] = c.value.value
 
@@ -275,14 +213,14 @@ class _Checker:
             states[st.name] = st
         if "start" not in states:
             self.d.error("E040", f"parser '{p.name}' must have a state named 'start'", p.span)
-        scope = _Scope(in_parser=True)
+        scope = Scope(in_parser=True)
         for st in p.states:
             for stmt in st.stmts:
                 self._stmt(stmt, scope)
             self._check_transition(st.transition, states, scope)
         self._check_cycles(p, states)
 
-    def _check_transition(self, tr: ast.Transition, states: dict[str, ast.ParserState], scope: _Scope) -> None:
+    def _check_transition(self, tr: ast.Transition, states: dict[str, ast.ParserState], scope: Scope) -> None:
         targets = [tr.direct] if tr.direct else [c.target for c in tr.cases]
         for tgt in targets:
             if tgt and tgt.kind == "state" and tgt.name not in states:
@@ -354,10 +292,10 @@ class _Checker:
         elif t.is_state and k.kind != "exact":
             self.d.error("E031", f"state '{t.name}' is written by the data plane: its keys must be exact, "
                          f"not {k.kind}", k.kind_span)
-        ty = self._expr(k.expr, _Scope())
+        ty = self._expr(k.expr, Scope())
         if not isinstance(ty, Bits):
             self.d.error("E031", f"table key must be bit<N>, not {show(ty)}", k.expr.span)
-        elif not _is_field_ref(k.expr):
+        elif not is_field_ref(k.expr):
             self.d.error("E031", "table key must be a header, metadata or std field", k.expr.span)
         key_name = k.alias or key_field_name(k.expr)
         if key_name in names:
@@ -404,7 +342,7 @@ class _Checker:
                     self.d.error("E050", f"pipeline '{pl.name}' needs '{need} = ...'", pl.span)
             self._pipeline_refs(pl, props, owner)
             if pl.when is not None:
-                self._expect(pl.when, Bool(), _Scope())
+                self._expect(pl.when, Bool(), Scope())
             if "traffic" in props:
                 self._fraction(props["traffic"])
 
@@ -431,12 +369,12 @@ class _Checker:
 
     # ---- statements ----------------------------------------------------------------------
 
-    def _block(self, b: ast.Block, scope: _Scope) -> None:
+    def _block(self, b: ast.Block, scope: Scope) -> None:
         inner = scope.child()
         for s in b.stmts:
             self._stmt(s, inner)
 
-    def _stmt(self, s: ast.Stmt, scope: _Scope) -> None:
+    def _stmt(self, s: ast.Stmt, scope: Scope) -> None:
         match s:
             case ast.Assign():
                 self._assign(s, scope)
@@ -475,7 +413,7 @@ class _Checker:
                     self.d.error("E013", "extract is only allowed in a parser state", s.span)
                 self._instance(s.header, s.span)
 
-    def _assign(self, s: ast.Assign, scope: _Scope) -> None:
+    def _assign(self, s: ast.Assign, scope: Scope) -> None:
         target = s.target
         if isinstance(target, ast.Name) and target.ident in scope.locals:
             t: Type | None = scope.locals[target.ident]
@@ -486,7 +424,7 @@ class _Checker:
             self._expect(target.index, None, scope, want_bits=True)
             t = self._width(reg.type)
             self.types[id(target)] = t
-        elif isinstance(target, ast.Member) and _is_field_ref(target) and not _is_hit_ref(target, scope):
+        elif isinstance(target, ast.Member) and is_field_ref(target) and not is_hit_ref(target, scope):
             t = self._expr(target, scope)
             if isinstance(target.base, ast.Name) and target.base.ident == "std":
                 self.d.error("E024", f"std.{target.field} is read-only", target.span)
@@ -499,7 +437,7 @@ class _Checker:
         else:
             self._expr(s.value, scope)
 
-    def _lookup(self, s: ast.Lookup, scope: _Scope) -> None:
+    def _lookup(self, s: ast.Lookup, scope: Scope) -> None:
         tbl = self.sym.tables.get(s.table)
         self.used_tables.add(s.table)
         if tbl is None:
@@ -518,7 +456,7 @@ class _Checker:
         if s.miss:
             self._block(s.miss, scope)
 
-    def _push(self, s: ast.Push, scope: _Scope) -> None:
+    def _push(self, s: ast.Push, scope: Scope) -> None:
         h = self._instance(s.header, s.span)
         if h is None:
             return
@@ -531,7 +469,7 @@ class _Checker:
                 continue
             self._expect(init.value, self._width(f.type), scope)
 
-    def _insert(self, s: ast.Insert, scope: _Scope) -> None:
+    def _insert(self, s: ast.Insert, scope: Scope) -> None:
         self.used_tables.add(s.state)
         tbl = self._state(s.state, s.span)
         if s.timeout is not None:
@@ -560,13 +498,13 @@ class _Checker:
             return None
         return tbl
 
-    def _call_stmt(self, s: ast.ExprStmt, scope: _Scope) -> None:
+    def _call_stmt(self, s: ast.ExprStmt, scope: Scope) -> None:
         if not isinstance(s.expr, ast.Call):
             self.d.error("E013", "only calls can stand alone as statements", s.span)
             return
         self._expr(s.expr, scope)
 
-    def _port(self, e: ast.Expr, scope: _Scope) -> None:
+    def _port(self, e: ast.Expr, scope: Scope) -> None:
         t = self._expr(e, scope)
         if isinstance(t, IntLiteral):
             self._fits(e, t.value, 16)
@@ -579,324 +517,3 @@ class _Checker:
             self._unknown(name, "header", span)
             return None
         return self.sym.header_of(name)
-
-    def _unknown(self, name: str, what: str, span: Span) -> None:
-        if name in self.broken:
-            return
-        kind = self.sym.kind_of(name)
-        if kind:
-            self.d.error("E013", f"'{name}' is not a {what} (it is one of the {kind})", span)
-        else:
-            self.d.error("E011", f"unknown {what} '{name}'", span)
-
-    # ---- expressions ---------------------------------------------------------------------
-
-    def _expect(self, e: ast.Expr, want: Type | None, scope: _Scope, want_bits: bool = False) -> Type:
-        """Check ``e`` against an expected type; integer literals take the expected width."""
-        t = self._expr(e, scope)
-        if isinstance(t, IntLiteral) and isinstance(want, Bits):
-            self._fits(e, t.value, want.width)
-            self.types[id(e)] = want
-            return want
-        if want_bits and isinstance(t, IntLiteral):
-            return t
-        if want_bits and not isinstance(t, Bits):
-            self.d.error("E020", f"expected bit<N>, not {show(t)}", e.span)
-        if want is not None and t != want and not (isinstance(t, IntLiteral) and isinstance(want, Bool)):
-            self.d.error("E020", f"expected {show(want)}, not {show(t)}", e.span)
-        elif want is not None and isinstance(t, IntLiteral):
-            self.d.error("E020", "expected bool, not an integer literal", e.span)
-        return t
-
-    def _fits(self, e: ast.Expr, value: int, width: int) -> None:
-        if value < 0 or value >= 1 << width:
-            shown = str(value) if value.bit_length() < 80 else f"of {value.bit_length()} bits"
-            self.d.error("E021", f"value {shown} does not fit in bit<{width}>", e.span)
-
-    def _expr(self, e: ast.Expr, scope: _Scope) -> Type:
-        t = self._infer(e, scope)
-        self.types[id(e)] = t
-        return t
-
-    def _infer(self, e: ast.Expr, scope: _Scope) -> Type:
-        match e:
-            case ast.IntLit():
-                if e.value < 0:
-                    self.d.error("E021", "IPv4 address octets must be at most 255", e.span)
-                    return Bits(32)
-                if e.width is not None:
-                    return Bits(e.width)
-                return IntLiteral(e.value)
-            case ast.BoolLit():
-                return Bool()
-            case ast.Quantity() | ast.StringLit():
-                self.d.error("E020", "a quantity or string cannot be used in an expression", e.span)
-                return Bits(32)
-            case ast.Name():
-                return self._name(e, scope)
-            case ast.Member():
-                return self._member(e, scope)
-            case ast.Slice():
-                return self._slice(e, scope)
-            case ast.Index():
-                return self._index(e, scope)
-            case ast.Call():
-                return self._call(e, scope)
-            case ast.Cast():
-                return self._cast(e, scope)
-            case ast.Unary():
-                return self._unary(e, scope)
-            case ast.Binary():
-                return self._binary(e, scope)
-
-    def _name(self, e: ast.Name, scope: _Scope) -> Type:
-        if e.ident in scope.locals:
-            return scope.locals[e.ident]
-        c = self.sym.consts.get(e.ident)
-        if c is not None:
-            return self._width(c.type)
-        self._unknown(e.ident, "value", e.span) if self.sym.kind_of(e.ident) is None else \
-            self.d.error("E013", f"'{e.ident}' is a {self.sym.kind_of(e.ident)[:-1]}, not a value",  # type: ignore[index]
-                         e.span)
-        return Bits(32)
-
-    def _member(self, e: ast.Member, scope: _Scope) -> Type:
-        base = e.base
-        if not isinstance(base, ast.Name):
-            self.d.error("E012", "fields are read from a header, 'meta', 'std' or a lookup result", e.span)
-            return Bits(32)
-        n = base.ident
-        if n in scope.hits:
-            tbl = self.sym.tables.get(scope.hits[n])
-            if tbl is None:
-                return Bits(32)
-            f = next((v for v in tbl.values if v.name == e.field), None)
-            if f is None:
-                self.d.error("E012", f"table '{tbl.name}' has no value field '{e.field}'", e.span)
-                return Bits(32)
-            return self._width(f.type)
-        if n == "meta":
-            mf = self.sym.metadata.get(e.field)
-            if mf is None:
-                self.d.error("E012", f"no metadata field '{e.field}'", e.span)
-                return Bits(32)
-            return self._width(mf.type)
-        if n == "std":
-            if e.field not in STD_FIELDS:
-                self.d.error("E012", f"no std field '{e.field}' (known: {', '.join(STD_FIELDS)})", e.span)
-                return Bits(16)
-            return Bits(STD_FIELDS[e.field])
-        if n in self.sym.instances:
-            h = self.sym.header_of(n)
-            if h is None:
-                return Bits(32)
-            hf = next((f for f in h.fields if f.name == e.field), None)
-            if hf is None:
-                self.d.error("E012", f"header '{n}' ({h.name}) has no field '{e.field}'", e.span)
-                return Bits(32)
-            return self._width(hf.type)
-        self._unknown(n, "header, 'meta', 'std' or lookup result", base.span)
-        return Bits(32)
-
-    def _slice(self, e: ast.Slice, scope: _Scope) -> Type:
-        t = self._expr(e.base, scope)
-        if not isinstance(t, Bits):
-            self.d.error("E020", f"only bit<N> can be sliced, not {show(t)}", e.span)
-            return Bits(max(1, e.hi - e.lo + 1))
-        if not (0 <= e.lo <= e.hi < t.width):
-            self.d.error("E020", f"slice [{e.hi}:{e.lo}] must satisfy {t.width - 1} >= hi >= lo >= 0", e.span)
-            return Bits(max(1, e.hi - e.lo + 1))
-        return Bits(e.hi - e.lo + 1)
-
-    def _index(self, e: ast.Index, scope: _Scope) -> Type:
-        if not (isinstance(e.base, ast.Name) and e.base.ident in self.sym.registers):
-            self.d.error("E013", "only registers can be indexed", e.span)
-            return Bits(32)
-        self._expect(e.index, None, scope, want_bits=True)
-        return self._width(self.sym.registers[e.base.ident].type)
-
-    def _cast(self, e: ast.Cast, scope: _Scope) -> Type:
-        want = self._width(e.type)
-        t = self._expr(e.operand, scope)
-        if isinstance(t, IntLiteral) and isinstance(want, Bits):
-            self._fits(e.operand, t.value, want.width)
-            self.types[id(e.operand)] = want
-        elif isinstance(want, Bool) and not isinstance(t, Bool):
-            self.d.error("E020", f"cannot cast {show(t)} to bool (compare with 0 instead)", e.span)
-        return want
-
-    def _unary(self, e: ast.Unary, scope: _Scope) -> Type:
-        if e.op == "!":
-            self._expect(e.operand, Bool(), scope)
-            return Bool()
-        t = self._expr(e.operand, scope)
-        if isinstance(t, IntLiteral):
-            self.d.error("E020", f"'{e.op}' needs a sized operand: write bit<N>(value)", e.span)
-            return Bits(32)
-        if not isinstance(t, Bits):
-            self.d.error("E020", f"'{e.op}' needs bit<N>, not {show(t)}", e.span)
-            return Bits(1)
-        return t
-
-    def _binary(self, e: ast.Binary, scope: _Scope) -> Type:
-        op = e.op
-        if op in ("&&", "||"):
-            self._expect(e.left, Bool(), scope)
-            self._expect(e.right, Bool(), scope)
-            return Bool()
-        lt, rt = self._expr(e.left, scope), self._expr(e.right, scope)
-        if op in ("<<", ">>"):
-            if isinstance(lt, IntLiteral):
-                self.d.error("E020", f"'{op}' needs a sized left operand: write bit<N>(value)", e.left.span)
-                return Bits(32)
-            if not isinstance(lt, Bits) or not isinstance(rt, Bits | IntLiteral):
-                self.d.error("E020", f"'{op}' needs bit<N> operands, not {show(lt)} and {show(rt)}", e.span)
-            return lt
-        if op == "++":
-            if not isinstance(lt, Bits) or not isinstance(rt, Bits):
-                self.d.error("E020", f"'++' needs sized bit<N> operands, not {show(lt)} and {show(rt)}", e.span)
-                return Bits(32)
-            return Bits(lt.width + rt.width)
-        t = self._unify(e, lt, rt)
-        if op in ("==", "!="):
-            return Bool()
-        if not isinstance(t, Bits | IntLiteral):
-            self.d.error("E020", f"'{op}' needs bit<N> operands, not {show(t)}", e.span)
-            return Bool() if op in ("<", "<=", ">", ">=") else Bits(1)
-        if op in ("<", "<=", ">", ">="):
-            return Bool()
-        if isinstance(t, IntLiteral):
-            self.d.error("E020", f"'{op}' of two literals has no width: write bit<N>(value)", e.span)
-            return Bits(32)
-        return t
-
-    def _unify(self, e: ast.Binary, lt: Type, rt: Type) -> Type:
-        if isinstance(lt, IntLiteral) and isinstance(rt, Bits):
-            self._fits(e.left, lt.value, rt.width)
-            self.types[id(e.left)] = rt
-            return rt
-        if isinstance(rt, IntLiteral) and isinstance(lt, Bits):
-            self._fits(e.right, rt.value, lt.width)
-            self.types[id(e.right)] = lt
-            return lt
-        if lt != rt and not (isinstance(lt, IntLiteral) and isinstance(rt, IntLiteral)):
-            self.d.error("E020", f"operands of '{e.op}' must have the same type, not {show(lt)} and {show(rt)}",
-                         e.span, notes=("cast one side, e.g. bit<32>(x), or slice it, e.g. x[15:0]",))
-        return lt
-
-    def _call(self, e: ast.Call, scope: _Scope) -> Type:
-        callee = e.callee
-        if isinstance(callee, ast.Member) and isinstance(callee.base, ast.Name):
-            return self._method(e, callee.base.ident, callee.field, scope)
-        if not isinstance(callee, ast.Name):
-            self.d.error("E013", "only named functions can be called", e.span)
-            return Bits(32)
-        name = callee.ident
-        if name in ("valid", "checksum_ok"):
-            self._arity(e, 1)
-            if e.args and not (isinstance(e.args[0], ast.Name) and e.args[0].ident in self.sym.instances):
-                self.d.error("E013", f"{name}() takes a header", e.args[0].span)
-            return Bool()
-        if name == "csum_update":
-            return self._csum_update(e, scope)
-        if name in HASHES:
-            if not e.args:
-                self.d.error("E023", f"{name}() needs at least one field to hash", e.span)
-            for a in e.args:
-                t = self._expr(a, scope)
-                if not isinstance(t, Bits):
-                    self.d.error("E020", f"{name}() hashes bit<N> values, not {show(t)}", a.span)
-            return Bits(HASHES[name])
-        ext = self.sym.externs.get(name)
-        if ext is None:
-            self._unknown(name, "function", callee.span)
-            for a in e.args:
-                self._expr(a, scope)
-            return Bits(32)
-        if self._arity(e, len(ext.params)):
-            for a, p in zip(e.args, ext.params, strict=True):
-                if isinstance(p, ast.HeaderParam):
-                    self._header_arg(a, p)
-                else:
-                    self._expect(a, self._width(p.type), scope)
-        return self._width(ext.ret) if ext.ret else Bool()
-
-    def _csum_update(self, e: ast.Call, scope: _Scope) -> Type:
-        """``csum_update(csum, old, new)``: RFC 1624 incremental update of an Internet checksum."""
-        if not self._arity(e, 3):
-            return Bits(16)
-        self._expect(e.args[0], Bits(16), scope)
-        old = self._expr(e.args[1], scope)
-        if not isinstance(old, Bits) or old.width not in (16, 32):
-            self.d.error("E020", f"csum_update() replaces a bit<16> or bit<32> value, not {show(old)}", e.args[1].span)
-            return Bits(16)
-        self._expect(e.args[2], old, scope)
-        return Bits(16)
-
-    def _header_arg(self, a: ast.Expr, p: ast.HeaderParam) -> None:
-        inst = self.sym.instances.get(a.ident) if isinstance(a, ast.Name) else None
-        if inst is None or inst.header_type != p.header_type:
-            self.d.error("E020", f"argument '{p.name}' must be a header of type {p.header_type}", a.span)
-
-    def _method(self, e: ast.Call, obj: str, method: str, scope: _Scope) -> Type:
-        c = self.sym.counters.get(obj)
-        if c is None:
-            self._unknown(obj, "counter or meter", e.callee.span)
-            return Bits(32)
-        allowed = COUNTER_METHODS[c.kind]
-        if method not in allowed:
-            self.d.error("E012", f"{c.kind} '{obj}' has no method '{method}' (it has {', '.join(allowed)})", e.span)
-            return Bits(2)
-        if self._arity(e, 1):
-            self._expect(e.args[0], None, scope, want_bits=True)
-        return Bits(2) if c.kind == "meter" else Bool()
-
-    def _arity(self, e: ast.Call, n: int) -> bool:
-        if len(e.args) != n:
-            self.d.error("E023", f"expected {n} argument{'s' if n != 1 else ''}, not {len(e.args)}", e.span)
-            return False
-        return True
-
-
-def _is_field_ref(e: ast.Expr) -> bool:
-    return isinstance(e, ast.Member) and isinstance(e.base, ast.Name)
-
-
-def _is_hit_ref(e: ast.Member, scope: _Scope) -> bool:
-    return isinstance(e.base, ast.Name) and e.base.ident in scope.hits
-
-
-def key_field_name(e: ast.Expr) -> str:
-    """The control-plane name of a key field: ``ipv4.dst`` → ``ipv4_dst``."""
-    if isinstance(e, ast.Member) and isinstance(e.base, ast.Name):
-        return f"{e.base.ident}_{e.field}"
-    return "key"
-
-
-# ---- property values ------------------------------------------------------------------
-
-_COUNT_UNITS = {"": 1, "K": 10**3, "M": 10**6, "G": 10**9, "Ki": 2**10, "Mi": 2**20, "Gi": 2**30}
-_TIME_UNITS = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
-
-
-def quantity_count(v: ast.PropValue) -> int | None:
-    """A count: ``4096``, ``16M`` (decimal), ``64Ki`` (binary)."""
-    if isinstance(v, ast.IntLit) and v.width is None:
-        return v.value
-    if isinstance(v, ast.Quantity) and v.unit in _COUNT_UNITS:
-        return int(v.number * _COUNT_UNITS[v.unit])
-    return None
-
-
-def quantity_seconds(v: ast.PropValue) -> float | None:
-    if isinstance(v, ast.Quantity) and v.unit in _TIME_UNITS:
-        return v.number * _TIME_UNITS[v.unit]
-    return None
-
-
-def quantity_fraction(v: ast.PropValue) -> float | None:
-    if isinstance(v, ast.Quantity) and v.unit == "%":
-        return v.number / 100
-    if isinstance(v, ast.IntLit) and v.width is None and v.value in (0, 1):
-        return float(v.value)
-    return None

@@ -9,9 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from lang import ast
-from lang.check import CheckedProgram, check
+from lang.check import check
 from lang.diagnostics import Diagnostics, SourceMap, Span
 from lang.parser import parse_text
+from lang.symbols import CheckedProgram
 
 __all__ = ["MAX_SOURCE_BYTES", "STDLIB", "load"]
 

@@ -11,7 +11,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from lang import Diagnostics, SourceMap, load  # noqa: E402
-from lang.check import CheckedProgram  # noqa: E402
+from lang.symbols import CheckedProgram  # noqa: E402
 
 
 class Front:

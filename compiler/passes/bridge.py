@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from compiler import ir
 from compiler.analysis import expr_reads, loc_of, stage_units, stmt_exprs
 from compiler.partition import Placement
-from lang.check import STD_FIELDS
+from lang.symbols import STD_FIELDS
 
 __all__ = ["EGRESS", "Bridge", "BridgeField", "compute_bridges"]
 
