@@ -76,6 +76,11 @@ class Placement:
     optimal: bool
     solve_seconds: float
     misses: tuple[MissPath, ...] = ()
+    crossing_share: float = 0.0  # share of offered packets that visit a server
+
+    def link_gbps(self, rate_pps: float, mean_bytes: float) -> float:
+        """Switch→server traffic (the same flows back) at ``rate_pps`` offered."""
+        return rate_pps * self.crossing_share * mean_bytes * 8 / 1e9
 
     def where(self, stage: str) -> str:
         return "server" if self.segment[stage] == 1 else "switch"
@@ -377,12 +382,14 @@ def _extract(m: _Model, model: Any, optimal: bool, elapsed: float) -> Placement:
         weighted += ns * p.traffic
     misses = _miss_paths(prog, segment, cache, srv)
     weighted += sum(x.server_ns * (1 - x.hit_rate) * prog.pipeline_of(x.stage).traffic for x in misses)
+    crossing = sum(p.traffic for p in prog.pipelines if server_ns[p.name] > 0)
+    crossing += sum((1 - x.hit_rate) * prog.pipeline_of(x.stage).traffic for x in misses)
     cores = weighted * m.targets.rate_pps / 1e9
     memory = sum(server_bytes(t) for t in prog.tables.values() if _on_server(prog, t.name, segment))
     depth = max((u.last + 1 for u in units), default=0)
     del n
     return Placement(segment, tuple(units), cache, server_ns, weighted, cores, memory, depth, optimal, elapsed,
-                     misses)
+                     misses, crossing)
 
 
 def hit_rate(t: ir.Table, cached: int) -> float:

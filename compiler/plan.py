@@ -95,6 +95,9 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
             "cores_available": int(srv.resources.get("cores", 1)) * ts.n_servers,
             "memory_bytes": pl.server_memory_bytes,
             "memory_available_bytes": int(srv.resources.get("memory_gib", 0) * 2**30) * ts.n_servers,
+            "crossing_share": round(pl.crossing_share, 4),
+            "link_gbps_needed": round(pl.link_gbps(ts.rate_pps, srv.cost.get("mean_packet_bytes", 512)), 2),
+            "link_gbps_available": srv.resources.get("link_gbps", 0) * ts.n_servers,
         }
     return {
         "plan_version": PLAN_VERSION,

@@ -121,7 +121,9 @@ def _resources_section(plan: dict[str, Any]) -> list[str]:
                    "included)")
         out.append(f"  at {srv['offered_rate_pps'] / 1e6:g} Mpps offered: {srv['cores_needed']} cores needed of "
                    f"{srv['cores_available']}; memory {_bytes(srv['memory_bytes'])} of "
-                   f"{_bytes(srv['memory_available_bytes'])}")
+                   f"{_bytes(srv['memory_available_bytes'])}; switch-server links "
+                   f"{srv['link_gbps_needed']} of {srv['link_gbps_available']:g} Gbit/s "
+                   f"({srv['crossing_share']:.1%} of packets cross)")
     return out
 
 

@@ -68,6 +68,9 @@ def _warn_capacity(plan: dict[str, object]) -> None:
     if srv and srv["cores_needed"] > srv["cores_available"]:
         _progress(f"warning: the server part needs {srv['cores_needed']} cores at the offered rate, the deployment "
                   f"has {srv['cores_available']}")
+    if srv and srv["link_gbps_needed"] > srv["link_gbps_available"]:
+        _progress(f"warning: {srv['link_gbps_needed']} Gbit/s must cross to the servers, the links carry "
+                  f"{srv['link_gbps_available']}")
     if srv and srv["memory_bytes"] > srv["memory_available_bytes"]:
         _progress(f"warning: server tables need {srv['memory_bytes']} bytes, the servers have "
                   f"{srv['memory_available_bytes']}")
