@@ -23,7 +23,7 @@ from lang.symbols import (
     quantity_fraction,
     quantity_seconds,
 )
-from lang.types import Bits, Bool, IntLiteral
+from lang.types import Bits, Bool, IntLiteral, Unknown
 
 __all__ = ["lower"]
 
@@ -219,7 +219,7 @@ class _Lower:
                 return w
             case Bool():
                 return ir.BOOL
-            case IntLiteral() | None:
+            case IntLiteral() | Unknown() | None:
                 raise InternalError("expression without a width after checking", e.span)
             case _:
                 assert_never(t)

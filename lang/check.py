@@ -26,7 +26,7 @@ from lang.symbols import (
     quantity_fraction,
     quantity_seconds,
 )
-from lang.types import Bits, Bool, IntLiteral, Type, show
+from lang.types import Bits, Bool, IntLiteral, Type, Unknown, show
 
 __all__ = ["check"]
 
@@ -227,7 +227,7 @@ class _Checker(ExprChecker):
                 self._unknown(tgt.name, "parser state", tgt.span)
         types = [self._expr(e, scope) for e in tr.exprs]
         for t, e in zip(types, tr.exprs, strict=True):
-            if not isinstance(t, Bits):
+            if not isinstance(t, Bits | Unknown):
                 self.d.error("E020", f"select expression must be bit<N>, not {show(t)}", e.span)
         for case in tr.cases:
             if case.keys is None:
@@ -293,7 +293,9 @@ class _Checker(ExprChecker):
             self.d.error("E031", f"state '{t.name}' is written by the data plane: its keys must be exact, "
                          f"not {k.kind}", k.kind_span)
         ty = self._expr(k.expr, Scope())
-        if not isinstance(ty, Bits):
+        if isinstance(ty, Unknown):
+            pass
+        elif not isinstance(ty, Bits):
             self.d.error("E031", f"table key must be bit<N>, not {show(ty)}", k.expr.span)
         elif not is_field_ref(k.expr):
             self.d.error("E031", "table key must be a header, metadata or std field", k.expr.span)
@@ -322,6 +324,12 @@ class _Checker(ExprChecker):
                 self.d.error("E032", "timeout must be a duration like 120s", p.value.span)
             elif p.name == "timeout" and not t.is_state:
                 self.d.error("E032", "only data-plane state has a timeout", p.span)
+            elif p.name == "pin" and not (isinstance(p.value, ast.NameValue) and p.value.name in ("switch", "server")):
+                self.d.error("E032", "pin must be switch or server", p.value.span)
+            elif p.name in ("cache", "refresh") and not isinstance(p.value, ast.BoolLit):
+                self.d.error("E032", f"{p.name} must be true or false", p.value.span)
+            elif p.name in ("updates", "skew") and not isinstance(p.value, ast.IntLit | ast.Quantity):
+                self.d.error("E032", f"{p.name} must be a number", p.value.span)
 
     def _fraction(self, p: ast.Property) -> None:
         f = quantity_fraction(p.value)
@@ -509,7 +517,7 @@ class _Checker(ExprChecker):
         if isinstance(t, IntLiteral):
             self._fits(e, t.value, 16)
             self.types[id(e)] = Bits(16)
-        elif not isinstance(t, Bits) or t.width > 16:
+        elif not isinstance(t, Bits | Unknown) or (isinstance(t, Bits) and t.width > 16):
             self.d.error("E020", f"port must be bit<N> with N <= 16, not {show(t)}", e.span)
 
     def _instance(self, name: str, span: Span) -> ast.HeaderDecl | None:

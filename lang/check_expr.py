@@ -11,7 +11,7 @@ from __future__ import annotations
 from lang import ast
 from lang.diagnostics import Diagnostics, Span
 from lang.symbols import COUNTER_METHODS, HASHES, STD_FIELDS, Scope, Symbols
-from lang.types import MAX_WIDTH, Bits, Bool, IntLiteral, Type, show
+from lang.types import MAX_WIDTH, Bits, Bool, IntLiteral, Type, Unknown, show
 
 __all__ = ["ExprChecker"]
 
@@ -48,6 +48,8 @@ class ExprChecker:
     def _expect(self, e: ast.Expr, want: Type | None, scope: Scope, want_bits: bool = False) -> Type:
         """Check ``e`` against an expected type; integer literals take the expected width."""
         t = self._expr(e, scope)
+        if isinstance(t, Unknown) or isinstance(want, Unknown):
+            return want if want is not None else t
         if isinstance(t, IntLiteral) and isinstance(want, Bits):
             self._fits(e, t.value, want.width)
             self.types[id(e)] = want
@@ -77,7 +79,7 @@ class ExprChecker:
             case ast.IntLit():
                 if e.value < 0:
                     self.d.error("E021", "IPv4 address octets must be at most 255", e.span)
-                    return Bits(32)
+                    return Unknown()
                 if e.width is not None:
                     return Bits(e.width)
                 return IntLiteral(e.value)
@@ -85,7 +87,7 @@ class ExprChecker:
                 return Bool()
             case ast.Quantity() | ast.StringLit():
                 self.d.error("E020", "a quantity or string cannot be used in an expression", e.span)
-                return Bits(32)
+                return Unknown()
             case ast.Name():
                 return self._name(e, scope)
             case ast.Member():
@@ -112,28 +114,28 @@ class ExprChecker:
         self._unknown(e.ident, "value", e.span) if self.sym.kind_of(e.ident) is None else \
             self.d.error("E013", f"'{e.ident}' is a {self.sym.kind_of(e.ident)[:-1]}, not a value",  # type: ignore[index]
                          e.span)
-        return Bits(32)
+        return Unknown()
 
     def _member(self, e: ast.Member, scope: Scope) -> Type:
         base = e.base
         if not isinstance(base, ast.Name):
             self.d.error("E012", "fields are read from a header, 'meta', 'std' or a lookup result", e.span)
-            return Bits(32)
+            return Unknown()
         n = base.ident
         if n in scope.hits:
             tbl = self.sym.tables.get(scope.hits[n])
             if tbl is None:
-                return Bits(32)
+                return Unknown()
             f = next((v for v in tbl.values if v.name == e.field), None)
             if f is None:
                 self.d.error("E012", f"table '{tbl.name}' has no value field '{e.field}'", e.span)
-                return Bits(32)
+                return Unknown()
             return self._width(f.type)
         if n == "meta":
             mf = self.sym.metadata.get(e.field)
             if mf is None:
                 self.d.error("E012", f"no metadata field '{e.field}'", e.span)
-                return Bits(32)
+                return Unknown()
             return self._width(mf.type)
         if n == "std":
             if e.field not in STD_FIELDS:
@@ -143,17 +145,19 @@ class ExprChecker:
         if n in self.sym.instances:
             h = self.sym.header_of(n)
             if h is None:
-                return Bits(32)
+                return Unknown()
             hf = next((f for f in h.fields if f.name == e.field), None)
             if hf is None:
                 self.d.error("E012", f"header '{n}' ({h.name}) has no field '{e.field}'", e.span)
-                return Bits(32)
+                return Unknown()
             return self._width(hf.type)
         self._unknown(n, "header, 'meta', 'std' or lookup result", base.span)
-        return Bits(32)
+        return Unknown()
 
     def _slice(self, e: ast.Slice, scope: Scope) -> Type:
         t = self._expr(e.base, scope)
+        if isinstance(t, Unknown):
+            return Bits(max(1, e.hi - e.lo + 1))
         if not isinstance(t, Bits):
             self.d.error("E020", f"only bit<N> can be sliced, not {show(t)}", e.span)
             return Bits(max(1, e.hi - e.lo + 1))
@@ -165,7 +169,7 @@ class ExprChecker:
     def _index(self, e: ast.Index, scope: Scope) -> Type:
         if not (isinstance(e.base, ast.Name) and e.base.ident in self.sym.registers):
             self.d.error("E013", "only registers can be indexed", e.span)
-            return Bits(32)
+            return Unknown()
         self._expect(e.index, None, scope, want_bits=True)
         return self._width(self.sym.registers[e.base.ident].type)
 
@@ -175,7 +179,7 @@ class ExprChecker:
         if isinstance(t, IntLiteral) and isinstance(want, Bits):
             self._fits(e.operand, t.value, want.width)
             self.types[id(e.operand)] = want
-        elif isinstance(want, Bool) and not isinstance(t, Bool):
+        elif isinstance(want, Bool) and not isinstance(t, Bool | Unknown):
             self.d.error("E020", f"cannot cast {show(t)} to bool (compare with 0 instead)", e.span)
         return want
 
@@ -184,9 +188,11 @@ class ExprChecker:
             self._expect(e.operand, Bool(), scope)
             return Bool()
         t = self._expr(e.operand, scope)
+        if isinstance(t, Unknown):
+            return t
         if isinstance(t, IntLiteral):
             self.d.error("E020", f"'{e.op}' needs a sized operand: write bit<N>(value)", e.span)
-            return Bits(32)
+            return Unknown()
         if not isinstance(t, Bits):
             self.d.error("E020", f"'{e.op}' needs bit<N>, not {show(t)}", e.span)
             return Bits(1)
@@ -199,17 +205,19 @@ class ExprChecker:
             self._expect(e.right, Bool(), scope)
             return Bool()
         lt, rt = self._expr(e.left, scope), self._expr(e.right, scope)
+        if isinstance(lt, Unknown) or isinstance(rt, Unknown):
+            return Bool() if op in ("==", "!=", "<", "<=", ">", ">=") else Unknown()
         if op in ("<<", ">>"):
             if isinstance(lt, IntLiteral):
                 self.d.error("E020", f"'{op}' needs a sized left operand: write bit<N>(value)", e.left.span)
-                return Bits(32)
+                return Unknown()
             if not isinstance(lt, Bits) or not isinstance(rt, Bits | IntLiteral):
                 self.d.error("E020", f"'{op}' needs bit<N> operands, not {show(lt)} and {show(rt)}", e.span)
             return lt
         if op == "++":
             if not isinstance(lt, Bits) or not isinstance(rt, Bits):
                 self.d.error("E020", f"'++' needs sized bit<N> operands, not {show(lt)} and {show(rt)}", e.span)
-                return Bits(32)
+                return Unknown()
             return Bits(lt.width + rt.width)
         t = self._unify(e, lt, rt)
         if op in ("==", "!="):
@@ -221,7 +229,7 @@ class ExprChecker:
             return Bool()
         if isinstance(t, IntLiteral):
             self.d.error("E020", f"'{op}' of two literals has no width: write bit<N>(value)", e.span)
-            return Bits(32)
+            return Unknown()
         return t
 
     def _unify(self, e: ast.Binary, lt: Type, rt: Type) -> Type:
@@ -244,7 +252,7 @@ class ExprChecker:
             return self._method(e, callee.base.ident, callee.field, scope)
         if not isinstance(callee, ast.Name):
             self.d.error("E013", "only named functions can be called", e.span)
-            return Bits(32)
+            return Unknown()
         name = callee.ident
         if name in ("valid", "checksum_ok"):
             self._arity(e, 1)
@@ -258,7 +266,7 @@ class ExprChecker:
                 self.d.error("E023", f"{name}() needs at least one field to hash", e.span)
             for a in e.args:
                 t = self._expr(a, scope)
-                if not isinstance(t, Bits):
+                if not isinstance(t, Bits | Unknown):
                     self.d.error("E020", f"{name}() hashes bit<N> values, not {show(t)}", a.span)
             return Bits(HASHES[name])
         ext = self.sym.externs.get(name)
@@ -266,7 +274,7 @@ class ExprChecker:
             self._unknown(name, "function", callee.span)
             for a in e.args:
                 self._expr(a, scope)
-            return Bits(32)
+            return Unknown()
         if self._arity(e, len(ext.params)):
             for a, p in zip(e.args, ext.params, strict=True):
                 if isinstance(p, ast.HeaderParam):
@@ -281,6 +289,8 @@ class ExprChecker:
             return Bits(16)
         self._expect(e.args[0], Bits(16), scope)
         old = self._expr(e.args[1], scope)
+        if isinstance(old, Unknown):
+            return Bits(16)
         if not isinstance(old, Bits) or old.width not in (16, 32):
             self.d.error("E020", f"csum_update() replaces a bit<16> or bit<32> value, not {show(old)}", e.args[1].span)
             return Bits(16)
@@ -296,7 +306,7 @@ class ExprChecker:
         c = self.sym.counters.get(obj)
         if c is None:
             self._unknown(obj, "counter or meter", e.callee.span)
-            return Bits(32)
+            return Unknown()
         allowed = COUNTER_METHODS[c.kind]
         if method not in allowed:
             self.d.error("E012", f"{c.kind} '{obj}' has no method '{method}' (it has {', '.join(allowed)})", e.span)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-__all__ = ["MAX_WIDTH", "Bits", "Bool", "IntLiteral", "Type", "show"]
+__all__ = ["MAX_WIDTH", "Bits", "Bool", "IntLiteral", "Type", "Unknown", "show"]
 
 MAX_WIDTH = 2048
 
@@ -22,13 +22,19 @@ class Bool:
 
 
 @dataclass(frozen=True, slots=True)
+class Unknown:
+    """The type of an expression whose error was already reported: compatible with
+    everything, so one mistake does not cascade into more diagnostics."""
+
+
+@dataclass(frozen=True, slots=True)
 class IntLiteral:
     """An integer literal whose width comes from the context it is used in."""
 
     value: int
 
 
-Type = Bits | Bool | IntLiteral
+Type = Bits | Bool | IntLiteral | Unknown
 
 
 def show(t: Type) -> str:
@@ -39,3 +45,5 @@ def show(t: Type) -> str:
             return "bool"
         case IntLiteral():
             return "integer literal"
+        case Unknown():
+            return "unknown"

@@ -115,3 +115,18 @@ def test_syntax_error_in_a_declaration_causes_no_follow_up_errors(front):
            "pipeline q { ports = [1]; parser = p; stages = [s]; }\nstage s { forward(1); }")
     _, diags, _ = front.load(PRELUDE + src)
     assert [d.code for d in diags.errors()] == ["E001"]
+
+
+def test_one_mistake_does_not_cascade(front):
+    """An unknown field or table is reported once; expressions using it raise nothing more."""
+    src = "stage s { ip.ttl = ip.nope + 1; forward(ip.nope); lookup nope { hit(r) { forward(r.port); } } }"
+    _, diags, _ = front.load(PRELUDE + src)
+    assert sorted(d.code for d in diags.errors()) == ["E011", "E012", "E012"]
+
+
+@pytest.mark.parametrize(("prop", "msg"), [("pin = fpga;", "pin must be switch or server"),
+                                          ("cache = 3;", "cache must be true or false"),
+                                          ("skew = fast;", "skew must be a number")])
+def test_table_property_values(front, prop, msg):
+    _, diags, _ = front.load(PRELUDE + f"table t {{ key {{ ip.dst: exact; }} size = 4; {prop} }}")
+    assert [(d.code, d.message) for d in diags.errors()] == [("E032", msg)]
