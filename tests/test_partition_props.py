@@ -27,7 +27,7 @@ def program(tables: list[tuple[str, int, int]]) -> str:
         out.append(f"stage s{i} {{ lookup t{i} {{ hit(r) {{ meta.m{i + 1} = bit<32>(r.v); }} "
                    f"miss {{ drop(miss{i}); }} }} }}")
         names.append(f"s{i}")
-    out.append("stage out { forward(bit<16>(meta.m%d[15:0])); }" % len(tables))
+    out.append(f"stage out {{ forward(bit<16>(meta.m{len(tables)}[15:0])); }}")
     out.append(f"pipeline main {{ ports = [0..7]; parser = p; stages = [{', '.join([*names, 'out'])}]; }}")
     out.append("deployment d { switch = tofino1; servers = [dpdk_server]; rate = 1Mpps; }")
     return "\n".join(out) + "\n"
