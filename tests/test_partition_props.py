@@ -3,6 +3,8 @@ independently of the solver model, on random chains of tables."""
 
 from __future__ import annotations
 
+import itertools
+
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -61,7 +63,7 @@ def test_placement_is_valid(tmp_path, tables):
         assert (sum(u.sram), sum(u.tcam)) == (need.sram, need.tcam), "a switch table gets exactly its blocks"
     # each table reads what the previous stage wrote: strictly later MAU stages within a pass
     on_switch = [s for s in prog.pipelines[0].stages if pl.segment[s] != 1]
-    for a, b in zip(on_switch, on_switch[1:], strict=False):
+    for a, b in itertools.pairwise(on_switch):
         if pl.segment[a] == pl.segment[b]:
             assert units[a].last < units[b].first
     # a table too big for the whole switch must be on the server
