@@ -213,6 +213,9 @@ class ExprChecker:
                 return Unknown()
             if not isinstance(lt, Bits) or not isinstance(rt, Bits | IntLiteral):
                 self.d.error("E020", f"'{op}' needs bit<N> operands, not {show(lt)} and {show(rt)}", e.span)
+            if isinstance(rt, IntLiteral):  # a literal shift amount is an unsigned 32-bit value
+                self._fits(e.right, rt.value, 32)
+                self.types[id(e.right)] = Bits(32)
             return lt
         if op == "++":
             if not isinstance(lt, Bits) or not isinstance(rt, Bits):
