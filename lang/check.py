@@ -468,11 +468,16 @@ class _Checker(ExprChecker):
         h = self._instance(s.header, s.span)
         if h is None:
             return
-        fields = {f.name: f for f in h.fields}
-        for init in s.inits:
-            f = fields.get(init.name)
+        self._inits(s.inits, h.fields, f"header '{h.name}' has no field", scope)
+
+    def _inits(self, inits: tuple[ast.FieldInit, ...], fields: tuple[ast.FieldDecl, ...], unknown: str,
+               scope: Scope) -> None:
+        """``{ f = e; ... }`` of push and insert: each field exists and gets a value of its type."""
+        by_name = {f.name: f for f in fields}
+        for init in inits:
+            f = by_name.get(init.name)
             if f is None:
-                self.d.error("E012", f"header '{h.name}' has no field '{init.name}'", init.span)
+                self.d.error("E012", f"{unknown} '{init.name}'", init.span)
                 self._expr(init.value, scope)
                 continue
             self._expect(init.value, self._width(f.type), scope)
@@ -484,14 +489,8 @@ class _Checker(ExprChecker):
             self._expect(s.timeout, None, scope, want_bits=True)
         if tbl is None:
             return
-        fields = {f.name: f for f in tbl.values}
-        for init in s.inits:
-            f = fields.get(init.name)
-            if f is None:
-                self.d.error("E012", f"state '{tbl.name}' has no value field '{init.name}'", init.span)
-                continue
-            self._expect(init.value, self._width(f.type), scope)
-        missing = sorted(set(fields) - {i.name for i in s.inits})
+        self._inits(s.inits, tbl.values, f"state '{tbl.name}' has no value field", scope)
+        missing = sorted({f.name for f in tbl.values} - {i.name for i in s.inits})
         if missing:
             self.d.error("E030", f"insert into '{tbl.name}' must set {', '.join(missing)}", s.span)
 

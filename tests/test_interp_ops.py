@@ -18,6 +18,7 @@ from scapy.layers.l2 import Ether
 
 from compiler.interp import Entry, Interpreter, Match, MeterConfig, TableError
 from tests.conftest import compile_ir
+from tests.oracles import crc16_arc
 
 HEAD = """import "std/headers.nfp";
 import "std/ops.nfp";
@@ -128,14 +129,6 @@ def test_hashes_match_zlib_and_crc16_arc(tmp_path):
                 "stage s1 { udp.sport = crc32(ip.src, ip.dst)[15:0]; udp.dport = crc16(ip.src); forward(0); }")
     got = Ether(it.process(ip_pkt(src="10.0.0.1", dst="10.0.0.2"), 0).data)
     assert got[UDP].sport == zlib.crc32(bytes([10, 0, 0, 1, 10, 0, 0, 2])) & 0xFFFF
-
-    def crc16_arc(data: bytes) -> int:  # reflected poly 0x8005 = 0xA001, init 0; check value 0xBB3D
-        crc = 0
-        for byte in data:
-            crc ^= byte
-            for _ in range(8):
-                crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-        return crc
 
     assert crc16_arc(b"123456789") == 0xBB3D
     assert got[UDP].dport == crc16_arc(bytes([10, 0, 0, 1]))

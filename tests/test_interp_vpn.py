@@ -11,27 +11,12 @@ from scapy.layers.vxlan import VXLAN
 
 from compiler.interp import Entry, Interpreter, Match
 from tests.conftest import ROOT, compile_ir
+from tests.oracles import crc16_arc, ip2int, mac2int
 
 GW_IP, GW_MAC = "10.255.0.1", "02:00:0a:ff:00:01"
 NH_MAC = "02:00:00:00:00:99"
 
 
-def ip2int(a: str) -> int:
-    return int.from_bytes(bytes(int(x) for x in a.split(".")), "big")
-
-
-def mac2int(m: str) -> int:
-    return int(m.replace(":", ""), 16)
-
-
-def crc16_arc(data: bytes) -> int:
-    """CRC-16/ARC via the reflected table-free definition, cross-checked by its check value."""
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
 
 
 @pytest.fixture(scope="module")
