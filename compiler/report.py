@@ -15,6 +15,7 @@ from compiler.targets import TargetSpec
 __all__ = ["pipeline_svg", "resources_svg", "text_report", "why_server"]
 
 COLOURS = {"switch": "#4e79a7", "server": "#f28e2b"}
+_ARTIFACT_PREFIX = {"switch": "switch_", "server": "server_"}
 
 
 def why_server(prog: ir.Program, stage: ir.Stage, sw: TargetSpec | None) -> str:
@@ -61,9 +62,12 @@ def text_report(plan: dict[str, Any], prog: ir.Program, sw: TargetSpec | None) -
             *_resources_section(plan)]
     proof = "proved optimal" if plan["solver"]["optimal"] else "NOT proved optimal"
     out.append(f"solver: {plan['solver']['engine']}, {proof} for: {'; then '.join(plan['solver']['objectives'])}")
-    if not plan["generated"]:
-        out.append("code generation: no data-plane code was generated (the TNA and DPDK generators are not "
-                   "implemented yet); this build produced the placement only")
+    if plan["generated"]:
+        out.append("generated: " + ", ".join(f"{k} ({v})" for k, v in plan["generated"].items()))
+    missing = [t["kind"] for t in (plan["targets"]["switch"], plan["targets"]["server"])
+               if t and not any(k.startswith(_ARTIFACT_PREFIX[t["kind"]]) for k in plan["generated"])]
+    if missing:
+        out.append(f"code generation: no {' or '.join(missing)} code was generated (generator not implemented yet)")
     return "\n".join(out) + "\n"
 
 

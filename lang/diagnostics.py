@@ -77,6 +77,7 @@ CODES: dict[str, str] = {
     "E071": "unsupported on the chosen target",
     "E080": "does not fit",
     "E090": "numeric value out of range",
+    "E100": "not supported by the code generator yet",
     "W001": "declared but never used",
     "W002": "unreachable parser state",
 }

@@ -6,12 +6,13 @@ import argparse
 import sys
 from pathlib import Path
 
+import targets.tofino.generator  # noqa: F401  (registers the "tna" generator)
 from compiler.irprint import print_program
 from compiler.pipeline import PASS_NAMES, PASSES, Compilation, compile_program
 from compiler.plan import build_plan, dump_plan
 from compiler.report import pipeline_svg, resources_svg, text_report
-from lang import Diagnostics, SourceMap, load
-from targets.registry import lookup
+from lang import Diagnostics, SourceMap, Span, load
+from targets.registry import GeneratorError, lookup
 
 __all__ = ["build"]
 
@@ -54,12 +55,19 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
 
 def _generate(c: Compilation, out: Path) -> dict[str, str]:
     generated: dict[str, str] = {}
+    diags = Diagnostics()
     for spec in c.need_targets().all():
         gen = lookup(spec.generator)
         if gen is None:
             _progress(f"note: no '{spec.generator}' code generator yet: no {spec.kind} code generated")
             continue
-        generated |= gen(c, {}, out)
+        _progress(f"generating {spec.kind} code ({spec.generator}) ...")
+        try:
+            generated |= gen(c, {}, out)
+        except GeneratorError as e:
+            span = e.span if isinstance(e.span, Span) else Span(c.need_program().file, 1, 1, 1, 1)
+            diags.error("E100", f"the {spec.generator} generator does not support {e.what} yet", span)
+    diags.raise_if_errors()
     return generated
 
 

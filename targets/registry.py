@@ -7,7 +7,16 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-__all__ = ["GENERATORS", "Generator", "lookup", "register"]
+__all__ = ["GENERATORS", "Generator", "GeneratorError", "lookup", "register"]
+
+
+class GeneratorError(Exception):
+    """A construct the generator cannot produce code for (yet), at a source span."""
+
+    def __init__(self, what: str, span: object) -> None:
+        super().__init__(what)
+        self.what = what
+        self.span = span
 
 # emit(compilation, plan, out_dir) -> {artifact name: path relative to out_dir}
 Generator = Callable[[Any, dict[str, Any], Path], dict[str, str]]

@@ -40,7 +40,10 @@ def test_example_goldens(example: Path, tmp_path: Path, update_goldens: bool) ->
     if r.returncode != 0:
         compare(GOLDEN / "examples" / example.stem / "stderr.txt", _stable_stderr(r.stderr), update_goldens)
         return
-    for name in ("ir.txt", "plan.json", "report.txt"):
+    import json
+
+    generated = json.loads((tmp_path / "plan.json").read_text())["generated"]
+    for name in ("ir.txt", "plan.json", "report.txt", *sorted(generated.values())):
         compare(GOLDEN / "examples" / example.stem / name, (tmp_path / name).read_text(), update_goldens)
 
 

@@ -1,0 +1,1 @@
+"""The v1model twin of the switch program, for bmv2's simple_switch."""

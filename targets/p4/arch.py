@@ -1,0 +1,78 @@
+"""What differs between P4 architectures, behind one interface.
+
+``targets.p4.lower`` builds the switch program from the placed IR without naming an
+architecture; an ``Arch`` supplies intrinsic metadata names, drop / forward idioms,
+hashing and checksum externs, and the package boilerplate.  TNA lives in
+``targets/tofino/arch.py``, v1model in ``targets/bmv2/arch.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from targets.p4 import syntax as p
+
+__all__ = ["Arch"]
+
+
+class Arch(Protocol):
+    name: str
+    includes: tuple[str, ...]
+    port_type: str  # the P4 type of a port number
+    port_width: int
+
+    def parser_params(self) -> tuple[str, ...]: ...
+
+    def parser_start(self) -> tuple[p.Stmt, ...]:
+        """Statements the start state runs before selecting on the ingress port."""
+        ...
+
+    def ingress_port(self) -> p.Expr: ...
+
+    def std_field(self, name: str) -> p.Expr | None:
+        """``std.<name>`` as a P4 expression (None: not available on this architecture)."""
+        ...
+
+    def ingress_params(self) -> tuple[str, ...]: ...
+
+    def parser_error(self) -> p.Expr:
+        """A bool: the parser stopped on an error (the packet was too short)."""
+        ...
+
+    def forward(self, port: p.Expr) -> tuple[p.Stmt, ...]: ...
+
+    def drop(self) -> tuple[p.Stmt, ...]: ...
+
+    def hash_instance(self, alg: str, width: int, name: str) -> p.Instance | None: ...
+
+    def hash_stmt(self, alg: str, width: int, name: str, target: p.Expr, data: p.ListExpr) -> p.Stmt: ...
+
+    def parser_checksum(self, inst: str, flag: p.Expr) -> tuple[tuple[p.Instance, ...], tuple[p.Stmt, ...]]:
+        """Verify header ``inst``'s checksum in the parser state that extracts it.
+
+        Returns extern instances for the parser and statements for that state; when the
+        architecture cannot check in the parser it returns nothing and the ingress
+        computes the flag (see ``needs_ingress_checksum``)."""
+        ...
+
+    needs_ingress_checksum: bool
+
+    def counter_instance(self, name: str, size: int) -> p.Instance: ...
+
+    def count(self, name: str, index: p.Expr) -> p.Stmt: ...
+
+    def user_counter_instance(self, name: str, size: int) -> p.Instance:
+        """A ``counter c[size];`` of the program: packets and bytes per index."""
+        ...
+
+    def meter_instance(self, name: str, size: int) -> p.Instance: ...
+
+    def meter_stmts(self, name: str, index: p.Expr, colour: p.Expr) -> tuple[p.Stmt, ...]:
+        """Execute meter ``name`` and leave the colour in ``colour`` (bit<8>): 0 green, 1 yellow, 2 red."""
+        ...
+
+    def rest(self, hdr_type: str, meta_type: str, emit: tuple[p.Stmt, ...],
+             csum_updates: tuple[tuple[str, tuple[p.Expr, ...], p.Expr], ...],
+             parser: str, ingress: str) -> tuple[p.Decl, ...]:
+        """Deparser, egress and the package instantiation."""
+        ...

@@ -1,0 +1,593 @@
+"""Placed IR → P4_16 syntax tree for the switch part, for any ``Arch``.
+
+The switch program has one ingress parser and control for every pipeline:
+
+* the parser's start state selects on the ingress port: a server-facing port leads to
+  the bridge-header states (which re-parse the packet from the bridge's validity bits),
+  other ports to the pipeline's own parse graph;
+* the ingress first applies what the reference semantics does while parsing (``verify``
+  conditions in parse order, parser drops, truncation), then the pipeline's switch
+  stages before the server (segment 0); a pipeline with a server part then pushes the
+  bridge header and sends the packet to the server port; packets back from the server
+  restore their metadata from the bridge and run the switch stages after the server;
+* drops set the architecture's drop flag, count the reason and ``exit``; a pipeline
+  that ends without a port drops with ``no_egress``.
+
+Every generated table, action, state and stage block carries a comment with the
+``.nfp`` line it came from.  Constructs the generator does not support yet raise
+``Unsupported`` with the span, reported as a diagnostic by the caller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import assert_never
+
+from compiler import ir
+from compiler.analysis import walk_expr, walk_stmts
+from compiler.partition import Placement
+from compiler.passes.bridge import EGRESS, Bridge
+from lang.diagnostics import Span
+from targets.p4 import syntax as p
+from targets.p4.arch import Arch
+from targets.registry import GeneratorError
+
+__all__ = ["BUILTIN_REASONS", "NameMap", "Unsupported", "lower_switch"]
+
+BUILTIN_REASONS = ("bad_bridge", "no_egress", "no_pipeline", "parser_no_match", "truncated")
+
+
+class Unsupported(GeneratorError):
+    """A construct the P4 generator does not lower (yet)."""
+
+
+@dataclass
+class NameMap:
+    """``.nfp`` names → generated names (the runtime and the P4Info builder read this)."""
+
+    tables: dict[str, dict[str, object]] = field(default_factory=dict)
+    reasons: dict[str, int] = field(default_factory=dict)
+    punts: dict[str, int] = field(default_factory=dict)
+    pipelines: dict[str, int] = field(default_factory=dict)
+    bridges: dict[int, str] = field(default_factory=dict)
+
+
+def _src(span: Span) -> str:
+    return f"{span.file}:{span.line}"
+
+
+@dataclass
+class _Ctx:
+    prog: ir.Program
+    arch: Arch
+    placement: Placement
+    bridges: tuple[Bridge, ...]
+    server_ports: tuple[int, ...]
+    names: NameMap = field(default_factory=NameMap)
+    locals: list[p.Instance | p.Action | p.Table] = field(default_factory=list)
+    parser_locals: list[p.Instance] = field(default_factory=list)
+    meta_fields: dict[str, str] = field(default_factory=dict)
+    hashes: int = 0
+    hoisted: list[p.Stmt] = field(default_factory=list)
+    csum_checked: set[str] = field(default_factory=set)
+    verifies: list[tuple[str, ir.Verify]] = field(default_factory=list)  # (instance guarding it, verify)
+
+    def meta(self, name: str, type_: str) -> p.Path:
+        self.meta_fields.setdefault(name, type_)
+        return p.Path(f"meta.{name}")
+
+
+def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...], server_ports: tuple[int, ...],
+                 arch: Arch, cpu_port: int = 64) -> tuple[p.Program, NameMap]:
+    c = _Ctx(prog, arch, placement, bridges, server_ports)
+    reasons = sorted(set(BUILTIN_REASONS) | set(prog.reasons) | _stage_reasons(prog))
+    c.names.reasons = {r: i + 1 for i, r in enumerate(reasons)}
+    c.names.pipelines = {pl.name: i + 1 for i, pl in enumerate(prog.pipelines)}
+    c.names.punts = {r: i + 1 for i, r in enumerate(sorted(_punt_reasons(prog)))}
+    c.names.bridges = {b.cut_id: f"nfc_bridge{b.cut_id}" for b in bridges}
+    for name in ("nfc_pipeline", "nfc_cut", "nfc_drop", "nfc_punt"):
+        c.meta(name, "bit<8>")
+    c.meta("nfc_forwarded", "bit<1>")
+    parser = _parser(c)
+    ingress = _ingress(c)
+    headers = _header_types(c)
+    hdr_struct = p.Struct("headers_t", (("nfc_packet_in", "nfc_packet_in_h"),
+                                        *((f"nfc_bridge{b.cut_id}", f"nfc_bridge{b.cut_id}_h") for b in bridges),
+                                        *((i.name, f"{i.header}_h") for i in prog.instances)),
+                          "bridge headers lead the packet on the server link; then the .nfp packet layout, in order")
+    user_meta = tuple((f.name, _bits(f.width)) for f in prog.metadata)
+    meta_struct = p.Struct("metadata_t", user_meta + tuple(sorted(c.meta_fields.items())))
+    emit = tuple(p.CallStmt(p.Call(p.Path("pkt.emit"), (p.Path(f"hdr.{n}"),))) for n, _ in hdr_struct.fields)
+    rest = arch.rest("headers_t", "metadata_t", emit, _csum_updates(prog), parser.name, ingress.name)
+    reason_consts = tuple(p.ConstDecl("bit<8>", f"NFC_DROP_{r.upper()}", p.Const(code, 8))
+                          for r, code in c.names.reasons.items())
+    reason_consts += tuple(p.ConstDecl("bit<8>", f"NFC_PUNT_{r.upper()}", p.Const(code, 8))
+                           for r, code in c.names.punts.items())
+    reason_consts += (p.ConstDecl("bit<16>", "NFC_CPU_PORT", p.Const(cpu_port, 16),
+                                  "the switch port of the control plane (packet-in / packet-out)"),)
+    preamble = (f"// Generated by nfc from {prog.file} for {arch.name}. Do not edit: edit the .nfp source.",
+                *arch.includes)
+    decls: tuple[p.Decl, ...] = (*reason_consts, *headers, hdr_struct, meta_struct, parser, ingress, *rest)
+    return p.Program(preamble, decls), c.names
+
+
+def _punt_reasons(prog: ir.Program) -> set[str]:
+    in_stages = {s.reason for st in prog.stages.values() for s in walk_stmts(st.body) if isinstance(s, ir.Punt)}
+    return in_stages | {t.name for g in prog.parsers.values() for st in g.states
+                        for t in (*[x.target for x in st.cases], st.default) if t.kind == "punt"}
+
+
+def _stage_reasons(prog: ir.Program) -> set[str]:
+    return {s.reason for st in prog.stages.values() for s in walk_stmts(st.body) if isinstance(s, ir.Drop | ir.Verify)}
+
+
+def _bits(width: int) -> str:
+    return "bool" if width == ir.BOOL else f"bit<{width}>"
+
+
+# ---- types -----------------------------------------------------------------------------------
+
+def _header_types(c: _Ctx) -> tuple[p.HeaderType, ...]:
+    used = {i.header for i in c.prog.instances}
+    out = [p.HeaderType("nfc_packet_in_h", (("reason", "bit<8>"), ("ingress_port", "bit<16>")),
+                        'to the control plane (P4Runtime packet-in, @controller_header("packet_in"))')]
+    out += [p.HeaderType(f"{h.name}_h", tuple((f.name, _bits(f.width)) for f in h.fields), f"from {_src(h.span)}")
+            for h in c.prog.headers.values() if h.name in used]
+    for b in c.bridges:
+        fields = [("cut_id", "bit<8>")] + [(f"v_{n}", "bit<1>") for n in b.valid_bits]
+        fields += [(_bridge_field(f.name), _bits(f.width)) for f in b.fields]
+        pad = b.bits - 8 - len(b.valid_bits) - sum(f.width for f in b.fields)
+        if pad:
+            fields.append(("pad", f"bit<{pad}>"))
+        out.append(p.HeaderType(f"nfc_bridge{b.cut_id}_h", tuple(fields),
+                                f"bridge #{b.cut_id}: pipeline {b.pipeline}, {b.path}, {b.direction}"))
+    return tuple(out)
+
+
+def _bridge_field(name: str) -> str:
+    return name.replace(".", "_")
+
+
+# ---- parser ----------------------------------------------------------------------------------
+
+def _parser(c: _Ctx) -> p.Parser:
+    arch, prog = c.arch, c.prog
+    states: list[p.State] = []
+    cases = [p.Case((_port_key(arch, port),), "nfc_from_server") for port in c.server_ports]
+    for pl in prog.pipelines:
+        if any(pl.ports == other.ports for other in prog.pipelines if other is not pl) or pl.when is not None:
+            raise Unsupported(f"pipelines sharing ports (selection by 'when'), as '{pl.name}' does", pl.span)
+        for lo, hi in pl.ports:
+            key = _port_key(arch, lo) if lo == hi else f"{arch.port_width}w{lo} .. {arch.port_width}w{hi}"
+            cases.append(p.Case((key,), f"nfc_enter_{pl.name}"))
+        states.append(p.State(f"nfc_enter_{pl.name}",
+                              (p.Assign(p.Path("meta.nfc_pipeline"), p.Const(c.names.pipelines[pl.name], 8)),),
+                              next=f"{pl.parser}_start", comment=f"pipeline {pl.name}, {_src(pl.span)}"))
+    cases.append(p.Case(("default",), "nfc_no_pipeline"))
+    start = p.State("start", arch.parser_start(), (arch.ingress_port(),), tuple(cases))
+    states.insert(0, start)
+    states += _bridge_states(c)
+    for g in prog.parsers.values():
+        states += [_pstate(c, g, st) for st in g.states]
+    for reason in sorted({t.name for g in prog.parsers.values() for st in g.states
+                          for t in (*[x.target for x in st.cases], st.default) if t.kind == "drop"}):
+        states.append(p.State(f"nfc_drop_{reason}", (p.Assign(p.Path("meta.nfc_drop"),
+                                                              p.Path(f"NFC_DROP_{reason.upper()}")),)))
+    for reason in sorted({t.name for g in prog.parsers.values() for st in g.states
+                          for t in (*[x.target for x in st.cases], st.default) if t.kind == "punt"}):
+        states.append(p.State(f"nfc_punt_{reason}", (p.Assign(p.Path("meta.nfc_punt"),
+                                                              p.Path(f"NFC_PUNT_{reason.upper()}")),)))
+    states.append(p.State("nfc_no_pipeline", (p.Assign(p.Path("meta.nfc_drop"), p.Path("NFC_DROP_NO_PIPELINE")),)))
+    return p.Parser("IngressParser" if arch.name == "tna" else "NfcParser", arch.parser_params(),
+                    tuple(c.parser_locals), tuple(states))
+
+
+def _port_key(arch: Arch, port: int) -> str:
+    return f"{arch.port_width}w{port}"
+
+
+def _bridge_states(c: _Ctx) -> list[p.State]:
+    back = [b for b in c.bridges if b.direction == "server->switch"]
+    cases = tuple(p.Case((f"8w{b.cut_id}",), f"nfc_bridge{b.cut_id}") for b in back)
+    look = p.Call(p.Path("pkt.lookahead"), type_args=("bit<8>",))
+    out = [p.State("nfc_from_server", (), (look,), (*cases, p.Case(("default",), "nfc_bad_bridge")),
+                   comment="packets back from a server start with a bridge header; its first byte is the cut id")]
+    for b in back:
+        name = f"nfc_bridge{b.cut_id}"
+        out.append(p.State(name, (p.CallStmt(p.Call(p.Path("pkt.extract"), (p.Path(f"hdr.{name}"),))),
+                                  p.Assign(p.Path("meta.nfc_cut"), p.Const(b.cut_id, 8))),
+                           next=f"{name}_v0", comment=f"bridge #{b.cut_id}: re-parse from the validity bits"))
+        for i, inst in enumerate(b.valid_bits):
+            nxt = f"{name}_v{i + 1}"
+            out.append(p.State(f"{name}_v{i}", (), (p.Path(f"hdr.{name}.v_{inst}"),),
+                               (p.Case(("1w1",), f"{name}_x{i}"), p.Case(("default",), nxt))))
+            out.append(p.State(f"{name}_x{i}", (p.CallStmt(p.Call(p.Path("pkt.extract"), (p.Path(f"hdr.{inst}"),))),),
+                               next=nxt))
+        out.append(p.State(f"{name}_v{len(b.valid_bits)}", (), next="accept"))
+    out.append(p.State("nfc_bad_bridge", (p.Assign(p.Path("meta.nfc_drop"), p.Path("NFC_DROP_BAD_BRIDGE")),)))
+    return out
+
+
+def _pstate(c: _Ctx, g: ir.ParserGraph, st: ir.ParserState) -> p.State:
+    body: list[p.Stmt] = []
+    last_extracted = ""
+    for s in st.stmts:
+        if isinstance(s, ir.Extract):
+            body.append(p.CallStmt(p.Call(p.Path("pkt.extract"), (p.Path(f"hdr.{s.inst}"),))))
+            last_extracted = s.inst
+            if s.inst in _checksummed(c) and not c.arch.needs_ingress_checksum:
+                locals_, stmts = c.arch.parser_checksum(s.inst, c.meta(f"nfc_csum_ok_{s.inst}", "bool"))
+                c.parser_locals += [x for x in locals_ if x not in c.parser_locals]
+                body += stmts
+        elif isinstance(s, ir.Verify):
+            c.verifies.append((last_extracted, s))
+        else:
+            raise Unsupported("statements other than extract and verify in parser states", s.span)
+    name = f"{g.name}_{st.name}"
+    comment = f"{g.name}.{st.name}, {_src(st.span)}"
+    if not st.select:
+        return p.State(name, tuple(body), next=_target(g, st.default), comment=comment)
+    cases = [p.Case(tuple(_keyset(v, m, e.width) for (v, m), e in zip(case.values, st.select, strict=True)),
+                    _target(g, case.target)) for case in st.cases]
+    cases.append(p.Case(("default",), _target(g, st.default)))
+    select = tuple(_expr(c, e) for e in st.select)
+    return p.State(name, tuple(body), select, tuple(cases), comment=comment)
+
+
+def _checksummed(c: _Ctx) -> set[str]:
+    if not c.csum_checked:
+        for g in c.prog.parsers.values():
+            for st in g.states:
+                for s in st.stmts:
+                    if isinstance(s, ir.Verify):
+                        c.csum_checked |= {x.inst for x in walk_expr(s.cond) if isinstance(x, ir.ChecksumOk)}
+    return c.csum_checked
+
+
+def _keyset(value: int, mask: int, width: int) -> str:
+    full = (1 << width) - 1
+    if mask == full:
+        return f"{width}w{value:#x}"
+    return f"{width}w{value:#x} &&& {width}w{mask:#x}"
+
+
+def _target(g: ir.ParserGraph, t: ir.PTarget) -> str:
+    if t.kind == "accept":
+        return "accept"
+    if t.kind == "drop":
+        return f"nfc_drop_{t.name}"
+    if t.kind == "punt":
+        return f"nfc_punt_{t.name}"
+    return f"{g.name}_{t.name}"
+
+
+# ---- ingress ---------------------------------------------------------------------------------
+
+def _ingress(c: _Ctx) -> p.Control:
+    c.locals.append(c.arch.counter_instance("nfc_drops", 256))
+    c.locals.append(p.Action("nfc_miss", (), (), "the default action of every table: a miss"))
+    front: list[p.Stmt] = [p.Comment("what the reference semantics does while parsing, in the same order")]
+    front += _checksum_flags(c)
+    for inst, v in c.verifies:
+        cond = p.Un("!", _expr(c, v.cond))
+        guarded = p.Bin("&&", p.Call(p.Path(f"hdr.{inst}.isValid")), cond) if inst else cond
+        front.append(p.If(guarded, _drop(c, v.reason), ()))
+    front.append(p.If(p.Bin("!=", p.Path("meta.nfc_drop"), p.Const(0, 8)), _drop_code(c), ()))
+    front.append(p.If(p.Bin("!=", p.Path("meta.nfc_punt"), p.Const(0, 8)), _punt(c, p.Path("meta.nfc_punt")), ()))
+    front.append(p.If(c.arch.parser_error(), _drop(c, "truncated"), ()))
+    first: list[p.Stmt] = []
+    later: list[p.Stmt] = []
+    for pl in c.prog.pipelines:
+        first.append(p.If(p.Bin("==", p.Path("meta.nfc_pipeline"), p.Const(c.names.pipelines[pl.name], 8)),
+                          tuple(_first_pass(c, pl)), ()))
+        later += _after_server(c, pl)
+    apply = (p.If(p.Bin("==", p.Path("meta.nfc_cut"), p.Const(0, 8)), (*front, *first), tuple(later)),
+             p.If(p.Bin("==", p.Path("meta.nfc_forwarded"), p.Const(0, 1)), _drop(c, "no_egress"), ()))
+    return p.Control("Ingress" if c.arch.name == "tna" else "NfcIngress", c.arch.ingress_params(),
+                     tuple(c.locals), apply)
+
+
+def _checksum_flags(c: _Ctx) -> list[p.Stmt]:
+    if not c.arch.needs_ingress_checksum:
+        return []
+    out: list[p.Stmt] = []
+    for inst in sorted(_checksummed(c)):
+        out += _csum_flag(c, inst)
+    return out
+
+
+def _csum_flag(c: _Ctx, inst: str) -> list[p.Stmt]:
+    """RFC 1071 over the whole header: fold the 16-bit words' sum and compare with 0xffff."""
+    h = c.prog.header_of(inst)
+    whole: p.Expr = p.Path(f"hdr.{inst}.{h.fields[0].name}")
+    for f in h.fields[1:]:
+        whole = p.Bin("++", whole, p.Path(f"hdr.{inst}.{f.name}"))
+    words = [p.Cast("bit<32>", p.Slice(whole, h.bits - 1 - 16 * i, h.bits - 16 - 16 * i)) for i in range(h.bits // 16)]
+    total: p.Expr = words[0]
+    for w in words[1:]:
+        total = p.Bin("+", total, w)
+    s = c.meta(f"nfc_csum_sum_{inst}", "bit<32>")
+    c.locals.append(p.Action(f"nfc_fold_{inst}", (), (
+        p.Assign(s, total),
+        p.Assign(s, p.Bin("+", p.Cast("bit<32>", p.Slice(s, 15, 0)), p.Bin(">>", s, p.Const(16, 32)))),
+        p.Assign(s, p.Bin("+", p.Cast("bit<32>", p.Slice(s, 15, 0)), p.Bin(">>", s, p.Const(16, 32))))),
+        f"one's complement sum of header {inst}"))
+    flag = c.meta(f"nfc_csum_ok_{inst}", "bool")
+    return [p.CallStmt(p.Call(p.Path(f"nfc_fold_{inst}"))), p.Assign(flag, p.Bin("==", p.Slice(s, 15, 0),
+                                                                                  p.Const(0xFFFF, 16)))]
+
+
+def _first_pass(c: _Ctx, pl: ir.Pipeline) -> list[p.Stmt]:
+    stmts: list[p.Stmt] = []
+    segs = [c.placement.segment[s] for s in pl.stages]
+    for s, seg in zip(pl.stages, segs, strict=True):
+        if seg == 0:
+            stmts += _stage(c, c.prog.stages[s])
+    bridge = next((b for b in c.bridges if b.pipeline == pl.name and b.path == "main"
+                   and b.direction == "switch->server"), None)
+    if bridge is not None:
+        stmts += _to_server(c, bridge)
+    return stmts
+
+
+def _after_server(c: _Ctx, pl: ir.Pipeline) -> list[p.Stmt]:
+    out: list[p.Stmt] = []
+    for b in c.bridges:
+        if b.pipeline != pl.name or b.direction != "server->switch":
+            continue
+        body: list[p.Stmt] = [p.Comment(f"back from the server at bridge #{b.cut_id} ({b.path})")]
+        for f in b.fields:
+            src = p.Path(f"hdr.nfc_bridge{b.cut_id}.{_bridge_field(f.name)}")
+            if f.name == EGRESS:
+                body += _forward(c, src)
+            else:
+                body.append(p.Assign(_bridge_target(c, f.name), src))
+        body.append(p.CallStmt(p.Call(p.Path(f"hdr.nfc_bridge{b.cut_id}.setInvalid"))))
+        after = pl.stages[pl.stages.index(b.before_stage):] if b.before_stage else ()
+        for s in after:
+            if c.placement.segment[s] != 1:
+                body += _stage(c, c.prog.stages[s])
+        out.append(p.If(p.Bin("==", p.Path("meta.nfc_cut"), p.Const(b.cut_id, 8)), tuple(body), ()))
+    return out
+
+
+def _bridge_target(c: _Ctx, name: str) -> p.Expr:
+    kind, _, field_ = name.partition(".")
+    if kind == "meta":
+        return p.Path(f"meta.{field_}")
+    return c.meta(f"nfc_std_{field_}", "bit<16>")
+
+
+def _to_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
+    h = f"hdr.nfc_bridge{b.cut_id}"
+    out: list[p.Stmt] = [p.Comment(f"to the server: bridge #{b.cut_id}"),
+                         p.CallStmt(p.Call(p.Path(f"{h}.setValid"))),
+                         p.Assign(p.Path(f"{h}.cut_id"), p.Const(b.cut_id, 8))]
+    for inst in b.valid_bits:
+        out.append(p.Assign(p.Path(f"{h}.v_{inst}"),
+                            p.Cast("bit<1>", p.Call(p.Path(f"hdr.{inst}.isValid")))))
+    for f in b.fields:
+        if f.name == EGRESS:
+            out.append(p.Assign(p.Path(f"{h}.{_bridge_field(f.name)}"), c.meta("nfc_egress", "bit<16>")))
+            continue
+        kind, _, name = f.name.partition(".")
+        src = p.Path(f"meta.{name}") if kind == "meta" else c.arch.std_field(name)
+        if src is None:
+            raise Unsupported(f"std.{name} on {c.arch.name}", Span(c.prog.file, 1, 1, 1, 1))
+        out.append(p.Assign(p.Path(f"{h}.{_bridge_field(f.name)}"), src))
+    pad = b.bits - 8 - len(b.valid_bits) - sum(f.width for f in b.fields)
+    if pad:
+        out.append(p.Assign(p.Path(f"{h}.pad"), p.Const(0, pad)))
+    out += _forward(c, p.Const(c.server_ports[0] if c.server_ports else 0, 16))
+    return out
+
+
+# ---- stages and statements -------------------------------------------------------------------
+
+def _stage(c: _Ctx, st: ir.Stage) -> list[p.Stmt]:
+    return [p.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(c, st.body)]
+
+
+def _block(c: _Ctx, stmts: tuple[ir.Stmt, ...]) -> tuple[p.Stmt, ...]:
+    out: list[p.Stmt] = []
+    for s in stmts:
+        outer, c.hoisted = c.hoisted, []
+        lowered = _stmt(c, s)  # nested blocks save and restore ``hoisted`` the same way
+        out += [*c.hoisted, *lowered]
+        c.hoisted = outer
+    return tuple(out)
+
+
+def _stmt(c: _Ctx, s: ir.Stmt) -> list[p.Stmt]:
+    match s:
+        case ir.Assign():
+            return [p.Assign(_lvalue(c, s.target), _expr(c, s.value))]
+        case ir.If():
+            return [p.If(_expr(c, s.cond), _block(c, s.then), _block(c, s.orelse))]
+        case ir.Lookup():
+            return _lookup(c, s)
+        case ir.Push():
+            return _push(c, s)
+        case ir.Pop():
+            return [p.CallStmt(p.Call(p.Path(f"hdr.{s.inst}.setInvalid")))]
+        case ir.Forward():
+            return _forward(c, _expr(c, s.port))
+        case ir.Drop():
+            return list(_drop(c, s.reason))
+        case ir.Verify():
+            return [p.If(p.Un("!", _expr(c, s.cond)), _drop(c, s.reason), ())]
+        case ir.Punt():
+            return list(_punt(c, p.Path(f"NFC_PUNT_{s.reason.upper()}")))
+        case ir.Eval() if isinstance(s.expr, ir.CounterOp) and s.expr.method == "count":
+            return [c.arch.count(_counter(c, s.expr.obj), _expr(c, s.expr.index))]
+        case ir.Insert() | ir.Remove() | ir.Eval() | ir.Extract():
+            raise Unsupported(f"'{type(s).__name__.lower()}' on the switch", s.span)
+        case _:
+            assert_never(s)
+
+
+def _forward(c: _Ctx, port: p.Expr) -> list[p.Stmt]:
+    egress = c.meta("nfc_egress", "bit<16>")
+    return [p.Assign(egress, port), *c.arch.forward(egress), p.Assign(p.Path("meta.nfc_forwarded"), p.Const(1, 1))]
+
+
+def _punt(c: _Ctx, code: p.Expr) -> tuple[p.Stmt, ...]:
+    """To the control plane: a packet_in header (reason, ingress port) on the CPU port."""
+    return (p.CallStmt(p.Call(p.Path("hdr.nfc_packet_in.setValid"))),
+            p.Assign(p.Path("hdr.nfc_packet_in.reason"), code),
+            p.Assign(p.Path("hdr.nfc_packet_in.ingress_port"), c.arch.std_field("ingress_port") or p.Const(0, 16)),
+            *c.arch.forward(p.Path("NFC_CPU_PORT")), p.Exit())
+
+
+def _drop(c: _Ctx, reason: str) -> tuple[p.Stmt, ...]:
+    code = p.Path(f"NFC_DROP_{reason.upper()}")
+    return (p.Assign(p.Path("meta.nfc_drop"), code), *_drop_code(c))
+
+
+def _drop_code(c: _Ctx) -> tuple[p.Stmt, ...]:
+    return (*c.arch.drop(), c.arch.count("nfc_drops", p.Path("meta.nfc_drop")), p.Exit())
+
+
+def _push(c: _Ctx, s: ir.Push) -> list[p.Stmt]:
+    h = c.prog.header_of(s.inst)
+    given = dict(s.inits)
+    out: list[p.Stmt] = [p.CallStmt(p.Call(p.Path(f"hdr.{s.inst}.setValid")))]
+    for f in h.fields:
+        value = _expr(c, given[f.name]) if f.name in given else p.Const(0, f.width)
+        out.append(p.Assign(p.Path(f"hdr.{s.inst}.{f.name}"), value))
+    return out
+
+
+def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
+    t = c.prog.tables[s.table]
+    if t.is_state and not t.hints.cache:
+        raise Unsupported(f"data-plane state '{t.name}' on the switch", s.span)
+    params = tuple((f"v_{v.name}", _bits(v.width)) for v in t.values)
+    body = tuple(p.Assign(c.meta(f"{t.name}__{v.name}", _bits(v.width)), p.Path(f"v_{v.name}")) for v in t.values)
+    action = p.Action(f"{t.name}_hit", params, body, f"entry of table {t.name}, {_src(t.span)}")
+    keys = tuple(p.Key(_expr(c, k.expr), k.match, k.name) for k in t.keys)
+    size = c.placement.cache_entries.get(t.name, t.size)
+    table = p.Table(t.name, keys, (action.name, "nfc_miss"), "nfc_miss()", size,
+                    f"table {t.name}, {_src(t.span)}" + (" (switch cache of the server's full table)" if t.hints.cache
+                                                         else ""))
+    c.locals += [action, table]
+    c.names.tables[t.name] = {"p4_table": table.name, "p4_action": action.name, "size": size,
+                              "keys": [k.name for k in t.keys], "values": [v.name for v in t.values]}
+    apply = p.Member(p.Call(p.Path(f"{t.name}.apply")), "hit")
+    miss = _to_server_miss(c, s) if t.hints.cache else _block(c, s.miss)
+    return [p.If(apply, _block(c, s.hit), miss)]
+
+
+def _to_server_miss(c: _Ctx, s: ir.Lookup) -> tuple[p.Stmt, ...]:
+    b = next((b for b in c.bridges if b.path == f"miss:{s.table}" and b.direction == "switch->server"), None)
+    if b is None:
+        raise Unsupported(f"cached table '{s.table}' without a miss-path bridge", s.span)
+    return (*_to_server(c, b), p.Exit())
+
+
+def _lvalue(c: _Ctx, e: ir.LValue) -> p.Expr:
+    match e:
+        case ir.HeaderField():
+            return p.Path(f"hdr.{e.inst}.{e.field}")
+        case ir.MetaField():
+            return p.Path(f"meta.{e.name}")
+        case ir.Local():
+            return c.meta(f"nfc_local_{e.name}", _bits(e.width))
+        case ir.RegRead():
+            raise Unsupported("registers on the switch", e.span)
+        case _:
+            assert_never(e)
+
+
+def _expr(c: _Ctx, e: ir.Expr) -> p.Expr:
+    match e:
+        case ir.Const():
+            return p.Const(e.value, e.width)
+        case ir.HeaderField() | ir.MetaField() | ir.Local():
+            return _lvalue(c, e)
+        case ir.StdField():
+            std = c.arch.std_field(e.name)
+            if std is None:
+                raise Unsupported(f"std.{e.name} on {c.arch.name}", e.span)
+            return std
+        case ir.Result():
+            return p.Path(f"meta.{e.table}__{e.field}")
+        case ir.Valid():
+            return p.Call(p.Path(f"hdr.{e.inst}.isValid"))
+        case ir.ChecksumOk():
+            return p.Path(f"meta.nfc_csum_ok_{e.inst}")
+        case ir.Hash():
+            return _hash(c, e)
+        case ir.Unary():
+            return p.Un(e.op, _expr(c, e.operand))
+        case ir.Binary():
+            return p.Bin(e.op, _expr(c, e.left), _expr(c, e.right))
+        case ir.Slice():
+            return p.Slice(_expr(c, e.base), e.hi, e.lo)
+        case ir.Cast():
+            inner = _expr(c, e.operand)
+            if e.width == ir.BOOL:
+                return p.Bin("!=", inner, p.Const(0, e.operand.width))
+            if e.operand.width == ir.BOOL:
+                return p.Cast(f"bit<{e.width}>", p.Cast("bit<1>", inner))
+            return p.Cast(f"bit<{e.width}>", inner)
+        case ir.CsumUpdate():
+            return _csum_update(c, e)
+        case ir.CounterOp() if e.method == "execute":
+            c.hashes += 1
+            colour = c.meta(f"nfc_colour{c.hashes}", "bit<8>")
+            c.hoisted += c.arch.meter_stmts(_counter(c, e.obj), _expr(c, e.index), colour)
+            return p.Slice(colour, 1, 0)
+        case ir.HeaderRef() | ir.RegRead() | ir.ExternCall() | ir.CounterOp():
+            raise Unsupported(f"{type(e).__name__} expressions on the switch", e.span)
+        case _:
+            assert_never(e)
+
+
+def _csum_update(c: _Ctx, e: ir.CsumUpdate) -> p.Expr:
+    """RFC 1624 eqn. 3 in 32-bit arithmetic: ~(~HC + ~m + m'), folded twice."""
+    c.hashes += 1
+    acc = c.meta(f"nfc_csum{c.hashes}", "bit<32>")
+    words: list[p.Expr] = [p.Cast("bit<32>", p.Un("~", _expr(c, e.csum)))]
+    old, new = _expr(c, e.old), _expr(c, e.new)
+    for hi in range(e.old.width - 1, 0, -16):
+        words.append(p.Cast("bit<32>", p.Un("~", p.Slice(old, hi, hi - 15))))
+        words.append(p.Cast("bit<32>", p.Slice(new, hi, hi - 15)))
+    total: p.Expr = words[0]
+    for w in words[1:]:
+        total = p.Bin("+", total, w)
+    fold = p.Bin("+", p.Cast("bit<32>", p.Slice(acc, 15, 0)), p.Bin(">>", acc, p.Const(16, 32)))
+    c.hoisted += [p.Assign(acc, total), p.Assign(acc, fold), p.Assign(acc, fold)]
+    return p.Un("~", p.Slice(acc, 15, 0))
+
+
+def _counter(c: _Ctx, name: str) -> str:
+    """Declare counter or meter ``name`` in the ingress once; its P4 name."""
+    obj = c.prog.counters[name]
+    if not any(isinstance(x, p.Instance) and x.name == name for x in c.locals):
+        inst = (c.arch.user_counter_instance(name, obj.size) if obj.kind == "counter"
+                else c.arch.meter_instance(name, obj.size))
+        c.locals.append(p.Instance(inst.type, inst.args, inst.name, f"{obj.kind} {name}, {_src(obj.span)}"))
+    return name
+
+
+def _hash(c: _Ctx, e: ir.Hash) -> p.Expr:
+    c.hashes += 1
+    name = f"nfc_hash{c.hashes}"
+    inst = c.arch.hash_instance(e.alg, e.width, name)
+    if inst is not None:
+        c.locals.append(inst)
+    target = c.meta(name, f"bit<{e.width}>")
+    c.hoisted.append(c.arch.hash_stmt(e.alg, e.width, name, target, p.ListExpr(tuple(_expr(c, a) for a in e.args))))
+    return target
+
+
+def _csum_updates(prog: ir.Program) -> tuple[tuple[str, tuple[p.Expr, ...], p.Expr], ...]:
+    out = []
+    for i in prog.instances:
+        h = prog.headers[i.header]
+        if h.checksum is None:
+            continue
+        fields = tuple(p.Path(f"hdr.{i.name}.{f.name}") for f in h.fields if f.name != h.checksum)
+        out.append((i.name, fields, p.Path(f"hdr.{i.name}.{h.checksum}")))
+    return tuple(out)

@@ -1,0 +1,160 @@
+"""P4_16 syntax tree → text.  The printer owns indentation and parentheses: every
+operand that is itself an operator expression is parenthesised, so P4's precedence rules
+never decide the meaning of generated code."""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from targets.p4 import syntax as p
+
+__all__ = ["expr", "print_program"]
+
+IND = "    "
+
+
+def expr(e: p.Expr) -> str:
+    match e:
+        case p.Const():
+            if e.width == 0:
+                return "true" if e.value else "false"
+            if e.width < 0:
+                return str(e.value)
+            return f"{e.width}w{e.value:#x}" if e.value > 9 else f"{e.width}w{e.value}"
+        case p.Path():
+            return e.name
+        case p.Member():
+            return f"{_operand(e.base)}.{e.field}"
+        case p.Bin():
+            return f"{_operand(e.left)} {e.op} {_operand(e.right)}"
+        case p.Un():
+            return f"{e.op}{_operand(e.operand)}"
+        case p.Cast():
+            return f"({e.type}){_operand(e.operand)}"
+        case p.Slice():
+            return f"{_operand(e.base)}[{e.hi}:{e.lo}]"
+        case p.Call():
+            targs = f"<{', '.join(e.type_args)}>" if e.type_args else ""
+            return f"{_operand(e.target)}{targs}({', '.join(expr(a) for a in e.args)})"
+        case p.ListExpr():
+            return "{" + ", ".join(expr(i) for i in e.items) + "}"
+        case _:
+            assert_never(e)
+
+
+def _operand(e: p.Expr) -> str:
+    s = expr(e)
+    return f"({s})" if isinstance(e, p.Bin | p.Un | p.Cast) else s
+
+
+def _stmts(stmts: tuple[p.Stmt, ...], n: int) -> list[str]:
+    return [line for s in stmts for line in _stmt(s, n)]
+
+
+def _stmt(s: p.Stmt, n: int) -> list[str]:
+    pad = IND * n
+    match s:
+        case p.Assign():
+            return [f"{pad}{expr(s.target)} = {expr(s.value)};"]
+        case p.If():
+            out = [f"{pad}if ({expr(s.cond)}) {{", *_stmts(s.then, n + 1)]
+            if s.orelse:
+                out += [f"{pad}}} else {{", *_stmts(s.orelse, n + 1)]
+            return [*out, f"{pad}}}"]
+        case p.CallStmt():
+            return [f"{pad}{expr(s.call)};"]
+        case p.Exit():
+            return [f"{pad}exit;"]
+        case p.Comment():
+            return [f"{pad}// {s.text}"]
+        case _:
+            assert_never(s)
+
+
+def _comment(text: str, n: int) -> list[str]:
+    return [f"{IND * n}// {line}" for line in text.splitlines()] if text else []
+
+
+def _fields(fields: tuple[tuple[str, str], ...], n: int) -> list[str]:
+    return [f"{IND * n}{t} {name};" for name, t in fields]
+
+
+def _instance(i: p.Instance, n: int) -> list[str]:
+    return [*_comment(i.comment, n), f"{IND * n}{i.type}({', '.join(expr(a) for a in i.args)}) {i.name};"]
+
+
+def _action(a: p.Action, n: int) -> list[str]:
+    params = ", ".join(f"{t} {name}" for name, t in a.params)
+    return [*_comment(a.comment, n), f"{IND * n}action {a.name}({params}) {{", *_stmts(a.body, n + 1),
+            f"{IND * n}}}"]
+
+
+def _table(t: p.Table, n: int) -> list[str]:
+    pad = IND * n
+    out = [*_comment(t.comment, n), f"{pad}table {t.name} {{", f"{pad}{IND}key = {{"]
+    out += [f'{pad}{IND * 2}{expr(k.expr)} : {k.match} @name("{k.name}");' for k in t.keys]
+    out += [f"{pad}{IND}}}", f"{pad}{IND}actions = {{"]
+    out += [f"{pad}{IND * 2}{a};" for a in t.actions]
+    const = "const " if t.const_default else ""
+    out += [f"{pad}{IND}}}", f"{pad}{IND}{const}default_action = {t.default_action};", f"{pad}{IND}size = {t.size};",
+            f"{pad}}}"]
+    return out
+
+
+def _local(d: p.Instance | p.Action | p.Table, n: int) -> list[str]:
+    match d:
+        case p.Instance():
+            return _instance(d, n)
+        case p.Action():
+            return _action(d, n)
+        case p.Table():
+            return _table(d, n)
+        case _:
+            assert_never(d)
+
+
+def _state(s: p.State, n: int) -> list[str]:
+    pad = IND * n
+    out = [*_comment(s.comment, n), f"{pad}state {s.name} {{", *_stmts(s.body, n + 1)]
+    if s.select:
+        out.append(f"{pad}{IND}transition select({', '.join(expr(e) for e in s.select)}) {{")
+        for c in s.cases:
+            keys = c.keys[0] if len(c.keys) == 1 else "(" + ", ".join(c.keys) + ")"
+            out.append(f"{pad}{IND * 2}{keys}: {c.next};")
+        out.append(f"{pad}{IND}}}")
+    else:
+        out.append(f"{pad}{IND}transition {s.next};")
+    return [*out, f"{pad}}}"]
+
+
+def _decl(d: p.Decl) -> list[str]:
+    match d:
+        case p.HeaderType():
+            return [*_comment(d.comment, 0), f"header {d.name} {{", *_fields(d.fields, 1), "}"]
+        case p.Struct():
+            return [*_comment(d.comment, 0), f"struct {d.name} {{", *_fields(d.fields, 1), "}"]
+        case p.Typedef():
+            return [f"typedef {d.type} {d.name};"]
+        case p.ConstDecl():
+            return [*_comment(d.comment, 0), f"const {d.type} {d.name} = {expr(d.value)};"]
+        case p.Instance():
+            return _instance(d, 0)
+        case p.Parser():
+            locals_ = [line for i in d.locals for line in _instance(i, 1)]
+            states = [line for s in d.states for line in [*_state(s, 1), ""]][:-1]
+            return [*_comment(d.comment, 0), f"parser {d.name}(", *_params(d.params), ") {", *locals_, *states, "}"]
+        case p.Control():
+            locals_ = [line for x in d.locals for line in [*_local(x, 1), ""]]
+            return [*_comment(d.comment, 0), f"control {d.name}(", *_params(d.params), ") {", *locals_,
+                    f"{IND}apply {{", *_stmts(d.apply, 2), f"{IND}}}", "}"]
+        case _:
+            assert_never(d)
+
+
+def _params(params: tuple[str, ...]) -> list[str]:
+    return [f"{IND * 2}{prm}{',' if i < len(params) - 1 else ''}" for i, prm in enumerate(params)]
+
+
+def print_program(prog: p.Program) -> str:
+    blocks = ["\n".join(_decl(d)) for d in prog.decls]
+    return "\n".join(prog.preamble) + "\n\n" + "\n\n".join(blocks) + "\n"

@@ -1,0 +1,1 @@
+"""The TNA (Tofino Native Architecture) generator."""

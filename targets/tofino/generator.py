@@ -1,0 +1,50 @@
+"""The switch generator: TNA program, its v1model twin, P4Info and the name map.
+
+Registered as ``tna`` (the ``generator`` of the Tofino profiles).  Writes into
+``OUT/switch/``; returns the artifact paths for ``plan.json``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from compiler.pipeline import Compilation
+from targets.bmv2.arch import V1Model
+from targets.p4.arch import Arch
+from targets.p4.lower import lower_switch
+from targets.p4.p4info import build_p4info, p4info_text
+from targets.p4.printer import print_program
+from targets.registry import register
+from targets.tofino.arch import TNA
+
+__all__ = ["emit"]
+
+
+@register("tna")
+def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
+    prog, placement, targets = c.need_program(), c.placement, c.need_targets()
+    assert placement is not None
+    chip = int(targets.switch.resources.get("chip", 1)) if targets.switch else 1
+    folder = out / "switch"
+    folder.mkdir(parents=True, exist_ok=True)
+    key_widths = {t.name: [k.expr.width for k in t.keys] for t in prog.tables.values()}
+    artifacts: dict[str, str] = {}
+    name_map: dict[str, Any] = {"source": prog.file}
+    archs: tuple[tuple[Arch, str], ...] = ((TNA(chip), "tna.p4"), (V1Model(), "v1model.p4"))
+    for arch, file in archs:
+        p4, names = lower_switch(prog, placement, c.bridges, targets.server_ports, arch)
+        (folder / file).write_text(print_program(p4))
+        info, runtime = build_p4info(p4, arch.name, key_widths)
+        info_file = f"{arch.name}.p4info.txtpb"
+        (folder / info_file).write_text(p4info_text(info))
+        artifacts[f"switch_{arch.name}"] = f"switch/{file}"
+        artifacts[f"p4info_{arch.name}"] = f"switch/{info_file}"
+        name_map[arch.name] = {"p4runtime": runtime, "tables": names.tables}
+        name_map["drop_reasons"] = names.reasons
+        name_map["pipelines"] = names.pipelines
+        name_map["bridges"] = {str(k): v for k, v in names.bridges.items()}
+    (folder / "name_map.json").write_text(json.dumps(name_map, indent=2, sort_keys=True) + "\n")
+    artifacts["name_map"] = "switch/name_map.json"
+    return artifacts

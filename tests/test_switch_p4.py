@@ -1,0 +1,155 @@
+"""The switch generator: TNA program, v1model twin, P4Info and name map for every example.
+
+Expectations come from the .nfp sources through the front end (table names, key widths,
+source lines) and from the P4Runtime protobuf schema, not from the generator's output.
+Real p4c runs when it is on PATH."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from targets.p4.p4info import PREFIX
+from tests.conftest import ROOT, compile_ir
+
+os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
+
+EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = {}
+    for ex in EXAMPLES:
+        d = tmp_path_factory.mktemp(ex.stem)
+        r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(ex.relative_to(ROOT)), "-o", str(d)],
+                           capture_output=True, text=True, cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        out[ex.stem] = (d, json.loads((d / "plan.json").read_text()))
+    return out
+
+
+@pytest.mark.parametrize("example", [e.stem for e in EXAMPLES])
+def test_artifacts_listed_in_the_plan_exist(built, example):
+    d, plan = built[example]
+    for key in ("switch_tna", "switch_v1model", "p4info_tna", "p4info_v1model", "name_map"):
+        assert (d / plan["generated"][key]).is_file(), key
+
+
+@pytest.mark.parametrize("example", [e.stem for e in EXAMPLES])
+def test_p4info_matches_the_source_tables(built, example):
+    d, plan = built[example]
+    prog = compile_ir(str(ROOT / "examples" / f"{example}.nfp"))
+    on_switch = {t["name"] for t in plan["tables"] if t["placement"].startswith("switch")}
+    names = json.loads((d / plan["generated"]["name_map"]).read_text())
+    for arch in ("tna", "v1model"):
+        info = text_format.Parse((d / plan["generated"][f"p4info_{arch}"]).read_text(), p4info_pb2.P4Info())
+        assert info.pkg_info.arch == arch
+        tables = {t.preamble.alias: t for t in info.tables}
+        assert set(tables) == on_switch
+        for name, t in tables.items():
+            assert t.preamble.id >> 24 == PREFIX["table"]
+            src = prog.tables[name]
+            assert [(m.name, m.bitwidth) for m in t.match_fields] == [(k.name, k.expr.width) for k in src.keys]
+            assert names[arch]["p4runtime"]["tables"][name]["id"] == t.preamble.id
+            hit = next(a for a in info.actions if a.preamble.alias == f"{name}_hit")
+            assert hit.preamble.id >> 24 == PREFIX["action"]
+            assert [(p.name, p.bitwidth) for p in hit.params] == [(f"v_{v.name}", v.width) for v in src.values]
+            assert t.size == plan_size(plan, name)
+
+
+def plan_size(plan, name):
+    t = next(x for x in plan["tables"] if x["name"] == name)
+    return t["switch"]["entries"]
+
+
+@pytest.mark.parametrize("example", [e.stem for e in EXAMPLES])
+def test_every_table_and_action_points_to_its_source_line(built, example):
+    d, plan = built[example]
+    source = (ROOT / "examples" / f"{example}.nfp").read_text().splitlines()
+    text = (d / plan["generated"]["switch_tna"]).read_text()
+    found = re.findall(r"// table (\w+), (examples/\w+\.nfp):(\d+).*\n\s*table (\w+) \{", text)
+    assert found, "no table comments"
+    for name, _file, line, p4name in found:
+        assert name == p4name
+        assert source[int(line) - 1].lstrip().startswith(f"table {name}") or \
+            source[int(line) - 1].lstrip().startswith(f"state {name}")
+    for m in re.finditer(r"// stage (\w+), examples/\w+\.nfp:(\d+)", text):
+        assert source[int(m.group(2)) - 1].startswith(f"stage {m.group(1)}")
+
+
+def test_tna_parser_reads_intrinsic_metadata_first(built):
+    d, plan = built["vpn_gateway"]
+    text = (d / plan["generated"]["switch_tna"]).read_text()
+    start = text[text.index("state start {"):]
+    assert start.index("pkt.extract(ig_intr_md);") < start.index("pkt.advance(PORT_METADATA_SIZE);") \
+        < start.index("transition select(ig_intr_md.ingress_port)")
+    assert "#include <tna.p4>" in text and "Switch(pipe) main;" in text
+    v1 = (d / plan["generated"]["switch_v1model"]).read_text()
+    assert "#include <v1model.p4>" in v1 and "V1Switch(" in v1
+
+
+def test_bridge_headers_in_p4_match_the_plan(built):
+    d, plan = built["vpn_gateway"]
+    text = (d / plan["generated"]["switch_tna"]).read_text()
+    for b in plan["bridges"]:
+        body = re.search(rf"header nfc_bridge{b['cut_id']}_h \{{(.*?)\}}", text, re.S).group(1)
+        widths = [int(w) for w in re.findall(r"bit<(\d+)>", body)]
+        assert sum(widths) == b["bits"]
+        assert [f"meta_{f['name'][5:]}" for f in b["fields"]] == re.findall(r"(meta_\w+);", body)
+
+
+def test_tofino2_includes_t2na(tmp_path):
+    src = (ROOT / "examples/vpn_gateway.nfp").read_text().replace("switch = tofino1;", "switch = tofino2;")
+    (tmp_path / "v.nfp").write_text(src)
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "v.nfp"), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert "#include <t2na.p4>" in (tmp_path / "o/switch/tna.p4").read_text()
+
+
+P4TEST = shutil.which("p4test")
+BM2 = shutil.which("p4c-bm2-ss")
+
+
+@pytest.mark.skipif(P4TEST is None or not os.environ.get("TNA_P4INCLUDE"),
+                    reason="p4test not on PATH or TNA_P4INCLUDE (the folder holding tna.p4) not set; p4c is not in "
+                           "the package registries these machines reach")
+@pytest.mark.parametrize("example", [e.stem for e in EXAMPLES])
+def test_p4test_accepts_the_tna_program(built, example):
+    d, plan = built[example]
+    r = subprocess.run([P4TEST, "--std", "p4-16", "-D__TARGET_TOFINO__=1", "-I", os.environ["TNA_P4INCLUDE"],
+                        str(d / plan["generated"]["switch_tna"])], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+@pytest.mark.skipif(BM2 is None, reason="p4c-bm2-ss not on PATH (p4c is not in the reachable package registries)")
+@pytest.mark.parametrize("example", [e.stem for e in EXAMPLES])
+def test_p4c_bm2_ss_compiles_the_v1model_twin(built, example, tmp_path):
+    d, plan = built[example]
+    r = subprocess.run([BM2, str(d / plan["generated"]["switch_v1model"]), "-o", str(tmp_path / "out.json")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+
+
+def test_generator_reports_unsupported_constructs(tmp_path):
+    src = """import "std/headers.nfp";
+packet { eth: ethernet; }
+register r: bit<8>[4];
+parser p { state start { extract eth; transition accept; } }
+stage s { r[0] = r[0] + 1; forward(1); }
+pipeline q { ports = [0..3]; parser = p; stages = [s]; }
+"""
+    (tmp_path / "u.nfp").write_text(src)
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "u.nfp"), "--target", "tofino",
+                        "-o", str(tmp_path / "o")], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "u.nfp:5:11: error[E100]: the tna generator does not support registers on the switch yet" in r.stderr
