@@ -20,7 +20,8 @@ class TNA:
 
     def __init__(self, chip: int = 1) -> None:
         self.chip = chip
-        self.includes: tuple[str, ...] = ("#include <core.p4>", "#include <t2na.p4>" if chip == 2 else "#include <tna.p4>")
+        arch_header = "#include <t2na.p4>" if chip == 2 else "#include <tna.p4>"
+        self.includes: tuple[str, ...] = ("#include <core.p4>", arch_header)
 
     def parser_params(self) -> tuple[str, ...]:
         return ("packet_in pkt", "out headers_t hdr", "out metadata_t meta",
