@@ -1,6 +1,6 @@
 """The reference interpreter: the executable semantics of the typed IR."""
 
-from compiler.interp.exec import Ctx, Interpreter, Outcome, crc16
+from compiler.interp.exec import Ctx, Interpreter, Outcome, Stop, crc16
 from compiler.interp.state import DataplaneState, MeterConfig
 from compiler.interp.tables import Entry, Match, TableContents, TableError
 
@@ -12,6 +12,7 @@ __all__ = [
     "Match",
     "MeterConfig",
     "Outcome",
+    "Stop",
     "TableContents",
     "TableError",
     "crc16",

@@ -18,6 +18,7 @@ Semantics fixed here (docs/language.md repeats them):
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import assert_never
 
@@ -68,7 +69,9 @@ class Ctx:
         return out
 
 
-class _Stop(Exception):
+class Stop(Exception):
+    """Ends processing of a packet with an outcome (drop, punt, or a hand-over to a server)."""
+
     def __init__(self, outcome: Outcome) -> None:
         self.outcome = outcome
 
@@ -103,10 +106,15 @@ class Interpreter:
     """Executes a program against table contents and data-plane state."""
 
     def __init__(self, program: ir.Program, tables: dict[str, TableContents] | None = None,
-                 state: DataplaneState | None = None) -> None:
+                 state: DataplaneState | None = None,
+                 cache_miss: Callable[[ir.Lookup, Ctx], None] | None = None) -> None:
+        """``cache_miss``: when given, lookups in ``cache = true`` tables consult only the
+        entries in ``tables`` (a switch's cache) and a miss calls it (it raises ``Stop``)."""
         self.program = program
+        self.cache_miss = cache_miss
         self.tables = tables if tables is not None else {
-            t.name: TableContents(t) for t in program.tables.values() if not t.is_state}
+            t.name: TableContents(t) for t in program.tables.values()
+            if not t.is_state or (cache_miss is not None and t.hints.cache)}
         self.state = state if state is not None else DataplaneState(program)
 
     # ---- whole packets -----------------------------------------------------------------
@@ -130,7 +138,7 @@ class Interpreter:
                 if p.when is not None and not self.eval(p.when, ctx):
                     continue
                 self.run_stages(ctx, p.stages)
-            except _Stop as s:
+            except Stop as s:
                 return s.outcome
             return self.finish(ctx)
         return Outcome("drop", reason="no_pipeline")
@@ -157,7 +165,7 @@ class Interpreter:
     # ---- parser ------------------------------------------------------------------------
 
     def parse(self, ctx: Ctx, graph: ir.ParserGraph, data: bytes) -> None:
-        """Extract headers into ``ctx``; raises _Stop with a drop for a malformed packet."""
+        """Extract headers into ``ctx``; raises Stop with a drop for a malformed packet."""
         offset = 0
         state = graph.state("start")
         for _ in range(len(graph.states) + 1):
@@ -171,9 +179,9 @@ class Interpreter:
                 ctx.payload = data[offset:]
                 return
             if target.kind == "drop":
-                raise _Stop(Outcome("drop", reason=target.name))
+                raise Stop(Outcome("drop", reason=target.name))
             if target.kind == "punt":
-                raise _Stop(Outcome("punt", data=data, reason=target.name))
+                raise Stop(Outcome("punt", data=data, reason=target.name))
             state = graph.state(target.name)
         raise InternalError("parser loop", graph.span)
 
@@ -181,7 +189,7 @@ class Interpreter:
         h = self.program.header_of(inst)
         n = h.bits // 8
         if offset + n > len(data):
-            raise _Stop(Outcome("drop", reason="truncated"))
+            raise Stop(Outcome("drop", reason="truncated"))
         ctx.headers[inst] = unpack(h, data[offset : offset + n])
         return offset + n
 
@@ -204,7 +212,7 @@ class Interpreter:
         """Run some stages; the drop/punt that ended them, or None if processing goes on."""
         try:
             self.run_stages(ctx, stages)
-        except _Stop as s:
+        except Stop as s:
             return s.outcome
         return None
 
@@ -231,16 +239,16 @@ class Interpreter:
             case ir.Forward():
                 ctx.egress = self.eval(s.port, ctx)
             case ir.Drop():
-                raise _Stop(Outcome("drop", reason=s.reason))
+                raise Stop(Outcome("drop", reason=s.reason))
             case ir.Punt():
-                raise _Stop(Outcome("punt", data=self.deparse(ctx), reason=s.reason))
+                raise Stop(Outcome("punt", data=self.deparse(ctx), reason=s.reason))
             case ir.Insert():
                 self._insert(s, ctx)
             case ir.Remove():
                 self.state.state_remove(s.state, self._key(self.program.tables[s.state], ctx))
             case ir.Verify():
                 if not self.eval(s.cond, ctx):
-                    raise _Stop(Outcome("drop", reason=s.reason))
+                    raise Stop(Outcome("drop", reason=s.reason))
             case ir.Eval():
                 self.eval(s.expr, ctx)
             case ir.Extract():
@@ -269,7 +277,13 @@ class Interpreter:
     def _lookup(self, s: ir.Lookup, ctx: Ctx) -> None:
         table = self.program.tables[s.table]
         key = self._key(table, ctx)
-        if table.is_state:
+        if self.cache_miss is not None and table.hints.cache:
+            entry = self.tables[s.table].lookup(key)
+            if entry is None:
+                self.cache_miss(s, ctx)
+                return
+            values: dict[str, int] | None = entry.values
+        elif table.is_state:
             values = self.state.state_lookup(s.table, key, ctx.now, table.hints.refresh)
         else:
             entry = self.tables[s.table].lookup(key)

@@ -1,0 +1,123 @@
+"""The switch part of a placed program, executed by the reference interpreter.
+
+It behaves as the generated P4 program does: packets from front-panel ports run their
+pipeline's switch stages before the server; a pipeline with a server part then goes to
+the server port behind its bridge header; packets from a server port are decoded from
+their bridge header (metadata restored, headers re-parsed from the validity bits) and
+run the switch stages after the server.  A miss in a switch-cached table goes to the
+server with the miss-path bridge.  Only switch-resident table contents are consulted.
+"""
+
+from __future__ import annotations
+
+from compiler import ir
+from compiler.interp import Ctx, Interpreter, Outcome, Stop
+from compiler.interp.bits import unpack
+from compiler.interp.bridge_codec import BridgeError, decode, encode
+from compiler.partition import Placement
+from compiler.passes.bridge import EGRESS, Bridge
+
+__all__ = ["SwitchModel"]
+
+
+class SwitchModel:
+    def __init__(self, program: ir.Program, placement: Placement, bridges: tuple[Bridge, ...],
+                 server_ports: tuple[int, ...]) -> None:
+        self.program = program
+        self.placement = placement
+        self.bridges = bridges
+        self.server_ports = server_ports
+        self.interp = Interpreter(program, cache_miss=self._cache_miss)
+        self.tables = self.interp.tables  # switch-resident contents, written through P4Runtime
+
+    @property
+    def drops(self) -> dict[str, int]:
+        return dict(self.interp.state.drops)
+
+    def process(self, data: bytes, port: int, now: float = 0.0) -> Outcome:
+        out = self._process(data, port, now)
+        if out.kind == "drop":
+            self.interp.state.drops[out.reason] += 1
+        elif out.kind == "punt":
+            self.interp.state.punts[out.reason] += 1
+        return out
+
+    def _process(self, data: bytes, port: int, now: float) -> Outcome:
+        if port in self.server_ports:
+            return self._from_server(data, port, now)
+        for pl in self.program.pipelines:
+            if not pl.has_port(port):
+                continue
+            ctx = self.interp.new_ctx(data, port, now)
+            try:
+                self.interp.parse(ctx, self.program.parsers[pl.parser], data)
+                if pl.when is not None and not self.interp.eval(pl.when, ctx):
+                    continue
+                self.interp.run_stages(ctx, tuple(s for s in pl.stages if self.placement.segment[s] == 0))
+                bridge = self._bridge(pl.name, "main", "switch->server")
+                if bridge is not None:
+                    return self._to_server(bridge, ctx)
+            except Stop as s:
+                return s.outcome
+            return self.interp.finish(ctx)
+        return Outcome("drop", reason="no_pipeline")
+
+    def _bridge(self, pipeline: str, path: str, direction: str) -> Bridge | None:
+        return next((b for b in self.bridges if b.pipeline == pipeline and b.path == path
+                     and b.direction == direction), None)
+
+    def _to_server(self, b: Bridge, ctx: Ctx) -> Outcome:
+        valid = {i: ctx.headers.get(i) is not None for i in b.valid_bits}
+        values = {}
+        for f in b.fields:
+            kind, _, name = f.name.partition(".")
+            values[f.name] = (ctx.egress or 0 if f.name == EGRESS else
+                              ctx.meta.get(name, 0) if kind == "meta" else ctx.std.get(name, 0))
+        port = self.server_ports[0] if self.server_ports else 0
+        return Outcome("forward", port, encode(b, valid, values) + self.interp.deparse(ctx))
+
+    def _cache_miss(self, lookup: ir.Lookup, ctx: Ctx) -> None:
+        pl = self.program.pipeline_of(next(s for s, st in self.program.stages.items() if _contains(st, lookup)))
+        bridge = self._bridge(pl.name, f"miss:{lookup.table}", "switch->server")
+        if bridge is None:
+            raise Stop(Outcome("drop", reason="no_server_for_miss"))
+        raise Stop(self._to_server(bridge, ctx))
+
+    def _from_server(self, data: bytes, port: int, now: float) -> Outcome:
+        cut = data[0] if data else -1
+        b = next((x for x in self.bridges if x.cut_id == cut and x.direction == "server->switch"), None)
+        if b is None:
+            return Outcome("drop", reason="bad_bridge")
+        try:
+            valid, values = decode(b, data)
+        except BridgeError:
+            return Outcome("drop", reason="bad_bridge")
+        ctx = self.interp.new_ctx(data, port, now)
+        offset = b.bytes
+        for inst in b.valid_bits:
+            if not valid[inst]:
+                continue
+            h = self.program.header_of(inst)
+            if offset + h.bits // 8 > len(data):
+                return Outcome("drop", reason="truncated")
+            ctx.headers[inst] = unpack(h, data[offset : offset + h.bits // 8])
+            offset += h.bits // 8
+        ctx.payload = data[offset:]
+        for name, value in values.items():
+            kind, _, field = name.partition(".")
+            if name == EGRESS:
+                ctx.egress = value
+            elif kind == "meta":
+                ctx.meta[field] = value
+            else:
+                ctx.std[field] = value
+        pl = next(p for p in self.program.pipelines if p.name == b.pipeline)
+        after = pl.stages[pl.stages.index(b.before_stage):] if b.before_stage else ()
+        outcome = self.interp.run_stages_outcome(ctx, tuple(s for s in after if self.placement.segment[s] != 1))
+        return outcome if outcome is not None else self.interp.finish(ctx)
+
+
+def _contains(stage: ir.Stage, lookup: ir.Lookup) -> bool:
+    from compiler.analysis import walk_stmts
+
+    return any(s is lookup for s in walk_stmts(stage.body))
