@@ -23,6 +23,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent
 VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
+CLIENT_VENV = ROOT / ".venv-p4rt"  # the independent P4Runtime client (p4runtime-shell) pins old protobuf
 APT_PACKAGES = ["dpdk", "libdpdk-dev", "dpdk-dev", "pkg-config", "gcc", "make", "libpcap-dev", "python3-venv",
                 "graphviz"]
 
@@ -80,9 +81,24 @@ def setup_venv() -> None:
     stamp.write_text(want)
 
 
+def setup_client_venv() -> None:
+    req = ROOT / "requirements-p4rt.txt"
+    stamp = CLIENT_VENV / ".nfc-stamp"
+    want = hashlib.sha256(req.read_bytes()).hexdigest()
+    py = CLIENT_VENV / "bin" / "python"
+    if py.exists() and stamp.exists() and stamp.read_text() == want:
+        return
+    if (not py.exists() and run([sys.executable, "-m", "venv", str(CLIENT_VENV)])) or \
+            run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check", "-r", str(req)]):
+        log("WARNING: could not set up the P4Runtime client virtualenv; tests that need it will skip")
+        return
+    stamp.write_text(want)
+
+
 def setup() -> None:
     setup_apt()
     setup_venv()
+    setup_client_venv()
 
 
 def test(args: list[str]) -> int:

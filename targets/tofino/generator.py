@@ -43,6 +43,7 @@ def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
         artifacts[f"p4info_{arch.name}"] = f"switch/{info_file}"
         name_map[arch.name] = {"p4runtime": runtime, "tables": names.tables}
         name_map["drop_reasons"] = names.reasons
+        name_map["punt_reasons"] = names.punts
         name_map["pipelines"] = names.pipelines
         name_map["bridges"] = {str(k): v for k, v in names.bridges.items()}
     (folder / "name_map.json").write_text(json.dumps(name_map, indent=2, sort_keys=True) + "\n")
