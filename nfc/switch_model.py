@@ -1,0 +1,66 @@
+"""``nfc switch-model OUT``: run the switch part of a build in software.
+
+Batch: ``--inject PORT=in.pcap ... --capture DIR [--entries FILE]`` writes one pcap per
+egress port and ``counters.json``.  Live: ``--p4runtime 127.0.0.1:9559`` serves P4Runtime
+(for ``--serve-seconds`` seconds, or until interrupted).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+from compiler.pipeline import compile_program
+from lang import Diagnostics, SourceMap, load
+from runtime.entries import load_entries
+from targets.switchmodel import SwitchModel
+from targets.switchmodel.batch import load_into, run_batch
+from targets.switchmodel.server import P4RuntimeServer, serve
+
+__all__ = ["add_parser", "switch_model"]
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    s = sub.add_parser("switch-model", help="run the switch part of a build in software (pcaps or P4Runtime)")
+    s.add_argument("out", help="the output folder of nfc build")
+    s.add_argument("--inject", action="append", default=[], metavar="PORT=PCAP")
+    s.add_argument("--capture", metavar="DIR")
+    s.add_argument("--entries", metavar="FILE", help="table entries (YAML or JSON, .nfp names)")
+    s.add_argument("--p4runtime", metavar="ADDR", help="serve P4Runtime on ADDR (loopback), e.g. 127.0.0.1:9559")
+    s.add_argument("--serve-seconds", type=float, default=0.0, help="with --p4runtime: stop after this long")
+    s.add_argument("--arch", default="tna", choices=("tna", "v1model"), help="whose P4Info names to serve")
+    s.set_defaults(func=switch_model)
+
+
+def switch_model(args: argparse.Namespace, sources: SourceMap) -> int:
+    out = Path(args.out)
+    plan = json.loads((out / "plan.json").read_text())
+    diags = Diagnostics()
+    c = compile_program(load(plan["source"], diags, sources), plan["target"], diags)
+    assert c.placement is not None
+    model = SwitchModel(c.need_program(), c.placement, c.bridges, c.need_targets().server_ports)
+    if args.entries:
+        load_into(model, load_entries(args.entries))
+    if args.inject:
+        injects = []
+        for item in args.inject:
+            port, _, path = item.partition("=")
+            injects.append((int(port), Path(path)))
+        counters = run_batch(model, injects, Path(args.capture or "capture"))
+        print(json.dumps(counters, sort_keys=True))
+    if args.p4runtime:
+        names = json.loads((out / plan["generated"]["name_map"]).read_text())
+        grpc_server, port = serve(P4RuntimeServer(model, names, args.arch), args.p4runtime)
+        host = args.p4runtime.rsplit(":", 1)[0]
+        print(f"P4Runtime on {host}:{port}", file=sys.stderr, flush=True)
+        try:
+            deadline = time.monotonic() + args.serve_seconds if args.serve_seconds else None
+            while deadline is None or time.monotonic() < deadline:
+                time.sleep(0.2)
+        except KeyboardInterrupt:
+            pass
+        grpc_server.stop(0)
+    return 0
