@@ -20,7 +20,7 @@ Every generated table, action, state and stage block carries a comment with the
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import assert_never
 
 from compiler import ir
@@ -97,6 +97,7 @@ def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
                           "bridge headers lead the packet on the server link; then the .nfp packet layout, in order")
     user_meta = tuple((f.name, _bits(f.width)) for f in prog.metadata)
     meta_struct = p.Struct("metadata_t", user_meta + tuple(sorted(c.meta_fields.items())))
+    parser = _with_metadata_init(parser, meta_struct)
     emit = tuple(p.CallStmt(p.Call(p.Path("pkt.emit"), (p.Path(f"hdr.{n}"),))) for n, _ in hdr_struct.fields)
     rest = arch.rest("headers_t", "metadata_t", emit, _csum_updates(prog), parser.name, ingress.name)
     reason_consts = tuple(p.ConstDecl("bit<8>", f"NFC_DROP_{r.upper()}", p.Const(code, 8))
@@ -115,6 +116,15 @@ def _punt_reasons(prog: ir.Program) -> set[str]:
     in_stages = {s.reason for st in prog.stages.values() for s in walk_stmts(st.body) if isinstance(s, ir.Punt)}
     return in_stages | {t.name for g in prog.parsers.values() for st in g.states
                         for t in (*[x.target for x in st.cases], st.default) if t.kind == "punt"}
+
+
+def _with_metadata_init(parser: p.Parser, meta: p.Struct) -> p.Parser:
+    """Zero every metadata field in the start state: the reference semantics starts from 0,
+    and TNA does not initialise metadata by itself."""
+    inits = tuple(p.Assign(p.Path(f"meta.{name}"), p.Const(0, 0 if t == "bool" else int(t[4:-1])))
+                  for name, t in meta.fields)
+    start = parser.states[0]
+    return replace(parser, states=(replace(start, body=start.body + inits), *parser.states[1:]))
 
 
 def _stage_reasons(prog: ir.Program) -> set[str]:

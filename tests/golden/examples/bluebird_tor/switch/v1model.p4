@@ -180,6 +180,38 @@ parser NfcParser(
         inout standard_metadata_t standard_metadata
 ) {
     state start {
+        meta.vrf = 16w0;
+        meta.to_vnet = 1w0;
+        meta.port = 16w0;
+        meta.next_hop_mac = 48w0;
+        meta.vtep = 32w0;
+        meta.vni = 24w0;
+        meta.bare_metal_hosts__mac = 48w0;
+        meta.bare_metal_hosts__port = 16w0;
+        meta.ca_to_pa__vm_mac = 48w0;
+        meta.ca_to_pa__vni = 24w0;
+        meta.ca_to_pa__vtep = 32w0;
+        meta.nfc_csum_ok_ipv4 = false;
+        meta.nfc_csum_ok_outer_ipv4 = false;
+        meta.nfc_csum_sum_ipv4 = 32w0;
+        meta.nfc_csum_sum_outer_ipv4 = 32w0;
+        meta.nfc_cut = 8w0;
+        meta.nfc_drop = 8w0;
+        meta.nfc_egress = 16w0;
+        meta.nfc_forwarded = 1w0;
+        meta.nfc_hash1 = 16w0;
+        meta.nfc_hash2 = 16w0;
+        meta.nfc_pipeline = 8w0;
+        meta.nfc_punt = 8w0;
+        meta.pa_routes__next_hop_mac = 48w0;
+        meta.pa_routes__port = 16w0;
+        meta.port_vrf__vrf = 16w0;
+        meta.vni_to_vrf__vrf = 16w0;
+        meta.vrf_routes_v4__next_hop_mac = 48w0;
+        meta.vrf_routes_v4__port = 16w0;
+        meta.vrf_routes_v4__to_vnet = 1w0;
+        meta.vrf_routes_v6__next_hop_mac = 48w0;
+        meta.vrf_routes_v6__port = 16w0;
         transition select(standard_metadata.ingress_port) {
             9w64: nfc_from_server;
             9w65: nfc_from_server;

@@ -187,6 +187,37 @@ parser IngressParser(
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
+        meta.ext_ip = 32w0;
+        meta.int_port = 16w0;
+        meta.ext_port = 16w0;
+        meta.timeout = 32w0;
+        meta.nat_in__int_ip = 32w0;
+        meta.nat_in__int_port = 16w0;
+        meta.nat_out__ext_port = 16w0;
+        meta.nfc_csum1 = 32w0;
+        meta.nfc_csum10 = 32w0;
+        meta.nfc_csum11 = 32w0;
+        meta.nfc_csum12 = 32w0;
+        meta.nfc_csum2 = 32w0;
+        meta.nfc_csum3 = 32w0;
+        meta.nfc_csum4 = 32w0;
+        meta.nfc_csum5 = 32w0;
+        meta.nfc_csum6 = 32w0;
+        meta.nfc_csum7 = 32w0;
+        meta.nfc_csum8 = 32w0;
+        meta.nfc_csum9 = 32w0;
+        meta.nfc_csum_ok_ipv4 = false;
+        meta.nfc_cut = 8w0;
+        meta.nfc_drop = 8w0;
+        meta.nfc_egress = 16w0;
+        meta.nfc_forwarded = 1w0;
+        meta.nfc_pipeline = 8w0;
+        meta.nfc_punt = 8w0;
+        meta.subnet_to_external__ext_ip = 32w0;
+        meta.subscriber_routes__next_hop_mac = 48w0;
+        meta.subscriber_routes__port = 16w0;
+        meta.upstream_routes__next_hop_mac = 48w0;
+        meta.upstream_routes__port = 16w0;
         transition select(ig_intr_md.ingress_port) {
             9w32: nfc_from_server;
             9w33: nfc_from_server;

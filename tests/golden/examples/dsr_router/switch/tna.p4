@@ -160,6 +160,26 @@ parser IngressParser(
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
+        meta.vrf = 14w0;
+        meta.tunnel_dst = 32w0;
+        meta.tunnel_key = 24w0;
+        meta.fabric_routes__next_hop_mac = 48w0;
+        meta.fabric_routes__port = 16w0;
+        meta.key_to_access__next_hop_mac = 48w0;
+        meta.key_to_access__port = 16w0;
+        meta.key_to_access__vni = 24w0;
+        meta.key_to_access__vtep = 32w0;
+        meta.nfc_csum_ok_outer_ipv4 = false;
+        meta.nfc_cut = 8w0;
+        meta.nfc_drop = 8w0;
+        meta.nfc_egress = 16w0;
+        meta.nfc_forwarded = 1w0;
+        meta.nfc_hash1 = 16w0;
+        meta.nfc_pipeline = 8w0;
+        meta.nfc_punt = 8w0;
+        meta.vni_to_vrf__vrf = 14w0;
+        meta.vrf_fib__tunnel_dst = 32w0;
+        meta.vrf_fib__tunnel_key = 24w0;
         transition select(ig_intr_md.ingress_port) {
             9w32: nfc_from_server;
             9w33: nfc_from_server;

@@ -161,6 +161,24 @@ parser NfcParser(
         inout standard_metadata_t standard_metadata
 ) {
     state start {
+        meta.tunnel = 16w0;
+        meta.seq = 32w0;
+        meta.internet_routes__next_hop_mac = 48w0;
+        meta.internet_routes__port = 16w0;
+        meta.nfc_colour1 = 8w0;
+        meta.nfc_colour2 = 8w0;
+        meta.nfc_csum_ok_ipv4 = false;
+        meta.nfc_csum_ok_outer = false;
+        meta.nfc_csum_sum_ipv4 = 32w0;
+        meta.nfc_csum_sum_outer = 32w0;
+        meta.nfc_cut = 8w0;
+        meta.nfc_drop = 8w0;
+        meta.nfc_egress = 16w0;
+        meta.nfc_forwarded = 1w0;
+        meta.nfc_pipeline = 8w0;
+        meta.nfc_punt = 8w0;
+        meta.spi_steering__tunnel = 16w0;
+        meta.traffic_selectors__tunnel = 16w0;
         transition select(standard_metadata.ingress_port) {
             9w32: nfc_from_server;
             9w33: nfc_from_server;

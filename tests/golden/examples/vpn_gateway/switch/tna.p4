@@ -152,6 +152,24 @@ parser IngressParser(
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
+        meta.customer = 12w0;
+        meta.overlay = 12w0;
+        meta.host_ip = 32w0;
+        meta.vni = 24w0;
+        meta.nfc_csum_ok_ipv4 = false;
+        meta.nfc_csum_ok_outer_ipv4 = false;
+        meta.nfc_cut = 8w0;
+        meta.nfc_drop = 8w0;
+        meta.nfc_egress = 16w0;
+        meta.nfc_forwarded = 1w0;
+        meta.nfc_hash1 = 16w0;
+        meta.nfc_pipeline = 8w0;
+        meta.nfc_punt = 8w0;
+        meta.underlay_routes__next_hop_mac = 48w0;
+        meta.underlay_routes__port = 16w0;
+        meta.vni_to_qinq__c_tag = 12w0;
+        meta.vni_to_qinq__port = 16w0;
+        meta.vni_to_qinq__s_tag = 12w0;
         transition select(ig_intr_md.ingress_port) {
             9w32: nfc_from_server;
             9w0 .. 9w15: nfc_enter_customer_to_cloud;
