@@ -95,3 +95,16 @@ def test_lpm_entries_and_customer_path_to_the_server(switch):
     cust = bytes(Ether() / Dot1AD(vlan=7) / Dot1Q(vlan=42) / IP(dst="192.168.1.10") / b"p")
     got = server.inject(1, cust)
     assert (got.kind, got.port) == ("forward", 32) and got.data[0] == 1  # bridge #1 towards the server
+
+
+def test_packet_out_leaves_by_the_port_in_its_metadata(switch):
+    import time
+
+    server, addr, out = switch
+    payload = bytes(Ether(dst="00:00:00:00:00:07") / IP() / b"from the controller")
+    assert client(addr, out, [{"op": "packet_out", "payload": payload.hex(), "port": 5}]) == [{"ok": True}]
+    for _ in range(50):  # the stream is asynchronous
+        if server.transmitted:
+            break
+        time.sleep(0.05)
+    assert server.transmitted[-1] == (5, payload)

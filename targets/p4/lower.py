@@ -63,6 +63,7 @@ class _Ctx:
     placement: Placement
     bridges: tuple[Bridge, ...]
     server_ports: tuple[int, ...]
+    cpu_port: int = 64
     names: NameMap = field(default_factory=NameMap)
     locals: list[p.Instance | p.Action | p.Table] = field(default_factory=list)
     parser_locals: list[p.Instance] = field(default_factory=list)
@@ -79,7 +80,7 @@ class _Ctx:
 
 def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...], server_ports: tuple[int, ...],
                  arch: Arch, cpu_port: int = 64) -> tuple[p.Program, NameMap]:
-    c = _Ctx(prog, arch, placement, bridges, server_ports)
+    c = _Ctx(prog, arch, placement, bridges, server_ports, cpu_port)
     reasons = sorted(set(BUILTIN_REASONS) | set(prog.reasons) | _stage_reasons(prog))
     c.names.reasons = {r: i + 1 for i, r in enumerate(reasons)}
     c.names.pipelines = {pl.name: i + 1 for i, pl in enumerate(prog.pipelines)}
@@ -91,7 +92,7 @@ def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     parser = _parser(c)
     ingress = _ingress(c)
     headers = _header_types(c)
-    hdr_struct = p.Struct("headers_t", (("nfc_packet_in", "nfc_packet_in_h"),
+    hdr_struct = p.Struct("headers_t", (("nfc_packet_in", "nfc_packet_in_h"), ("nfc_packet_out", "nfc_packet_out_h"),
                                         *((f"nfc_bridge{b.cut_id}", f"nfc_bridge{b.cut_id}_h") for b in bridges),
                                         *((i.name, f"{i.header}_h") for i in prog.instances)),
                           "bridge headers lead the packet on the server link; then the .nfp packet layout, in order")
@@ -140,7 +141,9 @@ def _bits(width: int) -> str:
 def _header_types(c: _Ctx) -> tuple[p.HeaderType, ...]:
     used = {i.header for i in c.prog.instances}
     out = [p.HeaderType("nfc_packet_in_h", (("reason", "bit<8>"), ("ingress_port", "bit<16>")),
-                        'to the control plane (P4Runtime packet-in, @controller_header("packet_in"))')]
+                        'to the control plane (P4Runtime packet-in, @controller_header("packet_in"))'),
+           p.HeaderType("nfc_packet_out_h", (("egress_port", "bit<16>"),),
+                        'from the control plane (P4Runtime packet-out): send the rest out of egress_port')]
     out += [p.HeaderType(f"{h.name}_h", tuple((f.name, _bits(f.width)) for f in h.fields), f"from {_src(h.span)}")
             for h in c.prog.headers.values() if h.name in used]
     for b in c.bridges:
@@ -163,7 +166,8 @@ def _bridge_field(name: str) -> str:
 def _parser(c: _Ctx) -> p.Parser:
     arch, prog = c.arch, c.prog
     states: list[p.State] = []
-    cases = [p.Case((_port_key(arch, port),), "nfc_from_server") for port in c.server_ports]
+    cases = [p.Case((_port_key(arch, c.cpu_port),), "nfc_packet_out")]
+    cases += [p.Case((_port_key(arch, port),), "nfc_from_server") for port in c.server_ports]
     for pl in prog.pipelines:
         if any(pl.ports == other.ports for other in prog.pipelines if other is not pl) or pl.when is not None:
             raise Unsupported(f"pipelines sharing ports (selection by 'when'), as '{pl.name}' does", pl.span)
@@ -187,6 +191,9 @@ def _parser(c: _Ctx) -> p.Parser:
                           for t in (*[x.target for x in st.cases], st.default) if t.kind == "punt"}):
         states.append(p.State(f"nfc_punt_{reason}", (p.Assign(p.Path("meta.nfc_punt"),
                                                               p.Path(f"NFC_PUNT_{reason.upper()}")),)))
+    states.append(p.State("nfc_packet_out", (p.CallStmt(p.Call(p.Path("pkt.extract"), (p.Path("hdr.nfc_packet_out"),))),
+                                             p.Assign(p.Path("meta.nfc_cut"), p.Const(255, 8))),
+                          comment="a packet-out from the control plane: no processing, straight to its port"))
     states.append(p.State("nfc_no_pipeline", (p.Assign(p.Path("meta.nfc_drop"), p.Path("NFC_DROP_NO_PIPELINE")),)))
     return p.Parser("IngressParser" if arch.name == "tna" else "NfcParser", arch.parser_params(),
                     tuple(c.parser_locals), tuple(states))
@@ -291,7 +298,10 @@ def _ingress(c: _Ctx) -> p.Control:
         first.append(p.If(p.Bin("==", p.Path("meta.nfc_pipeline"), p.Const(c.names.pipelines[pl.name], 8)),
                           tuple(_first_pass(c, pl)), ()))
         later += _after_server(c, pl)
-    apply = (p.If(p.Bin("==", p.Path("meta.nfc_cut"), p.Const(0, 8)), (*front, *first), tuple(later)),
+    packet_out = p.If(p.Bin("==", p.Path("meta.nfc_cut"), p.Const(255, 8)),
+                      (*_forward(c, p.Path("hdr.nfc_packet_out.egress_port")),
+                       p.CallStmt(p.Call(p.Path("hdr.nfc_packet_out.setInvalid"))), p.Exit()))
+    apply = (packet_out, p.If(p.Bin("==", p.Path("meta.nfc_cut"), p.Const(0, 8)), (*front, *first), tuple(later)),
              p.If(p.Bin("==", p.Path("meta.nfc_forwarded"), p.Const(0, 1)), _drop(c, "no_egress"), ()))
     return p.Control("Ingress" if c.arch.name == "tna" else "NfcIngress", c.arch.ingress_params(),
                      tuple(c.locals), apply)

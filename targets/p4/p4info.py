@@ -96,12 +96,15 @@ def build_p4info(prog: p.Program, arch: str, key_widths: dict[str, list[int]]) -
         pc.spec.unit = p4info_pb2.CounterSpec.PACKETS
         pc.size = 256
         names["counters"][inst.name] = {"id": pc.preamble.id, "name": full}
-    cpm = info.controller_packet_metadata.add()
-    cpm.preamble.id = 0x40000000 | (zlib.crc32(b"packet_in") & 0xFFFFFF)
-    cpm.preamble.name = "packet_in"
-    for i, (mname, width) in enumerate((("reason", 8), ("ingress_port", 16)), 1):
-        md = cpm.metadata.add()
-        md.id, md.name, md.bitwidth = i, mname, width
+    packet_io: tuple[tuple[str, tuple[tuple[str, int], ...]], ...] = (
+        ("packet_in", (("reason", 8), ("ingress_port", 16))), ("packet_out", (("egress_port", 16),)))
+    for header, md_fields in packet_io:
+        cpm = info.controller_packet_metadata.add()
+        cpm.preamble.id = 0x40000000 | (zlib.crc32(header.encode()) & 0xFFFFFF)
+        cpm.preamble.name = header
+        for i, (mname, width) in enumerate(md_fields, 1):
+            md = cpm.metadata.add()
+            md.id, md.name, md.bitwidth = i, mname, width
     return info, names
 
 

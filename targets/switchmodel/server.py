@@ -53,6 +53,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         self.device_id = device_id
         self.lock = threading.Lock()
         self.config: Any = None
+        self.transmitted: list[tuple[int, bytes]] = []  # packet-outs, in order
         self.primary: tuple[int, int] | None = None
         self.streams: dict[tuple[int, int], queue.Queue[Any]] = {}
         self.table_by_id = {v["id"]: k for k, v in self.names["tables"].items()}
@@ -70,7 +71,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
                 if req.HasField("arbitration"):
                     me = self._arbitrate(req.arbitration, out)
                 elif req.HasField("packet"):
-                    self.inject(_int(req.packet.metadata[0].value) if req.packet.metadata else 0, req.packet.payload)
+                    self._packet_out(req.packet)
             out.put(None)
 
         threading.Thread(target=reader, daemon=True).start()
@@ -98,6 +99,13 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         resp.arbitration.status.code = code_pb2.OK if primary == eid else code_pb2.ALREADY_EXISTS
         out.put(resp)
         return eid
+
+    def _packet_out(self, pkt: Any) -> None:
+        """§16.1: metadata 1 (egress_port) says where the packet leaves; no processing."""
+        port = next((_int(m.value) for m in pkt.metadata if m.metadata_id == 1), None)
+        with self.lock:
+            if port is not None:
+                self.transmitted.append((port, bytes(pkt.payload)))
 
     def inject(self, port: int, data: bytes) -> Outcome:
         """A packet arrives on ``port``; a punt goes to the primary client as PacketIn."""

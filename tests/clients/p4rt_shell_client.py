@@ -18,6 +18,11 @@ with open(commands) as f:
 try:
     for cmd in todo:
         try:
+            if cmd["op"] == "packet_out":
+                po = sh.PacketOut(bytes.fromhex(cmd["payload"]), egress_port=str(cmd["port"]))
+                po.send()
+                print(json.dumps({"ok": True}), flush=True)
+                continue
             if cmd["op"] == "read":
                 n = sum(1 for _ in sh.TableEntry(cmd["table"]).read())
                 print(json.dumps({"ok": True, "count": n}), flush=True)

@@ -41,6 +41,11 @@ header nfc_packet_in_h {
     bit<16> ingress_port;
 }
 
+// from the control plane (P4Runtime packet-out): send the rest out of egress_port
+header nfc_packet_out_h {
+    bit<16> egress_port;
+}
+
 // from <stdlib>/headers.nfp:5
 header ethernet_h {
     bit<48> dst;
@@ -127,6 +132,7 @@ header nfc_bridge2_h {
 // bridge headers lead the packet on the server link; then the .nfp packet layout, in order
 struct headers_t {
     nfc_packet_in_h nfc_packet_in;
+    nfc_packet_out_h nfc_packet_out;
     nfc_bridge1_h nfc_bridge1;
     nfc_bridge2_h nfc_bridge2;
     ethernet_h outer_eth;
@@ -213,6 +219,7 @@ parser IngressParser(
         meta.vrf_routes_v6__next_hop_mac = 48w0;
         meta.vrf_routes_v6__port = 16w0;
         transition select(ig_intr_md.ingress_port) {
+            9w64: nfc_packet_out;
             9w64: nfc_from_server;
             9w65: nfc_from_server;
             9w0 .. 9w47: nfc_enter_bare_metal_to_vnet;
@@ -371,6 +378,13 @@ parser IngressParser(
 
     state nfc_drop_not_vxlan {
         meta.nfc_drop = NFC_DROP_NOT_VXLAN;
+        transition accept;
+    }
+
+    // a packet-out from the control plane: no processing, straight to its port
+    state nfc_packet_out {
+        pkt.extract(hdr.nfc_packet_out);
+        meta.nfc_cut = 8w0xff;
         transition accept;
     }
 
@@ -555,6 +569,13 @@ control Ingress(
     }
 
     apply {
+        if (meta.nfc_cut == 8w0xff) {
+            meta.nfc_egress = hdr.nfc_packet_out.egress_port;
+            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+            meta.nfc_forwarded = 1w1;
+            hdr.nfc_packet_out.setInvalid();
+            exit;
+        }
         if (meta.nfc_cut == 8w0) {
             // what the reference semantics does while parsing, in the same order
             if (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl == 4w5)))) {
@@ -837,6 +858,7 @@ control IngressDeparser(
             hdr.ipv4.hdr_checksum = nfc_csum_ipv4.update({hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst});
         }
         pkt.emit(hdr.nfc_packet_in);
+        pkt.emit(hdr.nfc_packet_out);
         pkt.emit(hdr.nfc_bridge1);
         pkt.emit(hdr.nfc_bridge2);
         pkt.emit(hdr.outer_eth);

@@ -39,6 +39,11 @@ header nfc_packet_in_h {
     bit<16> ingress_port;
 }
 
+// from the control plane (P4Runtime packet-out): send the rest out of egress_port
+header nfc_packet_out_h {
+    bit<16> egress_port;
+}
+
 // from <stdlib>/headers.nfp:5
 header ethernet_h {
     bit<48> dst;
@@ -133,6 +138,7 @@ header nfc_bridge4_h {
 // bridge headers lead the packet on the server link; then the .nfp packet layout, in order
 struct headers_t {
     nfc_packet_in_h nfc_packet_in;
+    nfc_packet_out_h nfc_packet_out;
     nfc_bridge1_h nfc_bridge1;
     nfc_bridge2_h nfc_bridge2;
     nfc_bridge3_h nfc_bridge3;
@@ -218,6 +224,7 @@ parser NfcParser(
         meta.upstream_routes__next_hop_mac = 48w0;
         meta.upstream_routes__port = 16w0;
         transition select(standard_metadata.ingress_port) {
+            9w64: nfc_packet_out;
             9w32: nfc_from_server;
             9w33: nfc_from_server;
             9w34: nfc_from_server;
@@ -415,6 +422,13 @@ parser NfcParser(
         transition accept;
     }
 
+    // a packet-out from the control plane: no processing, straight to its port
+    state nfc_packet_out {
+        pkt.extract(hdr.nfc_packet_out);
+        meta.nfc_cut = 8w0xff;
+        transition accept;
+    }
+
     state nfc_no_pipeline {
         meta.nfc_drop = NFC_DROP_NO_PIPELINE;
         transition accept;
@@ -575,6 +589,13 @@ control NfcIngress(
     }
 
     apply {
+        if (meta.nfc_cut == 8w0xff) {
+            meta.nfc_egress = hdr.nfc_packet_out.egress_port;
+            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+            meta.nfc_forwarded = 1w1;
+            hdr.nfc_packet_out.setInvalid();
+            exit;
+        }
         if (meta.nfc_cut == 8w0) {
             // what the reference semantics does while parsing, in the same order
             nfc_fold_ipv4();
@@ -864,6 +885,7 @@ control NfcDeparser(
 ) {
     apply {
         pkt.emit(hdr.nfc_packet_in);
+        pkt.emit(hdr.nfc_packet_out);
         pkt.emit(hdr.nfc_bridge1);
         pkt.emit(hdr.nfc_bridge2);
         pkt.emit(hdr.nfc_bridge3);
