@@ -19,7 +19,7 @@ EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))
 ERRORS = sorted((GOLDEN / "errors").glob("*.nfp"))
 
 
-def compare(path: Path, actual: str, update: bool) -> None:
+def check_golden(path: Path, actual: str, update: bool) -> None:
     if update:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(actual)
@@ -38,13 +38,13 @@ def test_example_goldens(example: Path, tmp_path: Path, update_goldens: bool) ->
     rel = str(example.relative_to(ROOT))
     r = nfc("build", rel, "--target", "tofino+dpdk", "-o", str(tmp_path))
     if r.returncode != 0:
-        compare(GOLDEN / "examples" / example.stem / "stderr.txt", _stable_stderr(r.stderr), update_goldens)
+        check_golden(GOLDEN / "examples" / example.stem / "stderr.txt", _stable_stderr(r.stderr), update_goldens)
         return
     import json
 
     generated = json.loads((tmp_path / "plan.json").read_text())["generated"]
     for name in ("ir.txt", "plan.json", "report.txt", *sorted(generated.values())):
-        compare(GOLDEN / "examples" / example.stem / name, (tmp_path / name).read_text(), update_goldens)
+        check_golden(GOLDEN / "examples" / example.stem / name, (tmp_path / name).read_text(), update_goldens)
 
 
 @pytest.mark.parametrize("case", ERRORS, ids=[e.stem for e in ERRORS])
@@ -52,7 +52,7 @@ def test_error_goldens(case: Path, update_goldens: bool) -> None:
     r = nfc("check", str(case.relative_to(ROOT)))
     assert r.returncode == 1, r.stderr
     assert "Traceback" not in r.stderr
-    compare(case.with_suffix(".stderr"), r.stderr, update_goldens)
+    check_golden(case.with_suffix(".stderr"), r.stderr, update_goldens)
 
 
 def _stable_stderr(text: str) -> str:
