@@ -71,7 +71,8 @@ class _Ctx:
     hashes: int = 0
     hoisted: list[p.Stmt] = field(default_factory=list)
     csum_checked: set[str] = field(default_factory=set)
-    verifies: list[tuple[str, ir.Verify]] = field(default_factory=list)  # (instance guarding it, verify)
+    # (parser, the header extracted before it, verify), in parse-graph order
+    verifies: list[tuple[str, str, ir.Verify]] = field(default_factory=list)
 
     def meta(self, name: str, type_: str) -> p.Path:
         self.meta_fields.setdefault(name, type_)
@@ -237,7 +238,7 @@ def _pstate(c: _Ctx, g: ir.ParserGraph, st: ir.ParserState) -> p.State:
                 c.parser_locals += [x for x in locals_ if x not in c.parser_locals]
                 body += stmts
         elif isinstance(s, ir.Verify):
-            c.verifies.append((last_extracted, s))
+            c.verifies.append((g.name, last_extracted, s))
         else:
             raise Unsupported("statements other than extract and verify in parser states", s.span)
     name = f"{g.name}_{st.name}"
@@ -285,9 +286,17 @@ def _ingress(c: _Ctx) -> p.Control:
     c.locals.append(p.Action("nfc_miss", (), (), "the default action of every table: a miss"))
     front: list[p.Stmt] = [p.Comment("what the reference semantics does while parsing, in the same order")]
     front += _checksum_flags(c)
-    for inst, v in c.verifies:
-        cond = p.Un("!", _expr(c, v.cond))
-        guarded = p.Bin("&&", p.Call(p.Path(f"hdr.{inst}.isValid")), cond) if inst else cond
+    for parser, inst, v in c.verifies:
+        cond: p.Expr = p.Un("!", _expr(c, v.cond))
+        if inst:
+            cond = p.Bin("&&", p.Call(p.Path(f"hdr.{inst}.isValid")), cond)
+        users = [c.names.pipelines[pl.name] for pl in c.prog.pipelines if pl.parser == parser]
+        if len(users) < len(c.prog.pipelines):  # only packets this parser parsed
+            which: p.Expr = p.Bin("==", p.Path("meta.nfc_pipeline"), p.Const(users[0], 8))
+            for k in users[1:]:
+                which = p.Bin("||", which, p.Bin("==", p.Path("meta.nfc_pipeline"), p.Const(k, 8)))
+            cond = p.Bin("&&", which, cond)
+        guarded = cond
         front.append(p.If(guarded, _drop(c, v.reason), ()))
     front.append(p.If(p.Bin("!=", p.Path("meta.nfc_drop"), p.Const(0, 8)), _drop_code(c), ()))
     front.append(p.If(p.Bin("!=", p.Path("meta.nfc_punt"), p.Const(0, 8)), _punt(c, p.Path("meta.nfc_punt")), ()))

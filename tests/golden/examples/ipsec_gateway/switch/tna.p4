@@ -481,19 +481,19 @@ control Ingress(
         }
         if (meta.nfc_cut == 8w0) {
             // what the reference semantics does while parsing, in the same order
-            if (hdr.outer.isValid() && (!((hdr.outer.version == 4w4) && (hdr.outer.ihl == 4w5)))) {
+            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!((hdr.outer.version == 4w4) && (hdr.outer.ihl == 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer)) {
+            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4)) {
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);

@@ -492,19 +492,19 @@ control NfcIngress(
             meta.nfc_csum_ok_ipv4 = meta.nfc_csum_sum_ipv4[15:0] == 16w0xffff;
             nfc_fold_outer();
             meta.nfc_csum_ok_outer = meta.nfc_csum_sum_outer[15:0] == 16w0xffff;
-            if (hdr.outer.isValid() && (!((hdr.outer.version == 4w4) && (hdr.outer.ihl == 4w5)))) {
+            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!((hdr.outer.version == 4w4) && (hdr.outer.ihl == 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer)) {
+            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4)) {
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
