@@ -4,14 +4,21 @@ whole bytes.  Used by the switch model, and the reference every generator must m
 
 from __future__ import annotations
 
-from compiler.interp.bits import mask
-from compiler.passes.bridge import Bridge
+from compiler import ir
+from compiler.interp.bits import mask, unpack
+from compiler.interp.exec import Ctx
+from compiler.passes.bridge import EGRESS, Bridge
 
-__all__ = ["BridgeError", "decode", "encode"]
+__all__ = ["BridgeError", "decode", "encode", "pack_ctx", "unpack_into"]
 
 
 class BridgeError(ValueError):
-    """Bytes that are not a bridge header of the expected cut (too short, wrong cut id)."""
+    """Bytes that are not a bridge header of the expected cut (too short, wrong cut id), or
+    whose packet is shorter than the headers the bridge says are there."""
+
+    @property
+    def reason(self) -> str:
+        return "truncated" if str(self) == "truncated" else "bad_bridge"
 
 
 def encode(b: Bridge, valid: dict[str, bool], values: dict[str, int]) -> bytes:
@@ -33,3 +40,40 @@ def decode(b: Bridge, data: bytes) -> tuple[dict[str, bool], dict[str, int]]:
     valid = {inst: bool(value >> (b.bits - 9 - i) & 1) for i, inst in enumerate(b.valid_bits)}
     values = {f.name: value >> (b.bits - f.offset - f.width) & mask(f.width) for f in b.fields}
     return valid, values
+
+
+def pack_ctx(b: Bridge, ctx: Ctx) -> bytes:
+    """The bridge header for packet ``ctx`` at cut ``b``."""
+    valid = {i: ctx.headers.get(i) is not None for i in b.valid_bits}
+    values = {}
+    for f in b.fields:
+        kind, _, name = f.name.partition(".")
+        if f.name == EGRESS:
+            values[f.name] = ctx.egress or 0
+        else:
+            values[f.name] = ctx.meta.get(name, 0) if kind == "meta" else ctx.std.get(name, 0)
+    return encode(b, valid, values)
+
+
+def unpack_into(b: Bridge, data: bytes, ctx: Ctx, program: ir.Program) -> None:
+    """Decode bridge + packet into ``ctx``: re-parse the headers its validity bits name,
+    restore the bridged fields; the rest is payload.  BridgeError (reason "bad_bridge" or
+    "truncated") when the bytes do not fit."""
+    valid, values = decode(b, data)
+    offset = b.bytes
+    for inst in b.valid_bits:
+        if valid[inst]:
+            h = program.header_of(inst)
+            if offset + h.bits // 8 > len(data):
+                raise BridgeError("truncated")
+            ctx.headers[inst] = unpack(h, data[offset : offset + h.bits // 8])
+            offset += h.bits // 8
+    ctx.payload = data[offset:]
+    for name, value in values.items():
+        kind, _, field = name.partition(".")
+        if name == EGRESS:
+            ctx.egress = value
+        elif kind == "meta":
+            ctx.meta[field] = value
+        else:
+            ctx.std[field] = value

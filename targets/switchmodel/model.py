@@ -12,10 +12,9 @@ from __future__ import annotations
 
 from compiler import ir
 from compiler.interp import Ctx, Interpreter, Outcome, Stop
-from compiler.interp.bits import unpack
-from compiler.interp.bridge_codec import BridgeError, decode, encode
+from compiler.interp.bridge_codec import BridgeError, pack_ctx, unpack_into
 from compiler.partition import Placement
-from compiler.passes.bridge import EGRESS, Bridge
+from compiler.passes.bridge import Bridge
 
 __all__ = ["SwitchModel"]
 
@@ -67,14 +66,8 @@ class SwitchModel:
                      and b.direction == direction), None)
 
     def _to_server(self, b: Bridge, ctx: Ctx) -> Outcome:
-        valid = {i: ctx.headers.get(i) is not None for i in b.valid_bits}
-        values = {}
-        for f in b.fields:
-            kind, _, name = f.name.partition(".")
-            values[f.name] = (ctx.egress or 0 if f.name == EGRESS else
-                              ctx.meta.get(name, 0) if kind == "meta" else ctx.std.get(name, 0))
         port = self.server_ports[0] if self.server_ports else 0
-        return Outcome("forward", port, encode(b, valid, values) + self.interp.deparse(ctx))
+        return Outcome("forward", port, pack_ctx(b, ctx) + self.interp.deparse(ctx))
 
     def _cache_miss(self, lookup: ir.Lookup, ctx: Ctx) -> None:
         pl = self.program.pipeline_of(next(s for s, st in self.program.stages.items() if _contains(st, lookup)))
@@ -88,29 +81,11 @@ class SwitchModel:
         b = next((x for x in self.bridges if x.cut_id == cut and x.direction == "server->switch"), None)
         if b is None:
             return Outcome("drop", reason="bad_bridge")
-        try:
-            valid, values = decode(b, data)
-        except BridgeError:
-            return Outcome("drop", reason="bad_bridge")
         ctx = self.interp.new_ctx(data, port, now)
-        offset = b.bytes
-        for inst in b.valid_bits:
-            if not valid[inst]:
-                continue
-            h = self.program.header_of(inst)
-            if offset + h.bits // 8 > len(data):
-                return Outcome("drop", reason="truncated")
-            ctx.headers[inst] = unpack(h, data[offset : offset + h.bits // 8])
-            offset += h.bits // 8
-        ctx.payload = data[offset:]
-        for name, value in values.items():
-            kind, _, field = name.partition(".")
-            if name == EGRESS:
-                ctx.egress = value
-            elif kind == "meta":
-                ctx.meta[field] = value
-            else:
-                ctx.std[field] = value
+        try:
+            unpack_into(b, data, ctx, self.program)
+        except BridgeError as e:
+            return Outcome("drop", reason=e.reason)
         pl = next(p for p in self.program.pipelines if p.name == b.pipeline)
         after = pl.stages[pl.stages.index(b.before_stage):] if b.before_stage else ()
         outcome = self.interp.run_stages_outcome(ctx, tuple(s for s in after if self.placement.segment[s] != 1))
