@@ -1,0 +1,97 @@
+"""C syntax tree → text.  Every operand that is an operator expression is parenthesised."""
+
+from __future__ import annotations
+
+from typing import assert_never
+
+from targets.c import syntax as c
+
+__all__ = ["expr", "print_unit"]
+
+IND = "    "
+
+
+def expr(e: c.Expr) -> str:
+    match e:
+        case c.Int():
+            return f"{e.value:#x}{e.suffix}" if e.value > 9 else f"{e.value}{e.suffix}"
+        case c.Name():
+            return e.name
+        case c.Bin():
+            return f"{_op(e.left)} {e.op} {_op(e.right)}"
+        case c.Un():
+            return f"{e.op}{_op(e.operand)}"
+        case c.Call():
+            return f"{e.func}({', '.join(expr(a) for a in e.args)})"
+        case c.Index():
+            return f"{_op(e.base)}[{expr(e.index)}]"
+        case c.Cast():
+            return f"({e.type}){_op(e.operand)}"
+        case _:
+            assert_never(e)
+
+
+def _op(e: c.Expr) -> str:
+    s = expr(e)
+    return f"({s})" if isinstance(e, c.Bin | c.Un | c.Cast) else s
+
+
+def _stmts(stmts: tuple[c.Stmt, ...], n: int) -> list[str]:
+    return [line for s in stmts for line in _stmt(s, n)]
+
+
+def _stmt(s: c.Stmt, n: int) -> list[str]:
+    pad = IND * n
+    match s:
+        case c.Decl():
+            init = f" = {expr(s.init)}" if s.init is not None else ""
+            return [f"{pad}{s.type} {s.name}{init};"]
+        case c.Assign():
+            return [f"{pad}{expr(s.target)} = {expr(s.value)};"]
+        case c.If():
+            out = [f"{pad}if ({expr(s.cond)}) {{", *_stmts(s.then, n + 1)]
+            if s.orelse:
+                out += [f"{pad}}} else {{", *_stmts(s.orelse, n + 1)]
+            return [*out, f"{pad}}}"]
+        case c.Return():
+            return [f"{pad}return{' ' + expr(s.value) if s.value is not None else ''};"]
+        case c.ExprStmt():
+            return [f"{pad}{expr(s.expr)};"]
+        case c.Comment():
+            return [f"{pad}/* {s.text} */"]
+        case c.Block():
+            return [f"{pad}{{", *_stmts(s.stmts, n + 1), f"{pad}}}"]
+        case c.Goto():
+            return [f"{pad}goto {s.label};"]
+        case c.Label():
+            return [f"{s.name}:;"]
+        case _:
+            assert_never(s)
+
+
+def _item(i: c.Include | c.Global | c.Func) -> list[str]:
+    match i:
+        case c.Include():
+            return [f"#include {i.header}"]
+        case c.Global():
+            comment = [f"/* {i.comment} */"] if i.comment else []
+            init = f" = {i.init}" if i.init else ""
+            return [*comment, f"{i.text_type} {i.name}{init};"]
+        case c.Func():
+            comment = [f"/* {i.comment} */"] if i.comment else []
+            static = "static " if i.static else ""
+            params = ", ".join(i.params) or "void"
+            return [*comment, f"{static}{i.ret} {i.name}({params})", "{", *_stmts(i.body, 1), "}"]
+        case _:
+            assert_never(i)
+
+
+def print_unit(u: c.Unit) -> str:
+    parts = [f"/* {u.comment} */"]
+    prev: type | None = None
+    for item in u.items:
+        if prev is not None and (type(item) is not c.Include or prev is not c.Include):
+            parts.append("")
+        parts += _item(item)
+        prev = type(item)
+    return "\n".join(parts) + "\n"
