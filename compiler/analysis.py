@@ -190,6 +190,17 @@ def _stmt_effects(prog: ir.Program, s: ir.Stmt, unit: Unit) -> None:
             assert_never(s)
 
 
+BUILTIN_REASONS = ("bad_bridge", "no_egress", "no_pipeline", "parser_no_match", "truncated")
+
+
+def drop_reasons(prog: ir.Program) -> tuple[str, ...]:
+    """Every drop reason a part of the program can give, sorted: reason code = index + 1
+    on every target (the switch's counters and the server's use the same codes)."""
+    in_stages = {s.reason for st in prog.stages.values() for s in walk_stmts(st.body)
+                 if isinstance(s, ir.Drop | ir.Verify)}
+    return tuple(sorted(set(BUILTIN_REASONS) | set(prog.reasons) | in_stages))
+
+
 def stage_units(prog: ir.Program, stage: ir.Stage) -> list[Unit]:
     """Split a stage into units (see module docstring), with their read/write sets."""
     units: list[Unit] = []

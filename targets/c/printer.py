@@ -27,13 +27,15 @@ def expr(e: c.Expr) -> str:
             return f"{_op(e.base)}[{expr(e.index)}]"
         case c.Cast():
             return f"({e.type}){_op(e.operand)}"
+        case c.Cond():
+            return f"{_op(e.cond)} ? {_op(e.then)} : {_op(e.orelse)}"
         case _:
             assert_never(e)
 
 
 def _op(e: c.Expr) -> str:
     s = expr(e)
-    return f"({s})" if isinstance(e, c.Bin | c.Un | c.Cast) else s
+    return f"({s})" if isinstance(e, c.Bin | c.Un | c.Cast | c.Cond) else s
 
 
 def _stmts(stmts: tuple[c.Stmt, ...], n: int) -> list[str]:

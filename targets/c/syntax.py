@@ -11,6 +11,7 @@ __all__ = [
     "Call",
     "Cast",
     "Comment",
+    "Cond",
     "Decl",
     "Expr",
     "ExprStmt",
@@ -72,7 +73,14 @@ class Cast:
     operand: Expr
 
 
-Expr = Int | Name | Bin | Un | Call | Index | Cast
+@dataclass(frozen=True, slots=True)
+class Cond:
+    cond: Expr
+    then: Expr
+    orelse: Expr
+
+
+Expr = Int | Name | Bin | Un | Call | Index | Cast | Cond
 
 
 @dataclass(frozen=True, slots=True)

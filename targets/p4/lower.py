@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import assert_never
 
 from compiler import ir
-from compiler.analysis import walk_expr, walk_stmts
+from compiler.analysis import drop_reasons, walk_expr, walk_stmts
 from compiler.partition import Placement
 from compiler.passes.bridge import EGRESS, Bridge
 from lang.diagnostics import Span
@@ -32,9 +32,8 @@ from targets.p4 import syntax as p
 from targets.p4.arch import Arch
 from targets.registry import GeneratorError
 
-__all__ = ["BUILTIN_REASONS", "NameMap", "Unsupported", "lower_switch"]
+__all__ = ["NameMap", "Unsupported", "lower_switch"]
 
-BUILTIN_REASONS = ("bad_bridge", "no_egress", "no_pipeline", "parser_no_match", "truncated")
 
 
 class Unsupported(GeneratorError):
@@ -82,8 +81,7 @@ class _Ctx:
 def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...], server_ports: tuple[int, ...],
                  arch: Arch, cpu_port: int = 64) -> tuple[p.Program, NameMap]:
     c = _Ctx(prog, arch, placement, bridges, server_ports, cpu_port)
-    reasons = sorted(set(BUILTIN_REASONS) | set(prog.reasons) | _stage_reasons(prog))
-    c.names.reasons = {r: i + 1 for i, r in enumerate(reasons)}
+    c.names.reasons = {r: i + 1 for i, r in enumerate(drop_reasons(prog))}
     c.names.pipelines = {pl.name: i + 1 for i, pl in enumerate(prog.pipelines)}
     c.names.punts = {r: i + 1 for i, r in enumerate(sorted(_punt_reasons(prog)))}
     c.names.bridges = {b.cut_id: f"nfc_bridge{b.cut_id}" for b in bridges}
@@ -127,10 +125,6 @@ def _with_metadata_init(parser: p.Parser, meta: p.Struct) -> p.Parser:
                   for name, t in meta.fields)
     start = parser.states[0]
     return replace(parser, states=(replace(start, body=start.body + inits), *parser.states[1:]))
-
-
-def _stage_reasons(prog: ir.Program) -> set[str]:
-    return {s.reason for st in prog.stages.values() for s in walk_stmts(st.body) if isinstance(s, ir.Drop | ir.Verify)}
 
 
 def _bits(width: int) -> str:
