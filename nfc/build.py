@@ -6,6 +6,7 @@ import argparse
 import sys
 from pathlib import Path
 
+import targets.dpdk.generator
 import targets.tofino.generator  # noqa: F401  (registers the "tna" generator)
 from compiler.irprint import print_program
 from compiler.pipeline import PASS_NAMES, PASSES, Compilation, compile_program
@@ -35,7 +36,8 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
     c = compile_program(checked, args.target, diags, args.dump_after, lambda s: print(s, end=""), _progress)
     out = Path(args.out or Path("build") / Path(args.file).stem)
     out.mkdir(parents=True, exist_ok=True)
-    generated = _generate(c, out)
+    gen_diags = Diagnostics()
+    generated = _generate(c, out, gen_diags)
     artifacts = {"report": "report.txt", "pipeline_svg": "pipeline.svg", "resources_svg": "resources.svg",
                  "ir": "ir.txt", "plan": "plan.json"}
     plan = build_plan(c, artifacts, generated)
@@ -50,12 +52,14 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
     _progress(f"placed {len(plan['stages'])} stages in {c.placement.solve_seconds:.2f} s "
               f"({'optimal' if c.placement.optimal else 'not proved optimal'}); wrote {out}/plan.json")
     _warn_capacity(plan)
+    gen_diags.raise_if_errors()
     return 0
 
 
-def _generate(c: Compilation, out: Path) -> dict[str, str]:
+def _generate(c: Compilation, out: Path, diags: Diagnostics) -> dict[str, str]:
+    """Run every target's generator; one that cannot generate reports E100 and the others
+    still write their artifacts (the build fails after writing the plan)."""
     generated: dict[str, str] = {}
-    diags = Diagnostics()
     for spec in c.need_targets().all():
         gen = lookup(spec.generator)
         if gen is None:
@@ -67,7 +71,6 @@ def _generate(c: Compilation, out: Path) -> dict[str, str]:
         except GeneratorError as e:
             span = e.span if isinstance(e.span, Span) else Span(c.need_program().file, 1, 1, 1, 1)
             diags.error("E100", f"the {spec.generator} generator does not support {e.what} yet", span)
-    diags.raise_if_errors()
     return generated
 
 

@@ -147,7 +147,7 @@ def test_nfc_build_writes_manifest_with_artifact_paths(tmp_path):
     stages = {s["name"]: s["placement"] for s in plan["stages"]}
     assert stages["overlay_route"] == "server"
     assert plan["resources"]["server"]["cores_needed"] > 0
-    assert "no server code was generated" in (out / "report.txt").read_text()
+    assert "server_c (server/nf.c)" in (out / "report.txt").read_text()
     for rel in plan["generated"].values():
         assert (out / rel).is_file()
     assert "[5/6] place stages" in r.stderr

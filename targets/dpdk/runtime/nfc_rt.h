@@ -11,6 +11,9 @@
 #define NFC_MAX_META 64
 #define NFC_MAX_RES 64
 #define NFC_MAX_PKT 9216
+#ifndef NFC_TABLE_CAP /* tables hold min(size estimate, NFC_TABLE_CAP) entries: -DNFC_TABLE_CAP=... */
+#define NFC_TABLE_CAP (1u << 20)
+#endif
 
 enum { NFC_CONTINUE = 0 };
 

@@ -1,0 +1,1 @@
+"""The DPDK server generator: C for the server part, built against Debian's DPDK."""

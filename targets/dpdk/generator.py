@@ -1,0 +1,32 @@
+"""The server generator, registered as ``dpdk``: writes ``OUT/server/`` (the generated
+``nf.c``, the hand-written runtime ``nfc_rt.h`` / ``nfc_main.c`` and a Makefile using
+``pkg-config libdpdk``)."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+from typing import Any
+
+from compiler.pipeline import Compilation
+from targets.c.printer import print_unit
+from targets.dpdk.lower import lower_server
+from targets.registry import register
+
+__all__ = ["RUNTIME", "emit"]
+
+RUNTIME = Path(__file__).with_name("runtime")
+
+
+@register("dpdk")
+def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
+    placement = c.placement
+    assert placement is not None
+    folder = out / "server"
+    folder.mkdir(parents=True, exist_ok=True)
+    unit = lower_server(c.need_program(), placement, c.bridges)
+    (folder / "nf.c").write_text(print_unit(unit))
+    for name in ("nfc_rt.h", "nfc_main.c", "Makefile"):
+        shutil.copyfile(RUNTIME / name, folder / name)
+    return {"server_c": "server/nf.c", "server_runtime_h": "server/nfc_rt.h", "server_main_c": "server/nfc_main.c",
+            "server_makefile": "server/Makefile"}

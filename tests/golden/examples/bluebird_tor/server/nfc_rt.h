@@ -1,0 +1,106 @@
+/* nfc server runtime: the packet model the generated code (nf.c) works on, bit-field
+ * accessors, checksums and hashes.  Hand-written, shared by every generated program. */
+#ifndef NFC_RT_H
+#define NFC_RT_H
+
+#include <stdint.h>
+#include <string.h>
+
+#define NFC_MAX_INST 32
+#define NFC_MAX_HDR 64
+#define NFC_MAX_META 64
+#define NFC_MAX_RES 64
+#define NFC_MAX_PKT 9216
+#ifndef NFC_TABLE_CAP /* tables hold min(size estimate, NFC_TABLE_CAP) entries: -DNFC_TABLE_CAP=... */
+#define NFC_TABLE_CAP (1u << 20)
+#endif
+
+enum { NFC_CONTINUE = 0 };
+
+struct nfc_pkt {
+    uint8_t valid[NFC_MAX_INST];
+    uint8_t hdr[NFC_MAX_INST][NFC_MAX_HDR];
+    uint64_t meta[NFC_MAX_META];
+    uint64_t res[NFC_MAX_RES];
+    uint64_t ingress_port;
+    uint64_t egress;
+    int egress_set;
+    const uint8_t *payload;
+    uint32_t payload_len;
+    uint32_t cut; /* the bridge the packet arrived behind */
+};
+
+/* Bits [off, off + w) of p, most significant bit first (network order), w <= 64. */
+static inline uint64_t nfc_get(const uint8_t *p, unsigned off, unsigned w)
+{
+    uint64_t v = 0;
+    for (unsigned i = 0; i < w; i++) {
+        unsigned bit = off + i;
+        v = (v << 1) | ((p[bit >> 3] >> (7 - (bit & 7))) & 1u);
+    }
+    return v;
+}
+
+static inline void nfc_set(uint8_t *p, unsigned off, unsigned w, uint64_t v)
+{
+    for (unsigned i = 0; i < w; i++) {
+        unsigned bit = off + i;
+        uint8_t m = (uint8_t)(1u << (7 - (bit & 7)));
+        if ((v >> (w - 1 - i)) & 1u)
+            p[bit >> 3] |= m;
+        else
+            p[bit >> 3] &= (uint8_t)~m;
+    }
+}
+
+static inline uint64_t nfc_mask(unsigned w)
+{
+    return w >= 64 ? ~0ull : ((1ull << w) - 1);
+}
+
+/* RFC 1071 */
+static inline uint16_t nfc_csum(const uint8_t *p, unsigned len)
+{
+    uint32_t s = 0;
+    for (unsigned i = 0; i + 1 < len; i += 2)
+        s += (uint32_t)((p[i] << 8) | p[i + 1]);
+    if (len & 1)
+        s += (uint32_t)(p[len - 1] << 8);
+    while (s >> 16)
+        s = (s & 0xffff) + (s >> 16);
+    return (uint16_t)~s;
+}
+
+/* CRC-16/ARC and CRC-32 (IEEE) of the first `bits` bits of p, zero-padded to bytes. */
+static inline uint64_t nfc_crc16(const uint8_t *p, unsigned bytes)
+{
+    uint16_t crc = 0;
+    for (unsigned i = 0; i < bytes; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc & 1) ? (uint16_t)((crc >> 1) ^ 0xA001) : (uint16_t)(crc >> 1);
+    }
+    return crc;
+}
+
+static inline uint64_t nfc_crc32(const uint8_t *p, unsigned bytes)
+{
+    uint32_t crc = 0xFFFFFFFFu;
+    for (unsigned i = 0; i < bytes; i++) {
+        crc ^= p[i];
+        for (int k = 0; k < 8; k++)
+            crc = (crc & 1) ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
+    }
+    return crc ^ 0xFFFFFFFFu;
+}
+
+/* Implemented by the generated nf.c */
+int nfc_tables_init(void);
+int nfc_table_add(const char *table, const uint64_t *keys, int nkeys, const uint64_t *values, int nvalues);
+int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len);
+int nfc_run(struct nfc_pkt *p);
+uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap);
+const char *nfc_reason(int code);
+extern const int nfc_nreasons;
+
+#endif

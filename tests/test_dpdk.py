@@ -1,0 +1,83 @@
+"""The generated DPDK server program, built with Debian's DPDK and run as a real DPDK
+process on net_pcap vdevs (--no-huge): its output must equal the server part of the
+reference semantics (ServerReference) byte for byte, and its drops by reason too."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
+from scapy.utils import RawPcapReader, RawPcapWriter
+
+from compiler.interp import Entry, Match
+from targets.switchmodel import SwitchModel
+from targets.switchmodel.server_ref import ServerReference
+from tests.conftest import ROOT
+from tests.test_partition import compile_file
+
+HAVE_DPDK = shutil.which("pkg-config") is not None and subprocess.run(
+    ["pkg-config", "--exists", "libdpdk"]).returncode == 0
+pytestmark = pytest.mark.skipif(not HAVE_DPDK or shutil.which("make") is None,
+                                reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
+
+ROUTES = [(7, 42, 0xC0A8010A, 0xAC100505, 5000), (7, 43, 0xC0A8010A, 0xAC100506, 5001),
+          (8, 42, 0xC0A80164, 0xAC100507, 77)]
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    out = tmp_path_factory.mktemp("vpn")
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return out
+
+
+def test_server_program_builds_warning_free(built):
+    assert (built / "server/nf").is_file()  # -Wall -Wextra -Werror in the Makefile
+
+
+def test_server_program_equals_the_reference(built, tmp_path):
+    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
+    switch = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
+    lines = []
+    for cu, ov, vm, host, vni in ROUTES:
+        ref.tables["overlay_routes"].insert(Entry((Match(cu), Match(ov), Match(vm)), {"host_ip": host, "vni": vni}))
+        lines.append(f"overlay_routes {cu} {ov} {vm} : {host} {vni}")
+    (tmp_path / "entries.txt").write_text("\n".join(lines) + "\n")
+    customer = [Ether(src="00:00:00:00:00:01") / Dot1AD(vlan=cu) / Dot1Q(vlan=ov) / IP(src="10.0.0.9", dst=dst)
+                / UDP(sport=1000 + i) / (b"x" * i) for i, (cu, ov, dst) in enumerate(
+                    [(7, 42, "192.168.1.10"), (7, 43, "192.168.1.10"), (8, 42, "192.168.1.100"),
+                     (7, 42, "192.168.1.11"), (9, 9, "1.2.3.4")])]
+    bridged = [switch.process(bytes(p), 1).data for p in customer]
+    assert all(b[0] == 1 for b in bridged)
+    inputs = [*bridged, b"\x09garbage", bridged[0][:12], b"\x01"]  # unknown cut, truncated, short bridge
+    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
+        for x in inputs:
+            w.write(x)
+    run = subprocess.run([str(built / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
+                          "--no-telemetry", "--log-level=warning", "-l", "0",
+                          f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}",
+                          "--", "--entries", str(tmp_path / "entries.txt")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    counters = json.loads(run.stdout.strip().splitlines()[-1])
+    got = [bytes(data) for data, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    want, drops = [], {}
+    for x in inputs:
+        o = ref.process(x)
+        if o.kind == "forward":
+            want.append(o.data)
+        else:
+            drops[o.reason] = drops.get(o.reason, 0) + 1
+    assert got == want
+    assert counters["drops"] == drops and counters["forwarded"] == len(want)
+    assert drops == {"no_overlay_route": 2, "bad_bridge": 2, "truncated": 1}
