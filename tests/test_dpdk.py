@@ -5,6 +5,7 @@ reference semantics (ServerReference) byte for byte, and its drops by reason too
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -44,7 +45,12 @@ def test_server_program_builds_warning_free(built):
     assert (built / "server/nf").is_file()  # -Wall -Wextra -Werror in the Makefile
 
 
-def test_server_program_equals_the_reference(built, tmp_path):
+@pytest.mark.parametrize("binary", ["nf", "nf-san"])
+def test_server_program_equals_the_reference(built, tmp_path, binary):
+    """nf-san: the same program under ASan + UBSan; nothing is read past a packet's end."""
+    if binary == "nf-san":
+        r = subprocess.run(["make", "-C", str(built / "server"), "nf-san"], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr[-3000:]
     c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
     switch = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
     ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
@@ -63,11 +69,12 @@ def test_server_program_equals_the_reference(built, tmp_path):
     with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
         for x in inputs:
             w.write(x)
-    run = subprocess.run([str(built / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
+    env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1"}
+    run = subprocess.run([str(built / "server" / binary), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
                           "--no-telemetry", "--log-level=warning", "-l", "0",
                           f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}",
                           "--", "--entries", str(tmp_path / "entries.txt")],
-                         capture_output=True, text=True, timeout=120)
+                         capture_output=True, text=True, timeout=120, env=env)
     assert run.returncode == 0, run.stderr[-3000:]
     counters = json.loads(run.stdout.strip().splitlines()[-1])
     got = [bytes(data) for data, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
