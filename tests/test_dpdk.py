@@ -88,3 +88,42 @@ def test_server_program_equals_the_reference(built, tmp_path, binary):
     assert got == want
     assert counters["drops"] == drops and counters["forwarded"] == len(want)
     assert drops == {"no_overlay_route": 2, "bad_bridge": 2, "truncated": 1}
+
+
+def test_bluebird_cache_miss_path_on_the_server(tmp_path):
+    """Packets missing the switch's CA→PA cache reach the server behind the miss-path bridge;
+    the generated program answers them from the full table exactly as the reference does."""
+    out = tmp_path / "bb"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/bluebird_tor.nfp", "-o", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    c = compile_file(str(ROOT / "examples/bluebird_tor.nfp"))
+    switch = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
+    switch.tables["port_vrf"].insert(Entry((Match(1),), {"vrf": 9}))
+    switch.tables["vrf_routes_v4"].insert(Entry((Match(9), Match(0xC0A80000, 16)),
+                                                {"to_vnet": 1, "port": 5, "next_hop_mac": 1}))
+    maps = [(0xC0A80005, 0x0A640204, 20500, 0x00122345A29F), (0xC0A80006, 0x0A640205, 20501, 0x00122345A2A0)]
+    lines = []
+    for ca, vtep, vni, mac in maps:
+        ref.tables["ca_to_pa"].insert(Entry((Match(9), Match(ca)), {"vtep": vtep, "vni": vni, "vm_mac": mac}))
+        lines.append(f"ca_to_pa 9 {ca} : {vtep} {vni} {mac}")
+    (tmp_path / "entries.txt").write_text("\n".join(lines) + "\n")
+    pkts = [Ether() / IP(src="10.0.0.1", dst=dst, ttl=9) / UDP() / b"bm" for dst in
+            ("192.168.0.5", "192.168.0.6", "192.168.0.7")]
+    bridged = [switch.process(bytes(p), 1).data for p in pkts]  # the cache is empty: every packet misses
+    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
+        for x in bridged:
+            w.write(x)
+    run = subprocess.run([str(out / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
+                          "--no-telemetry", "--log-level=warning", "-l", "0",
+                          f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}",
+                          "--", "--entries", str(tmp_path / "entries.txt")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = [bytes(data) for data, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    want = [o.data for o in (ref.process(x) for x in bridged) if o.kind == "forward"]
+    assert len(want) == 2 and got == want
+    assert json.loads(run.stdout.strip().splitlines()[-1])["drops"] == {"no_mapping": 1}
