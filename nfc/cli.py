@@ -15,6 +15,7 @@ from lang import CompileError, Diagnostics, InternalError, SourceMap, load
 from lang.parser import parse_text
 from lang.printer import print_module
 from nfc.build import build
+from nfc.run import add_parser as add_run
 from nfc.switch_model import add_parser as add_switch_model
 
 __all__ = ["main"]
@@ -64,6 +65,7 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--list-passes", action="store_true", help="list the passes in order and exit")
     b.set_defaults(func=build)
     add_switch_model(sub)
+    add_run(sub)
     return ap
 
 

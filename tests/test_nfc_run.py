@@ -1,0 +1,70 @@
+"""``nfc run``: the switch model and the real DPDK server program together turn scapy-built
+customer packets into the right VXLAN packets and cloud VXLAN into QinQ, with 100K overlay
+routes loaded; expected packets are built with scapy here, never copied from the output."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
+from scapy.layers.vxlan import VXLAN
+from scapy.utils import rdpcap, wrpcap
+
+from tests.conftest import ROOT
+from tests.oracles import crc16_arc
+
+pytestmark = pytest.mark.skipif(
+    shutil.which("make") is None or subprocess.run(["pkg-config", "--exists", "libdpdk"]).returncode != 0,
+    reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
+
+GW_IP, GW_MAC, NH_MAC = "10.255.0.1", "02:00:0a:ff:00:01", "02:00:00:00:00:99"
+N_ROUTES = 100_000
+
+
+def test_nfc_run_vpn_gateway_both_directions(tmp_path):
+    out = tmp_path / "vpn"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    # 100K overlay routes: customer 1..10, overlay 1..100, VM 192.168.<o>.<k>; host 172.16.<c>.<k>, VNI c*1000+o
+    routes = [{"match": {"meta_customer": c, "meta_overlay": o, "vm_ip": f"192.168.{o}.{k}"},
+               "values": {"host_ip": f"172.16.{c}.{k}", "vni": c * 1000 + o}}
+              for c in range(1, 11) for o in range(1, 101) for k in range(1, 101)]
+    assert len(routes) == N_ROUTES
+    entries = {"overlay_routes": routes,
+               "underlay_routes": [{"match": {"outer_ipv4_dst": "172.16.0.0/16"},
+                                    "values": {"port": 21, "next_hop_mac": NH_MAC}}],
+               "vni_to_qinq": [{"match": {"vxlan_vni": 3007}, "values": {"s_tag": 3, "c_tag": 7, "port": 4}}]}
+    (tmp_path / "entries.json").write_text(json.dumps(entries))
+    customer = [Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / Dot1AD(vlan=c) / Dot1Q(vlan=o)
+                / IP(src="192.168.200.1", dst=f"192.168.{o}.{k}") / UDP(sport=7, dport=9) / b"to the cloud"
+                for c, o, k in ((1, 1, 1), (10, 100, 100), (5, 42, 17))]
+    unknown = Ether() / Dot1AD(vlan=5) / Dot1Q(vlan=42) / IP(dst="192.168.42.200") / b"no such VM"
+    wrpcap(str(tmp_path / "customer.pcap"), [*customer, unknown])
+    inner = Ether(src="00:00:00:00:00:0a", dst="00:00:00:00:00:0b") / IP(src="192.168.7.9", dst="10.1.1.1") / b"hi"
+    cloud = Ether() / IP(src="172.16.3.9", dst=GW_IP) / UDP(sport=1, dport=4789) / VXLAN(vni=3007) / inner
+    wrpcap(str(tmp_path / "cloud.pcap"), [cloud])
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--entries", str(tmp_path / "entries.json"),
+                        "--inject", f"1={tmp_path / 'customer.pcap'}", "--inject", f"17={tmp_path / 'cloud.pcap'}",
+                        "--capture", str(tmp_path / "cap")], capture_output=True, text=True, cwd=ROOT, timeout=900)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got21 = [bytes(p) for p in rdpcap(str(tmp_path / "cap/port-21.pcap"))]
+    want21 = []
+    for p, (c, o, k) in zip(customer, ((1, 1, 1), (10, 100, 100), (5, 42, 17)), strict=True):
+        ip = p[IP]
+        sport = 0xC000 | (crc16_arc(bytes(ip)[12:20] + bytes([ip.proto])) & 0x3FFF)
+        frame = Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02", type=0x0800) / ip
+        want = (Ether(src=GW_MAC, dst=NH_MAC) / IP(src=GW_IP, dst=f"172.16.{c}.{k}", ttl=64, id=0, flags=0)
+                / UDP(sport=sport, dport=4789, chksum=0) / VXLAN(vni=c * 1000 + o, flags=0x08) / frame)
+        want21.append(bytes(want))
+    assert got21 == want21
+    got4 = [bytes(p) for p in rdpcap(str(tmp_path / "cap/port-4.pcap"))]
+    assert got4 == [bytes(Ether(src="00:00:00:00:00:0a", dst="00:00:00:00:00:0b") / Dot1AD(vlan=3) / Dot1Q(vlan=7)
+                          / inner[IP])]
+    counters = json.loads((tmp_path / "cap/counters.json").read_text())
+    assert counters["drops"] == {"server:no_overlay_route": 1}
