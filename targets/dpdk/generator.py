@@ -13,9 +13,12 @@ from targets.c.printer import print_unit
 from targets.dpdk.lower import lower_server
 from targets.registry import register
 
-__all__ = ["RUNTIME", "emit"]
+__all__ = ["COPIED", "RUNTIME", "emit"]
 
 RUNTIME = Path(__file__).with_name("runtime")
+# the hand-written runtime, copied verbatim next to the generated nf.c
+COPIED = {"server_runtime_h": "nfc_rt.h", "server_main_c": "nfc_main.c", "server_entries_c": "nfc_entries.c",
+          "server_bench_c": "nfc_bench.c", "server_makefile": "Makefile"}
 
 
 @register("dpdk")
@@ -26,7 +29,6 @@ def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
     folder.mkdir(parents=True, exist_ok=True)
     unit = lower_server(c.need_program(), placement, c.bridges)
     (folder / "nf.c").write_text(print_unit(unit))
-    for name in ("nfc_rt.h", "nfc_main.c", "Makefile"):
+    for name in COPIED.values():
         shutil.copyfile(RUNTIME / name, folder / name)
-    return {"server_c": "server/nf.c", "server_runtime_h": "server/nfc_rt.h", "server_main_c": "server/nfc_main.c",
-            "server_makefile": "server/Makefile"}
+    return {"server_c": "server/nf.c", **{k: f"server/{v}" for k, v in COPIED.items()}}

@@ -70,7 +70,8 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     tables = [prog.tables[t] for t in _server_tables(x)]
     for t in tables:
         _check_table(t)
-    funcs = [_run(x), _from_switch(x), _to_switch(x), _tables_init(tables), _table_add(tables), _reason_fn(x)]
+    funcs = [_run(x), _from_switch(x), _to_switch(x), _tables_init(tables), _table_add(tables), _reason_fn(x),
+             _table_handle(tables), _bench_key(x, tables)]
     items: list[c.Include | c.Global | c.Func] = [
         c.Include("<stdio.h>"), c.Include("<stdlib.h>"), c.Include("<string.h>"), c.Include("<rte_hash.h>"),
         c.Include("<rte_jhash.h>"), c.Include("<rte_lcore.h>"), c.Include('"nfc_rt.h"'),
@@ -479,6 +480,33 @@ def _table_add(tables: list[ir.Table]) -> c.Func:
     return c.Func("int", "nfc_table_add", ("const char *table", "const uint64_t *keys", "int nkeys",
                                            "const uint64_t *values", "int nvalues"), tuple(body),
                   "add one entry (values checked against the field widths); 0 or -1", static=False)
+
+
+def _table_handle(tables: list[ir.Table]) -> c.Func:
+    body: list[c.Stmt] = [c.If(c.Bin("==", c.Call("strcmp", (c.Name("table"), c.Name(f'"{t.name}"'))), c.Int(0, "")),
+                               (c.Return(c.Name(f"nfc_t_{t.name}")),)) for t in tables]
+    body.append(c.Return(c.Name("NULL")))
+    return c.Func("struct rte_hash *", "nfc_table_handle", ("const char *table",), tuple(body),
+                  "a table's rte_hash (for the benchmark's baseline loop)", static=False)
+
+
+def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
+    """The key a packet in state ``p`` looks up in each table (the benchmark's baseline)."""
+    body: list[c.Stmt] = []
+    for t in tables:
+        size = _key_bytes(t)
+        fill: list[c.Stmt] = [c.ExprStmt(c.Call("memset", (c.Name("key"), c.Int(0, ""), c.Int(size, ""))))]
+        off = 0
+        x.hoisted = []
+        for k in t.keys:
+            fill.append(_set("key", off, k.expr.width, _expr(x, k.expr)))
+            off += k.expr.width
+        fill = [*x.hoisted, *fill, c.Return(c.Int(0, ""))]
+        body.append(c.If(c.Bin("==", c.Call("strcmp", (c.Name("table"), c.Name(f'"{t.name}"'))), c.Int(0, "")),
+                         tuple(fill)))
+    body.append(c.Return(c.Int(-1, "")))
+    params = ("const char *table", "const struct nfc_pkt *p", "uint8_t *key")
+    return c.Func("int", "nfc_bench_key", params, tuple(body), "the key bytes of a lookup", static=False)
 
 
 def _reason_fn(x: _Ctx) -> c.Func:

@@ -32,51 +32,6 @@ static void on_signal(int sig)
     quit = 1;
 }
 
-static int load_entries(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (f == NULL) {
-        fprintf(stderr, "nfc: cannot open entries file %s: %s\n", path, strerror(errno));
-        return -1;
-    }
-    char line[4096];
-    int n = 0, lineno = 0;
-    while (fgets(line, sizeof line, f) != NULL) {
-        lineno++;
-        char *save = NULL;
-        char *table = strtok_r(line, " \t\n", &save);
-        if (table == NULL || table[0] == '#')
-            continue;
-        uint64_t keys[32], values[32];
-        int nk = 0, nv = 0, after = 0;
-        for (char *tok = strtok_r(NULL, " \t\n", &save); tok != NULL; tok = strtok_r(NULL, " \t\n", &save)) {
-            if (strcmp(tok, ":") == 0) {
-                after = 1;
-                continue;
-            }
-            char *end = NULL;
-            uint64_t v = strtoull(tok, &end, 0);
-            if (end == tok || *end != '\0' || (after ? nv : nk) >= 32) {
-                fprintf(stderr, "nfc: %s:%d: bad value '%s'\n", path, lineno, tok);
-                fclose(f);
-                return -1;
-            }
-            if (after)
-                values[nv++] = v;
-            else
-                keys[nk++] = v;
-        }
-        if (nfc_table_add(table, keys, nk, values, nv) != 0) {
-            fprintf(stderr, "nfc: %s:%d: entry rejected by table %s\n", path, lineno, table);
-            fclose(f);
-            return -1;
-        }
-        n++;
-    }
-    fclose(f);
-    return n;
-}
-
 static struct rte_mbuf *process(struct rte_mbuf *m, struct rte_mempool *pool)
 {
     static struct nfc_pkt pkt;
@@ -143,7 +98,7 @@ int main(int argc, char **argv)
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    if (nfc_tables_init() != 0 || (entries != NULL && load_entries(entries) < 0))
+    if (nfc_tables_init() != 0 || (entries != NULL && nfc_load_entries(entries) < 0))
         return 1;
     if (rte_eth_dev_count_avail() < 1) {
         fprintf(stderr, "nfc: no port (check the --vdev arguments and input files)\n");

@@ -30,26 +30,28 @@ struct nfc_pkt {
     uint32_t cut; /* the bridge the packet arrived behind */
 };
 
-/* Bits [off, off + w) of p, most significant bit first (network order), w <= 64. */
+/* Bits [off, off + w) of p, most significant bit first (network order), 1 <= w <= 64:
+ * the (at most 9) bytes holding them are read whole, then shifted and masked. */
 static inline uint64_t nfc_get(const uint8_t *p, unsigned off, unsigned w)
 {
-    uint64_t v = 0;
-    for (unsigned i = 0; i < w; i++) {
-        unsigned bit = off + i;
-        v = (v << 1) | ((p[bit >> 3] >> (7 - (bit & 7))) & 1u);
-    }
-    return v;
+    unsigned first = off >> 3, last = (off + w - 1) >> 3, tail = 7 - ((off + w - 1) & 7);
+    unsigned __int128 v = 0;
+    for (unsigned i = first; i <= last; i++)
+        v = (v << 8) | p[i];
+    return (uint64_t)((v >> tail) & ((((unsigned __int128)1) << w) - 1));
 }
 
 static inline void nfc_set(uint8_t *p, unsigned off, unsigned w, uint64_t v)
 {
-    for (unsigned i = 0; i < w; i++) {
-        unsigned bit = off + i;
-        uint8_t m = (uint8_t)(1u << (7 - (bit & 7)));
-        if ((v >> (w - 1 - i)) & 1u)
-            p[bit >> 3] |= m;
-        else
-            p[bit >> 3] &= (uint8_t)~m;
+    unsigned first = off >> 3, last = (off + w - 1) >> 3, tail = 7 - ((off + w - 1) & 7);
+    unsigned __int128 cur = 0;
+    for (unsigned i = first; i <= last; i++)
+        cur = (cur << 8) | p[i];
+    unsigned __int128 m = ((((unsigned __int128)1) << w) - 1) << tail;
+    cur = (cur & ~m) | ((((unsigned __int128)v) << tail) & m);
+    for (unsigned i = last + 1; i-- > first;) {
+        p[i] = (uint8_t)cur;
+        cur >>= 8;
     }
 }
 
@@ -101,6 +103,11 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len);
 int nfc_run(struct nfc_pkt *p);
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap);
 const char *nfc_reason(int code);
+struct rte_hash;
+struct rte_hash *nfc_table_handle(const char *table);
+int nfc_bench_key(const char *table, const struct nfc_pkt *p, uint8_t *key);
+/* Implemented by nfc_entries.c */
+int nfc_load_entries(const char *path);
 extern const int nfc_nreasons;
 
 #endif

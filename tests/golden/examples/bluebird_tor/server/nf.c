@@ -289,3 +289,24 @@ const char * nfc_reason(int code)
     }
     return "unknown";
 }
+
+/* a table's rte_hash (for the benchmark's baseline loop) */
+struct rte_hash * nfc_table_handle(const char *table)
+{
+    if (strcmp(table, "ca_to_pa") == 0) {
+        return nfc_t_ca_to_pa;
+    }
+    return NULL;
+}
+
+/* the key bytes of a lookup */
+int nfc_bench_key(const char *table, const struct nfc_pkt *p, uint8_t *key)
+{
+    if (strcmp(table, "ca_to_pa") == 0) {
+        memset(key, 0, 0x10);
+        nfc_set(key, 0u, 0x10u, p->meta[0]);
+        nfc_set(key, 0x10u, 0x20u, p->valid[5] ? nfc_get(p->hdr[5], 0x80u, 0x20u) : 0ull);
+        return 0;
+    }
+    return -1;
+}

@@ -268,3 +268,25 @@ const char * nfc_reason(int code)
     }
     return "unknown";
 }
+
+/* a table's rte_hash (for the benchmark's baseline loop) */
+struct rte_hash * nfc_table_handle(const char *table)
+{
+    if (strcmp(table, "overlay_routes") == 0) {
+        return nfc_t_overlay_routes;
+    }
+    return NULL;
+}
+
+/* the key bytes of a lookup */
+int nfc_bench_key(const char *table, const struct nfc_pkt *p, uint8_t *key)
+{
+    if (strcmp(table, "overlay_routes") == 0) {
+        memset(key, 0, 0x10);
+        nfc_set(key, 0u, 0xcu, p->meta[0]);
+        nfc_set(key, 0xcu, 0xcu, p->meta[1]);
+        nfc_set(key, 0x18u, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);
+        return 0;
+    }
+    return -1;
+}
