@@ -49,7 +49,8 @@ def server_entry_lines(plan: dict[str, Any], entries: list[EntrySpec]) -> list[s
         t = tables.get(e.table)
         if t is None or "server" not in t:
             continue
-        keys = [str(e.match[k["name"]][0]) for k in t["keys"]]
+        keys = [f"{e.match[k['name']][0]}/{e.match[k['name']][1]}" if k["match"] == "lpm" and
+                e.match[k["name"]][1] is not None else str(e.match[k["name"]][0]) for k in t["keys"]]
         values = [str(e.values[v["name"]]) for v in t["values"]]
         lines.append(f"{e.table} {' '.join(keys)} : {' '.join(values)}")
     return lines

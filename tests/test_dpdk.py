@@ -127,3 +127,59 @@ def test_bluebird_cache_miss_path_on_the_server(tmp_path):
     want = [o.data for o in (ref.process(x) for x in bridged) if o.kind == "forward"]
     assert len(want) == 2 and got == want
     assert json.loads(run.stdout.strip().splitlines()[-1])["drops"] == {"no_mapping": 1}
+
+
+def test_dsr_lpm_miss_path_matches_the_reference(tmp_path):
+    """DSR's VRF FIB (exact VRF + LPM destination) on the server: random prefixes, packets
+    that miss the (empty) switch cache; longest prefix per VRF as the reference says."""
+    import random
+
+    out = tmp_path / "dsr"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/dsr_router.nfp", "-o", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    c = compile_file(str(ROOT / "examples/dsr_router.nfp"))
+    switch = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
+    switch.tables["vni_to_vrf"].insert(Entry((Match(100),), {"vrf": 3}))
+    rnd = random.Random(7)
+    lines, seen = [], set()
+    for i in range(60):
+        plen = rnd.choice([0, 8, 16, 20, 24, 28, 32])
+        net = rnd.getrandbits(32) & (((1 << plen) - 1) << (32 - plen) if plen else 0)
+        vrf = rnd.choice([3, 4])
+        if (vrf, net, plen) in seen:
+            continue
+        seen.add((vrf, net, plen))
+        ref.tables["vrf_fib"].insert(Entry((Match(vrf), Match(net, plen)), {"tunnel_dst": 0x0A000000 + i,
+                                                                             "tunnel_key": i}))
+        lines.append(f"vrf_fib {vrf} {net}/{plen} : {0x0A000000 + i} {i}")
+    (tmp_path / "entries.txt").write_text("\n".join(lines) + "\n")
+    pkts = []
+    for _ in range(200):
+        net = rnd.choice(sorted(seen))[1] if rnd.random() < 0.7 else rnd.getrandbits(32)
+        dst = net | rnd.getrandbits(8)
+        inner = Ether() / IP(dst=".".join(str(dst >> s & 255) for s in (24, 16, 8, 0)), ttl=5) / b"t"
+        from scapy.layers.vxlan import VXLAN
+
+        pkts.append(Ether() / IP(dst="10.200.0.1") / UDP(dport=4789) / VXLAN(vni=100) / inner)
+    bridged = [switch.process(bytes(p), 1) for p in pkts]
+    to_server = [o.data for o in bridged if o.kind == "forward" and o.port in c.targets.server_ports]
+    assert len(to_server) == len(pkts)
+    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
+        for x in to_server:
+            w.write(x)
+    run = subprocess.run([str(out / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
+                          "--no-telemetry", "--log-level=warning", "-l", "0",
+                          f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}",
+                          "--", "--entries", str(tmp_path / "entries.txt")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = [bytes(data) for data, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    outs = [ref.process(x) for x in to_server]
+    want = [o.data for o in outs if o.kind == "forward"]
+    assert got == want and len(want) > 50
+    drops = json.loads(run.stdout.strip().splitlines()[-1])["drops"]
+    assert drops == ({"no_route": len(pkts) - len(want)} if len(want) < len(pkts) else {})

@@ -21,8 +21,8 @@ int nfc_load_entries(const char *path)
         char *table = strtok_r(line, " \t\n", &save);
         if (table == NULL || table[0] == '#')
             continue;
-        uint64_t keys[32], values[32];
-        int nk = 0, nv = 0, after = 0;
+        uint64_t keys[33], values[32], plen = 0;
+        int nk = 0, nv = 0, after = 0, has_plen = 0;
         for (char *tok = strtok_r(NULL, " \t\n", &save); tok != NULL; tok = strtok_r(NULL, " \t\n", &save)) {
             if (strcmp(tok, ":") == 0) {
                 after = 1;
@@ -30,6 +30,12 @@ int nfc_load_entries(const char *path)
             }
             char *end = NULL;
             uint64_t v = strtoull(tok, &end, 0);
+            if (!after && *end == '/' && !has_plen) { /* value/prefix-length of an LPM key */
+                char *end2 = NULL;
+                plen = strtoull(end + 1, &end2, 10);
+                has_plen = end2 != end + 1 && *end2 == '\0';
+                end = has_plen ? end2 : end;
+            }
             if (end == tok || *end != '\0' || (after ? nv : nk) >= 32) {
                 fprintf(stderr, "nfc: %s:%d: bad value '%s'\n", path, lineno, tok);
                 fclose(f);
@@ -40,6 +46,8 @@ int nfc_load_entries(const char *path)
             else
                 keys[nk++] = v;
         }
+        if (has_plen)
+            keys[nk++] = plen; /* the prefix length goes last */
         if (nfc_table_add(table, keys, nk, values, nv) != 0) {
             fprintf(stderr, "nfc: %s:%d: entry rejected by table %s\n", path, lineno, table);
             fclose(f);

@@ -6,6 +6,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <rte_hash.h>
+
 #define NFC_MAX_INST 32
 #define NFC_MAX_HDR 64
 #define NFC_MAX_META 64
@@ -94,6 +96,26 @@ static inline uint64_t nfc_crc32(const uint8_t *p, unsigned bytes)
             crc = (crc & 1) ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
     }
     return crc ^ 0xFFFFFFFFu;
+}
+
+/* Longest-prefix match as one hash table keyed by (fields, prefix masked to its length,
+ * length): try the lengths present (bitmap `plens`), longest first.  `key` holds the
+ * lookup's fields with the full LPM value at bits [off, off + w); the length byte is at
+ * bit `len_off`. */
+static inline int nfc_lpm_lookup(struct rte_hash *h, const uint64_t *plens, uint8_t *key, unsigned off, unsigned w,
+                                 unsigned len_off, void **data)
+{
+    uint64_t value = nfc_get(key, off, w);
+    for (int plen = (int)w; plen >= 0; plen--) {
+        if (!((plens[plen >> 6] >> (plen & 63)) & 1))
+            continue;
+        uint64_t keep = plen == 0 ? 0 : (plen >= 64 ? ~0ull : ~((1ull << (w - (unsigned)plen)) - 1));
+        nfc_set(key, off, w, value & keep & nfc_mask(w));
+        nfc_set(key, len_off, 8, (uint64_t)plen);
+        if (rte_hash_lookup_data(h, key, data) >= 0)
+            return 1;
+    }
+    return 0;
 }
 
 /* Implemented by the generated nf.c */
