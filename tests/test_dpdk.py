@@ -183,3 +183,65 @@ def test_dsr_lpm_miss_path_matches_the_reference(tmp_path):
     assert got == want and len(want) > 50
     drops = json.loads(run.stdout.strip().splitlines()[-1])["drops"]
     assert drops == ({"no_route": len(pkts) - len(want)} if len(want) < len(pkts) else {})
+
+
+def test_target_dpdk_alone_gives_the_reference_outputs(tmp_path):
+    """--target dpdk: every stage on the server, raw packets on logical ports (one net_pcap
+    vdev per port); outputs per egress port equal the unsplit reference semantics."""
+    from scapy.layers.vxlan import VXLAN
+
+    from compiler.interp import Interpreter
+
+    out = tmp_path / "sw"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "--target", "dpdk",
+                        "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    spec = Interpreter(compile_file(str(ROOT / "examples/vpn_gateway.nfp"), "dpdk").program)
+    rows = {"overlay_routes": [((7, 42, 0xC0A8010A), (0xAC100505, 5000)), ((7, 43, 0xC0A8010A), (0xAC100506, 5001))],
+            "underlay_routes": [((0xAC100000, 16), (21, 0x020000000099)), ((0xAC100500, 24), (22, 0x020000000098))],
+            "vni_to_qinq": [((5000,), (7, 42, 4))]}
+    lines = []
+    for table, entries in rows.items():
+        t = spec.program.tables[table]
+        for keys, values in entries:
+            if t.match == "lpm":
+                spec.tables[table].insert(Entry((Match(keys[0], keys[1]),), dict(zip([v.name for v in t.values], values,
+                                                                                     strict=True))))
+                lines.append(f"{table} {keys[0]}/{keys[1]} : {' '.join(map(str, values))}")
+            else:
+                spec.tables[table].insert(Entry(tuple(Match(k) for k in keys),
+                                                dict(zip([v.name for v in t.values], values, strict=True))))
+                lines.append(f"{table} {' '.join(map(str, keys))} : {' '.join(map(str, values))}")
+    (tmp_path / "entries.txt").write_text("\n".join(lines) + "\n")
+    inner = Ether(src="00:00:00:00:00:0a", dst="00:00:00:00:00:0b") / IP(dst="8.8.8.8") / b"x"
+    customer = [Ether() / Dot1AD(vlan=7) / Dot1Q(vlan=v) / IP(dst="192.168.1.10") / UDP() / b"c" for v in (42, 43, 44)]
+    inputs = {1: [*customer, Ether() / Dot1Q(vlan=1) / IP()],
+              17: [Ether() / IP(dst="10.255.0.1") / UDP(dport=4789) / VXLAN(vni=n) / inner for n in (5000, 9)]}
+    ports = [1, 17, 21, 22, 4]
+    vdevs = []
+    for i, lp in enumerate(ports):
+        with RawPcapWriter(str(tmp_path / f"in{lp}.pcap"), linktype=1) as w:
+            for pkt in inputs.get(lp, []):
+                w.write(bytes(pkt))
+        vdevs.append(f"--vdev=net_pcap{i},rx_pcap={tmp_path / f'in{lp}.pcap'},tx_pcap={tmp_path / f'out{lp}.pcap'}")
+    run = subprocess.run([str(out / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
+                          "--no-telemetry", "--log-level=warning", "-l", "0", *vdevs, "--",
+                          "--entries", str(tmp_path / "entries.txt"), "--ports", ",".join(map(str, ports))],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    want: dict[int, list[bytes]] = {}
+    drops: dict[str, int] = {}
+    for lp, pkts in inputs.items():
+        for pkt in pkts:
+            o = spec.process(bytes(pkt), lp)
+            if o.kind == "forward":
+                want.setdefault(o.port, []).append(o.data)
+            else:
+                drops[o.reason] = drops.get(o.reason, 0) + 1
+    for lp in ports:
+        got = [bytes(d) for d, _ in RawPcapReader(str(tmp_path / f"out{lp}.pcap"))]
+        assert got == want.get(lp, []), lp
+    assert json.loads(run.stdout.strip().splitlines()[-1])["drops"] == drops
+    assert sum(len(v) for v in want.values()) == 3 and set(want) == {22, 4}

@@ -27,7 +27,7 @@ def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
     assert placement is not None
     folder = out / "server"
     folder.mkdir(parents=True, exist_ok=True)
-    unit = lower_server(c.need_program(), placement, c.bridges)
+    unit = lower_server(c.need_program(), placement, c.bridges, software=c.need_targets().switch is None)
     (folder / "nf.c").write_text(print_unit(unit))
     for name in COPIED.values():
         shutil.copyfile(RUNTIME / name, folder / name)

@@ -50,6 +50,7 @@ class _Ctx:
     meta: dict[str, int] = field(default_factory=dict)
     res: dict[tuple[str, str], int] = field(default_factory=dict)
     reasons: dict[str, int] = field(default_factory=dict)
+    software: bool = False
     hoisted: list[c.Stmt] = field(default_factory=list)
     temps: int = 0
 
@@ -61,8 +62,13 @@ class _Ctx:
         return self.meta[name]
 
 
-def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...]) -> c.Unit:
-    x = _Ctx(prog, placement, bridges)
+SOFTWARE_CUT = 100  # p->cut of a raw packet in software-only mode: SOFTWARE_CUT + pipeline index
+
+
+def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...],
+                 software: bool = False) -> c.Unit:
+    """``software``: no switch; packets arrive raw on logical ports and run whole pipelines."""
+    x = _Ctx(prog, placement, bridges, software=software)
     x.inst = {i.name: k for k, i in enumerate(prog.instances)}
     x.reasons = {r: i + 1 for i, r in enumerate(drop_reasons(prog))}
     for f in prog.metadata:
@@ -70,12 +76,15 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     tables = [prog.tables[t] for t in _server_tables(x)]
     for t in tables:
         _check_table(t)
-    funcs = [_run(x), _from_switch(x), _to_switch(x), _tables_init(tables), _table_add(tables), _reason_fn(x),
-             _table_handle(tables), _bench_key(x, tables)]
+    parsers = [_parser(x, g) for g in prog.parsers.values()] if software else []
+    funcs = [*parsers, _run(x), _from_switch(x), _to_switch(x), _tables_init(tables), _table_add(tables),
+             _reason_fn(x), _table_handle(tables), _bench_key(x, tables)]
     items: list[c.Include | c.Global | c.Func] = [
         c.Include("<stdio.h>"), c.Include("<stdlib.h>"), c.Include("<string.h>"), c.Include("<rte_hash.h>"),
         c.Include("<rte_jhash.h>"), c.Include("<rte_lcore.h>"), c.Include('"nfc_rt.h"'),
         c.Global("const int", "nfc_nreasons", str(len(x.reasons))),
+        c.Global("const int", "nfc_software", "1" if software else "0",
+                 "1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers"),
     ]
     items += [c.Global("static struct rte_hash *", f"nfc_t_{t.name}", "NULL", f"table {t.name}, {_src(t.span)}")
               for t in tables]
@@ -87,6 +96,8 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
 
 
 def _server_tables(x: _Ctx) -> list[str]:
+    if x.software:
+        return [u_t for st in x.prog.stages.values() for u in stage_units(x.prog, st) for u_t in u.tables]
     names: list[str] = []
     for st in x.prog.stages.values():
         if x.placement.segment.get(st.name) == 1 or any(m.stage == st.name for m in x.placement.misses):
@@ -130,6 +141,25 @@ def _from_switch(x: _Ctx) -> c.Func:
         c.ExprStmt(c.Call("memset", (c.Name("p->valid"), c.Int(0, ""), c.Call("sizeof", (c.Name("p->valid"),))))),
         c.ExprStmt(c.Call("memset", (c.Name("p->meta"), c.Int(0, ""), c.Call("sizeof", (c.Name("p->meta"),))))),
         c.Assign(_p("egress_set"), c.Int(0, "")),
+        c.Assign(_p("ingress_port"), c.Name("port")),
+    ]
+    if x.software:
+        for i, pl in enumerate(x.prog.pipelines):
+            if pl.when is not None:
+                raise Unsupported("pipelines selected by 'when' on the server", pl.span)
+            cond: c.Expr = c.Int(0, "")
+            for lo, hi in pl.ports:
+                upper = c.Bin("<=", c.Name("port"), c.Int(hi, "u"))
+                rng = upper if lo == 0 else c.Bin("&&", c.Bin(">=", c.Name("port"), c.Int(lo, "u")), upper)
+                cond = rng if cond == c.Int(0, "") else c.Bin("||", cond, rng)
+            body.append(c.If(cond, (c.Assign(_p("cut"), c.Int(SOFTWARE_CUT + i, "u")),
+                                    c.Return(c.Call(f"nfc_parse_{pl.parser}", (c.Name("p"), c.Name("data"),
+                                                                               c.Name("len")))))))
+        body.append(c.Return(c.Int(x.reasons["no_pipeline"], "")))
+        return c.Func("int", "nfc_from_switch", ("struct nfc_pkt *p", "const uint8_t *data", "uint32_t len",
+                                                 "uint32_t port"), tuple(body),
+                      "select the pipeline by ingress port and parse the packet", static=False)
+    body += [
         c.If(c.Bin("<", c.Name("len"), c.Int(1, "u")), (c.Return(c.Int(x.reasons["bad_bridge"], "")),)),
         c.Assign(_p("cut"), c.Index(c.Name("data"), c.Int(0, ""))),
     ]
@@ -138,7 +168,8 @@ def _from_switch(x: _Ctx) -> c.Func:
             continue
         body.append(c.If(c.Bin("==", _p("cut"), c.Int(b.cut_id, "u")), tuple(_decode(x, b))))
     body.append(c.Return(c.Int(x.reasons["bad_bridge"], "")))
-    return c.Func("int", "nfc_from_switch", ("struct nfc_pkt *p", "const uint8_t *data", "uint32_t len"),
+    return c.Func("int", "nfc_from_switch", ("struct nfc_pkt *p", "const uint8_t *data", "uint32_t len",
+                                             "uint32_t port"),
                   tuple(body), "check the bridge header, restore its fields, copy the headers it says are valid",
                   static=False)
 
@@ -237,6 +268,49 @@ def _offset(h: ir.HeaderType, name: str) -> int:
     raise KeyError(name)
 
 
+# ---- parsers (software-only mode) ---------------------------------------------------------------
+
+def _parser(x: _Ctx, g: ir.ParserGraph) -> c.Func:
+    """The parse graph as labelled blocks; every extract checks the length first."""
+    body: list[c.Stmt] = [c.Decl("uint32_t", "off", c.Int(0, "u")), c.Goto(f"st_{g.name}_start")]
+    for st in g.states:
+        body += [c.Comment(f"{g.name}.{st.name}, {_src(st.span)}"), c.Label(f"st_{g.name}_{st.name}")]
+        for s in st.stmts:
+            if isinstance(s, ir.Extract):
+                k, size = x.inst[s.inst], x.prog.header_of(s.inst).bits // 8
+                body += [c.If(c.Bin(">", c.Bin("+", c.Name("off"), c.Int(size, "u")), c.Name("len")),
+                              (c.Return(c.Int(x.reasons["truncated"], "")),)),
+                         c.ExprStmt(c.Call("memcpy", (c.Name(f"p->hdr[{k}]"), c.Bin("+", c.Name("data"), c.Name("off")),
+                                                      c.Int(size, "")))),
+                         c.Assign(c.Name(f"p->valid[{k}]"), c.Int(1, "")),
+                         c.Assign(c.Name("off"), c.Bin("+", c.Name("off"), c.Int(size, "u")))]
+            elif isinstance(s, ir.Verify):
+                body.append(c.If(c.Un("!", _expr(x, s.cond)), (c.Return(c.Int(x.reasons[s.reason], "")),)))
+            else:
+                raise Unsupported("statements other than extract and verify in parser states", s.span)
+        for case in st.cases:
+            cond: c.Expr = c.Int(1, "")
+            for e, (value, mask) in zip(st.select, case.values, strict=True):
+                test = c.Bin("==", c.Bin("&", _expr(x, e), c.Int(mask, "ull")), c.Int(value, "ull"))
+                cond = test if cond == c.Int(1, "") else c.Bin("&&", cond, test)
+            body.append(c.If(cond, tuple(_ptarget(x, g, case.target))))
+        body += _ptarget(x, g, st.default)
+    return c.Func("int", f"nfc_parse_{g.name}", ("struct nfc_pkt *p", "const uint8_t *data", "uint32_t len"),
+                  tuple(body), f"parser {g.name}, {_src(g.span)}")
+
+
+def _ptarget(x: _Ctx, g: ir.ParserGraph, t: ir.PTarget) -> list[c.Stmt]:
+    if t.kind == "accept":
+        return [c.Assign(_p("payload"), c.Bin("+", c.Name("data"), c.Name("off"))),
+                c.Assign(_p("payload_len"), c.Bin("-", c.Name("len"), c.Name("off"))),
+                c.Return(c.Name("NFC_CONTINUE"))]
+    if t.kind == "drop":
+        return [c.Return(c.Int(x.reasons[t.name], ""))]
+    if t.kind == "punt":
+        raise Unsupported("punt on the server", t.span)
+    return [c.Goto(f"st_{g.name}_{t.name}")]
+
+
 # ---- stages ---------------------------------------------------------------------------------
 
 def _run(x: _Ctx) -> c.Func:
@@ -254,6 +328,15 @@ def _run(x: _Ctx) -> c.Func:
             st = x.prog.stages[s]
             code += [c.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(x, st.body)]
         body.append(c.If(c.Bin("==", _p("cut"), c.Int(b.cut_id, "u")), (*code, c.Return(c.Name("NFC_CONTINUE")))))
+    if x.software:
+        for i, pl in enumerate(x.prog.pipelines):
+            code = []
+            for s in pl.stages:
+                st = x.prog.stages[s]
+                code += [c.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(x, st.body)]
+            code += [c.If(c.Un("!", _p("egress_set")), (c.Return(c.Int(x.reasons["no_egress"], "")),)),
+                     c.Return(c.Name("NFC_CONTINUE"))]
+            body.append(c.If(c.Bin("==", _p("cut"), c.Int(SOFTWARE_CUT + i, "u")), tuple(code)))
     body.append(c.Return(c.Int(x.reasons["bad_bridge"], "")))
     return c.Func("int", "nfc_run", ("struct nfc_pkt *p",), tuple(body),
                   "the server stages; NFC_CONTINUE or a drop reason code", static=False)

@@ -74,14 +74,14 @@ int main(int argc, char **argv)
     uint64_t t0 = rte_rdtsc();
     for (uint64_t i = 0; i < iters; i++) {
         uint32_t k = (uint32_t)(i % (uint64_t)n);
-        if (nfc_from_switch(&p, pkts[k], lens[k]) == NFC_CONTINUE && nfc_run(&p) == NFC_CONTINUE)
+        if (nfc_from_switch(&p, pkts[k], lens[k], 0) == NFC_CONTINUE && nfc_run(&p) == NFC_CONTINUE)
             sink += nfc_to_switch(&p, out, sizeof out);
     }
     uint64_t t1 = rte_rdtsc();
     /* baseline: the same number of lookups of the same keys, straight into rte_hash */
     static uint8_t keys[MAX_PKTS][16];
     for (int k = 0; k < n; k++) {
-        nfc_from_switch(&p, pkts[k], lens[k]);
+        nfc_from_switch(&p, pkts[k], lens[k], 0);
         nfc_bench_key(table, &p, keys[k]);
     }
     void *data = NULL;

@@ -1,8 +1,11 @@
 /* nfc server runtime: EAL and port set-up, the run-to-completion loop, entries loading,
  * counters.  Hand-written; the per-NF processing is in the generated nf.c.
  *
- * usage: nf <EAL args> -- [--entries FILE] [--idle-ms N]
- * One port (the switch-facing NIC, e.g. --vdev=net_pcap0,rx_pcap=in.pcap,tx_pcap=out.pcap).
+ * usage: nf <EAL args> -- [--entries FILE] [--idle-ms N] [--ports L0,L1,...]
+ * Behind a switch: one port, the switch-facing NIC (e.g. --vdev=net_pcap0,rx_pcap=in.pcap,
+ * tx_pcap=out.pcap); packets go back where they came from.  Software-only programs
+ * (nfc_software): DPDK port i is the NF's logical port L_i (--ports, default i); a packet
+ * leaves by the DPDK port of its logical egress port (none: dropped as "no_port").
  * With pcap input the first empty burst after traffic means end of file (dpdk-here.md);
  * otherwise it runs until SIGINT/SIGTERM or --idle-ms without a packet.  Counters are
  * printed as one JSON line on exit. */
@@ -21,10 +24,14 @@
 #include "nfc_rt.h"
 
 #define BURST 32
+#define MAX_PORTS 16
 
 static volatile sig_atomic_t quit;
 static uint64_t drops[256];
+static uint64_t no_port;
 static uint64_t forwarded;
+static uint32_t logical[MAX_PORTS];
+static uint16_t nports;
 
 static void on_signal(int sig)
 {
@@ -32,7 +39,17 @@ static void on_signal(int sig)
     quit = 1;
 }
 
-static struct rte_mbuf *process(struct rte_mbuf *m, struct rte_mempool *pool)
+static int out_port(uint16_t in_port, const struct nfc_pkt *p)
+{
+    if (!nfc_software)
+        return in_port;
+    for (uint16_t i = 0; i < nports; i++)
+        if (logical[i] == p->egress)
+            return i;
+    return -1;
+}
+
+static struct rte_mbuf *process(struct rte_mbuf *m, struct rte_mempool *pool, uint16_t in_port, int *to)
 {
     static struct nfc_pkt pkt;
     static uint8_t out[NFC_MAX_PKT];
@@ -42,11 +59,14 @@ static struct rte_mbuf *process(struct rte_mbuf *m, struct rte_mempool *pool)
         return NULL;
     }
     const uint8_t *data = rte_pktmbuf_mtod(m, const uint8_t *);
-    int code = nfc_from_switch(&pkt, data, rte_pktmbuf_data_len(m));
+    int code = nfc_from_switch(&pkt, data, rte_pktmbuf_data_len(m), logical[in_port]);
     if (code == NFC_CONTINUE)
         code = nfc_run(&pkt);
     struct rte_mbuf *o = NULL;
-    if (code == NFC_CONTINUE) {
+    *to = code == NFC_CONTINUE ? out_port(in_port, &pkt) : -1;
+    if (code == NFC_CONTINUE && *to < 0) {
+        no_port++;
+    } else if (code == NFC_CONTINUE) {
         uint32_t n = nfc_to_switch(&pkt, out, sizeof out);
         o = rte_pktmbuf_alloc(pool);
         char *dst = o != NULL ? rte_pktmbuf_append(o, (uint16_t)n) : NULL;
@@ -75,6 +95,8 @@ static void print_counters(void)
         printf("%s\"%s\": %" PRIu64, first ? "" : ", ", i == 0 ? "server_no_buffer" : nfc_reason(i), drops[i]);
         first = 0;
     }
+    if (no_port)
+        printf("%s\"no_port\": %" PRIu64, first ? "" : ", ", no_port);
     printf("}}\n");
     fflush(stdout);
 }
@@ -95,6 +117,12 @@ int main(int argc, char **argv)
             entries = argv[i + 1];
         else if (strcmp(argv[i], "--idle-ms") == 0)
             idle_ms = strtoull(argv[i + 1], NULL, 10);
+        else if (strcmp(argv[i], "--ports") == 0) {
+            char *save = NULL, *list = argv[i + 1];
+            uint16_t k = 0;
+            for (char *t = strtok_r(list, ",", &save); t != NULL && k < MAX_PORTS; t = strtok_r(NULL, ",", &save))
+                logical[k++] = (uint32_t)strtoul(t, NULL, 10);
+        }
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
@@ -110,42 +138,56 @@ int main(int argc, char **argv)
         fprintf(stderr, "nfc: cannot create the mbuf pool: %s\n", rte_strerror(rte_errno));
         return 1;
     }
-    uint16_t port = 0;
-    struct rte_eth_conf conf;
-    memset(&conf, 0, sizeof conf);
-    int sock = rte_eth_dev_socket_id(port);
-    if (rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
-        rte_eth_rx_queue_setup(port, 0, 1024, (unsigned)(sock < 0 ? 0 : sock), NULL, pool) != 0 ||
-        rte_eth_tx_queue_setup(port, 0, 1024, (unsigned)(sock < 0 ? 0 : sock), NULL) != 0 ||
-        rte_eth_dev_start(port) != 0) {
-        fprintf(stderr, "nfc: cannot start port %u\n", port);
-        return 1;
+    nports = rte_eth_dev_count_avail() < MAX_PORTS ? (uint16_t)rte_eth_dev_count_avail() : MAX_PORTS;
+    for (uint16_t port = 0; port < nports; port++) {
+        struct rte_eth_conf conf;
+        memset(&conf, 0, sizeof conf);
+        int sock = rte_eth_dev_socket_id(port);
+        if (logical[port] == 0 && port > 0)
+            logical[port] = port;
+        if (rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
+            rte_eth_rx_queue_setup(port, 0, 1024, (unsigned)(sock < 0 ? 0 : sock), NULL, pool) != 0 ||
+            rte_eth_tx_queue_setup(port, 0, 1024, (unsigned)(sock < 0 ? 0 : sock), NULL) != 0 ||
+            rte_eth_dev_start(port) != 0) {
+            fprintf(stderr, "nfc: cannot start port %u\n", port);
+            return 1;
+        }
     }
     uint64_t hz = rte_get_timer_hz(), last = rte_get_timer_cycles(), seen = 0;
-    struct rte_mbuf *in[BURST], *out[BURST];
+    struct rte_mbuf *in[BURST], *out[MAX_PORTS][BURST];
+    uint16_t nout[MAX_PORTS];
     while (!quit) {
-        uint16_t n = rte_eth_rx_burst(port, 0, in, BURST);
-        if (n == 0) {
+        uint32_t got = 0;
+        for (uint16_t port = 0; port < nports; port++) {
+            uint16_t n = rte_eth_rx_burst(port, 0, in, BURST);
+            got += n;
+            memset(nout, 0, sizeof nout);
+            for (uint16_t i = 0; i < n; i++) {
+                int to = -1;
+                struct rte_mbuf *o = process(in[i], pool, port, &to);
+                if (o != NULL)
+                    out[to][nout[to]++] = o;
+            }
+            for (uint16_t q = 0; q < nports; q++) {
+                uint16_t sent = 0;
+                while (sent < nout[q] && !quit)
+                    sent += rte_eth_tx_burst(q, 0, out[q] + sent, (uint16_t)(nout[q] - sent));
+                for (uint16_t i = sent; i < nout[q]; i++)
+                    rte_pktmbuf_free(out[q][i]);
+            }
+        }
+        if (got == 0) {
             if (seen > 0 || rte_get_timer_cycles() - last > hz * idle_ms / 1000)
                 break;
             continue;
         }
-        seen += n;
+        seen += got;
         last = rte_get_timer_cycles();
-        uint16_t k = 0;
-        for (uint16_t i = 0; i < n; i++) {
-            struct rte_mbuf *o = process(in[i], pool);
-            if (o != NULL)
-                out[k++] = o;
-        }
-        uint16_t sent = 0;
-        while (sent < k && !quit)
-            sent += rte_eth_tx_burst(port, 0, out + sent, (uint16_t)(k - sent));
-        for (uint16_t i = sent; i < k; i++)
-            rte_pktmbuf_free(out[i]);
     }
-    rte_eth_dev_stop(port);
-    rte_eth_dev_close(port);
+    for (uint16_t port = 0; port < nports; port++) {
+        rte_eth_dev_stop(port);
+        rte_eth_dev_close(port);
+    }
     print_counters();
     rte_eal_cleanup();
     return 0;

@@ -121,7 +121,7 @@ static inline int nfc_lpm_lookup(struct rte_hash *h, const uint64_t *plens, uint
 /* Implemented by the generated nf.c */
 int nfc_tables_init(void);
 int nfc_table_add(const char *table, const uint64_t *keys, int nkeys, const uint64_t *values, int nvalues);
-int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len);
+int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port);
 int nfc_run(struct nfc_pkt *p);
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap);
 const char *nfc_reason(int code);
@@ -131,5 +131,6 @@ int nfc_bench_key(const char *table, const struct nfc_pkt *p, uint8_t *key);
 /* Implemented by nfc_entries.c */
 int nfc_load_entries(const char *path);
 extern const int nfc_nreasons;
+extern const int nfc_software;
 
 #endif

@@ -9,6 +9,9 @@
 
 const int nfc_nreasons = 15;
 
+/* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
+const int nfc_software = 0;
+
 /* table ca_to_pa, examples/bluebird_tor.nfp:127 */
 static struct rte_hash * nfc_t_ca_to_pa = NULL;
 
@@ -46,11 +49,12 @@ int nfc_run(struct nfc_pkt *p)
 }
 
 /* check the bridge header, restore its fields, copy the headers it says are valid */
-int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len)
+int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port)
 {
     memset(p->valid, 0, sizeof(p->valid));
     memset(p->meta, 0, sizeof(p->meta));
     p->egress_set = 0;
+    p->ingress_port = port;
     if (len < 1u) {
         return 1;
     }
