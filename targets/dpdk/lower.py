@@ -76,9 +76,14 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     tables = [prog.tables[t] for t in _server_tables(x)]
     for t in tables:
         _check_table(t)
+    for b in bridges:  # every metadata slot exists before nfc_from_switch sizes its memset
+        for bf in b.fields:
+            if bf.name.startswith("meta."):
+                x.meta_slot(bf.name[5:])
     parsers = [_parser(x, g) for g in prog.parsers.values()] if software else []
-    funcs = [*parsers, _run(x), _from_switch(x), _to_switch(x), _tables_init(tables), _table_add(tables),
-             _reason_fn(x), _table_handle(tables), _bench_key(x, tables)]
+    funcs = [*parsers, _run(x), _to_switch(x), _tables_init(tables), _table_add(tables), _reason_fn(x),
+             _table_handle(tables), _bench_key(x, tables)]
+    funcs.append(_from_switch(x))  # last: it clears exactly the slots the others use
     items: list[c.Include | c.Global | c.Func] = [
         c.Include("<stdio.h>"), c.Include("<stdlib.h>"), c.Include("<string.h>"), c.Include("<rte_hash.h>"),
         c.Include("<rte_jhash.h>"), c.Include("<rte_lcore.h>"), c.Include('"nfc_rt.h"'),
@@ -139,7 +144,8 @@ def _p(field_: str) -> c.Expr:
 def _from_switch(x: _Ctx) -> c.Func:
     body: list[c.Stmt] = [
         c.ExprStmt(c.Call("memset", (c.Name("p->valid"), c.Int(0, ""), c.Call("sizeof", (c.Name("p->valid"),))))),
-        c.ExprStmt(c.Call("memset", (c.Name("p->meta"), c.Int(0, ""), c.Call("sizeof", (c.Name("p->meta"),))))),
+        c.Comment(f"only the {len(x.meta)} metadata slots this program uses"),
+        c.ExprStmt(c.Call("memset", (c.Name("p->meta"), c.Int(0, ""), c.Int(8 * max(1, len(x.meta)), "")))),
         c.Assign(_p("egress_set"), c.Int(0, "")),
         c.Assign(_p("ingress_port"), c.Name("port")),
     ]

@@ -48,47 +48,6 @@ int nfc_run(struct nfc_pkt *p)
     return 1;
 }
 
-/* check the bridge header, restore its fields, copy the headers it says are valid */
-int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port)
-{
-    memset(p->valid, 0, sizeof(p->valid));
-    memset(p->meta, 0, sizeof(p->meta));
-    p->egress_set = 0;
-    p->ingress_port = port;
-    if (len < 1u) {
-        return 1;
-    }
-    p->cut = data[0];
-    if (p->cut == 1u) {
-        /* bridge #1: pipeline access_to_vpc, miss:vrf_fib */
-        if (len < 3u) {
-            return 1;
-        }
-        uint32_t off = 3u;
-        p->meta[0] = nfc_get(data, 0xau, 0xeu);
-        if (nfc_get(data, 8u, 1u)) {
-            if ((off + 0xeu) > len) {
-                return 0xb;
-            }
-            memcpy(p->hdr[6], data + off, 0xe);
-            p->valid[6] = 1;
-            off = off + 0xeu;
-        }
-        if (nfc_get(data, 9u, 1u)) {
-            if ((off + 0x14u) > len) {
-                return 0xb;
-            }
-            memcpy(p->hdr[7], data + off, 0x14);
-            p->valid[7] = 1;
-            off = off + 0x14u;
-        }
-        p->payload = data + off;
-        p->payload_len = len - off;
-        return NFC_CONTINUE;
-    }
-    return 1;
-}
-
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
@@ -300,4 +259,46 @@ int nfc_bench_key(const char *table, const struct nfc_pkt *p, uint8_t *key)
         return 0;
     }
     return -1;
+}
+
+/* check the bridge header, restore its fields, copy the headers it says are valid */
+int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port)
+{
+    memset(p->valid, 0, sizeof(p->valid));
+    /* only the 3 metadata slots this program uses */
+    memset(p->meta, 0, 0x18);
+    p->egress_set = 0;
+    p->ingress_port = port;
+    if (len < 1u) {
+        return 1;
+    }
+    p->cut = data[0];
+    if (p->cut == 1u) {
+        /* bridge #1: pipeline access_to_vpc, miss:vrf_fib */
+        if (len < 3u) {
+            return 1;
+        }
+        uint32_t off = 3u;
+        p->meta[0] = nfc_get(data, 0xau, 0xeu);
+        if (nfc_get(data, 8u, 1u)) {
+            if ((off + 0xeu) > len) {
+                return 0xb;
+            }
+            memcpy(p->hdr[6], data + off, 0xe);
+            p->valid[6] = 1;
+            off = off + 0xeu;
+        }
+        if (nfc_get(data, 9u, 1u)) {
+            if ((off + 0x14u) > len) {
+                return 0xb;
+            }
+            memcpy(p->hdr[7], data + off, 0x14);
+            p->valid[7] = 1;
+            off = off + 0x14u;
+        }
+        p->payload = data + off;
+        p->payload_len = len - off;
+        return NFC_CONTINUE;
+    }
+    return 1;
 }
