@@ -245,3 +245,41 @@ def test_target_dpdk_alone_gives_the_reference_outputs(tmp_path):
         assert got == want.get(lp, []), lp
     assert json.loads(run.stdout.strip().splitlines()[-1])["drops"] == drops
     assert sum(len(v) for v in want.values()) == 3 and set(want) == {22, 4}
+
+
+def test_cgnat_state_on_the_server(tmp_path):
+    """CGNAT mappings created by the generated program (port allocation, two state tables,
+    RFC 1624 checksum updates) and used by later packets, in the reference's order."""
+    from scapy.layers.inet import TCP
+
+    out = tmp_path / "cgn"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/cgnat.nfp", "-o", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    c = compile_file(str(ROOT / "examples/cgnat.nfp"))
+    switch = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
+    switch.tables["subnet_to_external"].insert(Entry((Match(0x0A000000, 8),), {"ext_ip": 0xC6336401}))
+    inside = [Ether() / IP(src="10.0.0.5", dst="93.184.216.34") / TCP(sport=40000, dport=443, flags="S") / b"hi",
+              Ether() / IP(src="10.0.0.5", dst="93.184.216.34") / TCP(sport=40000, dport=443, flags="A") / b"again",
+              Ether() / IP(src="10.0.0.6", dst="8.8.8.8") / UDP(sport=5353, dport=53) / b"dns"]
+    outside = [Ether() / IP(src="93.184.216.34", dst="198.51.100.1") / TCP(sport=443, dport=1024, flags="SA"),
+               Ether() / IP(src="8.8.8.8", dst="198.51.100.1") / UDP(sport=53, dport=1025) / b"answer",
+               Ether() / IP(src="6.6.6.6", dst="198.51.100.1") / UDP(sport=1, dport=2000) / b"unsolicited"]
+    bridged = [switch.process(bytes(Ether(bytes(p))), 1).data for p in inside] + \
+              [switch.process(bytes(Ether(bytes(p))), 25).data for p in outside]
+    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
+        for x in bridged:
+            w.write(x)
+    run = subprocess.run([str(out / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
+                          "--no-telemetry", "--log-level=warning", "-l", "0",
+                          f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}"],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    got = [bytes(data) for data, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    outs = [ref.process(x) for x in bridged]
+    assert got == [o.data for o in outs if o.kind == "forward"]
+    assert [o.kind for o in outs] == ["forward"] * 5 + ["drop"]
+    assert json.loads(run.stdout.strip().splitlines()[-1])["drops"] == {"no_mapping": 1}

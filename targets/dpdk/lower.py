@@ -114,8 +114,8 @@ def _server_tables(x: _Ctx) -> list[str]:
 def _check_table(t: ir.Table) -> None:
     if t.match not in ("exact", "lpm"):
         raise Unsupported(f"{t.match} tables on the server", t.span)
-    if t.is_state and not t.hints.cache:
-        raise Unsupported("data-plane state on the server", t.span)
+    if t.is_state and t.match != "exact":
+        raise Unsupported("non-exact data-plane state", t.span)
     if any(k.expr.width > MAX_WIDTH for k in t.keys) or any(v.width > MAX_WIDTH for v in t.values):
         raise Unsupported("fields wider than 64 bits", t.span)
 
@@ -383,6 +383,10 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
             return [c.Return(c.Int(x.reasons[s.reason], ""))]
         case ir.Verify():
             return [c.If(c.Un("!", _expr(x, s.cond)), (c.Return(c.Int(x.reasons[s.reason], "")),))]
+        case ir.Insert():
+            return [_insert(x, s)]
+        case ir.Eval() if isinstance(s.expr, ir.ExternCall):
+            return [c.ExprStmt(_expr(x, s.expr))]
         case ir.Punt() | ir.Insert() | ir.Remove() | ir.Eval() | ir.Extract():
             raise Unsupported(f"'{type(s).__name__.lower()}' on the server", s.span)
         case _:
@@ -423,7 +427,11 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
         out.append(_set(key, off, k.expr.width, _expr(x, k.expr)))
         off += k.expr.width
     out.append(c.Decl("void *", data, c.Name("NULL")))
-    hit: list[c.Stmt] = [c.Decl("const uint64_t *", f"v{x.temps}", c.Cast("const uint64_t *", c.Name(data)))]
+    hit: list[c.Stmt] = [c.Decl("uint64_t *", f"v{x.temps}", c.Cast("uint64_t *", c.Name(data)))]
+    n = len(t.values)
+    if t.is_state and t.hints.refresh:  # a hit restarts the idle timer
+        hit.append(c.Assign(c.Index(c.Name(f"v{x.temps}"), c.Int(n, "")),
+                            c.Bin("+", c.Call("nfc_now_ns"), c.Index(c.Name(f"v{x.temps}"), c.Int(n + 1, "")))))
     for i, v in enumerate(t.values):
         hit.append(c.Assign(c.Name(f"p->res[{_res(x, t.name, v.name)}]"), c.Index(c.Name(f"v{x.temps}"),
                                                                                    c.Int(i, ""))))
@@ -436,8 +444,51 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
         found = c.Call("nfc_lpm_lookup", (c.Name(f"nfc_t_{t.name}"), c.Name(f"nfc_plens_{t.name}"), c.Name(key),
                                           c.Int(lpm[0], "u"), c.Int(lpm[1], "u"), c.Int(t.key_bits, "u"),
                                           c.Name(f"&{data}")))
+    if t.is_state:  # an expired entry is removed and misses
+        n = len(t.values)
+        expired = c.Bin("<=", c.Index(c.Cast("uint64_t *", c.Name(data)), c.Int(n, "")), c.Call("nfc_now_ns"))
+        out += [c.Decl("int", f"found{x.temps}", c.Cast("int", found)),
+                c.If(c.Bin("&&", c.Name(f"found{x.temps}"), expired),
+                     (c.ExprStmt(c.Call("rte_hash_del_key", (c.Name(f"nfc_t_{t.name}"), c.Name(key)))),
+                      c.ExprStmt(c.Call("free", (c.Name(data),))),
+                      c.Assign(c.Name(f"found{x.temps}"), c.Int(0, ""))))]
+        found = c.Name(f"found{x.temps}")
     out.append(c.If(found, tuple(hit), tuple(_block(x, s.miss))))
     return [c.Block(tuple(out))]
+
+
+def _insert(x: _Ctx, s: ir.Insert) -> c.Stmt:
+    """Create or overwrite the entry of the current key: values, then expiry and timeout (ns)."""
+    t = x.prog.tables[s.state]
+    size = _key_bytes(t)
+    x.temps += 1
+    key, data, v = f"key{x.temps}", f"old{x.temps}", f"v{x.temps}"
+    n = len(t.values)
+    given = dict(s.values)
+    timeout = _expr(x, s.timeout) if s.timeout is not None else c.Int(int(t.timeout or 300), "ull")
+    body: list[c.Stmt] = [c.Comment(f"insert into {t.name}, {_src(s.span)}"), c.Decl("uint8_t", f"{key}[{size}]"),
+                          c.ExprStmt(c.Call("memset", (c.Name(key), c.Int(0, ""), c.Int(size, ""))))]
+    off = 0
+    for k in t.keys:
+        body.append(_set(key, off, k.expr.width, _expr(x, k.expr)))
+        off += k.expr.width
+    body += [c.Decl("void *", data, c.Name("NULL")),
+             c.Decl("uint64_t *", v, c.Cond(c.Bin(">=", c.Call("rte_hash_lookup_data",
+                                                                 (c.Name(f"nfc_t_{t.name}"), c.Name(key),
+                                                                  c.Name(f"&{data}"))), c.Int(0, "")),
+                                             c.Cast("uint64_t *", c.Name(data)),
+                                             c.Cast("uint64_t *", c.Call("malloc", (c.Int(8 * (n + 2), ""),))))),
+             c.If(c.Bin("==", c.Name(v), c.Name("NULL")), (c.Return(c.Int(x.reasons["bad_bridge"], "")),))]
+    for i, f in enumerate(t.values):
+        body.append(c.Assign(c.Index(c.Name(v), c.Int(i, "")), c.Bin("&", _expr(x, given[f.name]), _mask(f.width))))
+    body += [c.Assign(c.Index(c.Name(v), c.Int(n + 1, "")), c.Bin("*", timeout, c.Int(1_000_000_000, "ull"))),
+             c.Assign(c.Index(c.Name(v), c.Int(n, "")), c.Bin("+", c.Call("nfc_now_ns"),
+                                                               c.Index(c.Name(v), c.Int(n + 1, "")))),
+             c.If(c.Bin("&&", c.Bin("!=", c.Name(v), c.Name(data)),
+                        c.Bin("<", c.Call("rte_hash_add_key_data", (c.Name(f"nfc_t_{t.name}"), c.Name(key),
+                                                                     c.Name(v))), c.Int(0, ""))),
+                  (c.ExprStmt(c.Call("free", (c.Name(v),))),))]
+    return c.Block(tuple(body))
 
 
 def _res(x: _Ctx, table: str, fname: str) -> int:
@@ -492,7 +543,12 @@ def _expr(x: _Ctx, e: ir.Expr) -> c.Expr:
             return c.Bin("&", c.Cast("uint64_t", inner), _mask(e.width))
         case ir.Hash():
             return _hash(x, e)
-        case ir.HeaderRef() | ir.RegRead() | ir.ExternCall() | ir.CounterOp() | ir.CsumUpdate():
+        case ir.CsumUpdate():
+            return c.Call("nfc_csum_update", (_expr(x, e.csum), _expr(x, e.old), _expr(x, e.new),
+                                              c.Int(e.old.width, "u")))
+        case ir.ExternCall() if e.name == "alloc_port":
+            return c.Call("nfc_alloc_port", (_expr(x, e.args[0]),))
+        case ir.HeaderRef() | ir.RegRead() | ir.ExternCall() | ir.CounterOp():
             raise Unsupported(f"{type(e).__name__} expressions on the server", e.span)
         case _:
             assert_never(e)
@@ -583,11 +639,16 @@ def _table_add(tables: list[ir.Table]) -> c.Func:
         for i, v in enumerate(t.values):
             add.append(c.If(c.Bin(">", c.Index(c.Name("values"), c.Int(i, "")), _mask(v.width)),
                             (c.Return(c.Int(-1, "")),)))
-        n = max(1, len(t.values))
+        n = max(1, len(t.values)) + (2 if t.is_state else 0)
         add += [
             c.Decl("uint64_t *", "copy",
                    c.Call("malloc", (c.Bin("*", c.Int(n, ""), c.Call("sizeof", (c.Name("uint64_t"),))),))),
             c.If(c.Bin("==", c.Name("copy"), c.Name("NULL")), (c.Return(c.Int(-1, "")),)),
+            *([c.Assign(c.Index(c.Name("copy"), c.Int(len(t.values) + 1, "")),
+                        c.Int(int((t.timeout or 300) * 1e9), "ull")),
+               c.Assign(c.Index(c.Name("copy"), c.Int(len(t.values), "")),
+                        c.Bin("+", c.Call("nfc_now_ns"), c.Int(int((t.timeout or 300) * 1e9), "ull")))]
+              if t.is_state else []),
             c.ExprStmt(c.Call("memcpy", (c.Name("copy"), c.Name("values"),
                                          c.Bin("*", c.Int(len(t.values), ""),
                                                c.Call("sizeof", (c.Name("uint64_t"),)))))),

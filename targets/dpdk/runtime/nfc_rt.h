@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <rte_cycles.h>
 #include <rte_hash.h>
 
 #define NFC_MAX_INST 32
@@ -96,6 +97,50 @@ static inline uint64_t nfc_crc32(const uint8_t *p, unsigned bytes)
             crc = (crc & 1) ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
     }
     return crc ^ 0xFFFFFFFFu;
+}
+
+/* Nanoseconds since the first call: the clock of data-plane state timeouts. */
+static inline uint64_t nfc_now_ns(void)
+{
+    static uint64_t start;
+    uint64_t t = rte_get_timer_cycles();
+    if (start == 0)
+        start = t;
+    return (uint64_t)((double)(t - start) * 1e9 / (double)rte_get_timer_hz());
+}
+
+/* RFC 1624 eqn. 3: the Internet checksum after a 16- or 32-bit value changed. */
+static inline uint64_t nfc_csum_update(uint64_t csum, uint64_t old, uint64_t new_, unsigned width)
+{
+    uint32_t s = (uint32_t)(~csum & 0xffff);
+    for (int shift = (int)width - 16; shift >= 0; shift -= 16)
+        s += (uint32_t)((~(old >> shift)) & 0xffff) + (uint32_t)((new_ >> shift) & 0xffff);
+    while (s >> 16)
+        s = (s & 0xffff) + (s >> 16);
+    return (uint64_t)(~s & 0xffff);
+}
+
+/* Port pools of a carrier-grade NAT: the lowest free port >= 1024 of an external address. */
+#define NFC_POOLS 256
+static inline uint64_t nfc_alloc_port(uint64_t ext_ip)
+{
+    static uint64_t addr[NFC_POOLS];
+    static uint64_t used[NFC_POOLS][1024];
+    static int npools;
+    int k = 0;
+    while (k < npools && addr[k] != ext_ip)
+        k++;
+    if (k == npools) {
+        if (npools == NFC_POOLS)
+            return 0;
+        addr[npools++] = ext_ip;
+    }
+    for (unsigned port = 1024; port < 65536; port++)
+        if (!((used[k][port >> 6] >> (port & 63)) & 1)) {
+            used[k][port >> 6] |= 1ull << (port & 63);
+            return port;
+        }
+    return 0;
 }
 
 /* Longest-prefix match as one hash table keyed by (fields, prefix masked to its length,

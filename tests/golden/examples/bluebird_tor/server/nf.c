@@ -29,7 +29,7 @@ int nfc_run(struct nfc_pkt *p)
                 nfc_set(key1, 0x10u, 0x20u, p->valid[5] ? nfc_get(p->hdr[5], 0x80u, 0x20u) : 0ull);
                 void * hit1 = NULL;
                 if (rte_hash_lookup_data(nfc_t_ca_to_pa, key1, &hit1) >= 0) {
-                    const uint64_t * v1 = (const uint64_t *)hit1;
+                    uint64_t * v1 = (uint64_t *)hit1;
                     p->res[0] = v1[0];
                     p->res[1] = v1[1];
                     p->res[2] = v1[2];

@@ -31,7 +31,7 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set(key1, 0xeu, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);
             void * hit1 = NULL;
             if (nfc_lpm_lookup(nfc_t_vrf_fib, nfc_plens_vrf_fib, key1, 0xeu, 0x20u, 0x2eu, &hit1)) {
-                const uint64_t * v1 = (const uint64_t *)hit1;
+                uint64_t * v1 = (uint64_t *)hit1;
                 p->res[0] = v1[0];
                 p->res[1] = v1[1];
                 p->meta[1] = p->res[0] & 0xffffffffull;
