@@ -8,11 +8,10 @@ import json
 import sys
 from pathlib import Path
 
-from compiler.pipeline import compile_program
-from lang import Diagnostics, SourceMap, load
+from lang import SourceMap
+from nfc._build_dir import open_build, parse_injects
 from runtime.entries import load_entries
 from runtime.run import RunError, run_hybrid
-from targets.switchmodel import SwitchModel
 from targets.switchmodel.batch import load_into
 
 __all__ = ["add_parser"]
@@ -29,20 +28,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def run(args: argparse.Namespace, sources: SourceMap) -> int:
     out = Path(args.out)
-    plan = json.loads((out / "plan.json").read_text())
-    diags = Diagnostics()
-    c = compile_program(load(plan["source"], diags, sources), plan["target"], diags)
-    assert c.placement is not None
-    model = SwitchModel(c.need_program(), c.placement, c.bridges, c.need_targets().server_ports)
+    plan, _c, model = open_build(out, sources)
     entries = load_entries(args.entries) if args.entries else []
     on_switch = {t["name"] for t in plan["tables"] if t["placement"].startswith("switch")}
     load_into(model, [e for e in entries if e.table in on_switch])
-    injects = []
-    for item in args.inject:
-        port, _, path = item.partition("=")
-        injects.append((int(port), Path(path)))
     try:
-        counters = run_hybrid(out, plan, model, entries, injects, Path(args.capture))
+        counters = run_hybrid(out, plan, model, entries, parse_injects(args.inject), Path(args.capture))
     except RunError as e:
         print(f"nfc run: {e}", file=sys.stderr)
         return 1

@@ -13,10 +13,9 @@ import sys
 import time
 from pathlib import Path
 
-from compiler.pipeline import compile_program
-from lang import Diagnostics, SourceMap, load
+from lang import SourceMap
+from nfc._build_dir import open_build, parse_injects
 from runtime.entries import load_entries
-from targets.switchmodel import SwitchModel
 from targets.switchmodel.batch import load_into, run_batch
 from targets.switchmodel.server import P4RuntimeServer, serve
 
@@ -37,19 +36,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def switch_model(args: argparse.Namespace, sources: SourceMap) -> int:
     out = Path(args.out)
-    plan = json.loads((out / "plan.json").read_text())
-    diags = Diagnostics()
-    c = compile_program(load(plan["source"], diags, sources), plan["target"], diags)
-    assert c.placement is not None
-    model = SwitchModel(c.need_program(), c.placement, c.bridges, c.need_targets().server_ports)
+    plan, _c, model = open_build(out, sources)
     if args.entries:
         load_into(model, load_entries(args.entries))
     if args.inject:
-        injects = []
-        for item in args.inject:
-            port, _, path = item.partition("=")
-            injects.append((int(port), Path(path)))
-        counters = run_batch(model, injects, Path(args.capture or "capture"))
+        counters = run_batch(model, parse_injects(args.inject), Path(args.capture or "capture"))
         print(json.dumps(counters, sort_keys=True))
     if args.p4runtime:
         names = json.loads((out / plan["generated"]["name_map"]).read_text())

@@ -420,13 +420,8 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     size = _key_bytes(t)
     x.temps += 1
     key, data = f"key{x.temps}", f"hit{x.temps}"
-    out: list[c.Stmt] = [c.Comment(f"lookup {t.name}, {_src(s.span)}"), c.Decl("uint8_t", f"{key}[{size}]"),
-                         c.ExprStmt(c.Call("memset", (c.Name(key), c.Int(0, ""), c.Int(size, ""))))]
-    off = 0
-    for k in t.keys:
-        out.append(_set(key, off, k.expr.width, _expr(x, k.expr)))
-        off += k.expr.width
-    out.append(c.Decl("void *", data, c.Name("NULL")))
+    out: list[c.Stmt] = [c.Comment(f"lookup {t.name}, {_src(s.span)}"), *_key(x, t, key, size),
+                         c.Decl("void *", data, c.Name("NULL"))]
     hit: list[c.Stmt] = [c.Decl("uint64_t *", f"v{x.temps}", c.Cast("uint64_t *", c.Name(data)))]
     n = len(t.values)
     if t.is_state and t.hints.refresh:  # a hit restarts the idle timer
@@ -457,6 +452,17 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     return [c.Block(tuple(out))]
 
 
+def _key(x: _Ctx, t: ir.Table, key: str, size: int) -> list[c.Stmt]:
+    """Declare ``key`` and fill it with the table's key fields as the packet has them now."""
+    out: list[c.Stmt] = [c.Decl("uint8_t", f"{key}[{size}]"),
+                         c.ExprStmt(c.Call("memset", (c.Name(key), c.Int(0, ""), c.Int(size, ""))))]
+    off = 0
+    for k in t.keys:
+        out.append(_set(key, off, k.expr.width, _expr(x, k.expr)))
+        off += k.expr.width
+    return out
+
+
 def _insert(x: _Ctx, s: ir.Insert) -> c.Stmt:
     """Create or overwrite the entry of the current key: values, then expiry and timeout (ns)."""
     t = x.prog.tables[s.state]
@@ -466,12 +472,7 @@ def _insert(x: _Ctx, s: ir.Insert) -> c.Stmt:
     n = len(t.values)
     given = dict(s.values)
     timeout = _expr(x, s.timeout) if s.timeout is not None else c.Int(int(t.timeout or 300), "ull")
-    body: list[c.Stmt] = [c.Comment(f"insert into {t.name}, {_src(s.span)}"), c.Decl("uint8_t", f"{key}[{size}]"),
-                          c.ExprStmt(c.Call("memset", (c.Name(key), c.Int(0, ""), c.Int(size, ""))))]
-    off = 0
-    for k in t.keys:
-        body.append(_set(key, off, k.expr.width, _expr(x, k.expr)))
-        off += k.expr.width
+    body: list[c.Stmt] = [c.Comment(f"insert into {t.name}, {_src(s.span)}"), *_key(x, t, key, size)]
     body += [c.Decl("void *", data, c.Name("NULL")),
              c.Decl("uint64_t *", v, c.Cond(c.Bin(">=", c.Call("rte_hash_lookup_data",
                                                                  (c.Name(f"nfc_t_{t.name}"), c.Name(key),
