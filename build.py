@@ -3,7 +3,7 @@
 
     python3 build.py setup   # apt packages (DPDK, compilers) + .venv with pinned Python deps
     python3 build.py test    # setup, then ruff, mypy (strict on lang/ and compiler/), pytest
-    python3 build.py demo    # setup, then build the VPN gateway example and print its placement
+    python3 build.py demo    # setup, build the VPN gateway, print its placement, run it (switch model + DPDK)
     python3 build.py bench   # setup, then run bench/*.py (ratios against in-run baselines)
 
 Everything a fresh Debian machine lacks is installed here, so nothing depends on what an
@@ -121,7 +121,8 @@ def demo() -> int:
     setup()
     nfc = str(VENV / "bin" / "nfc")
     return run([nfc, "build", "examples/vpn_gateway.nfp", "--target", "tofino+dpdk", "-o", "build/vpn_gateway"]) \
-        or run(["cat", "build/vpn_gateway/report.txt"])
+        or run(["cat", "build/vpn_gateway/report.txt"]) \
+        or run([str(PY), "examples/demo_run.py"])
 
 
 def bench(args: list[str]) -> int:
