@@ -75,6 +75,13 @@ def _item(i: c.Include | c.Global | c.Func) -> list[str]:
     match i:
         case c.Include():
             return [f"#include {i.header}"]
+        case c.Global() if isinstance(i.init, tuple):
+            comment = [f"/* {i.comment} */"] if i.comment else []
+            rows = []
+            for e in i.init:
+                rows += [f"{IND}/* {e.comment} */"] if e.comment else []
+                rows += [f"{IND}{{", *[f"{IND * 2}.{f} = {v}," for f, v in e.fields], f"{IND}}},"]
+            return [*comment, f"{i.text_type} {i.name} = {{", *rows, "};"]
         case c.Global():
             comment = [f"/* {i.comment} */"] if i.comment else []
             init = f" = {i.init}" if i.init else ""

@@ -21,6 +21,7 @@ __all__ = [
     "If",
     "Include",
     "Index",
+    "Init",
     "Int",
     "Label",
     "Name",
@@ -152,7 +153,15 @@ class Global:
 
     text_type: str
     name: str
-    init: str = ""
+    init: str | tuple[Init, ...] = ""
+    comment: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Init:
+    """One element of a struct array initializer: designated fields, each with a comment."""
+
+    fields: tuple[tuple[str, str], ...]  # (field, C expression)
     comment: str = ""
 
 

@@ -62,13 +62,15 @@ int main(int argc, char **argv)
         else if (strcmp(argv[i], "--iters") == 0)
             iters = strtoull(argv[i + 1], NULL, 10);
     }
-    if (entries == NULL || packets == NULL || table == NULL || nfc_tables_init() != 0 || nfc_load_entries(entries) < 0)
+    if (entries == NULL || packets == NULL || table == NULL || nfc_tables_init(1) != 0 || nfc_load_entries(entries) < 0)
         return 1;
-    int n = read_pcap(packets);
-    struct rte_hash *h = nfc_table_handle(table);
-    if (n <= 0 || h == NULL)
+    int n = read_pcap(packets), ti = nfc_table_find(table);
+    if (n <= 0 || ti < 0)
         return 1;
+    struct rte_hash *h = nfc_tables[ti].h;
     static struct nfc_pkt p;
+    static struct nfc_stats stats;
+    p.stats = &stats;
     static uint8_t out[NFC_MAX_PKT];
     uint64_t sink = 0;
     uint64_t t0 = rte_rdtsc();
@@ -82,7 +84,7 @@ int main(int argc, char **argv)
     static uint8_t keys[MAX_PKTS][16];
     for (int k = 0; k < n; k++) {
         nfc_from_switch(&p, pkts[k], lens[k], 0);
-        nfc_bench_key(table, &p, keys[k]);
+        nfc_bench_key(ti, &p, keys[k]);
     }
     void *data = NULL;
     uint64_t t2 = rte_rdtsc();

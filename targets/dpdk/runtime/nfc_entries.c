@@ -1,9 +1,11 @@
-/* nfc server runtime: the entries file (one entry per line: `table key... : value...`). */
+/* nfc server runtime: the entries file, loaded before forwarding starts.  One entry per line:
+ * `table key... : value...`, numbers in C syntax, an LPM key as value/prefix-length. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "nfc_ctl.h"
 #include "nfc_rt.h"
 
 int nfc_load_entries(const char *path)
@@ -18,12 +20,13 @@ int nfc_load_entries(const char *path)
     while (fgets(line, sizeof line, f) != NULL) {
         lineno++;
         char *save = NULL;
-        char *table = strtok_r(line, " \t\n", &save);
-        if (table == NULL || table[0] == '#')
+        char *name = strtok_r(line, " \t\n", &save);
+        if (name == NULL || name[0] == '#')
             continue;
-        uint64_t keys[33], values[32], plen = 0;
-        int nk = 0, nv = 0, after = 0, has_plen = 0;
-        for (char *tok = strtok_r(NULL, " \t\n", &save); tok != NULL; tok = strtok_r(NULL, " \t\n", &save)) {
+        int ti = nfc_table_find(name);
+        uint64_t keys[NFC_MAX_FIELDS + 1], values[NFC_MAX_FIELDS], plen = 0;
+        int nk = 0, nv = 0, after = 0, has_plen = 0, bad = ti < 0;
+        for (char *tok = strtok_r(NULL, " \t\n", &save); tok != NULL && !bad; tok = strtok_r(NULL, " \t\n", &save)) {
             if (strcmp(tok, ":") == 0) {
                 after = 1;
                 continue;
@@ -36,20 +39,20 @@ int nfc_load_entries(const char *path)
                 has_plen = end2 != end + 1 && *end2 == '\0';
                 end = has_plen ? end2 : end;
             }
-            if (end == tok || *end != '\0' || (after ? nv : nk) >= 32) {
-                fprintf(stderr, "nfc: %s:%d: bad value '%s'\n", path, lineno, tok);
-                fclose(f);
-                return -1;
-            }
-            if (after)
+            bad = end == tok || *end != '\0' || (after ? nv : nk) >= NFC_MAX_FIELDS;
+            if (!bad && after)
                 values[nv++] = v;
-            else
+            else if (!bad)
                 keys[nk++] = v;
         }
-        if (has_plen)
+        const struct nfc_table *t = ti >= 0 ? &nfc_tables[ti] : NULL;
+        if (!bad && has_plen)
             keys[nk++] = plen; /* the prefix length goes last */
-        if (nfc_table_add(table, keys, nk, values, nv) != 0) {
-            fprintf(stderr, "nfc: %s:%d: entry rejected by table %s\n", path, lineno, table);
+        bad = bad || nk != t->nkeys + (t->lpm >= 0) || nv != t->nvalues || (t->lpm >= 0) != has_plen;
+        int st = bad ? -1 : nfc_entry_add(&nfc_tables[ti], keys, values, 0);
+        if (st != NFC_OK) {
+            fprintf(stderr, "nfc: %s:%d: entry rejected%s%s (status %d)\n", path, lineno, t ? " by table " : ": no table ",
+                    t ? t->name : name, st);
             fclose(f);
             return -1;
         }

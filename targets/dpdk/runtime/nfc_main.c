@@ -1,14 +1,17 @@
-/* nfc server runtime: EAL and port set-up, the run-to-completion loop, entries loading,
- * counters.  Hand-written; the per-NF processing is in the generated nf.c.
+/* nfc server runtime: EAL and port set-up, the run-to-completion loop on every lcore,
+ * entries loading, the control channel, counters.  Hand-written; the per-NF processing is
+ * in the generated nf.c.
  *
- * usage: nf <EAL args> -- [--entries FILE] [--idle-ms N] [--ports L0,L1,...]
+ * usage: nf <EAL args> -- [--entries FILE] [--control SOCKET] [--live] [--idle-ms N] [--ports L0,L1,...]
+ * Every EAL lcore (-l) forwards, run to completion: lcore k polls queue k of every port.
  * Behind a switch: one port, the switch-facing NIC (e.g. --vdev=net_pcap0,rx_pcap=in.pcap,
  * tx_pcap=out.pcap); packets go back where they came from.  Software-only programs
  * (nfc_software): DPDK port i is the NF's logical port L_i (--ports, default i); a packet
  * leaves by the DPDK port of its logical egress port (none: dropped as "no_port").
- * With pcap input the first empty burst after traffic means end of file (dpdk-here.md);
- * otherwise it runs until SIGINT/SIGTERM or --idle-ms without a packet.  Counters are
- * printed as one JSON line on exit. */
+ * Without --live, the first empty burst after traffic means end of input (pcap files have no
+ * end-of-file signal, dpdk-here.md) and --idle-ms (default 3000) without any packet stops
+ * it; with --live it runs until SIGINT/SIGTERM.  --control serves the control channel
+ * (nfc_ctl.h) on a UNIX socket.  The counters are printed as one JSON line on exit. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -19,19 +22,23 @@
 #include <rte_cycles.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
 #include <rte_mbuf.h>
 
+#include "nfc_ctl.h"
 #include "nfc_rt.h"
 
 #define BURST 32
 #define MAX_PORTS 16
 
+struct nfc_stats nfc_stats[RTE_MAX_LCORE];
 static volatile sig_atomic_t quit;
-static uint64_t drops[256];
-static uint64_t no_port;
-static uint64_t forwarded;
 static uint32_t logical[MAX_PORTS];
 static uint16_t nports;
+static int live;
+static uint64_t idle_ms = 3000;
+static struct rte_mempool *pool;
 
 static void on_signal(int sig)
 {
@@ -49,56 +56,113 @@ static int out_port(uint16_t in_port, const struct nfc_pkt *p)
     return -1;
 }
 
-static struct rte_mbuf *process(struct rte_mbuf *m, struct rte_mempool *pool, uint16_t in_port, int *to)
+/* One packet: from the switch's bridge (or raw) through the server stages to a new mbuf. */
+static struct rte_mbuf *process(struct rte_mbuf *m, struct nfc_pkt *pkt, uint8_t *out, uint16_t in_port, int *to)
 {
-    static struct nfc_pkt pkt;
-    static uint8_t out[NFC_MAX_PKT];
+    struct nfc_stats *st = pkt->stats;
+    *to = -1;
     if (m->nb_segs != 1) {
         rte_pktmbuf_free(m);
-        drops[0]++;
+        st->drops[0]++;
         return NULL;
     }
     const uint8_t *data = rte_pktmbuf_mtod(m, const uint8_t *);
-    int code = nfc_from_switch(&pkt, data, rte_pktmbuf_data_len(m), logical[in_port]);
+    int code = nfc_from_switch(pkt, data, rte_pktmbuf_data_len(m), logical[in_port]);
     if (code == NFC_CONTINUE)
-        code = nfc_run(&pkt);
+        code = nfc_run(pkt);
     struct rte_mbuf *o = NULL;
-    *to = code == NFC_CONTINUE ? out_port(in_port, &pkt) : -1;
-    if (code == NFC_CONTINUE && *to < 0) {
-        no_port++;
-    } else if (code == NFC_CONTINUE) {
-        uint32_t n = nfc_to_switch(&pkt, out, sizeof out);
+    if (code != NFC_CONTINUE) {
+        st->drops[code & 0xff]++;
+    } else if ((*to = out_port(in_port, pkt)) < 0) {
+        st->no_port++;
+    } else {
+        uint32_t n = nfc_to_switch(pkt, out, NFC_MAX_PKT);
         o = rte_pktmbuf_alloc(pool);
-        char *dst = o != NULL ? rte_pktmbuf_append(o, (uint16_t)n) : NULL;
+        char *dst = o != NULL && n > 0 ? rte_pktmbuf_append(o, (uint16_t)n) : NULL;
         if (dst != NULL) {
             memcpy(dst, out, n);
-            forwarded++;
+            st->forwarded++;
         } else {
             rte_pktmbuf_free(o);
             o = NULL;
-            drops[0]++;
+            st->drops[0]++;
         }
-    } else {
-        drops[code & 0xff]++;
     }
     rte_pktmbuf_free(m);
     return o;
 }
 
-static void print_counters(void)
+/* The run-to-completion loop of one lcore, on its queue of every port. */
+static int forward(void *arg)
 {
-    printf("{\"forwarded\": %" PRIu64 ", \"drops\": {", forwarded);
-    int first = 1;
-    for (int i = 0; i < 256; i++) {
-        if (drops[i] == 0)
-            continue;
-        printf("%s\"%s\": %" PRIu64, first ? "" : ", ", i == 0 ? "server_no_buffer" : nfc_reason(i), drops[i]);
-        first = 0;
+    (void)arg;
+    unsigned lcore = rte_lcore_id();
+    uint16_t queue = (uint16_t)rte_lcore_index((int)lcore);
+    static struct nfc_pkt pkts[RTE_MAX_LCORE];
+    static uint8_t outs[RTE_MAX_LCORE][NFC_MAX_PKT];
+    struct nfc_pkt *pkt = &pkts[lcore];
+    pkt->stats = &nfc_stats[lcore];
+    uint64_t hz = rte_get_timer_hz(), last = rte_get_timer_cycles(), seen = 0;
+    struct rte_mbuf *in[BURST], *out[MAX_PORTS][BURST];
+    uint16_t nout[MAX_PORTS];
+    nfc_rcu_online(lcore);
+    while (!quit) {
+        uint32_t got = 0;
+        for (uint16_t port = 0; port < nports; port++) {
+            uint16_t n = rte_eth_rx_burst(port, queue, in, BURST);
+            got += n;
+            memset(nout, 0, sizeof nout);
+            for (uint16_t i = 0; i < n; i++) {
+                int to = -1;
+                struct rte_mbuf *o = process(in[i], pkt, outs[lcore], port, &to);
+                if (o != NULL)
+                    out[to][nout[to]++] = o;
+            }
+            for (uint16_t q = 0; q < nports; q++) {
+                uint16_t sent = 0;
+                while (sent < nout[q] && !quit)
+                    sent += rte_eth_tx_burst(q, queue, out[q] + sent, (uint16_t)(nout[q] - sent));
+                for (uint16_t i = sent; i < nout[q]; i++)
+                    rte_pktmbuf_free(out[q][i]);
+            }
+        }
+        nfc_rcu_quiescent(lcore); /* nothing of the tables is held across bursts */
+        if (got > 0) {
+            seen += got;
+            last = rte_get_timer_cycles();
+        } else if (!live && (seen > 0 || rte_get_timer_cycles() - last > hz * idle_ms / 1000)) {
+            break;
+        }
     }
-    if (no_port)
-        printf("%s\"no_port\": %" PRIu64, first ? "" : ", ", no_port);
-    printf("}}\n");
-    fflush(stdout);
+    nfc_rcu_offline(lcore);
+    return 0;
+}
+
+static int start_ports(uint16_t queues)
+{
+    nports = rte_eth_dev_count_avail() < MAX_PORTS ? (uint16_t)rte_eth_dev_count_avail() : MAX_PORTS;
+    for (uint16_t port = 0; port < nports; port++) {
+        struct rte_eth_conf conf;
+        struct rte_eth_dev_info info;
+        memset(&conf, 0, sizeof conf);
+        if (rte_eth_dev_info_get(port, &info) != 0 || info.max_rx_queues < queues || info.max_tx_queues < queues) {
+            fprintf(stderr, "nfc: port %u has fewer than %u queues: use fewer lcores (-l)\n", port, queues);
+            return 1;
+        }
+        int sock = rte_eth_dev_socket_id(port);
+        unsigned socket = (unsigned)(sock < 0 ? 0 : sock);
+        if (logical[port] == 0 && port > 0)
+            logical[port] = port;
+        int ok = rte_eth_dev_configure(port, queues, queues, &conf) == 0;
+        for (uint16_t q = 0; ok && q < queues; q++)
+            ok = rte_eth_rx_queue_setup(port, q, 1024, socket, NULL, pool) == 0 &&
+                 rte_eth_tx_queue_setup(port, q, 1024, socket, NULL) == 0;
+        if (!ok || rte_eth_dev_start(port) != 0) {
+            fprintf(stderr, "nfc: cannot start port %u\n", port);
+            return 1;
+        }
+    }
+    return 0;
 }
 
 int main(int argc, char **argv)
@@ -110,85 +174,55 @@ int main(int argc, char **argv)
     }
     argc -= used;
     argv += used;
-    const char *entries = NULL;
-    uint64_t idle_ms = 3000;
-    for (int i = 1; i + 1 < argc; i += 2) {
-        if (strcmp(argv[i], "--entries") == 0)
-            entries = argv[i + 1];
-        else if (strcmp(argv[i], "--idle-ms") == 0)
-            idle_ms = strtoull(argv[i + 1], NULL, 10);
-        else if (strcmp(argv[i], "--ports") == 0) {
-            char *save = NULL, *list = argv[i + 1];
+    const char *entries = NULL, *control = NULL;
+    for (int i = 1; i < argc; i++) {
+        int more = i + 1 < argc;
+        if (strcmp(argv[i], "--live") == 0) {
+            live = 1;
+        } else if (more && strcmp(argv[i], "--entries") == 0) {
+            entries = argv[++i];
+        } else if (more && strcmp(argv[i], "--control") == 0) {
+            control = argv[++i];
+        } else if (more && strcmp(argv[i], "--idle-ms") == 0) {
+            idle_ms = strtoull(argv[++i], NULL, 10);
+        } else if (more && strcmp(argv[i], "--ports") == 0) {
+            char *save = NULL, *list = argv[++i];
             uint16_t k = 0;
             for (char *t = strtok_r(list, ",", &save); t != NULL && k < MAX_PORTS; t = strtok_r(NULL, ",", &save))
                 logical[k++] = (uint32_t)strtoul(t, NULL, 10);
+        } else {
+            fprintf(stderr, "nfc: unknown argument %s\n", argv[i]);
+            return 2;
         }
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
-    if (nfc_tables_init() != 0 || (entries != NULL && nfc_load_entries(entries) < 0))
+    uint16_t lcores = (uint16_t)rte_lcore_count();
+    if (nfc_tables_init(lcores) != 0 || (entries != NULL && nfc_load_entries(entries) < 0))
         return 1;
     if (rte_eth_dev_count_avail() < 1) {
         fprintf(stderr, "nfc: no port (check the --vdev arguments and input files)\n");
         return 1;
     }
-    struct rte_mempool *pool = rte_pktmbuf_pool_create("nfc_mbufs", 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                                       (int)rte_socket_id());
+    pool = rte_pktmbuf_pool_create("nfc_mbufs", 8191 * lcores, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                   (int)rte_socket_id());
     if (pool == NULL) {
         fprintf(stderr, "nfc: cannot create the mbuf pool: %s\n", rte_strerror(rte_errno));
         return 1;
     }
-    nports = rte_eth_dev_count_avail() < MAX_PORTS ? (uint16_t)rte_eth_dev_count_avail() : MAX_PORTS;
-    for (uint16_t port = 0; port < nports; port++) {
-        struct rte_eth_conf conf;
-        memset(&conf, 0, sizeof conf);
-        int sock = rte_eth_dev_socket_id(port);
-        if (logical[port] == 0 && port > 0)
-            logical[port] = port;
-        if (rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
-            rte_eth_rx_queue_setup(port, 0, 1024, (unsigned)(sock < 0 ? 0 : sock), NULL, pool) != 0 ||
-            rte_eth_tx_queue_setup(port, 0, 1024, (unsigned)(sock < 0 ? 0 : sock), NULL) != 0 ||
-            rte_eth_dev_start(port) != 0) {
-            fprintf(stderr, "nfc: cannot start port %u\n", port);
-            return 1;
-        }
-    }
-    uint64_t hz = rte_get_timer_hz(), last = rte_get_timer_cycles(), seen = 0;
-    struct rte_mbuf *in[BURST], *out[MAX_PORTS][BURST];
-    uint16_t nout[MAX_PORTS];
-    while (!quit) {
-        uint32_t got = 0;
-        for (uint16_t port = 0; port < nports; port++) {
-            uint16_t n = rte_eth_rx_burst(port, 0, in, BURST);
-            got += n;
-            memset(nout, 0, sizeof nout);
-            for (uint16_t i = 0; i < n; i++) {
-                int to = -1;
-                struct rte_mbuf *o = process(in[i], pool, port, &to);
-                if (o != NULL)
-                    out[to][nout[to]++] = o;
-            }
-            for (uint16_t q = 0; q < nports; q++) {
-                uint16_t sent = 0;
-                while (sent < nout[q] && !quit)
-                    sent += rte_eth_tx_burst(q, 0, out[q] + sent, (uint16_t)(nout[q] - sent));
-                for (uint16_t i = sent; i < nout[q]; i++)
-                    rte_pktmbuf_free(out[q][i]);
-            }
-        }
-        if (got == 0) {
-            if (seen > 0 || rte_get_timer_cycles() - last > hz * idle_ms / 1000)
-                break;
-            continue;
-        }
-        seen += got;
-        last = rte_get_timer_cycles();
-    }
+    if (start_ports(lcores) != 0 || (control != NULL && nfc_control_start(control) != 0))
+        return 1;
+    rte_eal_mp_remote_launch(forward, NULL, CALL_MAIN);
+    rte_eal_mp_wait_lcore();
+    nfc_control_stop();
     for (uint16_t port = 0; port < nports; port++) {
         rte_eth_dev_stop(port);
         rte_eth_dev_close(port);
     }
-    print_counters();
+    static char counters[1 << 16];
+    nfc_counters_json(counters, sizeof counters);
+    printf("%s\n", counters);
+    fflush(stdout);
     rte_eal_cleanup();
     return 0;
 }

@@ -20,7 +20,18 @@
 
 enum { NFC_CONTINUE = 0 };
 
+/* Counters of one forwarding lcore (summed on read: no sharing between lcores). */
+#define NFC_MAX_TABLES 64
+struct nfc_stats {
+    uint64_t forwarded;
+    uint64_t no_port;
+    uint64_t drops[256]; /* by reason code; 0: no mbuf to send on */
+    uint64_t hits[NFC_MAX_TABLES];
+    uint64_t misses[NFC_MAX_TABLES];
+} __attribute__((aligned(64)));
+
 struct nfc_pkt {
+    struct nfc_stats *stats;
     uint8_t valid[NFC_MAX_INST];
     uint8_t hdr[NFC_MAX_INST][NFC_MAX_HDR];
     uint64_t meta[NFC_MAX_META];
@@ -147,7 +158,7 @@ static inline uint64_t nfc_alloc_port(uint64_t ext_ip)
  * length): try the lengths present (bitmap `plens`), longest first.  `key` holds the
  * lookup's fields with the full LPM value at bits [off, off + w); the length byte is at
  * bit `len_off`. */
-static inline int nfc_lpm_lookup(struct rte_hash *h, const uint64_t *plens, uint8_t *key, unsigned off, unsigned w,
+static inline int nfc_lpm_lookup(struct rte_hash *h, const volatile uint64_t *plens, uint8_t *key, unsigned off, unsigned w,
                                  unsigned len_off, void **data)
 {
     uint64_t value = nfc_get(key, off, w);
@@ -163,19 +174,58 @@ static inline int nfc_lpm_lookup(struct rte_hash *h, const uint64_t *plens, uint
     return 0;
 }
 
+/* A server table as the generated program describes it (nfc_tables[], in nf.c) plus its
+ * run-time state.  Keys are the key fields packed most significant bit first, an LPM field
+ * masked to its prefix length with the length in the byte after the fields, zero-padded to
+ * key_bytes (a multiple of 16: rte_hash is ~2x slower on other lengths).  An entry's data is
+ * a malloc'ed uint64_t array: the values, then for data-plane state the expiry and the
+ * timeout (ns). */
+#define NFC_MAX_FIELDS 16
+#define NFC_MAX_KEY 64 /* key bytes */
+struct nfc_table {
+    const char *name;
+    const char *src; /* the .nfp file:line of the table */
+    uint32_t size;   /* the .nfp size estimate (capacity: min(size, NFC_TABLE_CAP)) */
+    uint8_t nkeys;
+    uint8_t nvalues;
+    int8_t lpm;    /* index of the LPM key field, -1: none */
+    uint8_t state; /* data-plane state: written by the forwarding lcore, not the control plane */
+    uint16_t key_bytes;
+    uint8_t key_width[NFC_MAX_FIELDS];
+    uint8_t value_width[NFC_MAX_FIELDS];
+    uint64_t timeout_ns; /* state: the default idle timeout */
+    /* run time */
+    struct rte_hash *h;
+    volatile uint64_t plens[2]; /* LPM: the prefix lengths present (bit per length) */
+    uint32_t plen_count[65];    /* LPM: entries per prefix length (control thread only) */
+};
+
 /* Implemented by the generated nf.c */
-int nfc_tables_init(void);
-int nfc_table_add(const char *table, const uint64_t *keys, int nkeys, const uint64_t *values, int nvalues);
+extern struct nfc_table nfc_tables[];
+extern const int nfc_ntables;
+extern const char nfc_program[]; /* the NF's name: the control channel's HELLO reports it */
 int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port);
 int nfc_run(struct nfc_pkt *p);
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap);
 const char *nfc_reason(int code);
-struct rte_hash;
-struct rte_hash *nfc_table_handle(const char *table);
-int nfc_bench_key(const char *table, const struct nfc_pkt *p, uint8_t *key);
-/* Implemented by nfc_entries.c */
-int nfc_load_entries(const char *path);
+int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key);
 extern const int nfc_nreasons;
 extern const int nfc_software;
+
+/* Implemented by nfc_tables.c: table set-up and the entry operations every writer uses
+ * (entries file, control channel).  Status codes are the control channel's (nfc_control.h). */
+int nfc_tables_init(int lcores);
+int nfc_table_find(const char *name);
+int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint64_t *values, uint8_t *key);
+int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *values, int replace);
+int nfc_entry_read(const struct nfc_table *t, const uint64_t *keys, uint64_t *values);
+int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint32_t stride, uint32_t *bad);
+void nfc_rcu_online(unsigned lcore);
+void nfc_rcu_quiescent(unsigned lcore);
+void nfc_rcu_offline(unsigned lcore);
+/* Implemented by nfc_entries.c */
+int nfc_load_entries(const char *path);
+/* Implemented by nfc_main.c: the counters of every lcore */
+extern struct nfc_stats nfc_stats[];
 
 #endif

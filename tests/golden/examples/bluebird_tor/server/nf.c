@@ -12,8 +12,28 @@ const int nfc_nreasons = 15;
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
 
-/* table ca_to_pa, examples/bluebird_tor.nfp:127 */
-static struct rte_hash * nfc_t_ca_to_pa = NULL;
+/* the NF, as the control channel names it */
+const char nfc_program[] = "bluebird_tor";
+
+const int nfc_ntables = 1;
+
+/* the server's tables (nfc_tables.c creates them and applies entries) */
+struct nfc_table nfc_tables[1] = {
+    /* table ca_to_pa, examples/bluebird_tor.nfp:127 */
+    {
+        .name = "ca_to_pa",
+        .src = "examples/bluebird_tor.nfp:127",
+        .size = 960000u,
+        .nkeys = 2,
+        .nvalues = 3,
+        .lpm = -1,
+        .state = 0,
+        .key_bytes = 16,
+        .key_width = {16, 32},
+        .value_width = {32, 24, 48},
+        .timeout_ns = 300000000000ull,
+    },
+};
 
 /* the server stages; NFC_CONTINUE or a drop reason code */
 int nfc_run(struct nfc_pkt *p)
@@ -28,17 +48,19 @@ int nfc_run(struct nfc_pkt *p)
                 nfc_set(key1, 0u, 0x10u, p->meta[0]);
                 nfc_set(key1, 0x10u, 0x20u, p->valid[5] ? nfc_get(p->hdr[5], 0x80u, 0x20u) : 0ull);
                 void * hit1 = NULL;
-                if (rte_hash_lookup_data(nfc_t_ca_to_pa, key1, &hit1) >= 0) {
+                if (rte_hash_lookup_data(nfc_tables[0].h, key1, &hit1) >= 0) {
                     uint64_t * v1 = (uint64_t *)hit1;
                     p->res[0] = v1[0];
                     p->res[1] = v1[1];
                     p->res[2] = v1[2];
+                    p->stats->hits[0] = p->stats->hits[0] + 1;
                     p->meta[4] = p->res[0] & 0xffffffffull;
                     p->meta[5] = p->res[1] & 0xffffffull;
                     if (p->valid[4]) {
                         nfc_set(p->hdr[4], 0u, 0x30u, p->res[2]);
                     }
                 } else {
+                    p->stats->misses[0] = p->stats->misses[0] + 1;
                     return 5;
                 }
             }
@@ -129,65 +151,6 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* create the server's tables */
-int nfc_tables_init(void)
-{
-    /* table ca_to_pa, examples/bluebird_tor.nfp:127: 960000 entries (capped by NFC_TABLE_CAP) */
-    struct rte_hash_parameters params_ca_to_pa;
-    memset(&params_ca_to_pa, 0, sizeof(params_ca_to_pa));
-    params_ca_to_pa.name = "nfc_ca_to_pa";
-    params_ca_to_pa.entries = (0xea600u < NFC_TABLE_CAP) ? 0xea600u : NFC_TABLE_CAP;
-    params_ca_to_pa.key_len = 0x10u;
-    params_ca_to_pa.hash_func = rte_jhash;
-    params_ca_to_pa.socket_id = (int)rte_socket_id();
-    nfc_t_ca_to_pa = rte_hash_create(&params_ca_to_pa);
-    if (nfc_t_ca_to_pa == NULL) {
-        fprintf(stderr, "nfc: cannot create table ca_to_pa\n");
-        return 1;
-    }
-    return 0;
-}
-
-/* add one entry (values checked against the field widths); 0 or -1 */
-int nfc_table_add(const char *table, const uint64_t *keys, int nkeys, const uint64_t *values, int nvalues)
-{
-    if (strcmp(table, "ca_to_pa") == 0) {
-        if ((nkeys != 2) || (nvalues != 3)) {
-            return -1;
-        }
-        uint8_t key[16];
-        memset(key, 0, 0x10);
-        if (keys[0] > 0xffffull) {
-            return -1;
-        }
-        nfc_set(key, 0u, 0x10u, keys[0]);
-        if (keys[1] > 0xffffffffull) {
-            return -1;
-        }
-        nfc_set(key, 0x10u, 0x20u, keys[1]);
-        if (values[0] > 0xffffffffull) {
-            return -1;
-        }
-        if (values[1] > 0xffffffull) {
-            return -1;
-        }
-        if (values[2] > 0xffffffffffffull) {
-            return -1;
-        }
-        uint64_t * copy = malloc(3 * sizeof(uint64_t));
-        if (copy == NULL) {
-            return -1;
-        }
-        memcpy(copy, values, 3 * sizeof(uint64_t));
-        if (rte_hash_add_key_data(nfc_t_ca_to_pa, key, copy) < 0) {
-            free(copy);
-            return -1;
-        }
-        return 0;
-    }
-    return -1;
-}
-
 /* drop reason names by code */
 const char * nfc_reason(int code)
 {
@@ -239,19 +202,10 @@ const char * nfc_reason(int code)
     return "unknown";
 }
 
-/* a table's rte_hash (for the benchmark's baseline loop) */
-struct rte_hash * nfc_table_handle(const char *table)
-{
-    if (strcmp(table, "ca_to_pa") == 0) {
-        return nfc_t_ca_to_pa;
-    }
-    return NULL;
-}
-
 /* the key bytes of a lookup */
-int nfc_bench_key(const char *table, const struct nfc_pkt *p, uint8_t *key)
+int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
-    if (strcmp(table, "ca_to_pa") == 0) {
+    if (table == 0) {
         memset(key, 0, 0x10);
         nfc_set(key, 0u, 0x10u, p->meta[0]);
         nfc_set(key, 0x10u, 0x20u, p->valid[5] ? nfc_get(p->hdr[5], 0x80u, 0x20u) : 0ull);

@@ -12,11 +12,42 @@ const int nfc_nreasons = 14;
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
 
-/* table nat_out, examples/cgnat.nfp:94 */
-static struct rte_hash * nfc_t_nat_out = NULL;
+/* the NF, as the control channel names it */
+const char nfc_program[] = "cgnat";
 
-/* table nat_in, examples/cgnat.nfp:108 */
-static struct rte_hash * nfc_t_nat_in = NULL;
+const int nfc_ntables = 2;
+
+/* the server's tables (nfc_tables.c creates them and applies entries) */
+struct nfc_table nfc_tables[2] = {
+    /* table nat_out, examples/cgnat.nfp:94 */
+    {
+        .name = "nat_out",
+        .src = "examples/cgnat.nfp:94",
+        .size = 4000000u,
+        .nkeys = 3,
+        .nvalues = 1,
+        .lpm = -1,
+        .state = 1,
+        .key_bytes = 16,
+        .key_width = {32, 16, 8},
+        .value_width = {16},
+        .timeout_ns = 300000000000ull,
+    },
+    /* table nat_in, examples/cgnat.nfp:108 */
+    {
+        .name = "nat_in",
+        .src = "examples/cgnat.nfp:108",
+        .size = 4000000u,
+        .nkeys = 3,
+        .nvalues = 2,
+        .lpm = -1,
+        .state = 1,
+        .key_bytes = 16,
+        .key_width = {32, 16, 8},
+        .value_width = {32, 16},
+        .timeout_ns = 300000000000ull,
+    },
+};
 
 /* the server stages; NFC_CONTINUE or a drop reason code */
 int nfc_run(struct nfc_pkt *p)
@@ -37,9 +68,9 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set(key1, 0x20u, 0x10u, p->meta[2]);
             nfc_set(key1, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
             void * hit1 = NULL;
-            int found1 = (int)(rte_hash_lookup_data(nfc_t_nat_in, key1, &hit1) >= 0);
+            int found1 = (int)(rte_hash_lookup_data(nfc_tables[1].h, key1, &hit1) >= 0);
             if (found1 && (((uint64_t *)hit1)[2] <= nfc_now_ns())) {
-                rte_hash_del_key(nfc_t_nat_in, key1);
+                rte_hash_del_key(nfc_tables[1].h, key1);
                 free(hit1);
                 found1 = 0;
             }
@@ -47,6 +78,7 @@ int nfc_run(struct nfc_pkt *p)
                 uint64_t * v1 = (uint64_t *)hit1;
                 p->res[0] = v1[0];
                 p->res[1] = v1[1];
+                p->stats->hits[1] = p->stats->hits[1] + 1;
                 if ((uint64_t)p->valid[2]) {
                     if (p->valid[2]) {
                         nfc_set(p->hdr[2], 0x80u, 0x10u, nfc_csum_update(p->valid[2] ? nfc_get(p->hdr[2], 0x80u, 0x10u) : 0ull, p->valid[1] ? nfc_get(p->hdr[1], 0x80u, 0x20u) : 0ull, p->res[0], 0x20u));
@@ -77,6 +109,7 @@ int nfc_run(struct nfc_pkt *p)
                     nfc_set(p->hdr[1], 0x40u, 8u, ((p->valid[1] ? nfc_get(p->hdr[1], 0x40u, 8u) : 0ull) - 1ull) & 0xffull);
                 }
             } else {
+                p->stats->misses[1] = p->stats->misses[1] + 1;
                 return 6;
             }
         }
@@ -92,9 +125,9 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set(key2, 0x20u, 0x10u, p->meta[1]);
             nfc_set(key2, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
             void * hit2 = NULL;
-            int found2 = (int)(rte_hash_lookup_data(nfc_t_nat_out, key2, &hit2) >= 0);
+            int found2 = (int)(rte_hash_lookup_data(nfc_tables[0].h, key2, &hit2) >= 0);
             if (found2 && (((uint64_t *)hit2)[1] <= nfc_now_ns())) {
-                rte_hash_del_key(nfc_t_nat_out, key2);
+                rte_hash_del_key(nfc_tables[0].h, key2);
                 free(hit2);
                 found2 = 0;
             }
@@ -102,8 +135,10 @@ int nfc_run(struct nfc_pkt *p)
                 uint64_t * v2 = (uint64_t *)hit2;
                 v2[1] = nfc_now_ns() + v2[2];
                 p->res[2] = v2[0];
+                p->stats->hits[0] = p->stats->hits[0] + 1;
                 p->meta[2] = p->res[2] & 0xffffull;
             } else {
+                p->stats->misses[0] = p->stats->misses[0] + 1;
                 p->meta[2] = nfc_alloc_port(p->meta[0]) & 0xffffull;
                 if (p->meta[2] == 0ull) {
                     return 0xc;
@@ -116,14 +151,14 @@ int nfc_run(struct nfc_pkt *p)
                     nfc_set(key3, 0x20u, 0x10u, p->meta[1]);
                     nfc_set(key3, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
                     void * old3 = NULL;
-                    uint64_t * v3 = (rte_hash_lookup_data(nfc_t_nat_out, key3, &old3) >= 0) ? ((uint64_t *)old3) : ((uint64_t *)malloc(0x18));
+                    uint64_t * v3 = (rte_hash_lookup_data(nfc_tables[0].h, key3, &old3) >= 0) ? ((uint64_t *)old3) : ((uint64_t *)malloc(0x18));
                     if (v3 == NULL) {
                         return 1;
                     }
                     v3[0] = p->meta[2] & 0xffffull;
                     v3[2] = p->meta[3] * 0x3b9aca00ull;
                     v3[1] = nfc_now_ns() + v3[2];
-                    if ((v3 != old3) && (rte_hash_add_key_data(nfc_t_nat_out, key3, v3) < 0)) {
+                    if ((v3 != old3) && (rte_hash_add_key_data(nfc_tables[0].h, key3, v3) < 0)) {
                         free(v3);
                     }
                 }
@@ -135,7 +170,7 @@ int nfc_run(struct nfc_pkt *p)
                     nfc_set(key4, 0x20u, 0x10u, p->meta[2]);
                     nfc_set(key4, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
                     void * old4 = NULL;
-                    uint64_t * v4 = (rte_hash_lookup_data(nfc_t_nat_in, key4, &old4) >= 0) ? ((uint64_t *)old4) : ((uint64_t *)malloc(0x20));
+                    uint64_t * v4 = (rte_hash_lookup_data(nfc_tables[1].h, key4, &old4) >= 0) ? ((uint64_t *)old4) : ((uint64_t *)malloc(0x20));
                     if (v4 == NULL) {
                         return 1;
                     }
@@ -143,7 +178,7 @@ int nfc_run(struct nfc_pkt *p)
                     v4[1] = p->meta[1] & 0xffffull;
                     v4[3] = p->meta[3] * 0x3b9aca00ull;
                     v4[2] = nfc_now_ns() + v4[3];
-                    if ((v4 != old4) && (rte_hash_add_key_data(nfc_t_nat_in, key4, v4) < 0)) {
+                    if ((v4 != old4) && (rte_hash_add_key_data(nfc_tables[1].h, key4, v4) < 0)) {
                         free(v4);
                     }
                 }
@@ -221,115 +256,6 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* create the server's tables */
-int nfc_tables_init(void)
-{
-    /* table nat_out, examples/cgnat.nfp:94: 4000000 entries (capped by NFC_TABLE_CAP) */
-    struct rte_hash_parameters params_nat_out;
-    memset(&params_nat_out, 0, sizeof(params_nat_out));
-    params_nat_out.name = "nfc_nat_out";
-    params_nat_out.entries = (0x3d0900u < NFC_TABLE_CAP) ? 0x3d0900u : NFC_TABLE_CAP;
-    params_nat_out.key_len = 0x10u;
-    params_nat_out.hash_func = rte_jhash;
-    params_nat_out.socket_id = (int)rte_socket_id();
-    nfc_t_nat_out = rte_hash_create(&params_nat_out);
-    if (nfc_t_nat_out == NULL) {
-        fprintf(stderr, "nfc: cannot create table nat_out\n");
-        return 1;
-    }
-    /* table nat_in, examples/cgnat.nfp:108: 4000000 entries (capped by NFC_TABLE_CAP) */
-    struct rte_hash_parameters params_nat_in;
-    memset(&params_nat_in, 0, sizeof(params_nat_in));
-    params_nat_in.name = "nfc_nat_in";
-    params_nat_in.entries = (0x3d0900u < NFC_TABLE_CAP) ? 0x3d0900u : NFC_TABLE_CAP;
-    params_nat_in.key_len = 0x10u;
-    params_nat_in.hash_func = rte_jhash;
-    params_nat_in.socket_id = (int)rte_socket_id();
-    nfc_t_nat_in = rte_hash_create(&params_nat_in);
-    if (nfc_t_nat_in == NULL) {
-        fprintf(stderr, "nfc: cannot create table nat_in\n");
-        return 1;
-    }
-    return 0;
-}
-
-/* add one entry (values checked against the field widths); 0 or -1 */
-int nfc_table_add(const char *table, const uint64_t *keys, int nkeys, const uint64_t *values, int nvalues)
-{
-    if (strcmp(table, "nat_out") == 0) {
-        if ((nkeys != 3) || (nvalues != 1)) {
-            return -1;
-        }
-        uint8_t key[16];
-        memset(key, 0, 0x10);
-        if (keys[0] > 0xffffffffull) {
-            return -1;
-        }
-        nfc_set(key, 0u, 0x20u, keys[0]);
-        if (keys[1] > 0xffffull) {
-            return -1;
-        }
-        nfc_set(key, 0x20u, 0x10u, keys[1]);
-        if (keys[2] > 0xffull) {
-            return -1;
-        }
-        nfc_set(key, 0x30u, 8u, keys[2]);
-        if (values[0] > 0xffffull) {
-            return -1;
-        }
-        uint64_t * copy = malloc(3 * sizeof(uint64_t));
-        if (copy == NULL) {
-            return -1;
-        }
-        copy[2] = 0x45d964b800ull;
-        copy[1] = nfc_now_ns() + 0x45d964b800ull;
-        memcpy(copy, values, 1 * sizeof(uint64_t));
-        if (rte_hash_add_key_data(nfc_t_nat_out, key, copy) < 0) {
-            free(copy);
-            return -1;
-        }
-        return 0;
-    }
-    if (strcmp(table, "nat_in") == 0) {
-        if ((nkeys != 3) || (nvalues != 2)) {
-            return -1;
-        }
-        uint8_t key[16];
-        memset(key, 0, 0x10);
-        if (keys[0] > 0xffffffffull) {
-            return -1;
-        }
-        nfc_set(key, 0u, 0x20u, keys[0]);
-        if (keys[1] > 0xffffull) {
-            return -1;
-        }
-        nfc_set(key, 0x20u, 0x10u, keys[1]);
-        if (keys[2] > 0xffull) {
-            return -1;
-        }
-        nfc_set(key, 0x30u, 8u, keys[2]);
-        if (values[0] > 0xffffffffull) {
-            return -1;
-        }
-        if (values[1] > 0xffffull) {
-            return -1;
-        }
-        uint64_t * copy = malloc(4 * sizeof(uint64_t));
-        if (copy == NULL) {
-            return -1;
-        }
-        copy[3] = 0x45d964b800ull;
-        copy[2] = nfc_now_ns() + 0x45d964b800ull;
-        memcpy(copy, values, 2 * sizeof(uint64_t));
-        if (rte_hash_add_key_data(nfc_t_nat_in, key, copy) < 0) {
-            free(copy);
-            return -1;
-        }
-        return 0;
-    }
-    return -1;
-}
-
 /* drop reason names by code */
 const char * nfc_reason(int code)
 {
@@ -378,29 +304,17 @@ const char * nfc_reason(int code)
     return "unknown";
 }
 
-/* a table's rte_hash (for the benchmark's baseline loop) */
-struct rte_hash * nfc_table_handle(const char *table)
-{
-    if (strcmp(table, "nat_out") == 0) {
-        return nfc_t_nat_out;
-    }
-    if (strcmp(table, "nat_in") == 0) {
-        return nfc_t_nat_in;
-    }
-    return NULL;
-}
-
 /* the key bytes of a lookup */
-int nfc_bench_key(const char *table, const struct nfc_pkt *p, uint8_t *key)
+int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
-    if (strcmp(table, "nat_out") == 0) {
+    if (table == 0) {
         memset(key, 0, 0x10);
         nfc_set(key, 0u, 0x20u, p->valid[1] ? nfc_get(p->hdr[1], 0x60u, 0x20u) : 0ull);
         nfc_set(key, 0x20u, 0x10u, p->meta[1]);
         nfc_set(key, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
         return 0;
     }
-    if (strcmp(table, "nat_in") == 0) {
+    if (table == 1) {
         memset(key, 0, 0x10);
         nfc_set(key, 0u, 0x20u, p->meta[0]);
         nfc_set(key, 0x20u, 0x10u, p->meta[2]);

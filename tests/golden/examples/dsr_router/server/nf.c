@@ -12,11 +12,28 @@ const int nfc_nreasons = 13;
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
 
-/* table vrf_fib, examples/dsr_router.nfp:94 */
-static struct rte_hash * nfc_t_vrf_fib = NULL;
+/* the NF, as the control channel names it */
+const char nfc_program[] = "dsr_router";
 
-/* prefix lengths present */
-static uint64_t nfc_plens_vrf_fib[2] = {0, 0};
+const int nfc_ntables = 1;
+
+/* the server's tables (nfc_tables.c creates them and applies entries) */
+struct nfc_table nfc_tables[1] = {
+    /* table vrf_fib, examples/dsr_router.nfp:94 */
+    {
+        .name = "vrf_fib",
+        .src = "examples/dsr_router.nfp:94",
+        .size = 10000000u,
+        .nkeys = 2,
+        .nvalues = 2,
+        .lpm = 1,
+        .state = 0,
+        .key_bytes = 16,
+        .key_width = {14, 32},
+        .value_width = {32, 24},
+        .timeout_ns = 300000000000ull,
+    },
+};
 
 /* the server stages; NFC_CONTINUE or a drop reason code */
 int nfc_run(struct nfc_pkt *p)
@@ -30,16 +47,18 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set(key1, 0u, 0xeu, p->meta[0]);
             nfc_set(key1, 0xeu, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);
             void * hit1 = NULL;
-            if (nfc_lpm_lookup(nfc_t_vrf_fib, nfc_plens_vrf_fib, key1, 0xeu, 0x20u, 0x2eu, &hit1)) {
+            if (nfc_lpm_lookup(nfc_tables[0].h, nfc_tables[0].plens, key1, 0xeu, 0x20u, 0x2eu, &hit1)) {
                 uint64_t * v1 = (uint64_t *)hit1;
                 p->res[0] = v1[0];
                 p->res[1] = v1[1];
+                p->stats->hits[0] = p->stats->hits[0] + 1;
                 p->meta[1] = p->res[0] & 0xffffffffull;
                 p->meta[2] = p->res[1] & 0xffffffull;
                 if (p->valid[7]) {
                     nfc_set(p->hdr[7], 0x40u, 8u, ((p->valid[7] ? nfc_get(p->hdr[7], 0x40u, 8u) : 0ull) - 1ull) & 0xffull);
                 }
             } else {
+                p->stats->misses[0] = p->stats->misses[0] + 1;
                 return 6;
             }
         }
@@ -131,70 +150,6 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* create the server's tables */
-int nfc_tables_init(void)
-{
-    /* table vrf_fib, examples/dsr_router.nfp:94: 10000000 entries (capped by NFC_TABLE_CAP) */
-    struct rte_hash_parameters params_vrf_fib;
-    memset(&params_vrf_fib, 0, sizeof(params_vrf_fib));
-    params_vrf_fib.name = "nfc_vrf_fib";
-    params_vrf_fib.entries = (0x989680u < NFC_TABLE_CAP) ? 0x989680u : NFC_TABLE_CAP;
-    params_vrf_fib.key_len = 0x10u;
-    params_vrf_fib.hash_func = rte_jhash;
-    params_vrf_fib.socket_id = (int)rte_socket_id();
-    nfc_t_vrf_fib = rte_hash_create(&params_vrf_fib);
-    if (nfc_t_vrf_fib == NULL) {
-        fprintf(stderr, "nfc: cannot create table vrf_fib\n");
-        return 1;
-    }
-    return 0;
-}
-
-/* add one entry (values checked against the field widths); 0 or -1 */
-int nfc_table_add(const char *table, const uint64_t *keys, int nkeys, const uint64_t *values, int nvalues)
-{
-    if (strcmp(table, "vrf_fib") == 0) {
-        if ((nkeys != 3) || (nvalues != 2)) {
-            return -1;
-        }
-        uint8_t key[16];
-        memset(key, 0, 0x10);
-        if (keys[0] > 0x3fffull) {
-            return -1;
-        }
-        nfc_set(key, 0u, 0xeu, keys[0]);
-        if (keys[1] > 0xffffffffull) {
-            return -1;
-        }
-        nfc_set(key, 0xeu, 0x20u, keys[1]);
-        if (keys[2] > 0x20u) {
-            return -1;
-        }
-        uint64_t pv = nfc_get(key, 0xeu, 0x20u);
-        uint64_t keep = (keys[2] == 0) ? 0ull : (~((1ull << (0x20u - keys[2])) - 1ull));
-        nfc_set(key, 0xeu, 0x20u, pv & keep);
-        nfc_set(key, 0x2eu, 8u, keys[2]);
-        nfc_plens_vrf_fib[keys[2] >> 6u] = nfc_plens_vrf_fib[keys[2] >> 6u] | (1ull << (keys[2] & 0x3fu));
-        if (values[0] > 0xffffffffull) {
-            return -1;
-        }
-        if (values[1] > 0xffffffull) {
-            return -1;
-        }
-        uint64_t * copy = malloc(2 * sizeof(uint64_t));
-        if (copy == NULL) {
-            return -1;
-        }
-        memcpy(copy, values, 2 * sizeof(uint64_t));
-        if (rte_hash_add_key_data(nfc_t_vrf_fib, key, copy) < 0) {
-            free(copy);
-            return -1;
-        }
-        return 0;
-    }
-    return -1;
-}
-
 /* drop reason names by code */
 const char * nfc_reason(int code)
 {
@@ -240,19 +195,10 @@ const char * nfc_reason(int code)
     return "unknown";
 }
 
-/* a table's rte_hash (for the benchmark's baseline loop) */
-struct rte_hash * nfc_table_handle(const char *table)
-{
-    if (strcmp(table, "vrf_fib") == 0) {
-        return nfc_t_vrf_fib;
-    }
-    return NULL;
-}
-
 /* the key bytes of a lookup */
-int nfc_bench_key(const char *table, const struct nfc_pkt *p, uint8_t *key)
+int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
-    if (strcmp(table, "vrf_fib") == 0) {
+    if (table == 0) {
         memset(key, 0, 0x10);
         nfc_set(key, 0u, 0xeu, p->meta[0]);
         nfc_set(key, 0xeu, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);

@@ -12,8 +12,28 @@ const int nfc_nreasons = 13;
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
 
-/* table overlay_routes, examples/vpn_gateway.nfp:77 */
-static struct rte_hash * nfc_t_overlay_routes = NULL;
+/* the NF, as the control channel names it */
+const char nfc_program[] = "vpn_gateway";
+
+const int nfc_ntables = 1;
+
+/* the server's tables (nfc_tables.c creates them and applies entries) */
+struct nfc_table nfc_tables[1] = {
+    /* table overlay_routes, examples/vpn_gateway.nfp:77 */
+    {
+        .name = "overlay_routes",
+        .src = "examples/vpn_gateway.nfp:77",
+        .size = 16000000u,
+        .nkeys = 3,
+        .nvalues = 2,
+        .lpm = -1,
+        .state = 0,
+        .key_bytes = 16,
+        .key_width = {12, 12, 32},
+        .value_width = {32, 24},
+        .timeout_ns = 300000000000ull,
+    },
+};
 
 /* the server stages; NFC_CONTINUE or a drop reason code */
 int nfc_run(struct nfc_pkt *p)
@@ -28,13 +48,15 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set(key1, 0xcu, 0xcu, p->meta[1]);
             nfc_set(key1, 0x18u, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);
             void * hit1 = NULL;
-            if (rte_hash_lookup_data(nfc_t_overlay_routes, key1, &hit1) >= 0) {
+            if (rte_hash_lookup_data(nfc_tables[0].h, key1, &hit1) >= 0) {
                 uint64_t * v1 = (uint64_t *)hit1;
                 p->res[0] = v1[0];
                 p->res[1] = v1[1];
+                p->stats->hits[0] = p->stats->hits[0] + 1;
                 p->meta[2] = p->res[0] & 0xffffffffull;
                 p->meta[3] = p->res[1] & 0xffffffull;
             } else {
+                p->stats->misses[0] = p->stats->misses[0] + 1;
                 return 5;
             }
         }
@@ -126,66 +148,6 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* create the server's tables */
-int nfc_tables_init(void)
-{
-    /* table overlay_routes, examples/vpn_gateway.nfp:77: 16000000 entries (capped by NFC_TABLE_CAP) */
-    struct rte_hash_parameters params_overlay_routes;
-    memset(&params_overlay_routes, 0, sizeof(params_overlay_routes));
-    params_overlay_routes.name = "nfc_overlay_routes";
-    params_overlay_routes.entries = (0xf42400u < NFC_TABLE_CAP) ? 0xf42400u : NFC_TABLE_CAP;
-    params_overlay_routes.key_len = 0x10u;
-    params_overlay_routes.hash_func = rte_jhash;
-    params_overlay_routes.socket_id = (int)rte_socket_id();
-    nfc_t_overlay_routes = rte_hash_create(&params_overlay_routes);
-    if (nfc_t_overlay_routes == NULL) {
-        fprintf(stderr, "nfc: cannot create table overlay_routes\n");
-        return 1;
-    }
-    return 0;
-}
-
-/* add one entry (values checked against the field widths); 0 or -1 */
-int nfc_table_add(const char *table, const uint64_t *keys, int nkeys, const uint64_t *values, int nvalues)
-{
-    if (strcmp(table, "overlay_routes") == 0) {
-        if ((nkeys != 3) || (nvalues != 2)) {
-            return -1;
-        }
-        uint8_t key[16];
-        memset(key, 0, 0x10);
-        if (keys[0] > 0xfffull) {
-            return -1;
-        }
-        nfc_set(key, 0u, 0xcu, keys[0]);
-        if (keys[1] > 0xfffull) {
-            return -1;
-        }
-        nfc_set(key, 0xcu, 0xcu, keys[1]);
-        if (keys[2] > 0xffffffffull) {
-            return -1;
-        }
-        nfc_set(key, 0x18u, 0x20u, keys[2]);
-        if (values[0] > 0xffffffffull) {
-            return -1;
-        }
-        if (values[1] > 0xffffffull) {
-            return -1;
-        }
-        uint64_t * copy = malloc(2 * sizeof(uint64_t));
-        if (copy == NULL) {
-            return -1;
-        }
-        memcpy(copy, values, 2 * sizeof(uint64_t));
-        if (rte_hash_add_key_data(nfc_t_overlay_routes, key, copy) < 0) {
-            free(copy);
-            return -1;
-        }
-        return 0;
-    }
-    return -1;
-}
-
 /* drop reason names by code */
 const char * nfc_reason(int code)
 {
@@ -231,19 +193,10 @@ const char * nfc_reason(int code)
     return "unknown";
 }
 
-/* a table's rte_hash (for the benchmark's baseline loop) */
-struct rte_hash * nfc_table_handle(const char *table)
-{
-    if (strcmp(table, "overlay_routes") == 0) {
-        return nfc_t_overlay_routes;
-    }
-    return NULL;
-}
-
 /* the key bytes of a lookup */
-int nfc_bench_key(const char *table, const struct nfc_pkt *p, uint8_t *key)
+int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
-    if (strcmp(table, "overlay_routes") == 0) {
+    if (table == 0) {
         memset(key, 0, 0x10);
         nfc_set(key, 0u, 0xcu, p->meta[0]);
         nfc_set(key, 0xcu, 0xcu, p->meta[1]);

@@ -1,0 +1,173 @@
+"""Client of the server program's control channel (protocol v1: targets/dpdk/runtime/nfc_ctl.h,
+docs/control.md): a UNIX stream socket, one reply per request, little-endian framing.
+
+Records are lists of integers in the table's ``.nfp`` order (key fields, an LPM table's
+prefix length, then values).  Every failure raises a typed :class:`runtime.errors` error
+carrying the record at fault; ADD/MODIFY/DELETE messages are all-or-nothing on the server.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime.errors import (
+    ChannelError,
+    EntryExists,
+    EntryNotFound,
+    InvalidEntry,
+    RuntimeApiError,
+    TableFull,
+)
+
+__all__ = ["OP", "ControlChannel", "ServerTable"]
+
+VERSION = 1
+REQ = struct.Struct("<4sBBHII")
+REP = struct.Struct("<4sBBHII")
+OP = {"hello": 1, "add": 2, "modify": 3, "delete": 4, "read": 5, "dump": 6, "counters": 7, "clear": 8}
+MAX_RECORDS = 1 << 20
+_ERRORS: dict[int, type[RuntimeApiError]] = {
+    1: ChannelError, 2: ChannelError, 3: InvalidEntry, 4: InvalidEntry, 5: InvalidEntry, 6: EntryExists,
+    7: EntryNotFound, 8: TableFull, 9: TableFull, 10: InvalidEntry,
+}
+
+
+@dataclass(frozen=True)
+class ServerTable:
+    """A table as the running program describes it (HELLO)."""
+
+    index: int
+    name: str
+    keys: tuple[int, ...]  # key field widths
+    values: tuple[int, ...]
+    lpm: int  # the LPM key field, -1: none
+    state: bool
+    capacity: int
+
+    @property
+    def key_words(self) -> int:
+        return len(self.keys) + (1 if self.lpm >= 0 else 0)
+
+
+class ControlChannel:
+    """One connection to a running server program."""
+
+    def __init__(self, path: str | Path, timeout: float = 60.0) -> None:
+        self.path = str(path)
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(timeout)
+        try:
+            self.sock.connect(self.path)
+        except OSError as e:
+            self.sock.close()
+            raise ChannelError(f"cannot connect to the server program's control socket {self.path}: {e}") from e
+        hello = json.loads(self._call("hello"))
+        if hello.get("version") != VERSION:
+            raise ChannelError(f"the server program speaks control protocol {hello.get('version')}, not {VERSION}")
+        self.program: str = hello["program"]
+        self.tables = {t["name"]: ServerTable(i, t["name"], tuple(t["keys"]), tuple(t["values"]), t["lpm"],
+                                              bool(t["state"]), t["capacity"]) for i, t in enumerate(hello["tables"])}
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def __enter__(self) -> ControlChannel:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ---- framing -----------------------------------------------------------------------------
+
+    def _recv(self, n: int) -> bytes:
+        buf = bytearray()
+        while len(buf) < n:
+            try:
+                chunk = self.sock.recv(n - len(buf))
+            except OSError as e:
+                raise ChannelError(f"control socket: {e}") from e
+            if not chunk:
+                raise ChannelError("the server program closed the control connection")
+            buf += chunk
+        return bytes(buf)
+
+    def raw(self, header: bytes, body: bytes = b"") -> tuple[int, int, bytes]:
+        """Send a request as given (tests use it to send malformed ones); (status, index, body)."""
+        try:
+            self.sock.sendall(header + body)
+        except OSError as e:
+            raise ChannelError(f"control socket: {e}") from e
+        magic, version, status, _op, index, length = REP.unpack(self._recv(REP.size))
+        if magic != b"NFCR" or version != VERSION:
+            raise ChannelError("not a control channel reply")
+        return status, index, self._recv(length)
+
+    def _call(self, op: str, table: int = 0, count: int = 0, body: bytes = b"", what: str = "") -> bytes:
+        status, index, reply = self.raw(REQ.pack(b"NFCQ", VERSION, OP[op], table, count, len(body)), body)
+        if status != 0:
+            err = _ERRORS.get(status, RuntimeApiError)
+            raise err(f"{op}{what}: record {index}: {reply.decode(errors='replace')}", index=index)
+        return reply
+
+    def _table(self, name: str) -> ServerTable:
+        t = self.tables.get(name)
+        if t is None:
+            raise InvalidEntry(f"the server program has no table {name}")
+        return t
+
+    # ---- operations --------------------------------------------------------------------------
+
+    def write(self, op: str, table: str, records: Sequence[Sequence[int]], chunk: int = 65536) -> None:
+        """``op`` = add/modify/delete; all-or-nothing per message of at most ``chunk`` records
+        (callers wanting all-or-nothing over more records send one message)."""
+        t = self._table(table)
+        width = t.key_words + (len(t.values) if op != "delete" else 0)
+        for start in range(0, len(records), min(chunk, MAX_RECORDS)):
+            part = records[start:start + chunk]
+            flat: list[int] = []
+            for r in part:
+                if len(r) != width:
+                    raise InvalidEntry(f"{op} {table}: a record has {len(r)} fields, the table takes {width}")
+                flat += r
+            try:
+                body = struct.pack(f"<{len(flat)}Q", *flat)
+            except struct.error as e:
+                raise InvalidEntry(f"{op} {table}: {e}") from e
+            self._call(op, t.index, len(part), body, f" {table}")
+
+    def read(self, table: str, keys: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+        t = self._table(table)
+        flat = [k for r in keys for k in r]
+        body = self._call("read", t.index, len(keys), struct.pack(f"<{len(flat)}Q", *flat), f" {table}")
+        vals = struct.unpack(f"<{len(body) // 8}Q", body)
+        n = len(t.values)
+        return [tuple(vals[i * n:(i + 1) * n]) for i in range(len(keys))]
+
+    def dump(self, table: str) -> list[tuple[int, ...]]:
+        """Every entry: key words then values."""
+        t = self._table(table)
+        stride = t.key_words + len(t.values)
+        out: list[tuple[int, ...]] = []
+        resume = 0
+        while True:
+            body = self._call("dump", t.index, 65536, struct.pack("<Q", resume), f" {table}")
+            words = struct.unpack(f"<{len(body) // 8}Q", body)
+            resume = words[0]
+            out += [tuple(words[1 + i * stride:1 + (i + 1) * stride]) for i in range((len(words) - 1) // stride)]
+            if resume == 0:
+                return out
+
+    def clear(self, table: str) -> int:
+        t = self._table(table)
+        _s, index, _b = self.raw(REQ.pack(b"NFCQ", VERSION, OP["clear"], t.index, 0, 0))
+        return index
+
+    def counters(self) -> dict[str, Any]:
+        result: dict[str, Any] = json.loads(self._call("counters"))
+        return result

@@ -1,0 +1,74 @@
+/* nfc control channel, protocol version 1 (docs/control.md).  A UNIX stream socket; every
+ * request gets exactly one reply; integers are little-endian.
+ *
+ *   request  = nfc_ctl_req, then `length` bytes of body
+ *   reply    = nfc_ctl_rep, then `length` bytes of body
+ *
+ * Entry records are uint64_t arrays in the table's .nfp order: the key fields (an LPM
+ * table's prefix length after them), then for ADD/MODIFY the value fields.  ADD, MODIFY and
+ * DELETE of `count` records are all-or-nothing: a message with one bad record changes
+ * nothing and its reply names the record (`index`) and why (status, message text).
+ * Readers (forwarding lcores) never lock: the tables are lock-free rte_hash tables and
+ * replaced or deleted entries are freed after an RCU grace period (rte_rcu_qsbr). */
+#ifndef NFC_CTL_H
+#define NFC_CTL_H
+
+#include <stdint.h>
+
+#define NFC_CTL_VERSION 1
+#define NFC_CTL_REQ_MAGIC "NFCQ"
+#define NFC_CTL_REP_MAGIC "NFCR"
+#define NFC_CTL_MAX_BODY (64u << 20)
+#define NFC_CTL_MAX_COUNT (1u << 20)
+
+struct nfc_ctl_req {
+    char magic[4];
+    uint8_t version;
+    uint8_t op;
+    uint16_t table; /* index in HELLO's table list */
+    uint32_t count; /* records in the body */
+    uint32_t length;
+};
+
+struct nfc_ctl_rep {
+    char magic[4];
+    uint8_t version;
+    uint8_t status;
+    uint16_t op;
+    uint32_t index; /* OK: records done; error: the record at fault */
+    uint32_t length;
+};
+
+enum nfc_ctl_op {
+    NFC_OP_HELLO = 1,    /* body: JSON {version, program, tables: [{name, keys, lpm, values, size, state}]} */
+    NFC_OP_ADD = 2,      /* every key new */
+    NFC_OP_MODIFY = 3,   /* every key present: its values replaced */
+    NFC_OP_DELETE = 4,   /* every key present */
+    NFC_OP_READ = 5,     /* reply body: the values of each key */
+    NFC_OP_DUMP = 6,     /* reply body: every entry (keys, values); index = entries */
+    NFC_OP_COUNTERS = 7, /* reply body: JSON {forwarded, no_port, drops: {reason: n}, tables: {name: {hits, misses, entries}}} */
+    NFC_OP_CLEAR = 8,    /* delete every entry of the table */
+};
+
+enum nfc_ctl_status {
+    NFC_OK = 0,
+    NFC_E_BAD_REQUEST = 1, /* bad magic, version or length: the connection is closed after the reply */
+    NFC_E_BAD_OP = 2,
+    NFC_E_NO_TABLE = 3,
+    NFC_E_READ_ONLY = 4, /* data-plane state: only the forwarding lcore writes it */
+    NFC_E_OUT_OF_RANGE = 5,
+    NFC_E_EXISTS = 6,
+    NFC_E_NOT_FOUND = 7,
+    NFC_E_FULL = 8,
+    NFC_E_NO_MEMORY = 9,
+    NFC_E_DUPLICATE = 10, /* the same key twice in one message */
+};
+
+/* Serve the channel on a UNIX socket at `path` from a control thread; 0 or -1. */
+int nfc_control_start(const char *path);
+void nfc_control_stop(void);
+
+/* The counters as JSON (also printed on exit); returns the length written, at most cap - 1. */
+int nfc_counters_json(char *buf, int cap);
+
+#endif

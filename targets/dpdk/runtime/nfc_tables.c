@@ -1,0 +1,308 @@
+/* nfc server runtime: the server's tables (described by the generated nf.c in nfc_tables[])
+ * and the entry operations of the control plane.  Forwarding lcores read the tables without
+ * locks; the control plane is one writer (the entries file before forwarding starts, then the
+ * control thread).  Control-plane tables are lock-free rte_hash tables
+ * (RW_CONCURRENCY_LF): a replaced value or a deleted key is freed only after every
+ * forwarding lcore has passed a quiescent state (rte_rcu_qsbr), so a reader never sees freed
+ * memory.  Hand-written, shared by every generated program. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_errno.h>
+#include <rte_hash.h>
+#include <rte_jhash.h>
+#include <rte_lcore.h>
+#include <rte_malloc.h>
+#include <rte_rcu_qsbr.h>
+
+#include "nfc_ctl.h"
+#include "nfc_rt.h"
+
+static struct rte_rcu_qsbr *rcu;
+
+int nfc_tables_init(int lcores)
+{
+    size_t sz = rte_rcu_qsbr_get_memsize(RTE_MAX_LCORE);
+    rcu = rte_zmalloc("nfc_rcu", sz, RTE_CACHE_LINE_SIZE);
+    if (rcu == NULL || rte_rcu_qsbr_init(rcu, RTE_MAX_LCORE) != 0) {
+        fprintf(stderr, "nfc: cannot create the RCU state\n");
+        return 1;
+    }
+    for (int i = 0; i < nfc_ntables; i++) {
+        struct nfc_table *t = &nfc_tables[i];
+        if (t->state && lcores > 1) {
+            fprintf(stderr, "nfc: table %s (%s) is data-plane state: run on one forwarding lcore\n", t->name,
+                    t->src);
+            return 1;
+        }
+        char name[RTE_HASH_NAMESIZE];
+        snprintf(name, sizeof name, "nfc_%d", i);
+        struct rte_hash_parameters params;
+        memset(&params, 0, sizeof params);
+        params.name = name;
+        params.entries = t->size < 8 ? 8 : (t->size < NFC_TABLE_CAP ? t->size : NFC_TABLE_CAP);
+        params.key_len = t->key_bytes;
+        params.hash_func = rte_jhash;
+        params.socket_id = (int)rte_socket_id();
+        /* control-plane tables: lock-free readers, one writer (the control thread) */
+        params.extra_flag = t->state ? 0 : RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF;
+        t->h = rte_hash_create(&params);
+        if (t->h == NULL) {
+            fprintf(stderr, "nfc: cannot create table %s (%u entries): %s\n", t->name, params.entries,
+                    rte_strerror(rte_errno));
+            return 1;
+        }
+    }
+    return 0;
+}
+
+int nfc_table_find(const char *name)
+{
+    for (int i = 0; i < nfc_ntables; i++)
+        if (strcmp(nfc_tables[i].name, name) == 0)
+            return i;
+    return -1;
+}
+
+void nfc_rcu_online(unsigned lcore)
+{
+    rte_rcu_qsbr_thread_register(rcu, lcore);
+    rte_rcu_qsbr_thread_online(rcu, lcore);
+}
+
+void nfc_rcu_quiescent(unsigned lcore)
+{
+    rte_rcu_qsbr_quiescent(rcu, lcore);
+}
+
+void nfc_rcu_offline(unsigned lcore)
+{
+    rte_rcu_qsbr_thread_offline(rcu, lcore);
+    rte_rcu_qsbr_thread_unregister(rcu, lcore);
+}
+
+static int fits(uint64_t v, unsigned width)
+{
+    return width >= 64 || v <= ((1ull << width) - 1);
+}
+
+/* Check one record and pack its key; NFC_OK or NFC_E_OUT_OF_RANGE.  `values` may be NULL
+ * (DELETE, READ). */
+int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint64_t *values, uint8_t *key)
+{
+    memset(key, 0, t->key_bytes);
+    unsigned off = 0, lpm_off = 0;
+    for (int i = 0; i < t->nkeys; i++) {
+        if (!fits(keys[i], t->key_width[i]))
+            return NFC_E_OUT_OF_RANGE;
+        nfc_set(key, off, t->key_width[i], keys[i]);
+        if (i == t->lpm)
+            lpm_off = off;
+        off += t->key_width[i];
+    }
+    if (t->lpm >= 0) {
+        unsigned w = t->key_width[t->lpm];
+        uint64_t plen = keys[t->nkeys];
+        if (plen > w)
+            return NFC_E_OUT_OF_RANGE;
+        uint64_t keep = plen == 0 ? 0 : ~((plen >= 64 ? 0 : (1ull << (w - plen))) - 1);
+        nfc_set(key, lpm_off, w, keys[t->lpm] & keep & nfc_mask(w));
+        nfc_set(key, off, 8, plen);
+    }
+    if (values != NULL)
+        for (int i = 0; i < t->nvalues; i++)
+            if (!fits(values[i], t->value_width[i]))
+                return NFC_E_OUT_OF_RANGE;
+    return NFC_OK;
+}
+
+static uint64_t *new_data(const struct nfc_table *t, const uint64_t *values)
+{
+    uint64_t *d = malloc(((size_t)t->nvalues + 2) * sizeof(uint64_t));
+    if (d == NULL)
+        return NULL;
+    memcpy(d, values, (size_t)t->nvalues * sizeof(uint64_t));
+    d[t->nvalues + 1] = t->timeout_ns;
+    d[t->nvalues] = t->state ? nfc_now_ns() + t->timeout_ns : 0;
+    return d;
+}
+
+static void plen_ref(struct nfc_table *t, const uint64_t *keys, int delta)
+{
+    if (t->lpm < 0)
+        return;
+    unsigned plen = (unsigned)keys[t->nkeys];
+    t->plen_count[plen] = (uint32_t)((int64_t)t->plen_count[plen] + delta);
+    if (t->plen_count[plen] > 0)
+        t->plens[plen >> 6] |= 1ull << (plen & 63);
+    else
+        t->plens[plen >> 6] &= ~(1ull << (plen & 63));
+}
+
+/* One entry, outside the forwarding loop (the entries file): add, or replace if `replace`. */
+int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *values, int replace)
+{
+    uint8_t key[NFC_MAX_KEY];
+    int st = nfc_entry_check(t, keys, values, key);
+    if (st != NFC_OK)
+        return st;
+    void *old = NULL;
+    int present = rte_hash_lookup_data(t->h, key, &old) >= 0;
+    if (present && !replace)
+        return NFC_E_EXISTS;
+    uint64_t *d = new_data(t, values);
+    if (d == NULL)
+        return NFC_E_NO_MEMORY;
+    if (!present)
+        plen_ref(t, keys, +1);
+    if (rte_hash_add_key_data(t->h, key, d) < 0) {
+        free(d);
+        if (!present)
+            plen_ref(t, keys, -1);
+        return NFC_E_FULL;
+    }
+    if (present) { /* nothing forwards yet, but keep to the rule: free after a grace period */
+        rte_rcu_qsbr_synchronize(rcu, RTE_QSBR_THRID_INVALID);
+        free(old);
+    }
+    return NFC_OK;
+}
+
+int nfc_entry_read(const struct nfc_table *t, const uint64_t *keys, uint64_t *values)
+{
+    uint8_t key[NFC_MAX_KEY];
+    int st = nfc_entry_check(t, keys, NULL, key);
+    if (st != NFC_OK)
+        return st;
+    void *d = NULL;
+    if (rte_hash_lookup_data(t->h, key, &d) < 0)
+        return NFC_E_NOT_FOUND;
+    memcpy(values, d, (size_t)t->nvalues * sizeof(uint64_t));
+    return NFC_OK;
+}
+
+/* ---- all-or-nothing batches (the control channel) ------------------------------------------ */
+
+struct change {
+    uint8_t key[NFC_MAX_KEY];
+    const uint64_t *keys;
+    uint64_t *data;    /* the new data (ADD, MODIFY) */
+    void *old;         /* the data replaced or deleted */
+    int32_t pos;       /* a deleted key's slot, freed after the grace period if freepos */
+    int freepos;
+    int applied;
+};
+
+static int cmp_key_bytes;
+static int cmp_keys(const void *a, const void *b)
+{
+    return memcmp(((const struct change *)a)->key, ((const struct change *)b)->key, (size_t)cmp_key_bytes);
+}
+
+/* Undo the first n applied changes, newest first. */
+static void undo(struct nfc_table *t, int op, struct change *c, uint32_t n)
+{
+    for (uint32_t i = n; i-- > 0;) {
+        if (!c[i].applied)
+            continue;
+        if (op == NFC_OP_ADD) {
+            c[i].pos = rte_hash_del_key(t->h, c[i].key);
+            c[i].freepos = c[i].pos >= 0;
+            plen_ref(t, c[i].keys, -1);
+        } else if (op == NFC_OP_MODIFY) {
+            rte_hash_add_key_data(t->h, c[i].key, c[i].old);
+            c[i].old = NULL;
+        } else { /* DELETE: re-insert with the old data; the old slot is freed after the grace period */
+            plen_ref(t, c[i].keys, +1);
+            rte_hash_add_key_data(t->h, c[i].key, c[i].old);
+            c[i].old = NULL;
+        }
+    }
+}
+
+/* Apply `n` records of op ADD/MODIFY/DELETE to table t, all or nothing.  `rec` holds n
+ * records of `stride` uint64_t; on error *bad is the record at fault. */
+int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint32_t stride, uint32_t *bad)
+{
+    int nk = t->nkeys + (t->lpm >= 0 ? 1 : 0);
+    struct change *c = calloc(n ? n : 1, sizeof *c);
+    if (c == NULL)
+        return NFC_E_NO_MEMORY;
+    int st = NFC_OK;
+    /* 1. every record valid, no key twice, every key present (or absent for ADD) */
+    for (uint32_t i = 0; i < n && st == NFC_OK; i++) {
+        c[i].keys = rec + (size_t)i * stride;
+        st = nfc_entry_check(t, c[i].keys, op == NFC_OP_DELETE ? NULL : c[i].keys + nk, c[i].key);
+        if (st == NFC_OK) {
+            int present = rte_hash_lookup_data(t->h, c[i].key, &c[i].old) >= 0;
+            if (present && op == NFC_OP_ADD)
+                st = NFC_E_EXISTS;
+            else if (!present && op != NFC_OP_ADD)
+                st = NFC_E_NOT_FOUND;
+        }
+        *bad = i;
+    }
+    if (st == NFC_OK && n > 1) {
+        struct change *sorted = malloc((size_t)n * sizeof *sorted);
+        if (sorted == NULL) {
+            st = NFC_E_NO_MEMORY;
+        } else {
+            memcpy(sorted, c, (size_t)n * sizeof *sorted);
+            cmp_key_bytes = t->key_bytes;
+            qsort(sorted, n, sizeof *sorted, cmp_keys);
+            for (uint32_t i = 1; i < n && st == NFC_OK; i++)
+                if (memcmp(sorted[i - 1].key, sorted[i].key, t->key_bytes) == 0) {
+                    st = NFC_E_DUPLICATE;
+                    *bad = (uint32_t)(sorted[i].keys - rec) / stride;
+                }
+            free(sorted);
+        }
+    }
+    /* 2. the new data */
+    for (uint32_t i = 0; i < n && st == NFC_OK && op != NFC_OP_DELETE; i++) {
+        c[i].data = new_data(t, c[i].keys + nk);
+        if (c[i].data == NULL) {
+            st = NFC_E_NO_MEMORY;
+            *bad = i;
+        }
+    }
+    /* 3. apply; only a full table can fail here, and then what was applied is undone */
+    uint32_t done = 0;
+    for (; done < n && st == NFC_OK; done++) {
+        struct change *x = &c[done];
+        if (op == NFC_OP_DELETE) {
+            x->pos = rte_hash_del_key(t->h, x->key);
+            x->freepos = x->pos >= 0;
+            plen_ref(t, x->keys, -1);
+        } else {
+            if (op == NFC_OP_ADD)
+                plen_ref(t, x->keys, +1);
+            if (rte_hash_add_key_data(t->h, x->key, x->data) < 0) {
+                if (op == NFC_OP_ADD)
+                    plen_ref(t, x->keys, -1);
+                st = NFC_E_FULL;
+                *bad = done;
+                break;
+            }
+        }
+        x->applied = 1;
+    }
+    if (st != NFC_OK)
+        undo(t, op, c, done);
+    /* 4. after one grace period nothing reads what was replaced or deleted */
+    rte_rcu_qsbr_synchronize(rcu, RTE_QSBR_THRID_INVALID);
+    for (uint32_t i = 0; i < n; i++) {
+        if (st != NFC_OK)
+            free(c[i].data); /* never visible, or undone; the old data (if any) is live again */
+        else if (op != NFC_OP_ADD)
+            free(c[i].old);
+        if (c[i].freepos)
+            rte_hash_free_key_with_position(t->h, c[i].pos);
+    }
+    if (st == NFC_OK)
+        *bad = n;
+    free(c);
+    return st;
+}
