@@ -7,7 +7,8 @@ import sys
 from pathlib import Path
 
 import targets.dpdk.generator
-import targets.tofino.generator  # noqa: F401  (registers the "tna" generator)
+import targets.pyapi.generator
+import targets.tofino.generator  # noqa: F401  (registers the "tna", "dpdk" and "python-api" generators)
 from compiler.irprint import print_program
 from compiler.pipeline import PASS_NAMES, PASSES, Compilation, compile_program
 from compiler.plan import build_plan, dump_plan
@@ -16,6 +17,8 @@ from lang import Diagnostics, SourceMap, Span, load
 from targets.registry import GeneratorError, lookup
 
 __all__ = ["build"]
+
+API_GENERATORS = [("runtime API", "python-api")]  # run for every build, whatever the targets
 
 
 def _progress(msg: str) -> None:
@@ -60,17 +63,17 @@ def _generate(c: Compilation, out: Path, diags: Diagnostics) -> dict[str, str]:
     """Run every target's generator; one that cannot generate reports E100 and the others
     still write their artifacts (the build fails after writing the plan)."""
     generated: dict[str, str] = {}
-    for spec in c.need_targets().all():
-        gen = lookup(spec.generator)
+    for kind, name in [(spec.kind, spec.generator) for spec in c.need_targets().all()] + list(API_GENERATORS):
+        gen = lookup(name)
         if gen is None:
-            _progress(f"note: no '{spec.generator}' code generator yet: no {spec.kind} code generated")
+            _progress(f"note: no '{name}' code generator yet: no {kind} code generated")
             continue
-        _progress(f"generating {spec.kind} code ({spec.generator}) ...")
+        _progress(f"generating {kind} code ({name}) ...")
         try:
             generated |= gen(c, {}, out)
         except GeneratorError as e:
             span = e.span if isinstance(e.span, Span) else Span(c.need_program().file, 1, 1, 1, 1)
-            diags.error("E100", f"the {spec.generator} generator does not support {e.what} yet", span)
+            diags.error("E100", f"the {name} generator does not support {e.what} yet", span)
     return generated
 
 

@@ -10,9 +10,11 @@ from pathlib import Path
 
 from lang import SourceMap
 from nfc._build_dir import open_build, parse_injects
-from runtime.entries import load_entries
+from runtime.entries import EntriesError, load_entries
+from runtime.errors import RuntimeApiError
+from runtime.p4runtime import SwitchClient
 from runtime.run import RunError, run_hybrid
-from targets.switchmodel.batch import load_into
+from targets.switchmodel.server import P4RuntimeServer, serve
 
 __all__ = ["add_parser"]
 
@@ -27,15 +29,23 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def run(args: argparse.Namespace, sources: SourceMap) -> int:
+    """The switch model serves P4Runtime on loopback; the runtime API writes the entries
+    through it (as to a real switch) and through the server program's control channel."""
     out = Path(args.out)
     plan, _c, model = open_build(out, sources)
-    entries = load_entries(args.entries) if args.entries else []
-    on_switch = {t["name"] for t in plan["tables"] if t["placement"].startswith("switch")}
-    load_into(model, [e for e in entries if e.table in on_switch])
+    names = json.loads((out / plan["generated"]["name_map"]).read_text())
+    grpc_server, port = serve(P4RuntimeServer(model, names, "tna"))
+    client = None
     try:
-        counters = run_hybrid(out, plan, model, entries, parse_injects(args.inject), Path(args.capture))
-    except RunError as e:
+        entries = load_entries(args.entries) if args.entries else []
+        client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+        counters = run_hybrid(out, plan, model, client, entries, parse_injects(args.inject), Path(args.capture))
+    except (RunError, EntriesError, RuntimeApiError) as e:
         print(f"nfc run: {e}", file=sys.stderr)
         return 1
+    finally:
+        if client is not None:
+            client.close()
+        grpc_server.stop(0)
     print(json.dumps(counters, sort_keys=True))
     return 0

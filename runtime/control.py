@@ -30,7 +30,7 @@ __all__ = ["OP", "ControlChannel", "ServerTable"]
 VERSION = 1
 REQ = struct.Struct("<4sBBHII")
 REP = struct.Struct("<4sBBHII")
-OP = {"hello": 1, "add": 2, "modify": 3, "delete": 4, "read": 5, "dump": 6, "counters": 7, "clear": 8}
+OP = {"hello": 1, "add": 2, "modify": 3, "delete": 4, "read": 5, "dump": 6, "counters": 7, "clear": 8, "start": 9}
 MAX_RECORDS = 1 << 20
 _ERRORS: dict[int, type[RuntimeApiError]] = {
     1: ChannelError, 2: ChannelError, 3: InvalidEntry, 4: InvalidEntry, 5: InvalidEntry, 6: EntryExists,
@@ -167,6 +167,10 @@ class ControlChannel:
         t = self._table(table)
         _s, index, _b = self.raw(REQ.pack(b"NFCQ", VERSION, OP["clear"], t.index, 0, 0))
         return index
+
+    def start(self) -> None:
+        """Start forwarding (a program started with --wait)."""
+        self._call("start")
 
     def counters(self) -> dict[str, Any]:
         result: dict[str, Any] = json.loads(self._call("counters"))

@@ -1,14 +1,13 @@
 """``nfc run`` in batch mode: the whole hybrid data plane on this machine.
 
 The switch part runs in the switch model; the server part is the compiled DPDK program,
-started as a real DPDK process (``--no-huge``, net_pcap vdevs). Packets from the input
-pcaps go through the switch; those the switch sends to its server port are handed to the
-DPDK process (as the server NIC would receive them); what it sends back re-enters the
-switch on the server port; every egress port gets a pcap. Entries (in ``.nfp`` names) go
-where ``plan.json`` places their table: the switch model's tables, and/or the server
-program's entries file.
+started as a real DPDK process (``--no-huge``, a net_pcap vdev hot-plugged once its input
+exists).  Entries (in ``.nfp`` names) are loaded through the runtime API, where ``plan.json``
+places their table: P4Runtime writes to the switch model, the control channel to the
+server program.  Packets from the input pcaps go through the switch; those the switch sends
+to its server port are handed to the DPDK process (as the server NIC would receive them);
+what it sends back re-enters the switch on the server port; every egress port gets a pcap.
 """
-
 from __future__ import annotations
 
 import json
@@ -20,11 +19,15 @@ from typing import Any, Protocol
 
 from scapy.utils import RawPcapReader, RawPcapWriter
 
+from runtime.api import Runtime
 from runtime.entries import EntrySpec
+from runtime.errors import RuntimeApiError
+from runtime.p4runtime import SwitchClient
+from runtime.server_proc import ServerProcess, eal_args
 
 __all__ = ["EAL_ARGS", "RunError", "run_hybrid"]
 
-EAL_ARGS = ("--no-huge", "-m", "512", "--no-pci", "--no-shconf", "--no-telemetry", "--log-level=warning", "-l", "0")
+EAL_ARGS = eal_args()
 
 
 class RunError(RuntimeError):
@@ -35,25 +38,6 @@ class SwitchLike(Protocol):
     server_ports: tuple[int, ...]
 
     def process(self, data: bytes, port: int, now: float = 0.0) -> Any: ...
-
-
-def _placement(plan: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {t["name"]: t for t in plan["tables"]}
-
-
-def server_entry_lines(plan: dict[str, Any], entries: list[EntrySpec]) -> list[str]:
-    """Entries of server-side tables in the server program's text format."""
-    tables = _placement(plan)
-    lines = []
-    for e in entries:
-        t = tables.get(e.table)
-        if t is None or "server" not in t:
-            continue
-        keys = [f"{e.match[k['name']][0]}/{e.match[k['name']][1]}" if k["match"] == "lpm" and
-                e.match[k["name"]][1] is not None else str(e.match[k["name"]][0]) for k in t["keys"]]
-        values = [str(e.values[v["name"]]) for v in t["values"]]
-        lines.append(f"{e.table} {' '.join(keys)} : {' '.join(values)}")
-    return lines
 
 
 def _write(path: Path, packets: list[bytes]) -> None:
@@ -71,22 +55,8 @@ def build_server(out: Path) -> Path:
     return binary
 
 
-def run_server(binary: Path, packets: list[bytes], entries: list[str],
-               work: Path) -> tuple[list[bytes], dict[str, int]]:
-    (work / "entries.txt").write_text("\n".join(entries) + "\n")
-    _write(work / "to_server.pcap", packets)
-    r = subprocess.run([str(binary), *EAL_ARGS,
-                        f"--vdev=net_pcap0,rx_pcap={work / 'to_server.pcap'},tx_pcap={work / 'from_server.pcap'}",
-                        "--", "--entries", str(work / "entries.txt")], capture_output=True, text=True, timeout=600)
-    if r.returncode != 0:
-        raise RunError(f"the server program failed ({r.returncode}):\n{r.stderr[-2000:]}")
-    counters = json.loads(r.stdout.strip().splitlines()[-1])
-    back = [bytes(d) for d, _ in RawPcapReader(str(work / "from_server.pcap"))]
-    return back, counters["drops"]
-
-
-def run_hybrid(out: Path, plan: dict[str, Any], switch: SwitchLike, entries: list[EntrySpec],
-               injects: list[tuple[int, Path]], capture: Path) -> dict[str, Any]:
+def run_hybrid(out: Path, plan: dict[str, Any], switch: SwitchLike, switch_client: SwitchClient | None,
+               entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path) -> dict[str, Any]:
     capture.mkdir(parents=True, exist_ok=True)
     outputs: dict[int, list[bytes]] = {}
     drops: Counter[str] = Counter()
@@ -103,22 +73,41 @@ def run_hybrid(out: Path, plan: dict[str, Any], switch: SwitchLike, entries: lis
         else:
             drops[f"punt:{o.reason}"] += 1
 
-    for port, path in injects:
-        for data, _ in RawPcapReader(str(path)):
-            deliver(switch.process(bytes(data), port))
-    server_drops: dict[str, int] = {}
+    server_counters: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="nfc-run-") as tmp:
+        work = Path(tmp)
+        srv = None
+        if server_port >= 0 or any("server" in t["placement"] for t in plan["tables"]):
+            srv = ServerProcess(build_server(out), eal=EAL_ARGS, live=False,
+                                attach=[f"net_pcap0,rx_pcap={work / 'to_server.pcap'},"
+                                        f"tx_pcap={work / 'from_server.pcap'}"])
+        try:
+            runtime = Runtime(out, switch=switch_client, server=srv.control if srv else None)
+            runtime.load(entries)
+            for port, path in injects:
+                for data, _ in RawPcapReader(str(path)):
+                    deliver(switch.process(bytes(data), port))
+            if srv is not None:
+                _write(work / "to_server.pcap", to_server)
+                srv.control.start()
+                server_counters = srv.wait()
+        except (RuntimeApiError, OSError) as e:
+            raise RunError(str(e)) from e
+        finally:
+            if srv is not None:
+                srv.stop()
+        back = [bytes(d) for d, _ in RawPcapReader(str(work / "from_server.pcap"))] if to_server else []
+    to_server = []
+    for data in back:
+        deliver(switch.process(data, server_port))
     if to_server:
-        with tempfile.TemporaryDirectory(prefix="nfc-run-") as tmp:
-            back, server_drops = run_server(build_server(out), to_server, server_entry_lines(plan, entries),
-                                            Path(tmp))
-        to_server = []
-        for data in back:
-            deliver(switch.process(data, server_port))
-        if to_server:
-            raise RunError("a packet went back to the server twice; nfc run handles one round trip")
+        raise RunError("a packet went back to the server twice; nfc run handles one round trip")
     for port, packets in sorted(outputs.items()):
         _write(capture / f"port-{port}.pcap", packets)
+    server_drops = server_counters.get("drops", {})
     counters = {"drops": dict(sorted((drops + Counter({f"server:{k}": v for k, v in server_drops.items()})).items())),
-                "egress_packets": {str(p): len(v) for p, v in sorted(outputs.items())}}
+                "egress_packets": {str(p): len(v) for p, v in sorted(outputs.items())},
+                "server": {"forwarded": server_counters.get("forwarded", 0),
+                           "tables": server_counters.get("tables", {})}}
     (capture / "counters.json").write_text(json.dumps(counters, indent=2, sort_keys=True) + "\n")
     return counters

@@ -50,20 +50,27 @@ def hugepages(megabytes: int) -> Iterator[bool]:
 
 
 class ServerProcess:
-    """``nf`` with ``vdevs``, run with --live until stopped; ``control`` is its channel."""
+    """``nf`` with ``vdevs``; ``control`` is its channel.  ``live``: runs until stopped;
+    otherwise until its input ends.  ``attach``: devices hot-plugged at ``control.start()``
+    (the program waits for it), e.g. a net_pcap whose input is written after the entries."""
 
-    def __init__(self, binary: Path, vdevs: Sequence[str], eal: Sequence[str] | None = None,
-                 extra: Sequence[str] = (), netns: str | None = None) -> None:
+    def __init__(self, binary: Path, vdevs: Sequence[str] = (), eal: Sequence[str] | None = None,
+                 extra: Sequence[str] = (), netns: str | None = None, live: bool = True,
+                 attach: Sequence[str] = ()) -> None:
         self._tmp = tempfile.TemporaryDirectory(prefix="nfc-srv-")
         self.socket = Path(self._tmp.name) / "control.sock"
+        args = ["--live"] if live else []
+        if attach:
+            args += ["--wait", *[a for dev in attach for a in ("--attach", dev)]]
         cmd = [str(binary), *(eal if eal is not None else eal_args()), *[f"--vdev={v}" for v in vdevs], "--",
-               "--live", "--control", str(self.socket), *extra]
+               *args, "--control", str(self.socket), *extra]
         if netns is not None:
             cmd = ["ip", "netns", "exec", netns, *cmd]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                                      start_new_session=True)
         self.counters: dict[str, Any] = {}
         self.stderr = ""
+        self._collected = False
         self.control = self._connect()
 
     def _connect(self, timeout: float = 30.0) -> ControlChannel:
@@ -81,19 +88,32 @@ class ServerProcess:
         self.stop()
         raise ChannelError(f"the server program did not open its control socket in {timeout} s")
 
+    def wait(self, timeout: float = 600.0) -> dict[str, Any]:
+        """Wait for a program that is not live to reach the end of its input."""
+        with suppress(subprocess.TimeoutExpired):
+            self.proc.wait(timeout)
+        counters = self.stop()
+        if self.proc.returncode != 0:
+            raise ChannelError(f"the server program failed ({self.proc.returncode}): {self.stderr[-2000:]}")
+        return counters
+
     def stop(self, timeout: float = 20.0) -> dict[str, Any]:
-        """SIGINT, wait, collect the counters it prints; SIGKILL if it hangs."""
-        if self.proc.returncode is None:
+        """SIGINT (if still running), wait, collect the counters it prints; SIGKILL if it hangs."""
+        if self._collected:
+            return self.counters
+        self._collected = True
+        if self.proc.poll() is None:
             with suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGINT)
-            try:
-                out, self.stderr = self.proc.communicate(timeout=timeout)
-            except subprocess.TimeoutExpired:
+        try:
+            out, self.stderr = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            with suppress(ProcessLookupError):
                 os.killpg(self.proc.pid, signal.SIGKILL)
-                out, self.stderr = self.proc.communicate()
-            lines = out.strip().splitlines()
-            if lines and lines[-1].startswith("{"):
-                self.counters = json.loads(lines[-1])
+            out, self.stderr = self.proc.communicate()
+        lines = out.strip().splitlines()
+        if lines and lines[-1].startswith("{"):
+            self.counters = json.loads(lines[-1])
         self._tmp.cleanup()
         return self.counters
 

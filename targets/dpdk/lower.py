@@ -137,11 +137,17 @@ def _table_desc(t: ir.Table) -> c.Init:
     return c.Init((
         ("name", f'"{t.name}"'), ("src", f'"{_src(t.span)}"'), ("size", f"{t.size}u"),
         ("nkeys", str(len(t.keys))), ("nvalues", str(len(t.values))), ("lpm", str(lpm[0] if lpm else -1)),
-        ("state", "1" if t.is_state else "0"), ("key_bytes", str(_key_bytes(t))),
+        ("state", "1" if t.is_state else "0"), ("inline_values", "1" if _inline(t) else "0"),
+        ("key_bytes", str(_key_bytes(t))),
         ("key_width", "{" + ", ".join(str(k.expr.width) for k in t.keys) + "}"),
         ("value_width", "{" + ", ".join(str(v.width) for v in t.values) + "}" if t.values else "{0}"),
         ("timeout_ns", f"{int((t.timeout or 300) * 1e9)}ull"),
     ), f"table {t.name}, {_src(t.span)}")
+
+
+def _inline(t: ir.Table) -> bool:
+    """Control-plane tables whose values fit in 64 bits keep them in rte_hash's data word."""
+    return not t.is_state and sum(v.width for v in t.values) <= 64
 
 
 def _h(x: _Ctx, t: ir.Table) -> c.Expr:
@@ -450,14 +456,23 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     key, data = f"key{x.temps}", f"hit{x.temps}"
     out: list[c.Stmt] = [c.Comment(f"lookup {t.name}, {_src(s.span)}"), *_key(x, t, key, size),
                          c.Decl("void *", data, c.Name("NULL"))]
-    hit: list[c.Stmt] = [c.Decl("uint64_t *", f"v{x.temps}", c.Cast("uint64_t *", c.Name(data)))]
-    n = len(t.values)
-    if t.is_state and t.hints.refresh:  # a hit restarts the idle timer
-        hit.append(c.Assign(c.Index(c.Name(f"v{x.temps}"), c.Int(n, "")),
-                            c.Bin("+", c.Call("nfc_now_ns"), c.Index(c.Name(f"v{x.temps}"), c.Int(n + 1, "")))))
-    for i, v in enumerate(t.values):
-        hit.append(c.Assign(c.Name(f"p->res[{_res(x, t.name, v.name)}]"), c.Index(c.Name(f"v{x.temps}"),
-                                                                                   c.Int(i, ""))))
+    v = c.Name(f"v{x.temps}")
+    hit: list[c.Stmt]
+    if _inline(t):  # the values packed into the data word itself: no second memory access
+        hit = [c.Decl("uint64_t", v.name, c.Cast("uint64_t", c.Cast("uintptr_t", c.Name(data))))]
+        shift = 0
+        for f in t.values:
+            hit.append(c.Assign(c.Name(f"p->res[{_res(x, t.name, f.name)}]"),
+                                c.Bin("&", c.Bin(">>", v, c.Int(shift, "u")), _mask(f.width))))
+            shift += f.width
+    else:
+        hit = [c.Decl("uint64_t *", v.name, c.Cast("uint64_t *", c.Name(data)))]
+        n = len(t.values)
+        if t.is_state and t.hints.refresh:  # a hit restarts the idle timer
+            hit.append(c.Assign(c.Index(v, c.Int(n, "")),
+                                c.Bin("+", c.Call("nfc_now_ns"), c.Index(v, c.Int(n + 1, "")))))
+        for i, f in enumerate(t.values):
+            hit.append(c.Assign(c.Name(f"p->res[{_res(x, t.name, f.name)}]"), c.Index(v, c.Int(i, ""))))
     hit.append(_count(x, "hits", t))
     hit += _block(x, s.hit)
     lpm = _lpm_key(t)

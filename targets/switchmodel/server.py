@@ -67,12 +67,18 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
 
         def reader() -> None:
             nonlocal me
-            for req in requests:
-                if req.HasField("arbitration"):
-                    me = self._arbitrate(req.arbitration, out)
-                elif req.HasField("packet"):
-                    self._packet_out(req.packet)
-            out.put(None)
+            try:
+                for req in requests:
+                    if req.HasField("arbitration"):
+                        me = self._arbitrate(req.arbitration, out)
+                    elif req.HasField("packet"):
+                        self._packet_out(req.packet)
+            except grpc.RpcError:
+                pass  # the client went away: end the stream as if it had closed it
+            finally:
+                out.put(None)
+
+        context.add_callback(lambda: out.put(None))
 
         threading.Thread(target=reader, daemon=True).start()
         while True:
@@ -213,7 +219,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             key, spec = by_id[fm.field_id]
             given[key] = _match(fm, spec)
         keys = []
-        for key, spec in info["match_fields"].items():
+        for key, spec in _in_key_order(info):
             if key in given:
                 keys.append(given[key])
             elif spec["match"] in ("ternary", "lpm"):  # omitted: wildcard (§9.1.1)
@@ -249,7 +255,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         for name, info in self.names["tables"].items():
             if table_id not in (0, info["id"]):
                 continue
-            fields = list(info["match_fields"].items())
+            fields = _in_key_order(info)
             for entry in self.model.tables[name].entries:
                 te = resp.entities.add().table_entry
                 te.table_id = info["id"]
@@ -275,6 +281,12 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             ce.counter_id = counter["id"]
             ce.index.index = code
             ce.data.packet_count = count
+
+
+def _in_key_order(info: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """A table's match fields in key order (their P4Info IDs count from 1 in key order; the
+    name map's JSON object is sorted by name)."""
+    return sorted(info["match_fields"].items(), key=lambda kv: kv[1]["id"])
 
 
 def _match(fm: Any, spec: dict[str, Any]) -> Match:

@@ -190,7 +190,7 @@ static int dump(int fd, const struct nfc_ctl_req *q, const uint64_t *body)
     while (n < max && rte_hash_iterate(t->h, &key, &data, &next) >= 0) {
         uint64_t *r = out + 1 + (size_t)n * (size_t)stride;
         unpack_key(t, key, r);
-        memcpy(r + nk, data, (size_t)t->nvalues * 8);
+        nfc_values_of(t, data, r + nk);
         n++;
     }
     out[0] = n == max ? next : 0; /* where to resume; 0: done */
@@ -237,7 +237,10 @@ static int serve_one(int fd)
     }
     int rc = 0;
     struct text t = {0};
-    if (q.op == NFC_OP_HELLO || q.op == NFC_OP_COUNTERS) {
+    if (q.op == NFC_OP_START) {
+        nfc_started = 1;
+        rc = reply(fd, q.op, NFC_OK, 0, NULL, 0);
+    } else if (q.op == NFC_OP_HELLO || q.op == NFC_OP_COUNTERS) {
         if (q.op == NFC_OP_HELLO)
             hello(&t);
         else
@@ -351,7 +354,8 @@ int nfc_control_start(const char *path)
         fprintf(stderr, "nfc: cannot listen on %s: %s\n", path, strerror(errno));
         return -1;
     }
-    if (pthread_create(&thread, NULL, control_main, NULL) != 0) {
+    /* a control thread runs on the cores EAL does not forward on (not the main lcore's) */
+    if (rte_ctrl_thread_create(&thread, "nfc-control", NULL, control_main, NULL) != 0) {
         fprintf(stderr, "nfc: cannot start the control thread\n");
         return -1;
     }

@@ -48,6 +48,7 @@ enum nfc_ctl_op {
     NFC_OP_DUMP = 6,     /* reply body: every entry (keys, values); index = entries */
     NFC_OP_COUNTERS = 7, /* reply body: JSON {forwarded, no_port, drops: {reason: n}, tables: {name: {hits, misses, entries}}} */
     NFC_OP_CLEAR = 8,    /* delete every entry of the table */
+    NFC_OP_START = 9,    /* start forwarding (a program started with --wait) */
 };
 
 enum nfc_ctl_status {
@@ -63,6 +64,8 @@ enum nfc_ctl_status {
     NFC_E_NO_MEMORY = 9,
     NFC_E_DUPLICATE = 10, /* the same key twice in one message */
 };
+
+extern volatile int nfc_started;
 
 /* Serve the channel on a UNIX socket at `path` from a control thread; 0 or -1. */
 int nfc_control_start(const char *path);

@@ -3,6 +3,7 @@
  * in the generated nf.c.
  *
  * usage: nf <EAL args> -- [--entries FILE] [--control SOCKET] [--live] [--idle-ms N] [--ports L0,L1,...]
+ *                         [--wait] [--attach VDEV,ARGS]...
  * Every EAL lcore (-l) forwards, run to completion: lcore k polls queue k of every port.
  * Behind a switch: one port, the switch-facing NIC (e.g. --vdev=net_pcap0,rx_pcap=in.pcap,
  * tx_pcap=out.pcap); packets go back where they came from.  Software-only programs
@@ -11,7 +12,10 @@
  * Without --live, the first empty burst after traffic means end of input (pcap files have no
  * end-of-file signal, dpdk-here.md) and --idle-ms (default 3000) without any packet stops
  * it; with --live it runs until SIGINT/SIGTERM.  --control serves the control channel
- * (nfc_ctl.h) on a UNIX socket.  The counters are printed as one JSON line on exit. */
+ * (nfc_ctl.h) on a UNIX socket.  --wait holds forwarding until the control channel's START
+ * (entries are loaded first); --attach hot-plugs a virtual device then (e.g. a net_pcap whose
+ * input file is written after the entries are in).  The counters are printed as one JSON
+ * line on exit. */
 #include <errno.h>
 #include <inttypes.h>
 #include <signal.h>
@@ -20,6 +24,7 @@
 #include <string.h>
 
 #include <rte_cycles.h>
+#include <rte_dev.h>
 #include <rte_eal.h>
 #include <rte_ethdev.h>
 #include <rte_launch.h>
@@ -39,6 +44,7 @@ static uint16_t nports;
 static int live;
 static uint64_t idle_ms = 3000;
 static struct rte_mempool *pool;
+volatile int nfc_started = 1; /* --wait: 0 until the control channel's START */
 
 static void on_signal(int sig)
 {
@@ -174,11 +180,16 @@ int main(int argc, char **argv)
     }
     argc -= used;
     argv += used;
-    const char *entries = NULL, *control = NULL;
+    const char *entries = NULL, *control = NULL, *attach[MAX_PORTS];
+    int nattach = 0;
     for (int i = 1; i < argc; i++) {
         int more = i + 1 < argc;
         if (strcmp(argv[i], "--live") == 0) {
             live = 1;
+        } else if (strcmp(argv[i], "--wait") == 0) {
+            nfc_started = 0;
+        } else if (more && strcmp(argv[i], "--attach") == 0 && nattach < MAX_PORTS) {
+            attach[nattach++] = argv[++i];
         } else if (more && strcmp(argv[i], "--entries") == 0) {
             entries = argv[++i];
         } else if (more && strcmp(argv[i], "--control") == 0) {
@@ -200,18 +211,30 @@ int main(int argc, char **argv)
     uint16_t lcores = (uint16_t)rte_lcore_count();
     if (nfc_tables_init(lcores) != 0 || (entries != NULL && nfc_load_entries(entries) < 0))
         return 1;
-    if (rte_eth_dev_count_avail() < 1) {
+    if (control != NULL && nfc_control_start(control) != 0)
+        return 1;
+    while (!nfc_started && !quit)
+        rte_delay_us_sleep(1000);
+    for (int i = 0; i < nattach; i++) {
+        char name[64];
+        const char *comma = strchr(attach[i], ',');
+        size_t n = comma != NULL ? (size_t)(comma - attach[i]) : strlen(attach[i]);
+        snprintf(name, sizeof name, "%.*s", (int)(n < sizeof name ? n : sizeof name - 1), attach[i]);
+        if (rte_eal_hotplug_add("vdev", name, comma != NULL ? comma + 1 : "") != 0) {
+            fprintf(stderr, "nfc: cannot attach %s\n", attach[i]);
+            nfc_control_stop();
+            return 1;
+        }
+    }
+    if (rte_eth_dev_count_avail() < 1)
         fprintf(stderr, "nfc: no port (check the --vdev arguments and input files)\n");
-        return 1;
-    }
-    pool = rte_pktmbuf_pool_create("nfc_mbufs", 8191 * lcores, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                   (int)rte_socket_id());
-    if (pool == NULL) {
+    else if ((pool = rte_pktmbuf_pool_create("nfc_mbufs", 8191 * lcores, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                             (int)rte_socket_id())) == NULL)
         fprintf(stderr, "nfc: cannot create the mbuf pool: %s\n", rte_strerror(rte_errno));
+    if (pool == NULL || start_ports(lcores) != 0) {
+        nfc_control_stop();
         return 1;
     }
-    if (start_ports(lcores) != 0 || (control != NULL && nfc_control_start(control) != 0))
-        return 1;
     rte_eal_mp_remote_launch(forward, NULL, CALL_MAIN);
     rte_eal_mp_wait_lcore();
     nfc_control_stop();

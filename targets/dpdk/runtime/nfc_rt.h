@@ -177,9 +177,10 @@ static inline int nfc_lpm_lookup(struct rte_hash *h, const volatile uint64_t *pl
 /* A server table as the generated program describes it (nfc_tables[], in nf.c) plus its
  * run-time state.  Keys are the key fields packed most significant bit first, an LPM field
  * masked to its prefix length with the length in the byte after the fields, zero-padded to
- * key_bytes (a multiple of 16: rte_hash is ~2x slower on other lengths).  An entry's data is
- * a malloc'ed uint64_t array: the values, then for data-plane state the expiry and the
- * timeout (ns). */
+ * key_bytes (a multiple of 16: rte_hash is ~2x slower on other lengths).  An entry's data:
+ * with inline_values, the values packed into rte_hash's data word itself (value 0 in the
+ * low bits); otherwise a malloc'ed uint64_t array: the values, then for data-plane state the
+ * expiry and the timeout (ns). */
 #define NFC_MAX_FIELDS 16
 #define NFC_MAX_KEY 64 /* key bytes */
 struct nfc_table {
@@ -190,6 +191,7 @@ struct nfc_table {
     uint8_t nvalues;
     int8_t lpm;    /* index of the LPM key field, -1: none */
     uint8_t state; /* data-plane state: written by the forwarding lcore, not the control plane */
+    uint8_t inline_values;
     uint16_t key_bytes;
     uint8_t key_width[NFC_MAX_FIELDS];
     uint8_t value_width[NFC_MAX_FIELDS];
@@ -219,6 +221,7 @@ int nfc_table_find(const char *name);
 int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint64_t *values, uint8_t *key);
 int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *values, int replace);
 int nfc_entry_read(const struct nfc_table *t, const uint64_t *keys, uint64_t *values);
+void nfc_values_of(const struct nfc_table *t, const void *data, uint64_t *values);
 int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint32_t stride, uint32_t *bad);
 void nfc_rcu_online(unsigned lcore);
 void nfc_rcu_quiescent(unsigned lcore);

@@ -12,7 +12,7 @@
 
 #include <rte_errno.h>
 #include <rte_hash.h>
-#include <rte_jhash.h>
+#include <rte_hash_crc.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_rcu_qsbr.h>
@@ -44,7 +44,7 @@ int nfc_tables_init(int lcores)
         params.name = name;
         params.entries = t->size < 8 ? 8 : (t->size < NFC_TABLE_CAP ? t->size : NFC_TABLE_CAP);
         params.key_len = t->key_bytes;
-        params.hash_func = rte_jhash;
+        params.hash_func = rte_hash_crc;
         params.socket_id = (int)rte_socket_id();
         /* control-plane tables: lock-free readers, one writer (the control thread) */
         params.extra_flag = t->state ? 0 : RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF;
@@ -107,7 +107,7 @@ int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint6
         uint64_t plen = keys[t->nkeys];
         if (plen > w)
             return NFC_E_OUT_OF_RANGE;
-        uint64_t keep = plen == 0 ? 0 : ~((plen >= 64 ? 0 : (1ull << (w - plen))) - 1);
+        uint64_t keep = plen == 0 ? 0 : (plen >= 64 ? ~0ull : ~((1ull << (w - plen)) - 1));
         nfc_set(key, lpm_off, w, keys[t->lpm] & keep & nfc_mask(w));
         nfc_set(key, off, 8, plen);
     }
@@ -118,8 +118,15 @@ int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint6
     return NFC_OK;
 }
 
-static uint64_t *new_data(const struct nfc_table *t, const uint64_t *values)
+/* An entry's data (see struct nfc_table); NULL (and not inline): out of memory. */
+static void *new_data(const struct nfc_table *t, const uint64_t *values)
 {
+    if (t->inline_values) {
+        uint64_t packed = 0;
+        for (int i = 0, shift = 0; i < t->nvalues; shift += t->value_width[i], i++)
+            packed |= values[i] << shift;
+        return (void *)(uintptr_t)packed;
+    }
     uint64_t *d = malloc(((size_t)t->nvalues + 2) * sizeof(uint64_t));
     if (d == NULL)
         return NULL;
@@ -127,6 +134,23 @@ static uint64_t *new_data(const struct nfc_table *t, const uint64_t *values)
     d[t->nvalues + 1] = t->timeout_ns;
     d[t->nvalues] = t->state ? nfc_now_ns() + t->timeout_ns : 0;
     return d;
+}
+
+static void free_data(const struct nfc_table *t, void *d)
+{
+    if (!t->inline_values)
+        free(d);
+}
+
+void nfc_values_of(const struct nfc_table *t, const void *d, uint64_t *values)
+{
+    if (!t->inline_values) {
+        memcpy(values, d, (size_t)t->nvalues * sizeof(uint64_t));
+        return;
+    }
+    uint64_t packed = (uint64_t)(uintptr_t)d;
+    for (int i = 0, shift = 0; i < t->nvalues; shift += t->value_width[i], i++)
+        values[i] = (packed >> shift) & nfc_mask(t->value_width[i]);
 }
 
 static void plen_ref(struct nfc_table *t, const uint64_t *keys, int delta)
@@ -152,20 +176,20 @@ int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *val
     int present = rte_hash_lookup_data(t->h, key, &old) >= 0;
     if (present && !replace)
         return NFC_E_EXISTS;
-    uint64_t *d = new_data(t, values);
-    if (d == NULL)
+    void *d = new_data(t, values);
+    if (d == NULL && !t->inline_values)
         return NFC_E_NO_MEMORY;
     if (!present)
         plen_ref(t, keys, +1);
     if (rte_hash_add_key_data(t->h, key, d) < 0) {
-        free(d);
+        free_data(t, d);
         if (!present)
             plen_ref(t, keys, -1);
         return NFC_E_FULL;
     }
     if (present) { /* nothing forwards yet, but keep to the rule: free after a grace period */
         rte_rcu_qsbr_synchronize(rcu, RTE_QSBR_THRID_INVALID);
-        free(old);
+        free_data(t, old);
     }
     return NFC_OK;
 }
@@ -179,7 +203,7 @@ int nfc_entry_read(const struct nfc_table *t, const uint64_t *keys, uint64_t *va
     void *d = NULL;
     if (rte_hash_lookup_data(t->h, key, &d) < 0)
         return NFC_E_NOT_FOUND;
-    memcpy(values, d, (size_t)t->nvalues * sizeof(uint64_t));
+    nfc_values_of(t, d, values);
     return NFC_OK;
 }
 
@@ -188,7 +212,7 @@ int nfc_entry_read(const struct nfc_table *t, const uint64_t *keys, uint64_t *va
 struct change {
     uint8_t key[NFC_MAX_KEY];
     const uint64_t *keys;
-    uint64_t *data;    /* the new data (ADD, MODIFY) */
+    void *data;        /* the new data (ADD, MODIFY) */
     void *old;         /* the data replaced or deleted */
     int32_t pos;       /* a deleted key's slot, freed after the grace period if freepos */
     int freepos;
@@ -263,7 +287,7 @@ int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint
     /* 2. the new data */
     for (uint32_t i = 0; i < n && st == NFC_OK && op != NFC_OP_DELETE; i++) {
         c[i].data = new_data(t, c[i].keys + nk);
-        if (c[i].data == NULL) {
+        if (c[i].data == NULL && !t->inline_values) {
             st = NFC_E_NO_MEMORY;
             *bad = i;
         }
@@ -295,9 +319,9 @@ int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint
     rte_rcu_qsbr_synchronize(rcu, RTE_QSBR_THRID_INVALID);
     for (uint32_t i = 0; i < n; i++) {
         if (st != NFC_OK)
-            free(c[i].data); /* never visible, or undone; the old data (if any) is live again */
+            free_data(t, c[i].data); /* never visible, or undone; the old data (if any) is live again */
         else if (op != NFC_OP_ADD)
-            free(c[i].old);
+            free_data(t, c[i].old);
         if (c[i].freepos)
             rte_hash_free_key_with_position(t->h, c[i].pos);
     }

@@ -28,6 +28,7 @@ struct nfc_table nfc_tables[1] = {
         .nvalues = 3,
         .lpm = -1,
         .state = 0,
+        .inline_values = 0,
         .key_bytes = 16,
         .key_width = {16, 32},
         .value_width = {32, 24, 48},

@@ -28,6 +28,7 @@ struct nfc_table nfc_tables[1] = {
         .nvalues = 2,
         .lpm = 1,
         .state = 0,
+        .inline_values = 1,
         .key_bytes = 16,
         .key_width = {14, 32},
         .value_width = {32, 24},
@@ -48,9 +49,9 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set(key1, 0xeu, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);
             void * hit1 = NULL;
             if (nfc_lpm_lookup(nfc_tables[0].h, nfc_tables[0].plens, key1, 0xeu, 0x20u, 0x2eu, &hit1)) {
-                uint64_t * v1 = (uint64_t *)hit1;
-                p->res[0] = v1[0];
-                p->res[1] = v1[1];
+                uint64_t v1 = (uint64_t)((uintptr_t)hit1);
+                p->res[0] = (v1 >> 0u) & 0xffffffffull;
+                p->res[1] = (v1 >> 0x20u) & 0xffffffull;
                 p->stats->hits[0] = p->stats->hits[0] + 1;
                 p->meta[1] = p->res[0] & 0xffffffffull;
                 p->meta[2] = p->res[1] & 0xffffffull;

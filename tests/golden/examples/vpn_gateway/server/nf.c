@@ -28,6 +28,7 @@ struct nfc_table nfc_tables[1] = {
         .nvalues = 2,
         .lpm = -1,
         .state = 0,
+        .inline_values = 1,
         .key_bytes = 16,
         .key_width = {12, 12, 32},
         .value_width = {32, 24},
@@ -49,9 +50,9 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set(key1, 0x18u, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);
             void * hit1 = NULL;
             if (rte_hash_lookup_data(nfc_tables[0].h, key1, &hit1) >= 0) {
-                uint64_t * v1 = (uint64_t *)hit1;
-                p->res[0] = v1[0];
-                p->res[1] = v1[1];
+                uint64_t v1 = (uint64_t)((uintptr_t)hit1);
+                p->res[0] = (v1 >> 0u) & 0xffffffffull;
+                p->res[1] = (v1 >> 0x20u) & 0xffffffull;
                 p->stats->hits[0] = p->stats->hits[0] + 1;
                 p->meta[2] = p->res[0] & 0xffffffffull;
                 p->meta[3] = p->res[1] & 0xffffffull;

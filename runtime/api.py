@@ -1,0 +1,351 @@
+"""The typed runtime API behind each NF's generated package (``OUT/python/<nf>/``): one object
+per logical table, in ``.nfp`` names, that validates its arguments and puts each entry where
+``plan.json`` placed the table — P4Runtime writes to the switch, the control channel to the
+server, both for a switch cache in front of a server table (the server holds the full table,
+:mod:`runtime.cache` picks what the switch caches).
+
+A call is atomic from the caller's view: if either side refuses, what the other side did is
+undone and a typed :mod:`runtime.errors` error is raised.  For a cached table the order keeps
+the data path consistent meanwhile: an entry reaches the server before the switch cache, and
+leaves the switch cache before the server.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from runtime.cache import CacheDecision, CachePolicy
+from runtime.control import ControlChannel
+from runtime.entries import EntriesError, EntrySpec, parse_value
+from runtime.errors import ChannelError, EntryNotFound, InvalidEntry, RuntimeApiError
+from runtime.p4runtime import SwitchClient, SwitchUpdate
+
+__all__ = ["Field", "Runtime", "Table", "TableSchema", "Value"]
+
+Value = int | str  # an integer, dotted IPv4, colon MAC, hex string; LPM keys also "a.b.c.d/len" or (value, len)
+
+
+@dataclass(frozen=True)
+class Field:
+    name: str
+    width: int
+    match: str = ""  # key fields: exact / lpm / ternary / range
+
+
+@dataclass(frozen=True)
+class TableSchema:
+    name: str
+    source: str
+    keys: tuple[Field, ...]
+    values: tuple[Field, ...]
+    placement: str
+    state: bool
+    switch_entries: int
+
+    @classmethod
+    def from_plan(cls, t: Mapping[str, Any]) -> TableSchema:
+        return cls(t["name"], t["source"], tuple(Field(k["name"], k["width"], k["match"]) for k in t["keys"]),
+                   tuple(Field(v["name"], v["width"]) for v in t["values"]), t["placement"], t["kind"] == "state",
+                   int(t.get("switch", {}).get("entries", 0)))
+
+    @property
+    def on_switch(self) -> bool:
+        return self.placement.startswith("switch")
+
+    @property
+    def on_server(self) -> bool:
+        return "server" in self.placement
+
+    @property
+    def cached(self) -> bool:
+        return "cache" in self.placement
+
+    @property
+    def lpm(self) -> int | None:
+        return next((i for i, k in enumerate(self.keys) if k.match == "lpm"), None)
+
+
+@dataclass(frozen=True)
+class _Entry:
+    match: dict[str, tuple[int, int | None]]
+    values: dict[str, int]
+    priority: int
+
+    def server_record(self, s: TableSchema, with_values: bool = True) -> list[int]:
+        rec = [self.match[k.name][0] for k in s.keys]
+        if s.lpm is not None:
+            rec.append(self.match[s.keys[s.lpm].name][1] or 0)
+        return rec + ([self.values[v.name] for v in s.values] if with_values else [])
+
+    def key(self, s: TableSchema) -> tuple[int, ...]:
+        return tuple(self.server_record(s, with_values=False))
+
+
+def _check(s: TableSchema, fields: Mapping[str, Any], with_values: bool, priority: int = 0) -> _Entry:
+    names = {k.name for k in s.keys} | ({v.name for v in s.values} if with_values else set())
+    unknown = sorted(set(fields) - names)
+    missing = sorted(names - set(fields))
+    if unknown or missing:
+        raise InvalidEntry(f"{s.name}: " + "; ".join(
+            ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) +
+            ([f"missing field(s) {', '.join(missing)}"] if missing else [])))
+    match: dict[str, tuple[int, int | None]] = {}
+    try:
+        for k in s.keys:
+            match[k.name] = _key(k, fields[k.name])
+        values = {v.name: parse_value(fields[v.name]) for v in s.values} if with_values else {}
+    except (EntriesError, ValueError, TypeError) as e:
+        raise InvalidEntry(f"{s.name}: {e}") from e
+    for v in s.values if with_values else ():
+        if not 0 <= values[v.name] < 1 << v.width:
+            raise InvalidEntry(f"{s.name}: {v.name} = {values[v.name]} does not fit in {v.width} bits")
+    return _Entry(match, values, priority)
+
+
+def _key(k: Field, raw: Any) -> tuple[int, int | None]:
+    arg: int | None = None
+    if k.match == "lpm":
+        if isinstance(raw, tuple):
+            raw, arg = raw
+        elif isinstance(raw, str) and "/" in raw:
+            raw, plen = raw.split("/")
+            arg = int(plen)
+        else:
+            arg = k.width
+        if not 0 <= arg <= k.width:
+            raise InvalidEntry(f"{k.name}: prefix length {arg} out of 0..{k.width}")
+    elif k.match in ("ternary", "range"):
+        raw, second = raw if isinstance(raw, tuple) else (raw, None)
+        arg = None if second is None else parse_value(second)
+    value = parse_value(raw)
+    if not 0 <= value < 1 << k.width or (arg is not None and k.match != "lpm" and not 0 <= arg < 1 << k.width):
+        raise InvalidEntry(f"{k.name} = {raw} does not fit in {k.width} bits")
+    if k.match == "lpm" and arg is not None:  # host bits beyond the prefix are not part of the key
+        value &= ((1 << k.width) - 1) ^ ((1 << (k.width - arg)) - 1)
+    return value, arg
+
+
+class Runtime:
+    """The control plane of one built NF (``OUT``): switch, server, or both."""
+
+    def __init__(self, out: str | Path, *, switch: SwitchClient | None = None,
+                 server: ControlChannel | None = None) -> None:
+        self.out = Path(out)
+        plan = json.loads((self.out / "plan.json").read_text())
+        self.schemas = {t["name"]: TableSchema.from_plan(t) for t in plan["tables"]}
+        self.switch = switch
+        self.server = server
+        if server is not None:
+            for name, s in self.schemas.items():
+                st = server.tables.get(name) if s.on_server else None
+                if s.on_server and (st is None or st.keys != tuple(k.width for k in s.keys)
+                                    or st.values != tuple(v.width for v in s.values)):
+                    raise ChannelError(f"the server program does not match {self.out}/plan.json (table {name}): "
+                                       "was it built from another .nfp?")
+        self.caches = {n: CachePolicy(s.switch_entries, s.lpm, s.keys[s.lpm].width if s.lpm is not None else 0)
+                       for n, s in self.schemas.items() if s.cached}
+        self._tables()
+
+    def _tables(self) -> None:
+        """The generated subclass makes one typed attribute per table here."""
+
+    @classmethod
+    def connect(cls, out: str | Path, *, p4runtime: str | None = None, control: str | Path | None = None,
+                arch: str = "tna") -> Runtime:
+        """Connect to a switch's P4Runtime endpoint and/or a server program's control socket."""
+        out = Path(out)
+        switch = None
+        if p4runtime is not None:
+            plan = json.loads((out / "plan.json").read_text())
+            names = json.loads((out / plan["generated"]["name_map"]).read_text())
+            switch = SwitchClient(p4runtime, names, arch)
+        return cls(out, switch=switch, server=ControlChannel(control) if control is not None else None)
+
+    def close(self) -> None:
+        if self.switch is not None:
+            self.switch.close()
+        if self.server is not None:
+            self.server.close()
+
+    def table(self, name: str) -> Table:
+        if name not in self.schemas:
+            raise InvalidEntry(f"no table {name} (tables: {', '.join(sorted(self.schemas))})")
+        return Table(self, name)
+
+    def load(self, entries: Iterable[EntrySpec]) -> int:
+        """Add entries given as data (an entries file), table by table; all or nothing per table."""
+        by_table: dict[str, list[dict[str, Any]]] = {}
+        for e in entries:
+            fields: dict[str, Any] = {k: (v, a) if a is not None else v for k, (v, a) in e.match.items()}
+            by_table.setdefault(e.table, []).append(fields | e.values)
+        return sum(self.table(t).add_many(rows) for t, rows in by_table.items())
+
+    # ---- the two sides -----------------------------------------------------------------------
+
+    def _need(self, side: str, s: TableSchema) -> Any:
+        client = self.switch if side == "switch" else self.server
+        if client is None:
+            raise ChannelError(f"table {s.name} is on the {side} ({s.placement}): connect a "
+                               f"{'P4Runtime endpoint' if side == 'switch' else 'server control socket'}")
+        if s.state:
+            raise InvalidEntry(f"table {s.name} is data-plane state ({s.source}): the data plane writes it")
+        return client
+
+    def _server(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
+        self._need("server", s).write(op, s.name, [e.server_record(s, op != "delete") for e in entries],
+                                      chunk=1 << 20)
+
+    def _switch(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
+        """All or nothing: the updates that went through are reverted if one failed."""
+        client: SwitchClient = self._need("switch", s)
+        old: dict[tuple[tuple[int, int | None], ...], dict[str, int]] = {}
+        if op != "add":
+            old = {tuple(m[k.name] for k in s.keys): v for m, v, _p in client.read(s.name)}
+        ups = [SwitchUpdate(op, s.name, e.match, e.values, e.priority) for e in entries]
+        errors = client.write(ups)
+        bad = next((i for i, err in enumerate(errors) if err is not None), None)
+        if bad is None:
+            return
+        undo = {"add": "delete", "delete": "add", "modify": "modify"}[op]
+        client.write([SwitchUpdate(undo, u.table, u.match, old.get(tuple(u.match[k.name] for k in s.keys), u.values),
+                                   u.priority) for u, err in zip(ups, errors, strict=True) if err is None])
+        err = errors[bad]
+        assert err is not None
+        err.index = bad
+        raise err
+
+    def _cache(self, s: TableSchema, decisions: Sequence[CacheDecision], by_key: Mapping[tuple[int, ...], _Entry],
+               evicted: Mapping[tuple[int, ...], _Entry]) -> None:
+        """Evict then install what the cache policy decided."""
+        evict = [evicted[k] for d in decisions for k in d.evict]
+        install = [by_key[k] for d in decisions for k in d.install]
+        if evict:
+            self._switch(s, "delete", evict)
+        if install:
+            self._switch(s, "add", install)
+
+    def write(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
+        if not entries:
+            return
+        if not s.on_server:
+            self._switch(s, op, entries)
+            return
+        if not s.cached:
+            if s.on_switch:  # on both sides (not produced by the partitioner today): server first, undo on failure
+                self._server(s, op, entries)
+                try:
+                    self._switch(s, op, entries)
+                except RuntimeApiError:
+                    self._server_undo(s, op, entries)
+                    raise
+            else:
+                self._server(s, op, entries)
+            return
+        self._cached(s, op, entries)
+
+    def _server_undo(self, s: TableSchema, op: str, entries: Sequence[_Entry], old: Sequence[_Entry] = ()) -> None:
+        if op == "add":
+            self._server(s, "delete", entries)
+        elif old:
+            self._server(s, "add" if op == "delete" else "modify", old)
+
+    def _cached(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
+        policy = self.caches[s.name]
+        keys = [e.key(s) for e in entries]
+        server = self._need("server", s)
+        old = [] if op == "add" else [_Entry(e.match, dict(zip([v.name for v in s.values], vals, strict=True)),
+                                             e.priority)
+                                      for e, vals in zip(entries, server.read(s.name, keys), strict=True)]
+        if op == "delete":  # out of the cache first, then off the server
+            cached = [e for e, k in zip(entries, keys, strict=True) if k in policy.cached]
+            self._switch(s, "delete", cached)
+            try:
+                self._server(s, "delete", entries)
+            except RuntimeApiError:
+                self._switch(s, "add", [o for o in old if o.key(s) in policy.cached])
+                raise
+            for k in keys:
+                policy.on_delete(k)
+            return
+        self._server(s, op, entries)  # onto the server first, then into the cache
+        try:
+            if op == "modify":
+                self._switch(s, "modify", [e for e, k in zip(entries, keys, strict=True) if k in policy.cached])
+                return
+            decisions = [policy.on_add(k) for k in keys]
+            by_key = dict(zip(keys, entries, strict=True))
+            evicted = {k: _Entry({f.name: (k[i], None) for i, f in enumerate(s.keys)}, {}, 0)
+                       for d in decisions for k in d.evict}
+            for k in evicted:  # an LPM key's prefix length travels in its LPM field
+                if s.lpm is not None:
+                    lf = s.keys[s.lpm].name
+                    evicted[k].match[lf] = (k[s.lpm], k[-1])
+            try:
+                self._cache(s, decisions, by_key, evicted)
+            except RuntimeApiError:
+                for d, k in zip(reversed(decisions), reversed(keys), strict=True):
+                    policy.undo(d, k, added=True)
+                raise
+        except RuntimeApiError:
+            self._server_undo(s, op, entries, old)
+            raise
+
+
+class Table:
+    """One logical table; the generated package subclasses it with typed methods."""
+
+    def __init__(self, runtime: Runtime, name: str) -> None:
+        self._rt = runtime
+        self.schema = runtime.schemas[name]
+
+    def _apply(self, op: str, fields: Mapping[str, Any]) -> None:
+        self._rt.write(self.schema, op, [_check(self.schema, fields, op != "delete")])
+
+    def add(self, **fields: Any) -> None:
+        self._apply("add", fields)
+
+    def modify(self, **fields: Any) -> None:
+        self._apply("modify", fields)
+
+    def delete(self, **keys: Any) -> None:
+        self._apply("delete", keys)
+
+    def add_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        """Bulk add, all or nothing; an error's ``index`` is the row at fault."""
+        entries = []
+        for i, row in enumerate(rows):
+            try:
+                entries.append(_check(self.schema, row, True))
+            except InvalidEntry as e:
+                e.index = i
+                raise
+        self._rt.write(self.schema, "add", entries)
+        return len(entries)
+
+    def delete_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
+        entries = [_check(self.schema, {k.name: row[k.name] for k in self.schema.keys if k.name in row}, False)
+                   for row in rows]
+        self._rt.write(self.schema, "delete", entries)
+        return len(entries)
+
+    def read(self, **keys: Any) -> dict[str, int]:
+        """The values of one entry (from the server's full table when there is one)."""
+        e = _check(self.schema, keys, False)
+        if self.schema.on_server:
+            vals = self._rt._need("server", self.schema).read(self.schema.name, [e.key(self.schema)])[0]
+            return dict(zip([v.name for v in self.schema.values], vals, strict=True))
+        client: SwitchClient = self._rt._need("switch", self.schema)
+        want = tuple(e.match[k.name] for k in self.schema.keys)
+        for m, v, _p in client.read(self.schema.name):
+            if tuple(m[k.name] for k in self.schema.keys) == want:
+                return v
+        raise EntryNotFound(f"{self.schema.name}: no entry {keys}")
+
+    def cached(self) -> int:
+        """How many entries the switch cache holds (cached tables)."""
+        policy = self._rt.caches.get(self.schema.name)
+        return len(policy.cached) if policy else 0

@@ -1,0 +1,59 @@
+"""The runtime API generator, registered as ``python-api``: writes ``OUT/python/<nf>/``, a
+typed Python package with one class per table (keyword-only methods named after the ``.nfp``
+key and value fields) on top of :mod:`runtime.api`.  It reads the IR's tables only."""
+
+from __future__ import annotations
+
+import keyword
+from pathlib import Path
+from typing import Any
+
+import jinja2
+
+from compiler import ir
+from compiler.pipeline import Compilation
+from targets.registry import register
+
+__all__ = ["emit", "render"]
+
+_ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), keep_trailing_newline=True,
+                          undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+def _camel(name: str) -> str:
+    return "".join(p[:1].upper() + p[1:] for p in name.split("_") if p)
+
+
+def _param(name: str) -> str:
+    return f"{name}_" if keyword.iskeyword(name) else name
+
+
+def _table(t: ir.Table) -> dict[str, Any]:
+    keys = [{"name": k.name, "width": k.expr.width, "match": k.match} for k in t.keys]
+    values = [{"name": v.name, "width": v.width} for v in t.values]
+    key_params = ", ".join(f"{_param(k.name)}: Value" + (" | tuple[Value, Value]" if k.match != "exact" else "")
+                           for k in t.keys)
+    params = ", ".join([key_params, *(f"{_param(v.name)}: Value" for v in t.values)])
+    names = [k.name for k in t.keys]
+    return {"name": t.name, "cls": _camel(t.name), "source": f"{t.span.file}:{t.span.line}", "match": t.match,
+            "size": t.size, "state": t.is_state, "key_fields": keys, "value_fields": values,
+            "key_params": key_params, "params": params,
+            "key_dict": "{" + ", ".join(f'"{n}": {_param(n)}' for n in names) + "}",
+            "all_dict": "{" + ", ".join(f'"{n}": {_param(n)}' for n in names + [v.name for v in t.values]) + "}"}
+
+
+def render(prog: ir.Program) -> str:
+    nf = Path(prog.file).stem
+    return _ENV.get_template("api.py.j2").render(nf=nf, cls=_camel(nf), source=prog.file,
+                                                 tables=[_table(t) for t in prog.tables.values()])
+
+
+@register("python-api")
+def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
+    prog = c.need_program()
+    nf = Path(prog.file).stem
+    folder = out / "python" / nf
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "__init__.py").write_text(render(prog))
+    (folder / "py.typed").write_text("")
+    return {"python_api": f"python/{nf}/__init__.py"}

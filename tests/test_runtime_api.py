@@ -1,0 +1,228 @@
+"""The runtime API: the generated per-NF package, entries put where the plan says (P4Runtime
+to the switch model, the control channel to the real server program), typed errors that
+leave both sides as they were, and the switch-cache admission rule checked against an
+independent longest-prefix-match reference."""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import ipaddress
+import json
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from lang import SourceMap
+from nfc._build_dir import open_build
+from runtime.api import Runtime
+from runtime.cache import CachePolicy
+from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
+from runtime.p4runtime import SwitchClient
+from runtime.server_proc import ServerProcess
+from targets.switchmodel.server import P4RuntimeServer, serve
+from tests.conftest import ROOT
+from tests.test_dpdk import HAVE_DPDK
+
+needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+
+
+def _build(tmp: Path, example: str) -> Path:
+    out = tmp / example
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", f"examples/{example}.nfp", "-o", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    return out
+
+
+class Deployment:
+    """Switch model behind P4Runtime + the real server program; the generated package's class."""
+
+    def __init__(self, out: Path) -> None:
+        plan, _c, self.model = open_build(out, SourceMap())
+        names = json.loads((out / plan["generated"]["name_map"]).read_text())
+        self.grpc, port = serve(P4RuntimeServer(self.model, names, "tna"))
+        self.server = ServerProcess(out / "server/nf", ["net_null0"])
+        self.switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+        sys.path.insert(0, str(out / "python"))
+        stem = Path(plan["source"]).stem
+        module = importlib.import_module(stem)
+        self.nf = getattr(module, "".join(p.capitalize() for p in stem.split("_")))(
+            out, switch=self.switch, server=self.server.control)
+
+    def close(self) -> None:
+        self.switch.close()
+        self.grpc.stop(0)
+        self.server.control.close()
+        self.server.stop()
+
+
+@pytest.fixture(scope="module")
+def vpn(tmp_path_factory):
+    if not HAVE_DPDK:
+        pytest.skip("DPDK missing")
+    d = Deployment(_build(tmp_path_factory.mktemp("api"), "vpn_gateway"))
+    yield d
+    d.close()
+
+
+def test_generated_package_has_one_typed_method_per_table(vpn):
+    plan = json.loads((vpn.nf.out / "plan.json").read_text())
+    for t in plan["tables"]:
+        table = getattr(vpn.nf, t["name"])
+        params = inspect.signature(table.add).parameters
+        assert list(params) == [k["name"] for k in t["keys"]] + [v["name"] for v in t["values"]]
+        assert all(p.kind is inspect.Parameter.KEYWORD_ONLY for p in params.values())
+        assert list(inspect.signature(table.delete).parameters) == [k["name"] for k in t["keys"]]
+
+
+@needs_dpdk
+def test_entries_go_where_the_plan_says(vpn):
+    nf = vpn.nf
+    nf.overlay_routes.add(meta_customer=7, meta_overlay=42, vm_ip="192.168.1.10", host_ip="172.16.5.5", vni=5000)
+    nf.underlay_routes.add(outer_ipv4_dst="172.16.0.0/16", port=21, next_hop_mac="02:00:00:00:00:99")
+    nf.vni_to_qinq.add(vxlan_vni=5000, s_tag=7, c_tag=42, port=3)
+    # the server program holds the overlay route; the switch model the two switch tables
+    assert vpn.server.control.read("overlay_routes", [[7, 42, 0xC0A8010A]]) == [(0xAC100505, 5000)]
+    assert [v for _m, v, _p in vpn.switch.read("underlay_routes")] == [{"port": 21, "next_hop_mac": 0x020000000099}]
+    assert len(vpn.model.tables["vni_to_qinq"].entries) == 1
+    assert nf.overlay_routes.get(meta_customer=7, meta_overlay=42, vm_ip="192.168.1.10") == (0xAC100505, 5000)
+    nf.overlay_routes.modify(meta_customer=7, meta_overlay=42, vm_ip="192.168.1.10", host_ip=1, vni=2)
+    assert nf.overlay_routes.get(meta_customer=7, meta_overlay=42, vm_ip="192.168.1.10").vni == 2
+    nf.overlay_routes.delete(meta_customer=7, meta_overlay=42, vm_ip="192.168.1.10")
+    nf.underlay_routes.delete(outer_ipv4_dst="172.16.0.0/16")
+    nf.vni_to_qinq.delete(vxlan_vni=5000)
+    with pytest.raises(EntryNotFound):
+        nf.overlay_routes.get(meta_customer=7, meta_overlay=42, vm_ip="192.168.1.10")
+    assert not list(vpn.switch.read("underlay_routes"))
+
+
+@needs_dpdk
+@pytest.mark.parametrize("call, error", [
+    (lambda nf: nf.overlay_routes.add(meta_customer=4096, meta_overlay=1, vm_ip=1, host_ip=1, vni=1), InvalidEntry),
+    (lambda nf: nf.overlay_routes.add(meta_customer=1, meta_overlay=1, vm_ip=1, host_ip=1, vni=1 << 24),
+     InvalidEntry),
+    (lambda nf: nf.overlay_routes.table_add(), AttributeError),
+    (lambda nf: nf.table("overlay_routes").add(meta_customer=1, meta_overlay=1, vm_ip=1, host_ip=1), InvalidEntry),
+    (lambda nf: nf.underlay_routes.add(outer_ipv4_dst="10.0.0.0/33", port=1, next_hop_mac=1), InvalidEntry),
+    (lambda nf: nf.underlay_routes.add(outer_ipv4_dst="10.0.0.0/8", port=1, next_hop_mac="zz"), InvalidEntry),
+    (lambda nf: nf.overlay_routes.delete(meta_customer=1, meta_overlay=1, vm_ip=99), EntryNotFound),
+    (lambda nf: nf.vni_to_qinq.delete(vxlan_vni=77), EntryNotFound),
+])
+def test_bad_calls_raise_typed_errors_and_change_nothing(vpn, call, error):
+    before = (vpn.server.control.dump("overlay_routes"), list(vpn.switch.read("underlay_routes")),
+              list(vpn.switch.read("vni_to_qinq")))
+    with pytest.raises(error):
+        call(vpn.nf)
+    after = (vpn.server.control.dump("overlay_routes"), list(vpn.switch.read("underlay_routes")),
+             list(vpn.switch.read("vni_to_qinq")))
+    assert after == before
+
+
+@needs_dpdk
+def test_bulk_switch_write_is_all_or_nothing(vpn):
+    nf = vpn.nf
+    nf.vni_to_qinq.add(vxlan_vni=9, s_tag=1, c_tag=1, port=1)
+    rows = [{"vxlan_vni": v, "s_tag": 1, "c_tag": 2, "port": 3} for v in (10, 11, 12, 9, 13)]
+    with pytest.raises(EntryExists) as e:
+        nf.vni_to_qinq.add_many(rows)
+    assert e.value.index == 3
+    assert [m["vxlan_vni"][0] for m, _v, _p in vpn.switch.read("vni_to_qinq")] == [9]
+    nf.vni_to_qinq.delete(vxlan_vni=9)
+
+
+@needs_dpdk
+def test_bulk_server_load_of_100k_entries(vpn):
+    rows = [{"meta_customer": 1 + i % 4000, "meta_overlay": 1 + i // 4000, "vm_ip": 0x0A000000 + i,
+             "host_ip": 0xAC100000 + i, "vni": i} for i in range(100_000)]
+    assert vpn.nf.overlay_routes.add_many(rows) == 100_000
+    assert vpn.server.control.counters()["tables"]["overlay_routes"]["entries"] == 100_000
+    vpn.nf.overlay_routes.delete_many(rows)
+    assert vpn.server.control.counters()["tables"]["overlay_routes"]["entries"] == 0
+
+
+@needs_dpdk
+def test_cached_table_fills_server_then_switch_and_undoes_on_switch_failure(tmp_path):
+    d = Deployment(_build(tmp_path, "bluebird_tor"))
+    try:
+        ca = d.nf.ca_to_pa
+        ca.add(meta_vrf=1, ca="10.0.0.1", vtep="172.16.0.1", vni=100, vm_mac="02:00:00:00:00:01")
+        assert d.server.control.read("ca_to_pa", [[1, 0x0A000001]]) == [(0xAC100001, 100, 0x020000000001)]
+        assert [m["ca"][0] for m, _v, _p in d.switch.read("ca_to_pa")] == [0x0A000001]
+        assert ca.cached() == 1
+        d.grpc.stop(0)  # the switch goes away: the server must not keep a half-installed entry
+        with pytest.raises(ChannelError):
+            ca.add(meta_vrf=1, ca="10.0.0.2", vtep="172.16.0.1", vni=100, vm_mac="02:00:00:00:00:02")
+        assert sorted(d.server.control.dump("ca_to_pa")) == [(1, 0x0A000001, 0xAC100001, 100, 0x020000000001)]
+    finally:
+        d.switch.close()
+        d.server.control.close()
+        d.server.stop()
+
+
+def _reference_lpm(prefixes: dict[ipaddress.IPv4Network, int], addr: ipaddress.IPv4Address) -> int | None:
+    best = max((n for n in prefixes if addr in n), key=lambda n: n.prefixlen, default=None)
+    return prefixes[best] if best is not None else None
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_lpm_cache_never_hijacks_traffic(seed):
+    """Cache-then-server lookup equals the full table's LPM for every address, whatever order
+    prefixes arrive and leave in (the cache is small, so admission and eviction both run)."""
+    rnd = random.Random(seed)
+    policy = CachePolicy(capacity=4, lpm=0, width=32)
+    table: dict[ipaddress.IPv4Network, int] = {}
+    cache: set[tuple[int, ...]] = set()
+    for step in range(60):
+        if table and rnd.random() < 0.3:
+            net = rnd.choice(sorted(table))
+            del table[net]
+            d = policy.on_delete((int(net.network_address), net.prefixlen))
+        else:
+            plen = rnd.choice([8, 16, 20, 24, 28])
+            net = ipaddress.IPv4Network((rnd.choice([0x0A000000, 0x0A010000, 0x0A010100]) + rnd.randrange(4) * 16,
+                                         plen), strict=False)
+            if net in table:
+                continue
+            table[net] = step
+            d = policy.on_add((int(net.network_address), net.prefixlen))
+        cache.difference_update(d.evict)
+        cache.update(d.install)
+        assert len(cache) <= 4 and cache == policy.cached
+        cached = {ipaddress.IPv4Network(k): table[ipaddress.IPv4Network(k)] for k in cache}
+        for _ in range(50):
+            addr = ipaddress.IPv4Address(rnd.choice([0x0A000000, 0x0A010000, 0x0A010100]) + rnd.randrange(256))
+            hit = _reference_lpm(cached, addr)
+            full = _reference_lpm(table, addr)
+            assert (hit if hit is not None else full) == full, (addr, sorted(cache), sorted(table))
+
+
+def test_naive_lpm_cache_would_hijack():
+    """The check above can fail: caching 10.0.0.0/8 alone while 10.1.0.0/16 stays on the
+    server sends 10.1.x.x to the /8's action."""
+    table = {ipaddress.IPv4Network("10.0.0.0/8"): 1, ipaddress.IPv4Network("10.1.0.0/16"): 2}
+    cached = {ipaddress.IPv4Network("10.0.0.0/8"): 1}
+    addr = ipaddress.IPv4Address("10.1.2.3")
+    assert _reference_lpm(cached, addr) != _reference_lpm(table, addr)
+    policy = CachePolicy(capacity=1, lpm=0, width=32)
+    policy.on_add((0x0A010000, 16))  # cached (room)
+    d = policy.on_add((0x0A000000, 8))  # the /16 inside it is cached, but no room: not admitted
+    assert d.install == [] and policy.cached == {(0x0A010000, 16)}
+
+
+def test_runtime_refuses_a_server_program_of_another_nf(tmp_path):
+    """Runtime checks the server's HELLO against plan.json (tables and widths)."""
+    plan = {"tables": [{"name": "t", "source": "x.nfp:1", "keys": [{"name": "k", "width": 8, "match": "exact"}],
+                        "values": [], "placement": "server", "kind": "table"}]}
+    (tmp_path / "plan.json").write_text(json.dumps(plan))
+
+    class FakeHello:  # what ControlChannel exposes after HELLO: a server with no table t
+        tables: dict[str, object] = {}
+
+    with pytest.raises(ChannelError):
+        Runtime(tmp_path, server=FakeHello())  # type: ignore[arg-type]
