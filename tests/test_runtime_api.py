@@ -222,7 +222,8 @@ def test_runtime_refuses_a_server_program_of_another_nf(tmp_path):
     (tmp_path / "plan.json").write_text(json.dumps(plan))
 
     class FakeHello:  # what ControlChannel exposes after HELLO: a server with no table t
-        tables: dict[str, object] = {}
+        def __init__(self) -> None:
+            self.tables: dict[str, object] = {}
 
     with pytest.raises(ChannelError):
         Runtime(tmp_path, server=FakeHello())  # type: ignore[arg-type]
