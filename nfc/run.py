@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ from nfc._build_dir import open_build, parse_injects
 from runtime.entries import EntriesError, load_entries
 from runtime.errors import RuntimeApiError
 from runtime.p4runtime import SwitchClient
-from runtime.run import RunError, run_hybrid
+from runtime.run import RunError, run_hybrid, run_live
 from targets.switchmodel.server import P4RuntimeServer, serve
 
 __all__ = ["add_parser"]
@@ -25,21 +26,42 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     s.add_argument("--entries", metavar="FILE", help="table entries (YAML or JSON, .nfp names)")
     s.add_argument("--inject", action="append", default=[], metavar="PORT=PCAP", required=True)
     s.add_argument("--capture", metavar="DIR", default="capture")
+    s.add_argument("--live", action="store_true",
+                   help="run live: the server program on a veth pair (net_af_packet) in a network namespace of its "
+                        "own, entries changeable while packets flow (needs root)")
+    s.add_argument("--pps", type=float, default=1000.0, help="--live: injection rate, packets per second")
+    s.add_argument("--serve-seconds", type=float, default=0.0,
+                   help="--live: keep running this long after injecting, P4Runtime and control socket open")
     s.set_defaults(func=run)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def run(args: argparse.Namespace, sources: SourceMap) -> int:
     """The switch model serves P4Runtime on loopback; the runtime API writes the entries
     through it (as to a real switch) and through the server program's control channel."""
+    signal.signal(signal.SIGTERM, _interrupt)  # clean up on SIGTERM as on ^C
     out = Path(args.out)
     plan, _c, model = open_build(out, sources)
     names = json.loads((out / plan["generated"]["name_map"]).read_text())
-    grpc_server, port = serve(P4RuntimeServer(model, names, "tna"))
+    p4rt = P4RuntimeServer(model, names, "tna")
+    grpc_server, port = serve(p4rt)
     client = None
     try:
         entries = load_entries(args.entries) if args.entries else []
         client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
-        counters = run_hybrid(out, plan, model, client, entries, parse_injects(args.inject), Path(args.capture))
+        if args.live:
+            print(f"switch model P4Runtime on 127.0.0.1:{port}", file=sys.stderr, flush=True)
+            counters = run_live(out, p4rt, model.server_ports[0], client, entries, parse_injects(args.inject),
+                                Path(args.capture), args.pps, args.serve_seconds,
+                                lambda m: print(m, file=sys.stderr, flush=True))
+        else:
+            counters = run_hybrid(out, plan, model, client, entries, parse_injects(args.inject), Path(args.capture))
+    except KeyboardInterrupt:  # everything started has been cleaned up on the way out
+        print("nfc run: interrupted", file=sys.stderr)
+        return 130
     except (RunError, EntriesError, RuntimeApiError) as e:
         print(f"nfc run: {e}", file=sys.stderr)
         return 1

@@ -10,9 +10,11 @@ what it sends back re-enters the switch on the server port; every egress port ge
 """
 from __future__ import annotations
 
+import functools
 import json
 import subprocess
 import tempfile
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any, Protocol
@@ -22,10 +24,11 @@ from scapy.utils import RawPcapReader, RawPcapWriter
 from runtime.api import Runtime
 from runtime.entries import EntrySpec
 from runtime.errors import RuntimeApiError
+from runtime.live import LiveDataPlane, LiveError, Switch, pace
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess, eal_args
 
-__all__ = ["EAL_ARGS", "RunError", "run_hybrid"]
+__all__ = ["EAL_ARGS", "RunError", "run_hybrid", "run_live"]
 
 EAL_ARGS = eal_args()
 
@@ -109,5 +112,32 @@ def run_hybrid(out: Path, plan: dict[str, Any], switch: SwitchLike, switch_clien
                 "egress_packets": {str(p): len(v) for p, v in sorted(outputs.items())},
                 "server": {"forwarded": server_counters.get("forwarded", 0),
                            "tables": server_counters.get("tables", {})}}
+    (capture / "counters.json").write_text(json.dumps(counters, indent=2, sort_keys=True) + "\n")
+    return counters
+
+
+def run_live(out: Path, switch: Switch, server_port: int, switch_client: SwitchClient | None,
+             entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path, pps: float = 1000.0,
+             serve_seconds: float = 0.0, announce: Any = print) -> dict[str, Any]:
+    """The live data plane: entries through the runtime, the pcaps sent at ``pps``, then
+    ``serve_seconds`` more with the P4Runtime endpoint and the control socket open to other
+    controllers (their addresses go to ``announce``); captures and counters as in batch mode."""
+    capture.mkdir(parents=True, exist_ok=True)
+    try:
+        with LiveDataPlane(build_server(out), switch, server_port) as live:
+            assert live.server is not None
+            Runtime(out, switch=switch_client, server=live.server.control).load(entries)
+            announce(f"server control socket: {live.server.socket} (network namespace {live.netns})")
+            for port, path in injects:
+                pace([bytes(d) for d, _ in RawPcapReader(str(path))], functools.partial(live.inject, port), pps)
+            time.sleep(serve_seconds)
+            if not live.settle():
+                raise RunError(f"packets still in flight after 30 s: {live.counters()}")
+            counters = live.counters()
+            outputs = {p: live.take(p) for p in list(live.outputs)}
+    except (RuntimeApiError, LiveError, OSError) as e:
+        raise RunError(str(e)) from e
+    for port, packets in sorted(outputs.items()):
+        _write(capture / f"port-{port}.pcap", packets)
     (capture / "counters.json").write_text(json.dumps(counters, indent=2, sort_keys=True) + "\n")
     return counters

@@ -26,6 +26,17 @@ GW_IP, GW_MAC, NH_MAC = "10.255.0.1", "02:00:0a:ff:00:01", "02:00:00:00:00:99"
 N_ROUTES = 100_000
 
 
+def expected_vxlan(customer: Ether, host_ip: str, vni: int) -> bytes:
+    """The VPN gateway's customer->cloud output, by seed 000 §3 and RFC 7348, built with scapy:
+    the QinQ tags removed, the frame in VXLAN toward the VM's host, UDP source port from the
+    inner flow hash (CRC-16 of the addresses and protocol)."""
+    ip = customer[IP]
+    sport = 0xC000 | (crc16_arc(bytes(ip)[12:20] + bytes([ip.proto])) & 0x3FFF)
+    frame = Ether(src=customer[Ether].src, dst=customer[Ether].dst, type=0x0800) / ip
+    return bytes(Ether(src=GW_MAC, dst=NH_MAC) / IP(src=GW_IP, dst=host_ip, ttl=64, id=0, flags=0)
+                 / UDP(sport=sport, dport=4789, chksum=0) / VXLAN(vni=vni, flags=0x08) / frame)
+
+
 def test_nfc_run_vpn_gateway_both_directions(tmp_path):
     out = tmp_path / "vpn"
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
@@ -54,14 +65,8 @@ def test_nfc_run_vpn_gateway_both_directions(tmp_path):
                         "--capture", str(tmp_path / "cap")], capture_output=True, text=True, cwd=ROOT, timeout=900)
     assert r.returncode == 0, r.stderr[-3000:]
     got21 = [bytes(p) for p in rdpcap(str(tmp_path / "cap/port-21.pcap"))]
-    want21 = []
-    for p, (c, o, k) in zip(customer, ((1, 1, 1), (10, 100, 100), (5, 42, 17)), strict=True):
-        ip = p[IP]
-        sport = 0xC000 | (crc16_arc(bytes(ip)[12:20] + bytes([ip.proto])) & 0x3FFF)
-        frame = Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02", type=0x0800) / ip
-        want = (Ether(src=GW_MAC, dst=NH_MAC) / IP(src=GW_IP, dst=f"172.16.{c}.{k}", ttl=64, id=0, flags=0)
-                / UDP(sport=sport, dport=4789, chksum=0) / VXLAN(vni=c * 1000 + o, flags=0x08) / frame)
-        want21.append(bytes(want))
+    want21 = [expected_vxlan(p, f"172.16.{c}.{k}", c * 1000 + o)
+              for p, (c, o, k) in zip(customer, ((1, 1, 1), (10, 100, 100), (5, 42, 17)), strict=True)]
     assert got21 == want21
     got4 = [bytes(p) for p in rdpcap(str(tmp_path / "cap/port-4.pcap"))]
     assert got4 == [bytes(Ether(src="00:00:00:00:00:0a", dst="00:00:00:00:00:0b") / Dot1AD(vlan=3) / Dot1Q(vlan=7)
