@@ -10,6 +10,7 @@ import socket
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -164,3 +165,24 @@ def test_lpm_entries_are_masked_to_their_prefix(dsr):
         ch.write("add", name, [[*other, width + 1, *values]])
     ch.write("delete", name, [[*key, 16]])
     assert ch.counters()["tables"][name]["entries"] == 0
+
+
+def test_two_forwarding_lcores_and_hugepages_when_they_can_be_had(vpn):
+    from runtime.server_proc import eal_args, hugepages
+    out, _srv = vpn
+    reserved = Path("/proc/sys/vm/nr_hugepages").read_text()
+    with hugepages(512) as huge, ServerProcess(out / "server/nf", ["net_null0"],
+                                               eal=eal_args("0,1", 512, huge=huge)) as srv:
+        srv.control.write("add", "overlay_routes", [_route(i) for i in range(1000)])
+        first = srv.control.counters()["drops"]["bad_bridge"]
+        assert srv.control.counters()["drops"]["bad_bridge"] > first  # still forwarding
+    assert srv.counters["tables"]["overlay_routes"]["entries"] == 1000
+    assert Path("/proc/sys/vm/nr_hugepages").read_text() == reserved  # given back
+
+
+def test_data_plane_state_refuses_two_lcores(tmp_path_factory):
+    from runtime.server_proc import eal_args
+    out = _build(tmp_path_factory, "cgnat", "dpdk")
+    r = subprocess.run([str(out / "server/nf"), *eal_args("0,1"), "--vdev=net_null0", "--"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1 and "data-plane state" in r.stderr and "one forwarding lcore" in r.stderr

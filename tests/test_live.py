@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
+from scapy.utils import rdpcap, wrpcap
 
 from lang import SourceMap
 from nfc._build_dir import open_build
@@ -115,7 +117,6 @@ def _leftovers() -> tuple[list[str], str]:
 
 
 def test_cli_live_run(built_vpn, tmp_path):
-    from scapy.utils import rdpcap, wrpcap
     pkts = [_customer(1, 1, 5, i) for i in range(20)] + [_customer(1, 1, 6, 99)]
     wrpcap(str(tmp_path / "in.pcap"), pkts)
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(built_vpn), "--live", "--entries",
@@ -129,8 +130,6 @@ def test_cli_live_run(built_vpn, tmp_path):
 
 
 def test_interrupted_live_run_cleans_up(built_vpn, tmp_path):
-    import signal
-    from scapy.utils import wrpcap
     wrpcap(str(tmp_path / "in.pcap"), [_customer(1, 1, 5, 0)])
     proc = subprocess.Popen([sys.executable, "-m", "nfc.cli", "run", str(built_vpn), "--live", "--entries",
                              str(built_vpn / "entries.json"), "--inject", f"1={tmp_path / 'in.pcap'}",
