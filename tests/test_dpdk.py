@@ -45,6 +45,16 @@ def test_server_program_builds_warning_free(built):
     assert (built / "server/nf").is_file()  # -Wall -Wextra -Werror in the Makefile
 
 
+def test_every_artifact_in_the_plan_exists_and_the_server_builds_from_out_alone(built, tmp_path):
+    plan = json.loads((built / "plan.json").read_text())
+    for key, rel in {**plan["artifacts"], **plan["generated"]}.items():
+        assert (built / rel).is_file(), key
+    alone = tmp_path / "server"  # the server folder copied anywhere builds by itself
+    shutil.copytree(built / "server", alone, ignore=shutil.ignore_patterns("nf", "nf-san", "nf-bench"))
+    r = subprocess.run(["make", "-C", str(alone)], capture_output=True, text=True)
+    assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-2000:]
+
+
 @pytest.mark.parametrize("binary", ["nf", "nf-san"])
 def test_server_program_equals_the_reference(built, tmp_path, binary):
     """nf-san: the same program under ASan + UBSan; nothing is read past a packet's end."""
