@@ -14,6 +14,7 @@ from compiler.pipeline import PASS_NAMES, PASSES, Compilation, compile_program
 from compiler.plan import build_plan, dump_plan
 from compiler.report import pipeline_svg, resources_svg, text_report
 from lang import Diagnostics, SourceMap, Span, load
+from nfc.verify import report, verify_compilation
 from targets.registry import GeneratorError, lookup
 
 __all__ = ["build"]
@@ -56,7 +57,18 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
               f"({'optimal' if c.placement.optimal else 'not proved optimal'}); wrote {out}/plan.json")
     _warn_capacity(plan)
     gen_diags.raise_if_errors()
-    return 0
+    return 0 if args.no_verify else _verify(c)
+
+
+def _verify(c: Compilation) -> int:
+    """The placed program against the spec (Z3); a counterexample is a bug in nfc: exit 1."""
+    results = verify_compilation(c)
+    proved = [r for r in results if r.proved]
+    seconds = sum(r.seconds for r in results)
+    _progress(f"verified {len(proved)} of {len(results)} pipelines equal to the spec with z3 in {seconds:.2f} s")
+    for line in report([r for r in results if not r.proved]):
+        _progress(("note: " if "not encoded" in line else "") + line)
+    return 1 if any(r.counterexample is not None for r in results) else 0
 
 
 def _generate(c: Compilation, out: Path, diags: Diagnostics) -> dict[str, str]:

@@ -17,6 +17,7 @@ from lang.printer import print_module
 from nfc.build import build
 from nfc.run import add_parser as add_run
 from nfc.switch_model import add_parser as add_switch_model
+from nfc.verify import add_parser as add_verify
 
 __all__ = ["main"]
 
@@ -63,9 +64,11 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("-o", "--out", help="output folder (default build/<name>)")
     b.add_argument("--dump-after", metavar="PASS", help="print what PASS produced (see --list-passes)")
     b.add_argument("--list-passes", action="store_true", help="list the passes in order and exit")
+    b.add_argument("--no-verify", action="store_true", help="skip the Z3 proof that the placement equals the spec")
     b.set_defaults(func=build)
     add_switch_model(sub)
     add_run(sub)
+    add_verify(sub)
     return ap
 
 

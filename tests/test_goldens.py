@@ -58,7 +58,7 @@ def test_error_goldens(case: Path, update_goldens: bool) -> None:
     check_golden(case.with_suffix(".stderr"), r.stderr, update_goldens)
 
 
-_PROGRESS = ("[", "      ", "generating ", "placed ", "note: no ")
+_PROGRESS = ("[", "      ", "generating ", "placed ", "note: no ", "verified ")
 
 
 def _stable_stderr(text: str) -> str:
