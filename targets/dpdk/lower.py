@@ -13,6 +13,7 @@ the reference semantics says.  Exact-match tables are ``rte_hash`` tables (keys 
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import assert_never
@@ -220,7 +221,7 @@ def _decode(x: _Ctx, b: Bridge) -> list[c.Stmt]:
                               (c.Return(c.Int(x.reasons["bad_bridge"], "")),)),
                          c.Decl("uint32_t", "off", c.Int(b.bytes, "u"))]
     for f in b.fields:
-        value = c.Call("nfc_get", (c.Name("data"), c.Int(f.offset, "u"), c.Int(f.width, "u")))
+        value = _get(c.Name("data"), f.offset, f.width)
         out.append(c.Assign(_field_target(x, f.name), value))
     for i, inst in enumerate(b.valid_bits):
         k = x.inst[inst]
@@ -231,7 +232,7 @@ def _decode(x: _Ctx, b: Bridge) -> list[c.Stmt]:
                                              c.Int(size, "")))),
                 c.Assign(c.Name(f"p->valid[{k}]"), c.Int(1, "")),
                 c.Assign(c.Name("off"), c.Bin("+", c.Name("off"), c.Int(size, "u"))))
-        out.append(c.If(c.Call("nfc_get", (c.Name("data"), c.Int(8 + i, "u"), c.Int(1, "u"))), copy))
+        out.append(c.If(_get(c.Name("data"), 8 + i, 1), copy))
     out += [c.Assign(_p("payload"), c.Bin("+", c.Name("data"), c.Name("off"))),
             c.Assign(_p("payload_len"), c.Bin("-", c.Name("len"), c.Name("off"))),
             c.Return(c.Name("NFC_CONTINUE"))]
@@ -256,16 +257,14 @@ def _to_switch(x: _Ctx) -> c.Func:
             continue
         came = next(a for a in x.bridges if a.direction == "switch->server" and a.pipeline == b.pipeline
                     and a.path == b.path)
-        enc: list[c.Stmt] = [c.If(c.Bin("<", c.Name("cap"), c.Int(b.bytes, "u")), (c.Return(c.Int(0, "")),)),
-                             c.ExprStmt(c.Call("memset", (c.Name("out"), c.Int(0, ""), c.Int(b.bytes, "")))),
-                             _set("out", 0, 8, c.Int(b.cut_id, "u"))]
-        for i, inst in enumerate(b.valid_bits):
-            enc.append(_set("out", 8 + i, 1, c.Name(f"p->valid[{x.inst[inst]}]")))
+        fields: list[tuple[int, int, c.Expr]] = [(0, 8, c.Int(b.cut_id, "u"))]
+        fields += [(8 + i, 1, c.Name(f"p->valid[{x.inst[inst]}]")) for i, inst in enumerate(b.valid_bits)]
         for f in b.fields:
             value = c.Cond(_p("egress_set"), _p("egress"), c.Int(0, "ull")) if f.name == EGRESS else \
                 _field_target(x, f.name)
-            enc.append(_set("out", f.offset, f.width, value))
-        enc.append(c.Assign(c.Name("n"), c.Int(b.bytes, "u")))
+            fields.append((f.offset, f.width, value))
+        enc: list[c.Stmt] = [c.If(c.Bin("<", c.Name("cap"), c.Int(b.bytes, "u")), (c.Return(c.Int(0, "")),)),
+                             *_pack(x, "out", b.bytes, fields), c.Assign(c.Name("n"), c.Int(b.bytes, "u"))]
         body.append(c.If(c.Bin("==", _p("cut"), c.Int(came.cut_id, "u")), tuple(enc)))
     for instance in x.prog.instances:
         h = x.prog.headers[instance.header]
@@ -278,8 +277,12 @@ def _to_switch(x: _Ctx) -> c.Func:
         if h.checksum is not None:
             off = _offset(h, h.checksum)
             at = c.Bin("+", c.Name("out"), c.Name("n"))
-            emit += [_set_expr(at, off, 16, c.Int(0, "u")),
-                     _set_expr(at, off, 16, c.Call("nfc_csum", (at, c.Int(size, "u"))))]
+            if off % 8 == 0:  # summed from the source: reading back the copy just stored stalls
+                csum = c.Call("nfc_csum_zero", (c.Name(f"p->hdr[{k}]"), c.Int(size, "u"), c.Int(off // 8, "u")))
+                emit.append(_set_expr(at, off, 16, csum))
+            else:
+                emit += [_set_expr(at, off, 16, c.Int(0, "u")),
+                         _set_expr(at, off, 16, c.Call("nfc_csum", (at, c.Int(size, "u"))))]
         emit.append(c.Assign(c.Name("n"), c.Bin("+", c.Name("n"), c.Int(size, "u"))))
         body.append(c.If(c.Name(f"p->valid[{k}]"), tuple(emit)))
     body += [c.If(c.Bin(">", c.Bin("+", c.Name("n"), _p("payload_len")), c.Name("cap")), (c.Return(c.Int(0, "")),)),
@@ -291,12 +294,61 @@ def _to_switch(x: _Ctx) -> c.Func:
                   static=False)
 
 
+def _pack(x: _Ctx, buf: str, size: int, fields: list[tuple[int, int, c.Expr]]) -> list[c.Stmt]:
+    """Bytes [0, size) of ``buf`` := the fields (bit offset, width, value), most significant bit
+    first, zero between them: what a memset and one nfc_set per field write, as one store per
+    8 bytes (read-modify-writes of bytes just stored stall store forwarding).  Each value is
+    evaluated once, in order, before anything is stored."""
+    spans = sorted((off, off + w) for off, w, _ in fields)
+    if any(a[1] > b[0] for a, b in itertools.pairwise(spans)) or (spans and spans[-1][1] > 8 * size):
+        raise GeneratorError(f"internal error: overlapping fields packed into {buf}, please report",
+                             Span(x.prog.file, 1, 1, 1, 1))
+    out: list[c.Stmt] = []
+    values: list[tuple[int, int, c.Expr]] = []
+    for off, w, e in fields:
+        x.temps += 1
+        out.append(c.Decl("uint64_t", f"f{x.temps}", e))
+        values.append((off, w, c.Name(f"f{x.temps}")))
+    for start in range(0, 8 * size, 64):
+        end = min(start + 64, 8 * size)
+        word: c.Expr | None = None
+        for off, w, v in values:
+            lo, hi = max(off, start), min(off + w, end)
+            if lo >= hi:
+                continue
+            part = c.Bin(">>", v, c.Int(off + w - hi, "u")) if off + w > hi else v
+            part = c.Bin("&", part, _mask(hi - lo))
+            part = c.Bin("<<", part, c.Int(end - hi, "u")) if end > hi else part
+            word = part if word is None else c.Bin("|", word, part)
+        out.append(_set(buf, start, end - start, word if word is not None else c.Int(0, "ull")))
+    return out
+
+
 def _set(buf: str, off: int, width: int, value: c.Expr) -> c.Stmt:
     return _set_expr(c.Name(buf), off, width, value)
 
 
 def _set_expr(buf: c.Expr, off: int, width: int, value: c.Expr) -> c.Stmt:
+    """Bits [off, off + width) of ``buf`` := value; a byte-aligned 8/16/32/64-bit field is one store."""
+    if _aligned(off, width):
+        return c.ExprStmt(c.Call(f"nfc_set{width}", (_at(buf, off), value)))
     return c.ExprStmt(c.Call("nfc_set", (buf, c.Int(off, "u"), c.Int(width, "u"), value)))
+
+
+def _get(buf: c.Expr, off: int, width: int) -> c.Expr:
+    """Bits [off, off + width) of ``buf``; a byte-aligned 8/16/32/64-bit field is one load."""
+    if _aligned(off, width):
+        return c.Call(f"nfc_get{width}", (_at(buf, off),))
+    return c.Call("nfc_get", (buf, c.Int(off, "u"), c.Int(width, "u")))
+
+
+def _aligned(off: int, width: int) -> bool:
+    return off % 8 == 0 and width in (8, 16, 32, 64)
+
+
+def _at(buf: c.Expr, off: int) -> c.Expr:
+    """The address of byte ``off // 8`` of ``buf``."""
+    return buf if off == 0 else c.Bin("+", buf, c.Int(off // 8, "u"))
 
 
 def _offset(h: ir.HeaderType, name: str) -> int:
@@ -453,10 +505,11 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     t = x.prog.tables[s.table]
     size = _key_bytes(t)
     x.temps += 1
-    key, data = f"key{x.temps}", f"hit{x.temps}"
+    num = x.temps  # this lookup's names: the key and values (and nested lookups) take more temps
+    key, data = f"key{num}", f"hit{num}"
     out: list[c.Stmt] = [c.Comment(f"lookup {t.name}, {_src(s.span)}"), *_key(x, t, key, size),
                          c.Decl("void *", data, c.Name("NULL"))]
-    v = c.Name(f"v{x.temps}")
+    v = c.Name(f"v{num}")
     hit: list[c.Stmt]
     if _inline(t):  # the values packed into the data word itself: no second memory access
         hit = [c.Decl("uint64_t", v.name, c.Cast("uint64_t", c.Cast("uintptr_t", c.Name(data))))]
@@ -486,12 +539,12 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     if t.is_state:  # an expired entry is removed and misses
         n = len(t.values)
         expired = c.Bin("<=", c.Index(c.Cast("uint64_t *", c.Name(data)), c.Int(n, "")), c.Call("nfc_now_ns"))
-        out += [c.Decl("int", f"found{x.temps}", c.Cast("int", found)),
-                c.If(c.Bin("&&", c.Name(f"found{x.temps}"), expired),
+        out += [c.Decl("int", f"found{num}", c.Cast("int", found)),
+                c.If(c.Bin("&&", c.Name(f"found{num}"), expired),
                      (c.ExprStmt(c.Call("rte_hash_del_key", (_h(x, t), c.Name(key)))),
                       c.ExprStmt(c.Call("free", (c.Name(data),))),
-                      c.Assign(c.Name(f"found{x.temps}"), c.Int(0, ""))))]
-        found = c.Name(f"found{x.temps}")
+                      c.Assign(c.Name(f"found{num}"), c.Int(0, ""))))]
+        found = c.Name(f"found{num}")
     out.append(c.If(found, tuple(hit), (_count(x, "misses", t), *_block(x, s.miss))))
     return [c.Block(tuple(out))]
 
@@ -503,13 +556,17 @@ def _count(x: _Ctx, counter: str, t: ir.Table) -> c.Stmt:
 
 def _key(x: _Ctx, t: ir.Table, key: str, size: int) -> list[c.Stmt]:
     """Declare ``key`` and fill it with the table's key fields as the packet has them now."""
-    out: list[c.Stmt] = [c.Decl("uint8_t", f"{key}[{size}]"),
-                         c.ExprStmt(c.Call("memset", (c.Name(key), c.Int(0, ""), c.Int(size, ""))))]
+    return [c.Decl("uint8_t", f"{key}[{size}]"), *_pack(x, key, size, _key_fields(x, t))]
+
+
+def _key_fields(x: _Ctx, t: ir.Table) -> list[tuple[int, int, c.Expr]]:
+    """The key fields as ``_pack`` takes them: (bit offset, width, value)."""
+    fields: list[tuple[int, int, c.Expr]] = []
     off = 0
     for k in t.keys:
-        out.append(_set(key, off, k.expr.width, _expr(x, k.expr)))
+        fields.append((off, k.expr.width, _expr(x, k.expr)))
         off += k.expr.width
-    return out
+    return fields
 
 
 def _insert(x: _Ctx, s: ir.Insert) -> c.Stmt:
@@ -558,7 +615,7 @@ def _expr(x: _Ctx, e: ir.Expr) -> c.Expr:
         case ir.HeaderField():
             k = x.inst[e.inst]
             h = x.prog.header_of(e.inst)
-            get = c.Call("nfc_get", (c.Name(f"p->hdr[{k}]"), c.Int(_offset(h, e.field), "u"), c.Int(e.width, "u")))
+            get = _get(c.Name(f"p->hdr[{k}]"), _offset(h, e.field), e.width)
             return c.Cond(c.Name(f"p->valid[{k}]"), get, c.Int(0, "ull"))
         case ir.MetaField():
             return c.Name(f"p->meta[{x.meta_slot(e.name)}]")
@@ -621,12 +678,12 @@ def _hash(x: _Ctx, e: ir.Hash) -> c.Expr:
     buf = f"hb{x.temps}"
     bits = sum(a.width for a in e.args)
     size = (bits + 7) // 8
-    x.hoisted += [c.Decl("uint8_t", f"{buf}[{max(size, 1)}]"),
-                  c.ExprStmt(c.Call("memset", (c.Name(buf), c.Int(0, ""), c.Int(max(size, 1), ""))))]
+    fields: list[tuple[int, int, c.Expr]] = []
     off = 0
     for a in e.args:
-        x.hoisted.append(_set(buf, off, a.width, _expr(x, a)))
+        fields.append((off, a.width, _expr(x, a)))
         off += a.width
+    x.hoisted += [c.Decl("uint8_t", f"{buf}[{max(size, 1)}]"), *_pack(x, buf, max(size, 1), fields)]
     return c.Call("nfc_crc16" if e.alg == "crc16" else "nfc_crc32", (c.Name(buf), c.Int(size, "u")))
 
 
@@ -637,12 +694,8 @@ def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
     body: list[c.Stmt] = []
     for t in tables:
         size = _key_bytes(t)
-        fill: list[c.Stmt] = [c.ExprStmt(c.Call("memset", (c.Name("key"), c.Int(0, ""), c.Int(size, ""))))]
-        off = 0
         x.hoisted = []
-        for k in t.keys:
-            fill.append(_set("key", off, k.expr.width, _expr(x, k.expr)))
-            off += k.expr.width
+        fill = _pack(x, "key", size, _key_fields(x, t))
         fill = [*x.hoisted, *fill, c.Return(c.Int(0, ""))]
         body.append(c.If(c.Bin("==", c.Name("table"), c.Int(x.tindex[t.name], "")), tuple(fill)))
     body.append(c.Return(c.Int(-1, "")))

@@ -4,7 +4,7 @@
  * With a port (an EAL --vdev: net_null, or net_ring primed with packets), packets/s of:
  *   io_empty  rx_burst -> tx_burst, packets untouched: the I/O ceiling of this vdev and core;
  *   io_copy   rx_burst -> copy a template packet into each mbuf -> tx_burst;
- *   nfc       rx_burst -> the same template copy -> exactly what nfc_main.c's process() does
+ *   nfc       rx_burst -> the same template copy -> exactly the forwarding loop's processing (nfc_burst.h)
  *             (nfc_from_switch, nfc_run, nfc_to_switch into a new mbuf, input freed) -> tx_burst,
  *             with the RCU quiescent state after every burst as in its forward() loop.
  * net_null hands out mbufs of garbage, hence the template copy (the packets of --packets,
@@ -32,6 +32,7 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 
+#include "nfc_burst.h"
 #include "nfc_rt.h"
 
 #define BURST 32
@@ -93,42 +94,6 @@ static int out_port(uint16_t in_port, const struct nfc_pkt *p)
     if (!nfc_software)
         return in_port;
     return p->egress == in_port ? (int)in_port : -1;
-}
-
-/* nfc_main.c's process(), unchanged but for the logical port (the DPDK port here). */
-static struct rte_mbuf *process(struct rte_mbuf *m, struct nfc_pkt *pkt, uint8_t *out, uint16_t in_port, int *to)
-{
-    struct nfc_stats *st = pkt->stats;
-    *to = -1;
-    if (m->nb_segs != 1) {
-        rte_pktmbuf_free(m);
-        st->drops[0]++;
-        return NULL;
-    }
-    const uint8_t *data = rte_pktmbuf_mtod(m, const uint8_t *);
-    int code = nfc_from_switch(pkt, data, rte_pktmbuf_data_len(m), in_port);
-    if (code == NFC_CONTINUE)
-        code = nfc_run(pkt);
-    struct rte_mbuf *o = NULL;
-    if (code != NFC_CONTINUE) {
-        st->drops[code & 0xff]++;
-    } else if ((*to = out_port(in_port, pkt)) < 0) {
-        st->no_port++;
-    } else {
-        uint32_t n = nfc_to_switch(pkt, out, NFC_MAX_PKT);
-        o = rte_pktmbuf_alloc(pool);
-        char *dst = o != NULL && n > 0 ? rte_pktmbuf_append(o, (uint16_t)n) : NULL;
-        if (dst != NULL) {
-            memcpy(dst, out, n);
-            st->forwarded++;
-        } else {
-            rte_pktmbuf_free(o);
-            o = NULL;
-            st->drops[0]++;
-        }
-    }
-    rte_pktmbuf_free(m);
-    return o;
 }
 
 /* Template k into mbuf m (the packet "arrives"). */
@@ -203,17 +168,21 @@ static double run_io(int mode, uint64_t cycles, struct nfc_pkt *p, uint8_t *out)
                 load_tpl(in[i], k);
                 k = k + 1 == ntpl ? 0 : k + 1;
             }
-        } else if (mode == IO_NFC) {
+        } else if (mode == IO_NFC) { /* exactly the forwarding loop's processing (nfc_burst.h) */
+            static struct nfc_pkt pk[BURST];
+            struct rte_mbuf *done[BURST];
+            int to[BURST];
             nout = 0;
             send = o;
             for (uint16_t i = 0; i < n; i++) {
                 load_tpl(in[i], k);
                 k = k + 1 == ntpl ? 0 : k + 1;
-                int to = -1;
-                struct rte_mbuf *x = process(in[i], p, out, port, &to);
-                if (x != NULL)
-                    o[nout++] = x;
             }
+            pk[0].stats = p->stats;
+            nfc_burst(in, n, port, port, pk, out, pool, out_port, done, to);
+            for (uint16_t i = 0; i < n; i++)
+                if (done[i] != NULL)
+                    o[nout++] = done[i];
         }
         uint16_t sent = 0;
         for (int tries = 0; sent < nout && tries < 64; tries++)

@@ -31,10 +31,11 @@
 #include <rte_lcore.h>
 #include <rte_mbuf.h>
 
+#include "nfc_burst.h"
 #include "nfc_ctl.h"
 #include "nfc_rt.h"
 
-#define BURST 32
+#define BURST NFC_BURST
 #define MAX_PORTS 16
 
 struct nfc_stats nfc_stats[RTE_MAX_LCORE];
@@ -62,55 +63,23 @@ static int out_port(uint16_t in_port, const struct nfc_pkt *p)
     return -1;
 }
 
-/* One packet: from the switch's bridge (or raw) through the server stages to a new mbuf. */
-static struct rte_mbuf *process(struct rte_mbuf *m, struct nfc_pkt *pkt, uint8_t *out, uint16_t in_port, int *to)
-{
-    struct nfc_stats *st = pkt->stats;
-    *to = -1;
-    if (m->nb_segs != 1) {
-        rte_pktmbuf_free(m);
-        st->drops[0]++;
-        return NULL;
-    }
-    const uint8_t *data = rte_pktmbuf_mtod(m, const uint8_t *);
-    int code = nfc_from_switch(pkt, data, rte_pktmbuf_data_len(m), logical[in_port]);
-    if (code == NFC_CONTINUE)
-        code = nfc_run(pkt);
-    struct rte_mbuf *o = NULL;
-    if (code != NFC_CONTINUE) {
-        st->drops[code & 0xff]++;
-    } else if ((*to = out_port(in_port, pkt)) < 0) {
-        st->no_port++;
-    } else {
-        uint32_t n = nfc_to_switch(pkt, out, NFC_MAX_PKT);
-        o = rte_pktmbuf_alloc(pool);
-        char *dst = o != NULL && n > 0 ? rte_pktmbuf_append(o, (uint16_t)n) : NULL;
-        if (dst != NULL) {
-            memcpy(dst, out, n);
-            st->forwarded++;
-        } else {
-            rte_pktmbuf_free(o);
-            o = NULL;
-            st->drops[0]++;
-        }
-    }
-    rte_pktmbuf_free(m);
-    return o;
-}
-
-/* The run-to-completion loop of one lcore, on its queue of every port. */
+/* The run-to-completion loop of one lcore, on its queue of every port (nfc_burst.h does
+ * the processing of each burst). */
 static int forward(void *arg)
 {
     (void)arg;
     unsigned lcore = rte_lcore_id();
     uint16_t queue = (uint16_t)rte_lcore_index((int)lcore);
-    static struct nfc_pkt pkts[RTE_MAX_LCORE];
+    static struct nfc_pkt pkts[RTE_MAX_LCORE][BURST];
     static uint8_t outs[RTE_MAX_LCORE][NFC_MAX_PKT];
-    struct nfc_pkt *pkt = &pkts[lcore];
-    pkt->stats = &nfc_stats[lcore];
+    struct nfc_pkt *pkt = pkts[lcore];
+    for (int i = 0; i < BURST; i++)
+        pkt[i].stats = &nfc_stats[lcore];
     uint64_t hz = rte_get_timer_hz(), last = rte_get_timer_cycles(), seen = 0;
     struct rte_mbuf *in[BURST], *out[MAX_PORTS][BURST];
     uint16_t nout[MAX_PORTS];
+    struct rte_mbuf *done[BURST];
+    int to[BURST];
     nfc_rcu_online(lcore);
     while (!quit) {
         uint32_t got = 0;
@@ -118,12 +87,10 @@ static int forward(void *arg)
             uint16_t n = rte_eth_rx_burst(port, queue, in, BURST);
             got += n;
             memset(nout, 0, sizeof nout);
-            for (uint16_t i = 0; i < n; i++) {
-                int to = -1;
-                struct rte_mbuf *o = process(in[i], pkt, outs[lcore], port, &to);
-                if (o != NULL)
-                    out[to][nout[to]++] = o;
-            }
+            nfc_burst(in, n, port, logical[port], pkt, outs[lcore], pool, out_port, done, to);
+            for (uint16_t i = 0; i < n; i++)
+                if (done[i] != NULL)
+                    out[to[i]][nout[to[i]]++] = done[i];
             for (uint16_t q = 0; q < nports; q++) {
                 uint16_t sent = 0;
                 while (sent < nout[q] && !quit)

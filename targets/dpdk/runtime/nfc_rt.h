@@ -6,8 +6,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include <rte_byteorder.h>
 #include <rte_cycles.h>
 #include <rte_hash.h>
+#include <rte_mbuf.h>
 
 #define NFC_MAX_INST 32
 #define NFC_MAX_HDR 64
@@ -44,11 +46,111 @@ struct nfc_pkt {
     uint32_t cut; /* the bridge the packet arrived behind */
 };
 
+/* Byte-aligned network-order fields of 8, 16, 32 and 64 bits at p: nfc_get(p, 0, N) and
+ * nfc_set(p, 0, N, v) as single loads and stores (memcpy: p need not be aligned). */
+static inline uint64_t nfc_get8(const uint8_t *p)
+{
+    return p[0];
+}
+
+static inline uint64_t nfc_get16(const uint8_t *p)
+{
+    uint16_t v;
+    memcpy(&v, p, sizeof v);
+    return rte_be_to_cpu_16(v);
+}
+
+static inline uint64_t nfc_get32(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof v);
+    return rte_be_to_cpu_32(v);
+}
+
+static inline uint64_t nfc_get64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof v);
+    return rte_be_to_cpu_64(v);
+}
+
+static inline void nfc_set8(uint8_t *p, uint64_t v)
+{
+    p[0] = (uint8_t)v;
+}
+
+static inline void nfc_set16(uint8_t *p, uint64_t v)
+{
+    uint16_t x = rte_cpu_to_be_16((uint16_t)v);
+    memcpy(p, &x, sizeof x);
+}
+
+static inline void nfc_set32(uint8_t *p, uint64_t v)
+{
+    uint32_t x = rte_cpu_to_be_32((uint32_t)v);
+    memcpy(p, &x, sizeof x);
+}
+
+static inline void nfc_set64(uint8_t *p, uint64_t v)
+{
+    uint64_t x = rte_cpu_to_be_64(v);
+    memcpy(p, &x, sizeof x);
+}
+
+/* The n (1..8) bytes at p as a big-endian number, and back: loads and stores of 4, 2 and 1
+ * bytes in registers (through memory, the parts would be stored and read back whole, which
+ * stalls store forwarding). */
+static inline uint64_t nfc_load_be(const uint8_t *p, unsigned n)
+{
+    uint64_t v = 0;
+    unsigned i = 0;
+    if (n - i >= 4) {
+        v = nfc_get32(p);
+        i += 4;
+    }
+    if (n - i >= 4) {
+        v = (v << 32) | nfc_get32(p + i);
+        i += 4;
+    }
+    if (n - i >= 2) {
+        v = (v << 16) | nfc_get16(p + i);
+        i += 2;
+    }
+    if (n - i >= 1)
+        v = (v << 8) | p[i];
+    return v;
+}
+
+static inline void nfc_store_be(uint8_t *p, unsigned n, uint64_t v)
+{
+    unsigned i = 0;
+    if (n - i >= 4) {
+        nfc_set32(p, v >> (8 * (n - 4)));
+        i += 4;
+    }
+    if (n - i >= 4) {
+        nfc_set32(p + i, v >> (8 * (n - i - 4)));
+        i += 4;
+    }
+    if (n - i >= 2) {
+        nfc_set16(p + i, v >> (8 * (n - i - 2)));
+        i += 2;
+    }
+    if (n - i >= 1)
+        p[i] = (uint8_t)v;
+}
+
 /* Bits [off, off + w) of p, most significant bit first (network order), 1 <= w <= 64:
- * the (at most 9) bytes holding them are read whole, then shifted and masked. */
+ * the (at most 9) bytes holding them are read whole, then shifted and masked.  A span of up
+ * to 8 bytes (every field but unaligned ones wider than 56 bits) stays in 64 bits, read
+ * and written with nfc_load_be / nfc_store_be; the generator calls the nfc_getN / nfc_setN
+ * above for byte-aligned 8/16/32/64-bit fields. */
 static inline uint64_t nfc_get(const uint8_t *p, unsigned off, unsigned w)
 {
     unsigned first = off >> 3, last = (off + w - 1) >> 3, tail = 7 - ((off + w - 1) & 7);
+    if (last - first < 8) {
+        return (nfc_load_be(p + first, last - first + 1) >> tail) & (w >= 64 ? ~0ull : (1ull << w) - 1);
+    }
     unsigned __int128 v = 0;
     for (unsigned i = first; i <= last; i++)
         v = (v << 8) | p[i];
@@ -58,6 +160,12 @@ static inline uint64_t nfc_get(const uint8_t *p, unsigned off, unsigned w)
 static inline void nfc_set(uint8_t *p, unsigned off, unsigned w, uint64_t v)
 {
     unsigned first = off >> 3, last = (off + w - 1) >> 3, tail = 7 - ((off + w - 1) & 7);
+    if (last - first < 8) {
+        unsigned n = last - first + 1;
+        uint64_t m = (w >= 64 ? ~0ull : (1ull << w) - 1) << tail;
+        nfc_store_be(p + first, n, (nfc_load_be(p + first, n) & ~m) | ((v << tail) & m));
+        return;
+    }
     unsigned __int128 cur = 0;
     for (unsigned i = first; i <= last; i++)
         cur = (cur << 8) | p[i];
@@ -74,17 +182,64 @@ static inline uint64_t nfc_mask(unsigned w)
     return w >= 64 ? ~0ull : ((1ull << w) - 1);
 }
 
-/* RFC 1071 */
+/* RFC 1071, in two halves: the plain sum of the words as the host loads them (32 bits at a
+ * time; the one's-complement sum is independent of byte order, RFC 1071 2.(B)), then the
+ * fold and the conversion to network order. */
+static inline uint64_t nfc_csum_sum(const uint8_t *p, unsigned len)
+{
+    uint64_t s = 0;
+    unsigned i = 0;
+    for (; i + 4 <= len; i += 4) {
+        uint32_t w;
+        memcpy(&w, p + i, sizeof w);
+        s += w;
+    }
+    if (i + 2 <= len) {
+        uint16_t w;
+        memcpy(&w, p + i, sizeof w);
+        s += w;
+        i += 2;
+    }
+    if (i < len) { /* the last byte of an odd length: the high byte of a zero-padded word */
+        uint16_t w = 0;
+        memcpy(&w, p + i, 1);
+        s += w;
+    }
+    return s;
+}
+
+static inline uint16_t nfc_csum_fold(uint64_t s)
+{
+    s = (s & 0xffffffffu) + (s >> 32);
+    s = (s & 0xffffffffu) + (s >> 32);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    s = (s & 0xffff) + (s >> 16);
+    return (uint16_t)~rte_be_to_cpu_16((uint16_t)s);
+}
+
 static inline uint16_t nfc_csum(const uint8_t *p, unsigned len)
 {
-    uint32_t s = 0;
-    for (unsigned i = 0; i + 1 < len; i += 2)
-        s += (uint32_t)((p[i] << 8) | p[i + 1]);
-    if (len & 1)
-        s += (uint32_t)(p[len - 1] << 8);
-    while (s >> 16)
-        s = (s & 0xffff) + (s >> 16);
-    return (uint16_t)~s;
+    return nfc_csum_fold(nfc_csum_sum(p, len));
+}
+
+/* nfc_csum(p, len) with the 16-bit field at byte `at` (at + 2 <= len) taken as 0, without
+ * writing p: the field's bytes are taken out of the plain sum exactly where nfc_csum_sum
+ * added them.  For a header's own checksum, computed from the source before it is copied
+ * (reading back a header just stored in pieces stalls store forwarding). */
+static inline unsigned nfc_csum_shift(unsigned i, unsigned len)
+{
+    unsigned words = len & ~3u; /* bytes summed 32 bits at a time */
+    if (i < words || (i < words + 2 && words + 2 <= len))
+        return 8 * ((i - words) & 3);
+    return 0;
+}
+
+static inline uint16_t nfc_csum_zero(const uint8_t *p, unsigned len, unsigned at)
+{
+    uint64_t s = nfc_csum_sum(p, len);
+    s -= ((uint64_t)p[at] << nfc_csum_shift(at, len)) + ((uint64_t)p[at + 1] << nfc_csum_shift(at + 1, len));
+    return nfc_csum_fold(s);
 }
 
 /* CRC-16/ARC and CRC-32 (IEEE) of the first `bits` bits of p, zero-padded to bytes. */
@@ -230,5 +385,75 @@ void nfc_rcu_offline(unsigned lcore);
 int nfc_load_entries(const char *path);
 /* Implemented by nfc_main.c: the counters of every lcore */
 extern struct nfc_stats nfc_stats[];
+
+/* The processed packet p, received in the single-segment mbuf m, as nfc_to_switch writes it;
+ * NULL: no room.  m is consumed: sent on as the result, or freed.  The payload is still in
+ * m where it arrived, so when m is ours alone and the bridge and headers fit in front of
+ * the payload, only they are written, in place; otherwise a new mbuf from `pool` gets the
+ * whole packet.  The packets dropped for want of room are exactly those of that path:
+ * nothing to send, more than NFC_MAX_PKT bytes, or more than a new mbuf of `pool` holds.
+ * `out`: scratch of NFC_MAX_PKT bytes. */
+static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p, struct rte_mempool *pool,
+                                          uint8_t *out)
+{
+    uint8_t *buf = (uint8_t *)m->buf_addr;
+    uint32_t plen = p->payload_len;
+    uint16_t room = rte_pktmbuf_data_room_size(pool);
+    room = (uint16_t)(room - RTE_MIN(room, (uint16_t)RTE_PKTMBUF_HEADROOM)); /* a new mbuf's tailroom */
+    if (plen <= NFC_MAX_PKT && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1 && p->payload >= buf &&
+        p->payload + plen <= buf + m->buf_len) {
+        p->payload_len = 0; /* the bridge and headers alone, with the room the payload leaves */
+        uint32_t n = nfc_to_switch(p, out, NFC_MAX_PKT - plen);
+        p->payload_len = plen;
+        uint32_t at = (uint32_t)(p->payload - buf);
+        if (n > 0 && n <= at && n + plen <= room) {
+            rte_pktmbuf_reset(m);
+            m->data_off = (uint16_t)(at - n);
+            m->data_len = (uint16_t)(n + plen);
+            m->pkt_len = n + plen;
+            memcpy(buf + at - n, out, n);
+            return m;
+        }
+    }
+    uint32_t n = nfc_to_switch(p, out, NFC_MAX_PKT);
+    struct rte_mbuf *o = rte_pktmbuf_alloc(pool);
+    char *dst = o != NULL && n > 0 ? rte_pktmbuf_append(o, (uint16_t)n) : NULL;
+    if (dst != NULL)
+        memcpy(dst, out, n);
+    else
+        rte_pktmbuf_free(o);
+    rte_pktmbuf_free(m);
+    return dst != NULL ? o : NULL;
+}
+
+/* The lookups of a burst, prefetched: for each exact-match table of at least
+ * NFC_PREFETCH_MIN entries, the keys the parsed packets (codes[i] == NFC_CONTINUE) have as
+ * they arrive (nfc_bench_key) go to one rte_hash_lookup_bulk_data, which overlaps their
+ * cache misses; nfc_run's own lookups then find buckets and keys in cache instead of missing
+ * one after the other.  Only a prefetch, nothing is used: a key an earlier stage changes,
+ * or a table a packet never looks up, costs a wasted lookup, never a different result.
+ * Smaller tables stay in cache anyway and are left alone. */
+#define NFC_PREFETCH_MIN 65536
+#define NFC_PREFETCH_BURST 32
+static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned n)
+{
+    for (int t = 0; t < nfc_ntables; t++) {
+        struct rte_hash *h = nfc_tables[t].h;
+        if (nfc_tables[t].lpm >= 0 || h == NULL || rte_hash_count(h) < NFC_PREFETCH_MIN)
+            continue;
+        uint8_t keys[NFC_PREFETCH_BURST][NFC_MAX_KEY];
+        const void *kp[NFC_PREFETCH_BURST];
+        void *data[NFC_PREFETCH_BURST];
+        uint64_t hits = 0;
+        unsigned k = 0;
+        for (unsigned i = 0; i < n && k < NFC_PREFETCH_BURST; i++)
+            if (codes[i] == NFC_CONTINUE && nfc_bench_key(t, &pkts[i], keys[k]) == 0) {
+                kp[k] = keys[k];
+                k++;
+            }
+        if (k > 0)
+            rte_hash_lookup_bulk_data(h, kp, k, &hits, data);
+    }
+}
 
 #endif

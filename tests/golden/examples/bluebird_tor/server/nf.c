@@ -45,9 +45,10 @@ int nfc_run(struct nfc_pkt *p)
             {
                 /* lookup ca_to_pa, examples/bluebird_tor.nfp:145 */
                 uint8_t key1[16];
-                memset(key1, 0, 0x10);
-                nfc_set(key1, 0u, 0x10u, p->meta[0]);
-                nfc_set(key1, 0x10u, 0x20u, p->valid[5] ? nfc_get(p->hdr[5], 0x80u, 0x20u) : 0ull);
+                uint64_t f2 = p->meta[0];
+                uint64_t f3 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
+                nfc_set64(key1, ((f2 & 0xffffull) << 0x30u) | ((f3 & 0xffffffffull) << 0x10u));
+                nfc_set64(key1 + 8u, 0ull);
                 void * hit1 = NULL;
                 if (rte_hash_lookup_data(nfc_tables[0].h, key1, &hit1) >= 0) {
                     uint64_t * v1 = (uint64_t *)hit1;
@@ -79,17 +80,19 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
         if (cap < 0x13u) {
             return 0;
         }
-        memset(out, 0, 0x13);
-        nfc_set(out, 0u, 8u, 2u);
-        nfc_set(out, 8u, 1u, p->valid[4]);
-        nfc_set(out, 9u, 1u, p->valid[5]);
-        nfc_set(out, 0xau, 1u, p->valid[6]);
-        nfc_set(out, 0xbu, 0x30u, p->meta[3]);
-        nfc_set(out, 0x3bu, 0x10u, p->meta[2]);
-        nfc_set(out, 0x4bu, 1u, p->meta[1]);
-        nfc_set(out, 0x4cu, 0x18u, p->meta[5]);
-        nfc_set(out, 0x64u, 0x20u, p->meta[4]);
-        nfc_set(out, 0x84u, 0x10u, p->egress_set ? p->egress : 0ull);
+        uint64_t f4 = 2u;
+        uint64_t f5 = p->valid[4];
+        uint64_t f6 = p->valid[5];
+        uint64_t f7 = p->valid[6];
+        uint64_t f8 = p->meta[3];
+        uint64_t f9 = p->meta[2];
+        uint64_t f10 = p->meta[1];
+        uint64_t f11 = p->meta[5];
+        uint64_t f12 = p->meta[4];
+        uint64_t f13 = p->egress_set ? p->egress : 0ull;
+        nfc_set64(out, ((((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 1ull) << 0x35u)) | ((f8 & 0xffffffffffffull) << 5u)) | ((f9 >> 0xbu) & 0x1full));
+        nfc_set64(out + 8u, ((((f9 & 0x7ffull) << 0x35u) | ((f10 & 1ull) << 0x34u)) | ((f11 & 0xffffffull) << 0x1cu)) | ((f12 >> 4u) & 0xfffffffull));
+        nfc_set(out, 0x80u, 0x18u, ((f12 & 0xfull) << 0x14u) | ((f13 & 0xffffull) << 4u));
         n = 0x13u;
     }
     if (p->valid[0]) {
@@ -104,8 +107,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[1], 0x14);
-        nfc_set(out + n, 0x50u, 0x10u, 0u);
-        nfc_set(out + n, 0x50u, 0x10u, nfc_csum(out + n, 0x14u));
+        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
         n = n + 0x14u;
     }
     if (p->valid[2]) {
@@ -134,8 +136,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[5], 0x14);
-        nfc_set(out + n, 0x50u, 0x10u, 0u);
-        nfc_set(out + n, 0x50u, 0x10u, nfc_csum(out + n, 0x14u));
+        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[5], 0x14u, 0xau));
         n = n + 0x14u;
     }
     if (p->valid[6]) {
@@ -207,9 +208,10 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        memset(key, 0, 0x10);
-        nfc_set(key, 0u, 0x10u, p->meta[0]);
-        nfc_set(key, 0x10u, 0x20u, p->valid[5] ? nfc_get(p->hdr[5], 0x80u, 0x20u) : 0ull);
+        uint64_t f14 = p->meta[0];
+        uint64_t f15 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
+        nfc_set64(key, ((f14 & 0xffffull) << 0x30u) | ((f15 & 0xffffffffull) << 0x10u));
+        nfc_set64(key + 8u, 0ull);
         return 0;
     }
     return -1;

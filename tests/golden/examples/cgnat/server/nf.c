@@ -56,19 +56,20 @@ int nfc_run(struct nfc_pkt *p)
 {
     if (p->cut == 1u) {
         /* stage translate_in, examples/cgnat.nfp:179 */
-        p->meta[0] = (p->valid[1] ? nfc_get(p->hdr[1], 0x80u, 0x20u) : 0ull) & 0xffffffffull;
+        p->meta[0] = (p->valid[1] ? nfc_get32(p->hdr[1] + 0x10u) : 0ull) & 0xffffffffull;
         if ((uint64_t)p->valid[2]) {
-            p->meta[2] = (p->valid[2] ? nfc_get(p->hdr[2], 0x10u, 0x10u) : 0ull) & 0xffffull;
+            p->meta[2] = (p->valid[2] ? nfc_get16(p->hdr[2] + 2u) : 0ull) & 0xffffull;
         } else {
-            p->meta[2] = (p->valid[3] ? nfc_get(p->hdr[3], 0x10u, 0x10u) : 0ull) & 0xffffull;
+            p->meta[2] = (p->valid[3] ? nfc_get16(p->hdr[3] + 2u) : 0ull) & 0xffffull;
         }
         {
             /* lookup nat_in, examples/cgnat.nfp:186 */
             uint8_t key1[16];
-            memset(key1, 0, 0x10);
-            nfc_set(key1, 0u, 0x20u, p->meta[0]);
-            nfc_set(key1, 0x20u, 0x10u, p->meta[2]);
-            nfc_set(key1, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
+            uint64_t f2 = p->meta[0];
+            uint64_t f3 = p->meta[2];
+            uint64_t f4 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+            nfc_set64(key1, (((f2 & 0xffffffffull) << 0x20u) | ((f3 & 0xffffull) << 0x10u)) | ((f4 & 0xffull) << 8u));
+            nfc_set64(key1 + 8u, 0ull);
             void * hit1 = NULL;
             int found1 = (int)(rte_hash_lookup_data(nfc_tables[1].h, key1, &hit1) >= 0);
             if (found1 && (((uint64_t *)hit1)[2] <= nfc_now_ns())) {
@@ -83,32 +84,32 @@ int nfc_run(struct nfc_pkt *p)
                 p->stats->hits[1] = p->stats->hits[1] + 1;
                 if ((uint64_t)p->valid[2]) {
                     if (p->valid[2]) {
-                        nfc_set(p->hdr[2], 0x80u, 0x10u, nfc_csum_update(p->valid[2] ? nfc_get(p->hdr[2], 0x80u, 0x10u) : 0ull, p->valid[1] ? nfc_get(p->hdr[1], 0x80u, 0x20u) : 0ull, p->res[0], 0x20u));
+                        nfc_set16(p->hdr[2] + 0x10u, nfc_csum_update(p->valid[2] ? nfc_get16(p->hdr[2] + 0x10u) : 0ull, p->valid[1] ? nfc_get32(p->hdr[1] + 0x10u) : 0ull, p->res[0], 0x20u));
                     }
                     if (p->valid[2]) {
-                        nfc_set(p->hdr[2], 0x80u, 0x10u, nfc_csum_update(p->valid[2] ? nfc_get(p->hdr[2], 0x80u, 0x10u) : 0ull, p->valid[2] ? nfc_get(p->hdr[2], 0x10u, 0x10u) : 0ull, p->res[1], 0x10u));
+                        nfc_set16(p->hdr[2] + 0x10u, nfc_csum_update(p->valid[2] ? nfc_get16(p->hdr[2] + 0x10u) : 0ull, p->valid[2] ? nfc_get16(p->hdr[2] + 2u) : 0ull, p->res[1], 0x10u));
                     }
                     if (p->valid[2]) {
-                        nfc_set(p->hdr[2], 0x10u, 0x10u, p->res[1]);
+                        nfc_set16(p->hdr[2] + 2u, p->res[1]);
                     }
                 } else {
-                    if ((p->valid[3] ? nfc_get(p->hdr[3], 0x30u, 0x10u) : 0ull) != 0ull) {
+                    if ((p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull) != 0ull) {
                         if (p->valid[3]) {
-                            nfc_set(p->hdr[3], 0x30u, 0x10u, nfc_csum_update(p->valid[3] ? nfc_get(p->hdr[3], 0x30u, 0x10u) : 0ull, p->valid[1] ? nfc_get(p->hdr[1], 0x80u, 0x20u) : 0ull, p->res[0], 0x20u));
+                            nfc_set16(p->hdr[3] + 6u, nfc_csum_update(p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull, p->valid[1] ? nfc_get32(p->hdr[1] + 0x10u) : 0ull, p->res[0], 0x20u));
                         }
                         if (p->valid[3]) {
-                            nfc_set(p->hdr[3], 0x30u, 0x10u, nfc_csum_update(p->valid[3] ? nfc_get(p->hdr[3], 0x30u, 0x10u) : 0ull, p->valid[3] ? nfc_get(p->hdr[3], 0x10u, 0x10u) : 0ull, p->res[1], 0x10u));
+                            nfc_set16(p->hdr[3] + 6u, nfc_csum_update(p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull, p->valid[3] ? nfc_get16(p->hdr[3] + 2u) : 0ull, p->res[1], 0x10u));
                         }
                     }
                     if (p->valid[3]) {
-                        nfc_set(p->hdr[3], 0x10u, 0x10u, p->res[1]);
+                        nfc_set16(p->hdr[3] + 2u, p->res[1]);
                     }
                 }
                 if (p->valid[1]) {
-                    nfc_set(p->hdr[1], 0x80u, 0x20u, p->res[0]);
+                    nfc_set32(p->hdr[1] + 0x10u, p->res[0]);
                 }
                 if (p->valid[1]) {
-                    nfc_set(p->hdr[1], 0x40u, 8u, ((p->valid[1] ? nfc_get(p->hdr[1], 0x40u, 8u) : 0ull) - 1ull) & 0xffull);
+                    nfc_set8(p->hdr[1] + 8u, ((p->valid[1] ? nfc_get8(p->hdr[1] + 8u) : 0ull) - 1ull) & 0xffull);
                 }
             } else {
                 p->stats->misses[1] = p->stats->misses[1] + 1;
@@ -121,22 +122,23 @@ int nfc_run(struct nfc_pkt *p)
         /* stage translate_out, examples/cgnat.nfp:125 */
         {
             /* lookup nat_out, examples/cgnat.nfp:126 */
-            uint8_t key2[16];
-            memset(key2, 0, 0x10);
-            nfc_set(key2, 0u, 0x20u, p->valid[1] ? nfc_get(p->hdr[1], 0x60u, 0x20u) : 0ull);
-            nfc_set(key2, 0x20u, 0x10u, p->meta[1]);
-            nfc_set(key2, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
-            void * hit2 = NULL;
-            int found2 = (int)(rte_hash_lookup_data(nfc_tables[0].h, key2, &hit2) >= 0);
-            if (found2 && (((uint64_t *)hit2)[1] <= nfc_now_ns())) {
-                rte_hash_del_key(nfc_tables[0].h, key2);
-                free(hit2);
-                found2 = 0;
+            uint8_t key5[16];
+            uint64_t f6 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
+            uint64_t f7 = p->meta[1];
+            uint64_t f8 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+            nfc_set64(key5, (((f6 & 0xffffffffull) << 0x20u) | ((f7 & 0xffffull) << 0x10u)) | ((f8 & 0xffull) << 8u));
+            nfc_set64(key5 + 8u, 0ull);
+            void * hit5 = NULL;
+            int found5 = (int)(rte_hash_lookup_data(nfc_tables[0].h, key5, &hit5) >= 0);
+            if (found5 && (((uint64_t *)hit5)[1] <= nfc_now_ns())) {
+                rte_hash_del_key(nfc_tables[0].h, key5);
+                free(hit5);
+                found5 = 0;
             }
-            if (found2) {
-                uint64_t * v2 = (uint64_t *)hit2;
-                v2[1] = nfc_now_ns() + v2[2];
-                p->res[2] = v2[0];
+            if (found5) {
+                uint64_t * v5 = (uint64_t *)hit5;
+                v5[1] = nfc_now_ns() + v5[2];
+                p->res[2] = v5[0];
                 p->stats->hits[0] = p->stats->hits[0] + 1;
                 p->meta[2] = p->res[2] & 0xffffull;
             } else {
@@ -147,41 +149,43 @@ int nfc_run(struct nfc_pkt *p)
                 }
                 {
                     /* insert into nat_out, examples/cgnat.nfp:135 */
-                    uint8_t key3[16];
-                    memset(key3, 0, 0x10);
-                    nfc_set(key3, 0u, 0x20u, p->valid[1] ? nfc_get(p->hdr[1], 0x60u, 0x20u) : 0ull);
-                    nfc_set(key3, 0x20u, 0x10u, p->meta[1]);
-                    nfc_set(key3, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
-                    void * old3 = NULL;
-                    uint64_t * v3 = (rte_hash_lookup_data(nfc_tables[0].h, key3, &old3) >= 0) ? ((uint64_t *)old3) : ((uint64_t *)malloc(0x18));
-                    if (v3 == NULL) {
+                    uint8_t key9[16];
+                    uint64_t f10 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
+                    uint64_t f11 = p->meta[1];
+                    uint64_t f12 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+                    nfc_set64(key9, (((f10 & 0xffffffffull) << 0x20u) | ((f11 & 0xffffull) << 0x10u)) | ((f12 & 0xffull) << 8u));
+                    nfc_set64(key9 + 8u, 0ull);
+                    void * old9 = NULL;
+                    uint64_t * v9 = (rte_hash_lookup_data(nfc_tables[0].h, key9, &old9) >= 0) ? ((uint64_t *)old9) : ((uint64_t *)malloc(0x18));
+                    if (v9 == NULL) {
                         return 1;
                     }
-                    v3[0] = p->meta[2] & 0xffffull;
-                    v3[2] = p->meta[3] * 0x3b9aca00ull;
-                    v3[1] = nfc_now_ns() + v3[2];
-                    if ((v3 != old3) && (rte_hash_add_key_data(nfc_tables[0].h, key3, v3) < 0)) {
-                        free(v3);
+                    v9[0] = p->meta[2] & 0xffffull;
+                    v9[2] = p->meta[3] * 0x3b9aca00ull;
+                    v9[1] = nfc_now_ns() + v9[2];
+                    if ((v9 != old9) && (rte_hash_add_key_data(nfc_tables[0].h, key9, v9) < 0)) {
+                        free(v9);
                     }
                 }
                 {
                     /* insert into nat_in, examples/cgnat.nfp:136 */
-                    uint8_t key4[16];
-                    memset(key4, 0, 0x10);
-                    nfc_set(key4, 0u, 0x20u, p->meta[0]);
-                    nfc_set(key4, 0x20u, 0x10u, p->meta[2]);
-                    nfc_set(key4, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
-                    void * old4 = NULL;
-                    uint64_t * v4 = (rte_hash_lookup_data(nfc_tables[1].h, key4, &old4) >= 0) ? ((uint64_t *)old4) : ((uint64_t *)malloc(0x20));
-                    if (v4 == NULL) {
+                    uint8_t key13[16];
+                    uint64_t f14 = p->meta[0];
+                    uint64_t f15 = p->meta[2];
+                    uint64_t f16 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+                    nfc_set64(key13, (((f14 & 0xffffffffull) << 0x20u) | ((f15 & 0xffffull) << 0x10u)) | ((f16 & 0xffull) << 8u));
+                    nfc_set64(key13 + 8u, 0ull);
+                    void * old13 = NULL;
+                    uint64_t * v13 = (rte_hash_lookup_data(nfc_tables[1].h, key13, &old13) >= 0) ? ((uint64_t *)old13) : ((uint64_t *)malloc(0x20));
+                    if (v13 == NULL) {
                         return 1;
                     }
-                    v4[0] = (p->valid[1] ? nfc_get(p->hdr[1], 0x60u, 0x20u) : 0ull) & 0xffffffffull;
-                    v4[1] = p->meta[1] & 0xffffull;
-                    v4[3] = p->meta[3] * 0x3b9aca00ull;
-                    v4[2] = nfc_now_ns() + v4[3];
-                    if ((v4 != old4) && (rte_hash_add_key_data(nfc_tables[1].h, key4, v4) < 0)) {
-                        free(v4);
+                    v13[0] = (p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull) & 0xffffffffull;
+                    v13[1] = p->meta[1] & 0xffffull;
+                    v13[3] = p->meta[3] * 0x3b9aca00ull;
+                    v13[2] = nfc_now_ns() + v13[3];
+                    if ((v13 != old13) && (rte_hash_add_key_data(nfc_tables[1].h, key13, v13) < 0)) {
+                        free(v13);
                     }
                 }
             }
@@ -199,26 +203,26 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
         if (cap < 2u) {
             return 0;
         }
-        memset(out, 0, 2);
-        nfc_set(out, 0u, 8u, 2u);
-        nfc_set(out, 8u, 1u, p->valid[0]);
-        nfc_set(out, 9u, 1u, p->valid[1]);
-        nfc_set(out, 0xau, 1u, p->valid[2]);
-        nfc_set(out, 0xbu, 1u, p->valid[3]);
+        uint64_t f17 = 2u;
+        uint64_t f18 = p->valid[0];
+        uint64_t f19 = p->valid[1];
+        uint64_t f20 = p->valid[2];
+        uint64_t f21 = p->valid[3];
+        nfc_set16(out, (((((f17 & 0xffull) << 8u) | ((f18 & 1ull) << 7u)) | ((f19 & 1ull) << 6u)) | ((f20 & 1ull) << 5u)) | ((f21 & 1ull) << 4u));
         n = 2u;
     }
     if (p->cut == 3u) {
         if (cap < 8u) {
             return 0;
         }
-        memset(out, 0, 8);
-        nfc_set(out, 0u, 8u, 4u);
-        nfc_set(out, 8u, 1u, p->valid[0]);
-        nfc_set(out, 9u, 1u, p->valid[1]);
-        nfc_set(out, 0xau, 1u, p->valid[2]);
-        nfc_set(out, 0xbu, 1u, p->valid[3]);
-        nfc_set(out, 0xcu, 0x20u, p->meta[0]);
-        nfc_set(out, 0x2cu, 0x10u, p->meta[2]);
+        uint64_t f22 = 4u;
+        uint64_t f23 = p->valid[0];
+        uint64_t f24 = p->valid[1];
+        uint64_t f25 = p->valid[2];
+        uint64_t f26 = p->valid[3];
+        uint64_t f27 = p->meta[0];
+        uint64_t f28 = p->meta[2];
+        nfc_set64(out, (((((((f22 & 0xffull) << 0x38u) | ((f23 & 1ull) << 0x37u)) | ((f24 & 1ull) << 0x36u)) | ((f25 & 1ull) << 0x35u)) | ((f26 & 1ull) << 0x34u)) | ((f27 & 0xffffffffull) << 0x14u)) | ((f28 & 0xffffull) << 4u));
         n = 8u;
     }
     if (p->valid[0]) {
@@ -233,8 +237,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[1], 0x14);
-        nfc_set(out + n, 0x50u, 0x10u, 0u);
-        nfc_set(out + n, 0x50u, 0x10u, nfc_csum(out + n, 0x14u));
+        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
         n = n + 0x14u;
     }
     if (p->valid[2]) {
@@ -310,17 +313,19 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        memset(key, 0, 0x10);
-        nfc_set(key, 0u, 0x20u, p->valid[1] ? nfc_get(p->hdr[1], 0x60u, 0x20u) : 0ull);
-        nfc_set(key, 0x20u, 0x10u, p->meta[1]);
-        nfc_set(key, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
+        uint64_t f29 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
+        uint64_t f30 = p->meta[1];
+        uint64_t f31 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+        nfc_set64(key, (((f29 & 0xffffffffull) << 0x20u) | ((f30 & 0xffffull) << 0x10u)) | ((f31 & 0xffull) << 8u));
+        nfc_set64(key + 8u, 0ull);
         return 0;
     }
     if (table == 1) {
-        memset(key, 0, 0x10);
-        nfc_set(key, 0u, 0x20u, p->meta[0]);
-        nfc_set(key, 0x20u, 0x10u, p->meta[2]);
-        nfc_set(key, 0x30u, 8u, p->valid[1] ? nfc_get(p->hdr[1], 0x48u, 8u) : 0ull);
+        uint64_t f32 = p->meta[0];
+        uint64_t f33 = p->meta[2];
+        uint64_t f34 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+        nfc_set64(key, (((f32 & 0xffffffffull) << 0x20u) | ((f33 & 0xffffull) << 0x10u)) | ((f34 & 0xffull) << 8u));
+        nfc_set64(key + 8u, 0ull);
         return 0;
     }
     return -1;

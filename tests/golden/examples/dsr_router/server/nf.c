@@ -44,9 +44,10 @@ int nfc_run(struct nfc_pkt *p)
         {
             /* lookup vrf_fib, examples/dsr_router.nfp:110 */
             uint8_t key1[16];
-            memset(key1, 0, 0x10);
-            nfc_set(key1, 0u, 0xeu, p->meta[0]);
-            nfc_set(key1, 0xeu, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);
+            uint64_t f2 = p->meta[0];
+            uint64_t f3 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
+            nfc_set64(key1, ((f2 & 0x3fffull) << 0x32u) | ((f3 & 0xffffffffull) << 0x12u));
+            nfc_set64(key1 + 8u, 0ull);
             void * hit1 = NULL;
             if (nfc_lpm_lookup(nfc_tables[0].h, nfc_tables[0].plens, key1, 0xeu, 0x20u, 0x2eu, &hit1)) {
                 uint64_t v1 = (uint64_t)((uintptr_t)hit1);
@@ -56,7 +57,7 @@ int nfc_run(struct nfc_pkt *p)
                 p->meta[1] = p->res[0] & 0xffffffffull;
                 p->meta[2] = p->res[1] & 0xffffffull;
                 if (p->valid[7]) {
-                    nfc_set(p->hdr[7], 0x40u, 8u, ((p->valid[7] ? nfc_get(p->hdr[7], 0x40u, 8u) : 0ull) - 1ull) & 0xffull);
+                    nfc_set8(p->hdr[7] + 8u, ((p->valid[7] ? nfc_get8(p->hdr[7] + 8u) : 0ull) - 1ull) & 0xffull);
                 }
             } else {
                 p->stats->misses[0] = p->stats->misses[0] + 1;
@@ -76,12 +77,13 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
         if (cap < 9u) {
             return 0;
         }
-        memset(out, 0, 9);
-        nfc_set(out, 0u, 8u, 2u);
-        nfc_set(out, 8u, 1u, p->valid[6]);
-        nfc_set(out, 9u, 1u, p->valid[7]);
-        nfc_set(out, 0xau, 0x20u, p->meta[1]);
-        nfc_set(out, 0x2au, 0x18u, p->meta[2]);
+        uint64_t f4 = 2u;
+        uint64_t f5 = p->valid[6];
+        uint64_t f6 = p->valid[7];
+        uint64_t f7 = p->meta[1];
+        uint64_t f8 = p->meta[2];
+        nfc_set64(out, (((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 0xffffffffull) << 0x16u)) | ((f8 >> 2u) & 0x3fffffull));
+        nfc_set8(out + 8u, (f8 & 3ull) << 6u);
         n = 9u;
     }
     if (p->valid[0]) {
@@ -96,8 +98,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[1], 0x14);
-        nfc_set(out + n, 0x50u, 0x10u, 0u);
-        nfc_set(out + n, 0x50u, 0x10u, nfc_csum(out + n, 0x14u));
+        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
         n = n + 0x14u;
     }
     if (p->valid[2]) {
@@ -140,8 +141,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[7], 0x14);
-        nfc_set(out + n, 0x50u, 0x10u, 0u);
-        nfc_set(out + n, 0x50u, 0x10u, nfc_csum(out + n, 0x14u));
+        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[7], 0x14u, 0xau));
         n = n + 0x14u;
     }
     if ((n + p->payload_len) > cap) {
@@ -200,9 +200,10 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        memset(key, 0, 0x10);
-        nfc_set(key, 0u, 0xeu, p->meta[0]);
-        nfc_set(key, 0xeu, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);
+        uint64_t f9 = p->meta[0];
+        uint64_t f10 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
+        nfc_set64(key, ((f9 & 0x3fffull) << 0x32u) | ((f10 & 0xffffffffull) << 0x12u));
+        nfc_set64(key + 8u, 0ull);
         return 0;
     }
     return -1;

@@ -44,10 +44,11 @@ int nfc_run(struct nfc_pkt *p)
         {
             /* lookup overlay_routes, examples/vpn_gateway.nfp:93 */
             uint8_t key1[16];
-            memset(key1, 0, 0x10);
-            nfc_set(key1, 0u, 0xcu, p->meta[0]);
-            nfc_set(key1, 0xcu, 0xcu, p->meta[1]);
-            nfc_set(key1, 0x18u, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);
+            uint64_t f2 = p->meta[0];
+            uint64_t f3 = p->meta[1];
+            uint64_t f4 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
+            nfc_set64(key1, (((f2 & 0xfffull) << 0x34u) | ((f3 & 0xfffull) << 0x28u)) | ((f4 & 0xffffffffull) << 8u));
+            nfc_set64(key1 + 8u, 0ull);
             void * hit1 = NULL;
             if (rte_hash_lookup_data(nfc_tables[0].h, key1, &hit1) >= 0) {
                 uint64_t v1 = (uint64_t)((uintptr_t)hit1);
@@ -74,12 +75,13 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
         if (cap < 9u) {
             return 0;
         }
-        memset(out, 0, 9);
-        nfc_set(out, 0u, 8u, 2u);
-        nfc_set(out, 8u, 1u, p->valid[4]);
-        nfc_set(out, 9u, 1u, p->valid[7]);
-        nfc_set(out, 0xau, 0x20u, p->meta[2]);
-        nfc_set(out, 0x2au, 0x18u, p->meta[3]);
+        uint64_t f5 = 2u;
+        uint64_t f6 = p->valid[4];
+        uint64_t f7 = p->valid[7];
+        uint64_t f8 = p->meta[2];
+        uint64_t f9 = p->meta[3];
+        nfc_set64(out, (((((f5 & 0xffull) << 0x38u) | ((f6 & 1ull) << 0x37u)) | ((f7 & 1ull) << 0x36u)) | ((f8 & 0xffffffffull) << 0x16u)) | ((f9 >> 2u) & 0x3fffffull));
+        nfc_set8(out + 8u, (f9 & 3ull) << 6u);
         n = 9u;
     }
     if (p->valid[0]) {
@@ -94,8 +96,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[1], 0x14);
-        nfc_set(out + n, 0x50u, 0x10u, 0u);
-        nfc_set(out + n, 0x50u, 0x10u, nfc_csum(out + n, 0x14u));
+        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
         n = n + 0x14u;
     }
     if (p->valid[2]) {
@@ -138,8 +139,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[7], 0x14);
-        nfc_set(out + n, 0x50u, 0x10u, 0u);
-        nfc_set(out + n, 0x50u, 0x10u, nfc_csum(out + n, 0x14u));
+        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[7], 0x14u, 0xau));
         n = n + 0x14u;
     }
     if ((n + p->payload_len) > cap) {
@@ -198,10 +198,11 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        memset(key, 0, 0x10);
-        nfc_set(key, 0u, 0xcu, p->meta[0]);
-        nfc_set(key, 0xcu, 0xcu, p->meta[1]);
-        nfc_set(key, 0x18u, 0x20u, p->valid[7] ? nfc_get(p->hdr[7], 0x80u, 0x20u) : 0ull);
+        uint64_t f10 = p->meta[0];
+        uint64_t f11 = p->meta[1];
+        uint64_t f12 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
+        nfc_set64(key, (((f10 & 0xfffull) << 0x34u) | ((f11 & 0xfffull) << 0x28u)) | ((f12 & 0xffffffffull) << 8u));
+        nfc_set64(key + 8u, 0ull);
         return 0;
     }
     return -1;

@@ -1,0 +1,60 @@
+/* nfc server runtime: the processing of one received burst, shared by the forwarding loop
+ * (nfc_main.c) and the benchmark (nfc_bench.c) so that what is measured is what runs.
+ * Every packet of the burst is parsed first (so that its table lookups can be prefetched
+ * together, nfc_prefetch), then each runs the server stages in order and its output is
+ * written into its own mbuf (nfc_output).  Hand-written, shared by every generated program. */
+#ifndef NFC_BURST_H
+#define NFC_BURST_H
+
+#include <rte_mbuf.h>
+
+#include "nfc_rt.h"
+
+#define NFC_BURST 32
+
+/* The DPDK port a processed packet leaves by (-1: none), given the port it came in on. */
+typedef int (*nfc_out_port_fn)(uint16_t in_port, const struct nfc_pkt *p);
+
+/* Process in[0..n) received on DPDK port `port` (the NF's logical port `logical`); out[i] is
+ * the packet to send on port to[i], or NULL (dropped and counted in pkt[0].stats). */
+static inline void nfc_burst(struct rte_mbuf **in, uint16_t n, uint16_t port, uint32_t logical, struct nfc_pkt *pkt,
+                             uint8_t *scratch, struct rte_mempool *pool, nfc_out_port_fn out_port,
+                             struct rte_mbuf **out, int *to)
+{
+    int code[NFC_BURST];
+    struct nfc_stats *st = pkt[0].stats;
+    for (uint16_t i = 0; i < n; i++) {
+        pkt[i].stats = st;
+        code[i] = in[i]->nb_segs != 1 ? -1
+                                      : nfc_from_switch(&pkt[i], rte_pktmbuf_mtod(in[i], const uint8_t *),
+                                                        rte_pktmbuf_data_len(in[i]), logical);
+    }
+    nfc_prefetch(pkt, code, n);
+    for (uint16_t i = 0; i < n; i++) {
+        int c = code[i];
+        out[i] = NULL;
+        to[i] = -1;
+        if (c < 0) { /* a multi-segment mbuf: not handled */
+            rte_pktmbuf_free(in[i]);
+            st->drops[0]++;
+            continue;
+        }
+        if (c == NFC_CONTINUE)
+            c = nfc_run(&pkt[i]);
+        if (c != NFC_CONTINUE) {
+            st->drops[c & 0xff]++;
+        } else if ((to[i] = out_port(port, &pkt[i])) < 0) {
+            st->no_port++;
+        } else {
+            out[i] = nfc_output(in[i], &pkt[i], pool, scratch); /* consumes in[i] */
+            if (out[i] != NULL)
+                st->forwarded++;
+            else
+                st->drops[0]++;
+            continue;
+        }
+        rte_pktmbuf_free(in[i]);
+    }
+}
+
+#endif
