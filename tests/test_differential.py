@@ -237,3 +237,16 @@ def test_an_injected_vni_bug_in_generated_c_is_caught(builds, tmp_path):
     got = _nfc_run(broken, tables, inputs, tmp_path / "run")
     assert got != want
     assert _nfc_run(hybrid, tables, inputs, tmp_path / "ok") == want  # the unbroken program agrees
+
+
+def test_large_table_prefetch_path_agrees(builds, tmp_path):
+    """With >= 65,536 entries the server prefetches a burst's lookups and answers them from the
+    prefetch (nfc_prefetch / nfc_hash_lookup): outputs must not change."""
+    hybrid, _alone = builds
+    tables, inputs = _inputs(11)
+    filler = [({"meta_customer": 100 + i // 4000, "meta_overlay": 1 + i % 4000 // 1000,
+                "vm_ip": f"10.{i // 65536}.{i // 256 % 256}.{i % 256}"}, {"host_ip": "172.16.1.1", "vni": 77})
+              for i in range(70_000)]
+    tables["overlay_routes"] = tables["overlay_routes"] + filler
+    inputs = {CUSTOMER: inputs[CUSTOMER][:300]}
+    assert _nfc_run(hybrid, tables, inputs, tmp_path / "run") == _reference(tables, inputs, "tofino+dpdk")

@@ -183,6 +183,7 @@ def _from_switch(x: _Ctx) -> c.Func:
         c.ExprStmt(c.Call("memset", (c.Name("p->meta"), c.Int(0, ""), c.Int(8 * max(1, len(x.meta)), "")))),
         c.Assign(_p("egress_set"), c.Int(0, "")),
         c.Assign(_p("ingress_port"), c.Name("port")),
+        c.Assign(_p("pre_ok"), c.Int(0, "")),
     ]
     if x.software:
         for i, pl in enumerate(x.prog.pipelines):
@@ -529,9 +530,11 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     hit.append(_count(x, "hits", t))
     hit += _block(x, s.hit)
     lpm = _lpm_key(t)
-    if lpm is None:
-        found: c.Expr = c.Bin(">=", c.Call("rte_hash_lookup_data", (_h(x, t), c.Name(key),
-                                                                    c.Name(f"&{data}"))), c.Int(0, ""))
+    if lpm is None and not t.is_state:  # maybe answered by the burst's prefetch
+        found: c.Expr = c.Bin(">=", c.Call("nfc_hash_lookup", (c.Name("p"), c.Int(x.tindex[t.name], ""), c.Name(key),
+                                                               c.Int(size, "u"), c.Name(f"&{data}"))), c.Int(0, ""))
+    elif lpm is None:
+        found = c.Bin(">=", c.Call("rte_hash_lookup_data", (_h(x, t), c.Name(key), c.Name(f"&{data}"))), c.Int(0, ""))
     else:
         found = c.Call("nfc_lpm_lookup", (_h(x, t), c.Name(f"nfc_tables[{x.tindex[t.name]}].plens"), c.Name(key),
                                           c.Int(lpm[0], "u"), c.Int(lpm[1], "u"), c.Int(t.key_bits, "u"),

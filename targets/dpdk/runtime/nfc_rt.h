@@ -32,6 +32,9 @@ struct nfc_stats {
     uint64_t misses[NFC_MAX_TABLES];
 } __attribute__((aligned(64)));
 
+#define NFC_PRE_TABLES 4
+#define NFC_PRE_KEY 32 /* keys up to this many bytes are remembered */
+
 struct nfc_pkt {
     struct nfc_stats *stats;
     uint8_t valid[NFC_MAX_INST];
@@ -44,6 +47,11 @@ struct nfc_pkt {
     const uint8_t *payload;
     uint32_t payload_len;
     uint32_t cut; /* the bridge the packet arrived behind */
+    /* the burst's prefetched lookups of tables 0..NFC_PRE_TABLES-1 (bit t of pre_ok: valid) */
+    uint32_t pre_ok;
+    uint8_t pre_hit[NFC_PRE_TABLES];
+    void *pre_data[NFC_PRE_TABLES];
+    uint8_t pre_key[NFC_PRE_TABLES][NFC_PRE_KEY];
 };
 
 /* Byte-aligned network-order fields of 8, 16, 32 and 64 bits at p: nfc_get(p, 0, N) and
@@ -444,16 +452,39 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
         uint8_t keys[NFC_PREFETCH_BURST][NFC_MAX_KEY];
         const void *kp[NFC_PREFETCH_BURST];
         void *data[NFC_PREFETCH_BURST];
+        unsigned who[NFC_PREFETCH_BURST];
         uint64_t hits = 0;
         unsigned k = 0;
         for (unsigned i = 0; i < n && k < NFC_PREFETCH_BURST; i++)
             if (codes[i] == NFC_CONTINUE && nfc_bench_key(t, &pkts[i], keys[k]) == 0) {
                 kp[k] = keys[k];
-                k++;
+                who[k++] = i;
             }
-        if (k > 0)
-            rte_hash_lookup_bulk_data(h, kp, k, &hits, data);
+        if (k == 0 || rte_hash_lookup_bulk_data(h, kp, k, &hits, data) < 0)
+            continue;
+        /* control-plane tables only change between bursts as far as a packet can tell: the
+         * answer is kept for nfc_hash_lookup (data-plane state changes within a burst: not kept) */
+        if (t >= NFC_PRE_TABLES || nfc_tables[t].state || nfc_tables[t].key_bytes > NFC_PRE_KEY)
+            continue;
+        for (unsigned j = 0; j < k; j++) {
+            struct nfc_pkt *p = &pkts[who[j]];
+            memcpy(p->pre_key[t], keys[j], nfc_tables[t].key_bytes);
+            p->pre_hit[t] = (uint8_t)((hits >> j) & 1);
+            p->pre_data[t] = data[j];
+            p->pre_ok |= 1u << t;
+        }
     }
+}
+
+/* rte_hash_lookup_data of control-plane table t, answered from the burst's prefetch when it
+ * looked up the same key (nfc_prefetch); >= 0: found. */
+static inline int nfc_hash_lookup(const struct nfc_pkt *p, int t, const uint8_t *key, unsigned key_bytes, void **data)
+{
+    if (t < NFC_PRE_TABLES && ((p->pre_ok >> t) & 1) && memcmp(p->pre_key[t], key, key_bytes) == 0) {
+        *data = p->pre_data[t];
+        return p->pre_hit[t] ? 0 : -1;
+    }
+    return rte_hash_lookup_data(nfc_tables[t].h, key, data);
 }
 
 #endif

@@ -217,6 +217,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
     memset(p->meta, 0, 0x18);
     p->egress_set = 0;
     p->ingress_port = port;
+    p->pre_ok = 0;
     if (len < 1u) {
         return 1;
     }

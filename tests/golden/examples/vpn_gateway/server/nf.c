@@ -50,7 +50,7 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set64(key1, (((f2 & 0xfffull) << 0x34u) | ((f3 & 0xfffull) << 0x28u)) | ((f4 & 0xffffffffull) << 8u));
             nfc_set64(key1 + 8u, 0ull);
             void * hit1 = NULL;
-            if (rte_hash_lookup_data(nfc_tables[0].h, key1, &hit1) >= 0) {
+            if (nfc_hash_lookup(p, 0, key1, 0x10u, &hit1) >= 0) {
                 uint64_t v1 = (uint64_t)((uintptr_t)hit1);
                 p->res[0] = (v1 >> 0u) & 0xffffffffull;
                 p->res[1] = (v1 >> 0x20u) & 0xffffffull;
@@ -216,6 +216,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
     memset(p->meta, 0, 0x20);
     p->egress_set = 0;
     p->ingress_port = port;
+    p->pre_ok = 0;
     if (len < 1u) {
         return 1;
     }
