@@ -12,16 +12,21 @@ from typing import Protocol
 
 from targets.p4 import syntax as p
 
-__all__ = ["Arch"]
+__all__ = ["Arch", "param"]
+
+
+def param(direction: str, type_name: str, name: str) -> p.Param:
+    """A parser or control parameter of a named type: ``param("inout", "headers_t", "hdr")``."""
+    return p.Param(direction, p.TypeName(type_name), name)
 
 
 class Arch(Protocol):
     name: str
     includes: tuple[str, ...]
-    port_type: str  # the P4 type of a port number
+    port_type: p.Type  # the P4 type of a port number
     port_width: int
 
-    def parser_params(self) -> tuple[str, ...]: ...
+    def parser_params(self) -> tuple[p.Param, ...]: ...
 
     def parser_start(self) -> tuple[p.Stmt, ...]:
         """Statements the start state runs before selecting on the ingress port."""
@@ -33,7 +38,7 @@ class Arch(Protocol):
         """``std.<name>`` as a P4 expression (None: not available on this architecture)."""
         ...
 
-    def ingress_params(self) -> tuple[str, ...]: ...
+    def ingress_params(self) -> tuple[p.Param, ...]: ...
 
     def parser_error(self) -> p.Expr:
         """A bool: the parser stopped on an error (the packet was too short)."""

@@ -42,8 +42,8 @@ class _Ids:
         return ident
 
 
-def _width(type_: str) -> int:
-    return int(type_.removeprefix("bit<").removesuffix(">")) if type_.startswith("bit<") else 1
+def _width(type_: p.Type) -> int:
+    return type_.width if isinstance(type_, p.Bits) else 1
 
 
 def build_p4info(prog: p.Program, arch: str, key_widths: dict[str, list[int]]) -> tuple[Any, dict[str, Any]]:
@@ -83,7 +83,7 @@ def build_p4info(prog: p.Program, arch: str, key_widths: dict[str, list[int]]) -
             fields[k.name] = {"id": i, "bitwidth": width, "match": k.match}
         for action_name in t.actions:
             pt.action_refs.add().id = action_ids[action_name]
-        pt.const_default_action_id = action_ids[t.default_action.removesuffix("()")]
+        pt.const_default_action_id = action_ids[t.default_action]
         pt.size = t.size
         names["tables"][t.name] = {"id": pt.preamble.id, "name": full, "match_fields": fields,
                                    "actions": list(t.actions)}

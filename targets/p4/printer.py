@@ -8,9 +8,25 @@ from typing import assert_never
 
 from targets.p4 import syntax as p
 
-__all__ = ["expr", "print_program"]
+__all__ = ["expr", "print_program", "type_"]
 
 IND = "    "
+
+
+def type_(t: p.Type) -> str:
+    match t:
+        case p.Bits():
+            return f"bit<{t.width}>"
+        case p.Bool():
+            return "bool"
+        case p.TypeName():
+            return f"{t.name}<{', '.join(type_(a) for a in t.args)}>" if t.args else t.name
+        case _:
+            assert_never(t)
+
+
+def _literal(value: int, base: int) -> str:
+    return f"{value:#x}" if base == 16 and value > 9 else str(value)
 
 
 def expr(e: p.Expr) -> str:
@@ -19,8 +35,8 @@ def expr(e: p.Expr) -> str:
             if e.width == 0:
                 return "true" if e.value else "false"
             if e.width < 0:
-                return str(e.value)
-            return f"{e.width}w{e.value:#x}" if e.value > 9 else f"{e.width}w{e.value}"
+                return _literal(e.value, e.base)
+            return f"{e.width}w{_literal(e.value, e.base)}"
         case p.Path():
             return e.name
         case p.Member():
@@ -30,14 +46,20 @@ def expr(e: p.Expr) -> str:
         case p.Un():
             return f"{e.op}{_operand(e.operand)}"
         case p.Cast():
-            return f"({e.type}){_operand(e.operand)}"
+            return f"({type_(e.type)}){_operand(e.operand)}"
         case p.Slice():
             return f"{_operand(e.base)}[{e.hi}:{e.lo}]"
         case p.Call():
-            targs = f"<{', '.join(e.type_args)}>" if e.type_args else ""
+            targs = f"<{', '.join(type_(t) for t in e.type_args)}>" if e.type_args else ""
             return f"{_operand(e.target)}{targs}({', '.join(expr(a) for a in e.args)})"
         case p.ListExpr():
             return "{" + ", ".join(expr(i) for i in e.items) + "}"
+        case p.Mask():
+            return f"{expr(e.value)} &&& {expr(e.mask)}"
+        case p.Range():
+            return f"{expr(e.lo)} .. {expr(e.hi)}"
+        case p.Default():
+            return "default"
         case _:
             assert_never(e)
 
@@ -75,16 +97,16 @@ def _comment(text: str, n: int) -> list[str]:
     return [f"{IND * n}// {line}" for line in text.splitlines()] if text else []
 
 
-def _fields(fields: tuple[tuple[str, str], ...], n: int) -> list[str]:
-    return [f"{IND * n}{t} {name};" for name, t in fields]
+def _fields(fields: tuple[tuple[str, p.Type], ...], n: int) -> list[str]:
+    return [f"{IND * n}{type_(t)} {name};" for name, t in fields]
 
 
 def _instance(i: p.Instance, n: int) -> list[str]:
-    return [*_comment(i.comment, n), f"{IND * n}{i.type}({', '.join(expr(a) for a in i.args)}) {i.name};"]
+    return [*_comment(i.comment, n), f"{IND * n}{type_(i.type)}({', '.join(expr(a) for a in i.args)}) {i.name};"]
 
 
 def _action(a: p.Action, n: int) -> list[str]:
-    params = ", ".join(f"{t} {name}" for name, t in a.params)
+    params = ", ".join(f"{type_(t)} {name}" for name, t in a.params)
     return [*_comment(a.comment, n), f"{IND * n}action {a.name}({params}) {{", *_stmts(a.body, n + 1),
             f"{IND * n}}}"]
 
@@ -96,7 +118,7 @@ def _table(t: p.Table, n: int) -> list[str]:
     out += [f"{pad}{IND}}}", f"{pad}{IND}actions = {{"]
     out += [f"{pad}{IND * 2}{a};" for a in t.actions]
     const = "const " if t.const_default else ""
-    out += [f"{pad}{IND}}}", f"{pad}{IND}{const}default_action = {t.default_action};", f"{pad}{IND}size = {t.size};",
+    out += [f"{pad}{IND}}}", f"{pad}{IND}{const}default_action = {t.default_action}();", f"{pad}{IND}size = {t.size};",
             f"{pad}}}"]
     return out
 
@@ -119,7 +141,7 @@ def _state(s: p.State, n: int) -> list[str]:
     if s.select:
         out.append(f"{pad}{IND}transition select({', '.join(expr(e) for e in s.select)}) {{")
         for c in s.cases:
-            keys = c.keys[0] if len(c.keys) == 1 else "(" + ", ".join(c.keys) + ")"
+            keys = expr(c.keys[0]) if len(c.keys) == 1 else "(" + ", ".join(expr(k) for k in c.keys) + ")"
             out.append(f"{pad}{IND * 2}{keys}: {c.next};")
         out.append(f"{pad}{IND}}}")
     else:
@@ -130,13 +152,14 @@ def _state(s: p.State, n: int) -> list[str]:
 def _decl(d: p.Decl) -> list[str]:
     match d:
         case p.HeaderType():
-            return [*_comment(d.comment, 0), f"header {d.name} {{", *_fields(d.fields, 1), "}"]
+            notes = [f"@{a.name}" + (f'("{a.text}")' if a.text is not None else "") for a in d.annotations]
+            return [*_comment(d.comment, 0), *notes, f"header {d.name} {{", *_fields(d.fields, 1), "}"]
         case p.Struct():
             return [*_comment(d.comment, 0), f"struct {d.name} {{", *_fields(d.fields, 1), "}"]
         case p.Typedef():
-            return [f"typedef {d.type} {d.name};"]
+            return [f"typedef {type_(d.type)} {d.name};"]
         case p.ConstDecl():
-            return [*_comment(d.comment, 0), f"const {d.type} {d.name} = {expr(d.value)};"]
+            return [*_comment(d.comment, 0), f"const {type_(d.type)} {d.name} = {expr(d.value)};"]
         case p.Instance():
             return _instance(d, 0)
         case p.Parser():
@@ -151,8 +174,12 @@ def _decl(d: p.Decl) -> list[str]:
             assert_never(d)
 
 
-def _params(params: tuple[str, ...]) -> list[str]:
-    return [f"{IND * 2}{prm}{',' if i < len(params) - 1 else ''}" for i, prm in enumerate(params)]
+def _param(prm: p.Param) -> str:
+    return f"{prm.direction + ' ' if prm.direction else ''}{type_(prm.type)} {prm.name}"
+
+
+def _params(params: tuple[p.Param, ...]) -> list[str]:
+    return [f"{IND * 2}{_param(prm)}{',' if i < len(params) - 1 else ''}" for i, prm in enumerate(params)]
 
 
 def print_program(prog: p.Program) -> str:

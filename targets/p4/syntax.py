@@ -1,7 +1,11 @@
-"""A small P4_16 syntax tree, shared by the TNA and v1model generators.
+"""A small P4_16 syntax tree, shared by the TNA and v1model generators, the lint and the
+switch model's executor.
 
 Lowering builds these nodes; ``targets.p4.printer`` owns indentation, parentheses and
-width-annotated literals.  Only the constructs the generators emit are here.
+width-annotated literals; ``targets.p4.parse`` reads the printed text back into the same
+tree.  Only the constructs the generators emit are here.  Names are structured: a dotted
+reference is a ``Path`` followed by ``Member`` nodes (``ref("hdr.ipv4.ttl")`` builds one),
+and types are ``Bits`` / ``Bool`` / ``TypeName`` nodes, never text.
 """
 
 from __future__ import annotations
@@ -10,8 +14,11 @@ from dataclasses import dataclass, field
 
 __all__ = [
     "Action",
+    "Annotation",
     "Assign",
     "Bin",
+    "Bits",
+    "Bool",
     "Call",
     "CallStmt",
     "Case",
@@ -21,6 +28,7 @@ __all__ = [
     "ConstDecl",
     "Control",
     "Decl",
+    "Default",
     "Exit",
     "Expr",
     "HeaderType",
@@ -28,18 +36,54 @@ __all__ = [
     "Instance",
     "Key",
     "ListExpr",
+    "Mask",
     "Member",
+    "Param",
     "Parser",
     "Path",
     "Program",
+    "Range",
     "Slice",
     "State",
     "Stmt",
     "Struct",
     "Table",
+    "Type",
+    "TypeName",
     "Typedef",
     "Un",
+    "bits",
+    "ref",
 ]
+
+# ---- types --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Bits:
+    """``bit<width>``."""
+
+    width: int
+
+
+@dataclass(frozen=True, slots=True)
+class Bool:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class TypeName:
+    """A named type, possibly specialised: ``PortId_t``, ``headers_t``, ``Hash<bit<16>>``."""
+
+    name: str
+    args: tuple[Type, ...] = ()
+
+
+Type = Bits | Bool | TypeName
+
+
+def bits(width: int) -> Bits:
+    return Bits(width)
 
 
 # ---- expressions --------------------------------------------------------------------------
@@ -47,18 +91,21 @@ __all__ = [
 @dataclass(frozen=True, slots=True)
 class Const:
     value: int
-    width: int  # 0: bool literal (true/false); -1: untyped integer
+    width: int  # 0: bool literal (true/false); -1: untyped (arbitrary-precision) integer
+    base: int = 16  # how the printer writes the value (10 or 16); the value is the same
 
 
 @dataclass(frozen=True, slots=True)
 class Path:
-    """A name or dotted path: ``hdr.ipv4.ttl``, ``ig_tm_md.ucast_egress_port``."""
+    """One identifier: a variable, parameter, constant, instance, action, type or enum name."""
 
     name: str
 
 
 @dataclass(frozen=True, slots=True)
 class Member:
+    """``base.field``: a header or struct field, a header in a struct, a method, an enum member."""
+
     base: Expr
     field: str
 
@@ -78,7 +125,7 @@ class Un:
 
 @dataclass(frozen=True, slots=True)
 class Cast:
-    type: str  # "bit<16>", "PortId_t", "bool"
+    type: Type
     operand: Expr
 
 
@@ -91,9 +138,9 @@ class Slice:
 
 @dataclass(frozen=True, slots=True)
 class Call:
-    target: Expr  # Path("h.get"), Member(Path("t"), "apply")
+    target: Expr  # Path("mark_to_drop"), Member(Path("t"), "apply"), a constructor call's type name
     args: tuple[Expr, ...] = ()
-    type_args: tuple[str, ...] = ()
+    type_args: tuple[Type, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,7 +150,38 @@ class ListExpr:
     items: tuple[Expr, ...]
 
 
-Expr = Const | Path | Member | Bin | Un | Cast | Slice | Call | ListExpr
+@dataclass(frozen=True, slots=True)
+class Mask:
+    """A select keyset ``value &&& mask``."""
+
+    value: Expr
+    mask: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Range:
+    """A select keyset ``lo .. hi`` (inclusive)."""
+
+    lo: Expr
+    hi: Expr
+
+
+@dataclass(frozen=True, slots=True)
+class Default:
+    """The select keyset ``default``."""
+
+
+Expr = Const | Path | Member | Bin | Un | Cast | Slice | Call | ListExpr | Mask | Range | Default
+
+
+def ref(dotted: str) -> Expr:
+    """``"hdr.ipv4.ttl"`` → ``Member(Member(Path("hdr"), "ipv4"), "ttl")``."""
+    first, *rest = dotted.split(".")
+    out: Expr = Path(first)
+    for name in rest:
+        out = Member(out, name)
+    return out
+
 
 # ---- statements ---------------------------------------------------------------------------
 
@@ -142,28 +220,44 @@ Stmt = Assign | If | CallStmt | Exit | Comment
 
 
 @dataclass(frozen=True, slots=True)
+class Annotation:
+    """``@name`` or ``@name("text")``."""
+
+    name: str
+    text: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Param:
+    direction: str  # "", "in", "out", "inout"
+    type: Type
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
 class HeaderType:
     name: str
-    fields: tuple[tuple[str, str], ...]  # (name, type)
+    fields: tuple[tuple[str, Type], ...]  # (name, type)
     comment: str = ""
+    annotations: tuple[Annotation, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
 class Struct:
     name: str
-    fields: tuple[tuple[str, str], ...]
+    fields: tuple[tuple[str, Type], ...]
     comment: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class Typedef:
-    type: str
+    type: Type
     name: str
 
 
 @dataclass(frozen=True, slots=True)
 class ConstDecl:
-    type: str
+    type: Type
     name: str
     value: Expr
     comment: str = ""
@@ -173,7 +267,7 @@ class ConstDecl:
 class Instance:
     """An extern or package instantiation: ``Hash<bit<16>>(HashAlgorithm_t.CRC16) h;``."""
 
-    type: str
+    type: TypeName
     args: tuple[Expr, ...]
     name: str
     comment: str = ""
@@ -182,7 +276,7 @@ class Instance:
 @dataclass(frozen=True, slots=True)
 class Action:
     name: str
-    params: tuple[tuple[str, str], ...]  # (name, type), directionless (control-plane data)
+    params: tuple[tuple[str, Type], ...]  # (name, type), directionless (control-plane data)
     body: tuple[Stmt, ...]
     comment: str = ""
 
@@ -199,7 +293,7 @@ class Table:
     name: str
     keys: tuple[Key, ...]
     actions: tuple[str, ...]
-    default_action: str
+    default_action: str  # an action without control-plane parameters
     size: int
     comment: str = ""
     const_default: bool = True
@@ -207,7 +301,7 @@ class Table:
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    keys: tuple[str, ...]  # printed keyset items ("0x0800", "16w0x8100 &&& 16w0xffff", "default")
+    keys: tuple[Expr, ...]  # one keyset per select expression: Const, Mask, Range or Default
     next: str
 
 
@@ -224,7 +318,7 @@ class State:
 @dataclass(frozen=True, slots=True)
 class Parser:
     name: str
-    params: tuple[str, ...]
+    params: tuple[Param, ...]
     locals: tuple[Instance, ...]
     states: tuple[State, ...]
     comment: str = ""
@@ -233,7 +327,7 @@ class Parser:
 @dataclass(frozen=True, slots=True)
 class Control:
     name: str
-    params: tuple[str, ...]
+    params: tuple[Param, ...]
     locals: tuple[Instance | Action | Table, ...]
     apply: tuple[Stmt, ...]
     comment: str = ""

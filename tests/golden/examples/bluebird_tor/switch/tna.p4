@@ -35,13 +35,15 @@ const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0xf;
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0x40;
 
-// to the control plane (P4Runtime packet-in, @controller_header("packet_in"))
+// to the control plane (P4Runtime packet-in)
+@controller_header("packet_in")
 header nfc_packet_in_h {
     bit<8> reason;
     bit<16> ingress_port;
 }
 
 // from the control plane (P4Runtime packet-out): send the rest out of egress_port
+@controller_header("packet_out")
 header nfc_packet_out_h {
     bit<16> egress_port;
 }
@@ -163,9 +165,9 @@ struct metadata_t {
     bit<16> nfc_egress;
     bit<1> nfc_forwarded;
     bit<16> nfc_hash1;
-    bit<16> nfc_hash2;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<8> nfc_resume;
     bit<48> pa_routes__next_hop_mac;
     bit<16> pa_routes__port;
     bit<16> port_vrf__vrf;
@@ -206,9 +208,9 @@ parser IngressParser(
         meta.nfc_egress = 16w0;
         meta.nfc_forwarded = 1w0;
         meta.nfc_hash1 = 16w0;
-        meta.nfc_hash2 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_resume = 8w0;
         meta.pa_routes__next_hop_mac = 48w0;
         meta.pa_routes__port = 16w0;
         meta.port_vrf__vrf = 16w0;
@@ -509,27 +511,6 @@ control Ingress(
         size = 4000;
     }
 
-    Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash2;
-
-    // entry of table pa_routes, examples/bluebird_tor.nfp:178
-    action pa_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
-        meta.pa_routes__port = v_port;
-        meta.pa_routes__next_hop_mac = v_next_hop_mac;
-    }
-
-    // table pa_routes, examples/bluebird_tor.nfp:178
-    table pa_routes {
-        key = {
-            hdr.outer_ipv4.dst : lpm @name("outer_ipv4_dst");
-        }
-        actions = {
-            pa_routes_hit;
-            nfc_miss;
-        }
-        const default_action = nfc_miss();
-        size = 4000;
-    }
-
     // entry of table vni_to_vrf, examples/bluebird_tor.nfp:244
     action vni_to_vrf_hit(bit<16> v_vrf) {
         meta.vni_to_vrf__vrf = v_vrf;
@@ -614,7 +595,24 @@ control Ingress(
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (meta.nfc_pipeline == 8w1) {
+        } else {
+            if (meta.nfc_cut == 8w2) {
+                // back from the server at bridge #2 (miss:ca_to_pa)
+                meta.next_hop_mac = hdr.nfc_bridge2.meta_next_hop_mac;
+                meta.port = hdr.nfc_bridge2.meta_port;
+                meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
+                meta.vni = hdr.nfc_bridge2.meta_vni;
+                meta.vtep = hdr.nfc_bridge2.meta_vtep;
+                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
+                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                meta.nfc_forwarded = 1w1;
+                hdr.nfc_bridge2.setInvalid();
+                meta.nfc_pipeline = 8w1;
+                meta.nfc_resume = 8w3;
+            }
+        }
+        if (meta.nfc_pipeline == 8w1) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage select_vrf, examples/bluebird_tor.nfp:65
                 if (port_vrf.apply().hit) {
                     meta.vrf = meta.port_vrf__vrf;
@@ -624,6 +622,8 @@ control Ingress(
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // stage route, examples/bluebird_tor.nfp:101
                 if (hdr.ipv4.isValid()) {
                     if (vrf_routes_v4.apply().hit) {
@@ -652,6 +652,8 @@ control Ingress(
                         exit;
                     }
                 }
+            }
+            if (meta.nfc_resume <= 8w2) {
                 // stage map_ca_to_pa, examples/bluebird_tor.nfp:143
                 if (meta.to_vnet == 1w1) {
                     if (ca_to_pa.apply().hit) {
@@ -679,6 +681,8 @@ control Ingress(
                         exit;
                     }
                 }
+            }
+            if (meta.nfc_resume <= 8w3) {
                 // stage vxlan_encap, examples/bluebird_tor.nfp:156
                 if (meta.to_vnet == 1w1) {
                     hdr.outer_eth.setValid();
@@ -711,6 +715,8 @@ control Ingress(
                     hdr.vxlan.vni = meta.vni;
                     hdr.vxlan.reserved2 = 8w0;
                 }
+            }
+            if (meta.nfc_resume <= 8w4) {
                 // stage underlay, examples/bluebird_tor.nfp:187
                 if (meta.to_vnet == 1w1) {
                     if (pa_routes.apply().hit) {
@@ -734,7 +740,9 @@ control Ingress(
                     }
                 }
             }
-            if (meta.nfc_pipeline == 8w2) {
+        }
+        if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage vxlan_decap, examples/bluebird_tor.nfp:263
                 if (vni_to_vrf.apply().hit) {
                     meta.vrf = meta.vni_to_vrf__vrf;
@@ -748,6 +756,8 @@ control Ingress(
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // stage deliver, examples/bluebird_tor.nfp:276
                 if (bare_metal_hosts.apply().hit) {
                     hdr.eth.dst = meta.bare_metal_hosts__mac;
@@ -760,73 +770,6 @@ control Ingress(
                     ig_dprsr_md.drop_ctl = 3w1;
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
-                }
-            }
-        } else {
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (miss:ca_to_pa)
-                meta.next_hop_mac = hdr.nfc_bridge2.meta_next_hop_mac;
-                meta.port = hdr.nfc_bridge2.meta_port;
-                meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
-                meta.vni = hdr.nfc_bridge2.meta_vni;
-                meta.vtep = hdr.nfc_bridge2.meta_vtep;
-                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                meta.nfc_forwarded = 1w1;
-                hdr.nfc_bridge2.setInvalid();
-                // stage vxlan_encap, examples/bluebird_tor.nfp:156
-                if (meta.to_vnet == 1w1) {
-                    hdr.outer_eth.setValid();
-                    hdr.outer_eth.dst = 48w0;
-                    hdr.outer_eth.src = 48w0x122354a29f;
-                    hdr.outer_eth.ethertype = 16w0x800;
-                    hdr.outer_ipv4.setValid();
-                    hdr.outer_ipv4.version = 4w4;
-                    hdr.outer_ipv4.ihl = 4w5;
-                    hdr.outer_ipv4.dscp = 6w0;
-                    hdr.outer_ipv4.ecn = 2w0;
-                    hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x32;
-                    hdr.outer_ipv4.identification = 16w0;
-                    hdr.outer_ipv4.flags = 3w0;
-                    hdr.outer_ipv4.frag_offset = 13w0;
-                    hdr.outer_ipv4.ttl = 8w0x40;
-                    hdr.outer_ipv4.protocol = 8w0x11;
-                    hdr.outer_ipv4.hdr_checksum = 16w0;
-                    hdr.outer_ipv4.src = 32w0xa640001;
-                    hdr.outer_ipv4.dst = meta.vtep;
-                    meta.nfc_hash2 = nfc_hash2.get({hdr.ipv4.src, hdr.ipv4.dst, hdr.ipv4.protocol});
-                    hdr.outer_udp.setValid();
-                    hdr.outer_udp.sport = 16w0xf000 | (meta.nfc_hash2 & 16w0xfff);
-                    hdr.outer_udp.dport = 16w0x12b5;
-                    hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
-                    hdr.outer_udp.checksum = 16w0;
-                    hdr.vxlan.setValid();
-                    hdr.vxlan.flags = 8w8;
-                    hdr.vxlan.reserved = 24w0;
-                    hdr.vxlan.vni = meta.vni;
-                    hdr.vxlan.reserved2 = 8w0;
-                }
-                // stage underlay, examples/bluebird_tor.nfp:187
-                if (meta.to_vnet == 1w1) {
-                    if (pa_routes.apply().hit) {
-                        hdr.outer_eth.dst = meta.pa_routes__next_hop_mac;
-                        meta.nfc_egress = meta.pa_routes__port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
-                    } else {
-                        meta.nfc_drop = NFC_DROP_NO_UNDERLAY_ROUTE;
-                        ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
-                        exit;
-                    }
-                } else {
-                    if (hdr.ipv4.isValid()) {
-                        hdr.eth.dst = meta.next_hop_mac;
-                        hdr.eth.src = 48w0x122354a29f;
-                        meta.nfc_egress = meta.port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
-                    }
                 }
             }
         }

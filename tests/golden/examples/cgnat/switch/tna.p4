@@ -33,13 +33,15 @@ const bit<8> NFC_DROP_UNSUPPORTED_PROTOCOL = 8w0xe;
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0x40;
 
-// to the control plane (P4Runtime packet-in, @controller_header("packet_in"))
+// to the control plane (P4Runtime packet-in)
+@controller_header("packet_in")
 header nfc_packet_in_h {
     bit<8> reason;
     bit<16> ingress_port;
 }
 
 // from the control plane (P4Runtime packet-out): send the rest out of egress_port
+@controller_header("packet_out")
 header nfc_packet_out_h {
     bit<16> egress_port;
 }
@@ -158,9 +160,6 @@ struct metadata_t {
     bit<16> nat_in__int_port;
     bit<16> nat_out__ext_port;
     bit<32> nfc_csum1;
-    bit<32> nfc_csum10;
-    bit<32> nfc_csum11;
-    bit<32> nfc_csum12;
     bit<32> nfc_csum2;
     bit<32> nfc_csum3;
     bit<32> nfc_csum4;
@@ -168,7 +167,6 @@ struct metadata_t {
     bit<32> nfc_csum6;
     bit<32> nfc_csum7;
     bit<32> nfc_csum8;
-    bit<32> nfc_csum9;
     bool nfc_csum_ok_ipv4;
     bit<8> nfc_cut;
     bit<8> nfc_drop;
@@ -176,6 +174,7 @@ struct metadata_t {
     bit<1> nfc_forwarded;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<8> nfc_resume;
     bit<32> subnet_to_external__ext_ip;
     bit<48> subscriber_routes__next_hop_mac;
     bit<16> subscriber_routes__port;
@@ -201,9 +200,6 @@ parser IngressParser(
         meta.nat_in__int_port = 16w0;
         meta.nat_out__ext_port = 16w0;
         meta.nfc_csum1 = 32w0;
-        meta.nfc_csum10 = 32w0;
-        meta.nfc_csum11 = 32w0;
-        meta.nfc_csum12 = 32w0;
         meta.nfc_csum2 = 32w0;
         meta.nfc_csum3 = 32w0;
         meta.nfc_csum4 = 32w0;
@@ -211,7 +207,6 @@ parser IngressParser(
         meta.nfc_csum6 = 32w0;
         meta.nfc_csum7 = 32w0;
         meta.nfc_csum8 = 32w0;
-        meta.nfc_csum9 = 32w0;
         meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_cut = 8w0;
         meta.nfc_drop = 8w0;
@@ -219,6 +214,7 @@ parser IngressParser(
         meta.nfc_forwarded = 1w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_resume = 8w0;
         meta.subnet_to_external__ext_ip = 32w0;
         meta.subscriber_routes__next_hop_mac = 48w0;
         meta.subscriber_routes__port = 16w0;
@@ -397,7 +393,7 @@ parser IngressParser(
         nfc_csum_ipv4.add(hdr.ipv4);
         meta.nfc_csum_ok_ipv4 = nfc_csum_ipv4.verify();
         transition select(hdr.ipv4.protocol) {
-            8w0x6: ip_l4_l4_tcp;
+            8w6: ip_l4_l4_tcp;
             8w0x11: ip_l4_l4_udp;
             default: nfc_drop_unsupported_protocol;
         }
@@ -509,25 +505,6 @@ control Ingress(
         size = 16000;
     }
 
-    // entry of table upstream_routes, examples/cgnat.nfp:157
-    action upstream_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
-        meta.upstream_routes__port = v_port;
-        meta.upstream_routes__next_hop_mac = v_next_hop_mac;
-    }
-
-    // table upstream_routes, examples/cgnat.nfp:157
-    table upstream_routes {
-        key = {
-            hdr.ipv4.dst : lpm @name("ipv4_dst");
-        }
-        actions = {
-            upstream_routes_hit;
-            nfc_miss;
-        }
-        const default_action = nfc_miss();
-        size = 16000;
-    }
-
     // entry of table nat_in, examples/cgnat.nfp:108
     action nat_in_hit(bit<32> v_int_ip, bit<16> v_int_port) {
         meta.nat_in__int_ip = v_int_ip;
@@ -547,25 +524,6 @@ control Ingress(
         }
         const default_action = nfc_miss();
         size = 399896;
-    }
-
-    // entry of table subscriber_routes, examples/cgnat.nfp:206
-    action subscriber_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
-        meta.subscriber_routes__port = v_port;
-        meta.subscriber_routes__next_hop_mac = v_next_hop_mac;
-    }
-
-    // table subscriber_routes, examples/cgnat.nfp:206
-    table subscriber_routes {
-        key = {
-            hdr.ipv4.dst : lpm @name("ipv4_dst");
-        }
-        actions = {
-            subscriber_routes_hit;
-            nfc_miss;
-        }
-        const default_action = nfc_miss();
-        size = 16000;
     }
 
     // entry of table subscriber_routes, examples/cgnat.nfp:206
@@ -633,7 +591,24 @@ control Ingress(
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (meta.nfc_pipeline == 8w1) {
+        } else {
+            if (meta.nfc_cut == 8w2) {
+                // back from the server at bridge #2 (miss:nat_in)
+                hdr.nfc_bridge2.setInvalid();
+                meta.nfc_pipeline = 8w2;
+                meta.nfc_resume = 8w1;
+            }
+            if (meta.nfc_cut == 8w4) {
+                // back from the server at bridge #4 (miss:nat_out)
+                meta.ext_ip = hdr.nfc_bridge4.meta_ext_ip;
+                meta.ext_port = hdr.nfc_bridge4.meta_ext_port;
+                hdr.nfc_bridge4.setInvalid();
+                meta.nfc_pipeline = 8w1;
+                meta.nfc_resume = 8w2;
+            }
+        }
+        if (meta.nfc_pipeline == 8w1) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage classify_out, examples/cgnat.nfp:73
                 if (subnet_to_external.apply().hit) {
                     meta.ext_ip = meta.subnet_to_external__ext_ip;
@@ -654,6 +629,8 @@ control Ingress(
                     meta.int_port = hdr.udp.sport;
                     meta.timeout = 32w0x12c;
                 }
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // stage translate_out, examples/cgnat.nfp:125
                 if (nat_out.apply().hit) {
                     meta.ext_port = meta.nat_out__ext_port;
@@ -674,32 +651,36 @@ control Ingress(
                     meta.nfc_forwarded = 1w1;
                     exit;
                 }
+            }
+            if (meta.nfc_resume <= 8w2) {
                 // stage rewrite_out, examples/cgnat.nfp:141
                 if (hdr.tcp.isValid()) {
                     meta.nfc_csum1 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                    meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 32w0x10);
-                    meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 32w0x10);
+                    meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 16);
+                    meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 16);
                     hdr.tcp.checksum = ~meta.nfc_csum1[15:0];
                     meta.nfc_csum2 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                    meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 32w0x10);
-                    meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 32w0x10);
+                    meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 16);
+                    meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 16);
                     hdr.tcp.checksum = ~meta.nfc_csum2[15:0];
                     hdr.tcp.sport = meta.ext_port;
                 } else {
                     if (hdr.udp.checksum != 16w0) {
                         meta.nfc_csum3 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                        meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 32w0x10);
-                        meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 32w0x10);
+                        meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
+                        meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum3[15:0];
                         meta.nfc_csum4 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                        meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 32w0x10);
-                        meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 32w0x10);
+                        meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
+                        meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum4[15:0];
                     }
                     hdr.udp.sport = meta.ext_port;
                 }
                 hdr.ipv4.src = meta.ext_ip;
                 hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
+            }
+            if (meta.nfc_resume <= 8w3) {
                 // stage route_out, examples/cgnat.nfp:166
                 if (upstream_routes.apply().hit) {
                     hdr.eth.src = 48w0x200004e4154;
@@ -714,7 +695,9 @@ control Ingress(
                     exit;
                 }
             }
-            if (meta.nfc_pipeline == 8w2) {
+        }
+        if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage translate_in, examples/cgnat.nfp:179
                 meta.ext_ip = hdr.ipv4.dst;
                 if (hdr.tcp.isValid()) {
@@ -724,25 +707,25 @@ control Ingress(
                 }
                 if (nat_in.apply().hit) {
                     if (hdr.tcp.isValid()) {
-                        meta.nfc_csum9 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                        meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 32w0x10);
-                        meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 32w0x10);
-                        hdr.tcp.checksum = ~meta.nfc_csum9[15:0];
-                        meta.nfc_csum10 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                        meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 32w0x10);
-                        meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 32w0x10);
-                        hdr.tcp.checksum = ~meta.nfc_csum10[15:0];
+                        meta.nfc_csum5 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                        meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
+                        meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
+                        hdr.tcp.checksum = ~meta.nfc_csum5[15:0];
+                        meta.nfc_csum6 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                        meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
+                        meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
+                        hdr.tcp.checksum = ~meta.nfc_csum6[15:0];
                         hdr.tcp.dport = meta.nat_in__int_port;
                     } else {
                         if (hdr.udp.checksum != 16w0) {
-                            meta.nfc_csum11 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 32w0x10);
-                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 32w0x10);
-                            hdr.udp.checksum = ~meta.nfc_csum11[15:0];
-                            meta.nfc_csum12 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                            meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 32w0x10);
-                            meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 32w0x10);
-                            hdr.udp.checksum = ~meta.nfc_csum12[15:0];
+                            meta.nfc_csum7 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                            meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
+                            meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
+                            hdr.udp.checksum = ~meta.nfc_csum7[15:0];
+                            meta.nfc_csum8 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                            meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
+                            meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
+                            hdr.udp.checksum = ~meta.nfc_csum8[15:0];
                         }
                         hdr.udp.dport = meta.nat_in__int_port;
                     }
@@ -762,69 +745,8 @@ control Ingress(
                     meta.nfc_forwarded = 1w1;
                     exit;
                 }
-                // stage route_in, examples/cgnat.nfp:215
-                if (subscriber_routes.apply().hit) {
-                    hdr.eth.src = 48w0x200004e4154;
-                    hdr.eth.dst = meta.subscriber_routes__next_hop_mac;
-                    meta.nfc_egress = meta.subscriber_routes__port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
-                } else {
-                    meta.nfc_drop = NFC_DROP_NO_ROUTE;
-                    ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
-                }
             }
-        } else {
-            if (meta.nfc_cut == 8w4) {
-                // back from the server at bridge #4 (miss:nat_out)
-                meta.ext_ip = hdr.nfc_bridge4.meta_ext_ip;
-                meta.ext_port = hdr.nfc_bridge4.meta_ext_port;
-                hdr.nfc_bridge4.setInvalid();
-                // stage rewrite_out, examples/cgnat.nfp:141
-                if (hdr.tcp.isValid()) {
-                    meta.nfc_csum5 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                    meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 32w0x10);
-                    meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 32w0x10);
-                    hdr.tcp.checksum = ~meta.nfc_csum5[15:0];
-                    meta.nfc_csum6 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                    meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 32w0x10);
-                    meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 32w0x10);
-                    hdr.tcp.checksum = ~meta.nfc_csum6[15:0];
-                    hdr.tcp.sport = meta.ext_port;
-                } else {
-                    if (hdr.udp.checksum != 16w0) {
-                        meta.nfc_csum7 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                        meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 32w0x10);
-                        meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 32w0x10);
-                        hdr.udp.checksum = ~meta.nfc_csum7[15:0];
-                        meta.nfc_csum8 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                        meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 32w0x10);
-                        meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 32w0x10);
-                        hdr.udp.checksum = ~meta.nfc_csum8[15:0];
-                    }
-                    hdr.udp.sport = meta.ext_port;
-                }
-                hdr.ipv4.src = meta.ext_ip;
-                hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
-                // stage route_out, examples/cgnat.nfp:166
-                if (upstream_routes.apply().hit) {
-                    hdr.eth.src = 48w0x200004e4154;
-                    hdr.eth.dst = meta.upstream_routes__next_hop_mac;
-                    meta.nfc_egress = meta.upstream_routes__port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
-                } else {
-                    meta.nfc_drop = NFC_DROP_NO_ROUTE;
-                    ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
-                }
-            }
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (miss:nat_in)
-                hdr.nfc_bridge2.setInvalid();
+            if (meta.nfc_resume <= 8w1) {
                 // stage route_in, examples/cgnat.nfp:215
                 if (subscriber_routes.apply().hit) {
                     hdr.eth.src = 48w0x200004e4154;

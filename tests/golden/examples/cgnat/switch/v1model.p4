@@ -33,13 +33,15 @@ const bit<8> NFC_DROP_UNSUPPORTED_PROTOCOL = 8w0xe;
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0x40;
 
-// to the control plane (P4Runtime packet-in, @controller_header("packet_in"))
+// to the control plane (P4Runtime packet-in)
+@controller_header("packet_in")
 header nfc_packet_in_h {
     bit<8> reason;
     bit<16> ingress_port;
 }
 
 // from the control plane (P4Runtime packet-out): send the rest out of egress_port
+@controller_header("packet_out")
 header nfc_packet_out_h {
     bit<16> egress_port;
 }
@@ -158,9 +160,6 @@ struct metadata_t {
     bit<16> nat_in__int_port;
     bit<16> nat_out__ext_port;
     bit<32> nfc_csum1;
-    bit<32> nfc_csum10;
-    bit<32> nfc_csum11;
-    bit<32> nfc_csum12;
     bit<32> nfc_csum2;
     bit<32> nfc_csum3;
     bit<32> nfc_csum4;
@@ -168,7 +167,6 @@ struct metadata_t {
     bit<32> nfc_csum6;
     bit<32> nfc_csum7;
     bit<32> nfc_csum8;
-    bit<32> nfc_csum9;
     bool nfc_csum_ok_ipv4;
     bit<32> nfc_csum_sum_ipv4;
     bit<8> nfc_cut;
@@ -177,6 +175,7 @@ struct metadata_t {
     bit<1> nfc_forwarded;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<8> nfc_resume;
     bit<32> subnet_to_external__ext_ip;
     bit<48> subscriber_routes__next_hop_mac;
     bit<16> subscriber_routes__port;
@@ -199,9 +198,6 @@ parser NfcParser(
         meta.nat_in__int_port = 16w0;
         meta.nat_out__ext_port = 16w0;
         meta.nfc_csum1 = 32w0;
-        meta.nfc_csum10 = 32w0;
-        meta.nfc_csum11 = 32w0;
-        meta.nfc_csum12 = 32w0;
         meta.nfc_csum2 = 32w0;
         meta.nfc_csum3 = 32w0;
         meta.nfc_csum4 = 32w0;
@@ -209,7 +205,6 @@ parser NfcParser(
         meta.nfc_csum6 = 32w0;
         meta.nfc_csum7 = 32w0;
         meta.nfc_csum8 = 32w0;
-        meta.nfc_csum9 = 32w0;
         meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_csum_sum_ipv4 = 32w0;
         meta.nfc_cut = 8w0;
@@ -218,6 +213,7 @@ parser NfcParser(
         meta.nfc_forwarded = 1w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_resume = 8w0;
         meta.subnet_to_external__ext_ip = 32w0;
         meta.subscriber_routes__next_hop_mac = 48w0;
         meta.subscriber_routes__port = 16w0;
@@ -394,7 +390,7 @@ parser NfcParser(
     state ip_l4_ip {
         pkt.extract(hdr.ipv4);
         transition select(hdr.ipv4.protocol) {
-            8w0x6: ip_l4_l4_tcp;
+            8w6: ip_l4_l4_tcp;
             8w0x11: ip_l4_l4_udp;
             default: nfc_drop_unsupported_protocol;
         }
@@ -440,7 +436,7 @@ control NfcIngress(
         inout metadata_t meta,
         inout standard_metadata_t standard_metadata
 ) {
-    counter(32w0x100, CounterType.packets) nfc_drops;
+    counter(32w256, CounterType.packets) nfc_drops;
 
     // the default action of every table: a miss
     action nfc_miss() {
@@ -449,8 +445,8 @@ control NfcIngress(
     // one's complement sum of header ipv4
     action nfc_fold_ipv4() {
         meta.nfc_csum_sum_ipv4 = ((((((((((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[159:144]) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[143:128])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[127:112])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[111:96])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[95:80])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[79:64])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[63:48])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[47:32])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[31:16])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[15:0]);
-        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 32w0x10);
-        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 32w0x10);
+        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 16);
+        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 16);
     }
 
     // entry of table subnet_to_external, examples/cgnat.nfp:67
@@ -510,25 +506,6 @@ control NfcIngress(
         size = 16000;
     }
 
-    // entry of table upstream_routes, examples/cgnat.nfp:157
-    action upstream_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
-        meta.upstream_routes__port = v_port;
-        meta.upstream_routes__next_hop_mac = v_next_hop_mac;
-    }
-
-    // table upstream_routes, examples/cgnat.nfp:157
-    table upstream_routes {
-        key = {
-            hdr.ipv4.dst : lpm @name("ipv4_dst");
-        }
-        actions = {
-            upstream_routes_hit;
-            nfc_miss;
-        }
-        const default_action = nfc_miss();
-        size = 16000;
-    }
-
     // entry of table nat_in, examples/cgnat.nfp:108
     action nat_in_hit(bit<32> v_int_ip, bit<16> v_int_port) {
         meta.nat_in__int_ip = v_int_ip;
@@ -548,25 +525,6 @@ control NfcIngress(
         }
         const default_action = nfc_miss();
         size = 399896;
-    }
-
-    // entry of table subscriber_routes, examples/cgnat.nfp:206
-    action subscriber_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
-        meta.subscriber_routes__port = v_port;
-        meta.subscriber_routes__next_hop_mac = v_next_hop_mac;
-    }
-
-    // table subscriber_routes, examples/cgnat.nfp:206
-    table subscriber_routes {
-        key = {
-            hdr.ipv4.dst : lpm @name("ipv4_dst");
-        }
-        actions = {
-            subscriber_routes_hit;
-            nfc_miss;
-        }
-        const default_action = nfc_miss();
-        size = 16000;
     }
 
     // entry of table subscriber_routes, examples/cgnat.nfp:206
@@ -636,7 +594,24 @@ control NfcIngress(
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (meta.nfc_pipeline == 8w1) {
+        } else {
+            if (meta.nfc_cut == 8w2) {
+                // back from the server at bridge #2 (miss:nat_in)
+                hdr.nfc_bridge2.setInvalid();
+                meta.nfc_pipeline = 8w2;
+                meta.nfc_resume = 8w1;
+            }
+            if (meta.nfc_cut == 8w4) {
+                // back from the server at bridge #4 (miss:nat_out)
+                meta.ext_ip = hdr.nfc_bridge4.meta_ext_ip;
+                meta.ext_port = hdr.nfc_bridge4.meta_ext_port;
+                hdr.nfc_bridge4.setInvalid();
+                meta.nfc_pipeline = 8w1;
+                meta.nfc_resume = 8w2;
+            }
+        }
+        if (meta.nfc_pipeline == 8w1) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage classify_out, examples/cgnat.nfp:73
                 if (subnet_to_external.apply().hit) {
                     meta.ext_ip = meta.subnet_to_external__ext_ip;
@@ -657,6 +632,8 @@ control NfcIngress(
                     meta.int_port = hdr.udp.sport;
                     meta.timeout = 32w0x12c;
                 }
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // stage translate_out, examples/cgnat.nfp:125
                 if (nat_out.apply().hit) {
                     meta.ext_port = meta.nat_out__ext_port;
@@ -677,32 +654,36 @@ control NfcIngress(
                     meta.nfc_forwarded = 1w1;
                     exit;
                 }
+            }
+            if (meta.nfc_resume <= 8w2) {
                 // stage rewrite_out, examples/cgnat.nfp:141
                 if (hdr.tcp.isValid()) {
                     meta.nfc_csum1 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                    meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 32w0x10);
-                    meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 32w0x10);
+                    meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 16);
+                    meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 16);
                     hdr.tcp.checksum = ~meta.nfc_csum1[15:0];
                     meta.nfc_csum2 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                    meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 32w0x10);
-                    meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 32w0x10);
+                    meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 16);
+                    meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 16);
                     hdr.tcp.checksum = ~meta.nfc_csum2[15:0];
                     hdr.tcp.sport = meta.ext_port;
                 } else {
                     if (hdr.udp.checksum != 16w0) {
                         meta.nfc_csum3 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                        meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 32w0x10);
-                        meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 32w0x10);
+                        meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
+                        meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum3[15:0];
                         meta.nfc_csum4 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                        meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 32w0x10);
-                        meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 32w0x10);
+                        meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
+                        meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum4[15:0];
                     }
                     hdr.udp.sport = meta.ext_port;
                 }
                 hdr.ipv4.src = meta.ext_ip;
                 hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
+            }
+            if (meta.nfc_resume <= 8w3) {
                 // stage route_out, examples/cgnat.nfp:166
                 if (upstream_routes.apply().hit) {
                     hdr.eth.src = 48w0x200004e4154;
@@ -717,7 +698,9 @@ control NfcIngress(
                     exit;
                 }
             }
-            if (meta.nfc_pipeline == 8w2) {
+        }
+        if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage translate_in, examples/cgnat.nfp:179
                 meta.ext_ip = hdr.ipv4.dst;
                 if (hdr.tcp.isValid()) {
@@ -727,25 +710,25 @@ control NfcIngress(
                 }
                 if (nat_in.apply().hit) {
                     if (hdr.tcp.isValid()) {
-                        meta.nfc_csum9 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                        meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 32w0x10);
-                        meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 32w0x10);
-                        hdr.tcp.checksum = ~meta.nfc_csum9[15:0];
-                        meta.nfc_csum10 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                        meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 32w0x10);
-                        meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 32w0x10);
-                        hdr.tcp.checksum = ~meta.nfc_csum10[15:0];
+                        meta.nfc_csum5 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                        meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
+                        meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
+                        hdr.tcp.checksum = ~meta.nfc_csum5[15:0];
+                        meta.nfc_csum6 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                        meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
+                        meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
+                        hdr.tcp.checksum = ~meta.nfc_csum6[15:0];
                         hdr.tcp.dport = meta.nat_in__int_port;
                     } else {
                         if (hdr.udp.checksum != 16w0) {
-                            meta.nfc_csum11 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 32w0x10);
-                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 32w0x10);
-                            hdr.udp.checksum = ~meta.nfc_csum11[15:0];
-                            meta.nfc_csum12 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                            meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 32w0x10);
-                            meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 32w0x10);
-                            hdr.udp.checksum = ~meta.nfc_csum12[15:0];
+                            meta.nfc_csum7 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                            meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
+                            meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
+                            hdr.udp.checksum = ~meta.nfc_csum7[15:0];
+                            meta.nfc_csum8 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                            meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
+                            meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
+                            hdr.udp.checksum = ~meta.nfc_csum8[15:0];
                         }
                         hdr.udp.dport = meta.nat_in__int_port;
                     }
@@ -765,69 +748,8 @@ control NfcIngress(
                     meta.nfc_forwarded = 1w1;
                     exit;
                 }
-                // stage route_in, examples/cgnat.nfp:215
-                if (subscriber_routes.apply().hit) {
-                    hdr.eth.src = 48w0x200004e4154;
-                    hdr.eth.dst = meta.subscriber_routes__next_hop_mac;
-                    meta.nfc_egress = meta.subscriber_routes__port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
-                } else {
-                    meta.nfc_drop = NFC_DROP_NO_ROUTE;
-                    mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
-                }
             }
-        } else {
-            if (meta.nfc_cut == 8w4) {
-                // back from the server at bridge #4 (miss:nat_out)
-                meta.ext_ip = hdr.nfc_bridge4.meta_ext_ip;
-                meta.ext_port = hdr.nfc_bridge4.meta_ext_port;
-                hdr.nfc_bridge4.setInvalid();
-                // stage rewrite_out, examples/cgnat.nfp:141
-                if (hdr.tcp.isValid()) {
-                    meta.nfc_csum5 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                    meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 32w0x10);
-                    meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 32w0x10);
-                    hdr.tcp.checksum = ~meta.nfc_csum5[15:0];
-                    meta.nfc_csum6 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                    meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 32w0x10);
-                    meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 32w0x10);
-                    hdr.tcp.checksum = ~meta.nfc_csum6[15:0];
-                    hdr.tcp.sport = meta.ext_port;
-                } else {
-                    if (hdr.udp.checksum != 16w0) {
-                        meta.nfc_csum7 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                        meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 32w0x10);
-                        meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 32w0x10);
-                        hdr.udp.checksum = ~meta.nfc_csum7[15:0];
-                        meta.nfc_csum8 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                        meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 32w0x10);
-                        meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 32w0x10);
-                        hdr.udp.checksum = ~meta.nfc_csum8[15:0];
-                    }
-                    hdr.udp.sport = meta.ext_port;
-                }
-                hdr.ipv4.src = meta.ext_ip;
-                hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
-                // stage route_out, examples/cgnat.nfp:166
-                if (upstream_routes.apply().hit) {
-                    hdr.eth.src = 48w0x200004e4154;
-                    hdr.eth.dst = meta.upstream_routes__next_hop_mac;
-                    meta.nfc_egress = meta.upstream_routes__port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
-                } else {
-                    meta.nfc_drop = NFC_DROP_NO_ROUTE;
-                    mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
-                }
-            }
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (miss:nat_in)
-                hdr.nfc_bridge2.setInvalid();
+            if (meta.nfc_resume <= 8w1) {
                 // stage route_in, examples/cgnat.nfp:215
                 if (subscriber_routes.apply().hit) {
                     hdr.eth.src = 48w0x200004e4154;

@@ -31,13 +31,15 @@ const bit<8> NFC_DROP_UNKNOWN_TUNNEL = 8w0xd;
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0x40;
 
-// to the control plane (P4Runtime packet-in, @controller_header("packet_in"))
+// to the control plane (P4Runtime packet-in)
+@controller_header("packet_in")
 header nfc_packet_in_h {
     bit<8> reason;
     bit<16> ingress_port;
 }
 
 // from the control plane (P4Runtime packet-out): send the rest out of egress_port
+@controller_header("packet_out")
 header nfc_packet_out_h {
     bit<16> egress_port;
 }
@@ -152,6 +154,7 @@ struct metadata_t {
     bit<16> nfc_hash1;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<8> nfc_resume;
     bit<14> vni_to_vrf__vrf;
     bit<32> vrf_fib__tunnel_dst;
     bit<24> vrf_fib__tunnel_key;
@@ -182,6 +185,7 @@ parser NfcParser(
         meta.nfc_hash1 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_resume = 8w0;
         meta.vni_to_vrf__vrf = 14w0;
         meta.vrf_fib__tunnel_dst = 32w0;
         meta.vrf_fib__tunnel_key = 24w0;
@@ -322,7 +326,7 @@ parser NfcParser(
     state from_vpc_tunnel {
         pkt.extract(hdr.gre);
         transition select(hdr.gre.key_present, hdr.gre.protocol) {
-            (1w0x1, 16w0x800): from_vpc_keyed;
+            (1w1, 16w0x800): from_vpc_keyed;
             default: nfc_drop_not_gre;
         }
     }
@@ -367,7 +371,7 @@ control NfcIngress(
         inout metadata_t meta,
         inout standard_metadata_t standard_metadata
 ) {
-    counter(32w0x100, CounterType.packets) nfc_drops;
+    counter(32w256, CounterType.packets) nfc_drops;
 
     // the default action of every table: a miss
     action nfc_miss() {
@@ -376,8 +380,8 @@ control NfcIngress(
     // one's complement sum of header outer_ipv4
     action nfc_fold_outer_ipv4() {
         meta.nfc_csum_sum_outer_ipv4 = ((((((((((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[159:144]) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[143:128])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[127:112])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[111:96])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[95:80])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[79:64])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[63:48])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[47:32])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[31:16])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[15:0]);
-        meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 32w0x10);
-        meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 32w0x10);
+        meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 16);
+        meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 16);
     }
 
     // entry of table vni_to_vrf, examples/dsr_router.nfp:72
@@ -416,25 +420,6 @@ control NfcIngress(
         }
         const default_action = nfc_miss();
         size = 49152;
-    }
-
-    // entry of table fabric_routes, examples/dsr_router.nfp:137
-    action fabric_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
-        meta.fabric_routes__port = v_port;
-        meta.fabric_routes__next_hop_mac = v_next_hop_mac;
-    }
-
-    // table fabric_routes, examples/dsr_router.nfp:137
-    table fabric_routes {
-        key = {
-            hdr.outer_ipv4.dst : lpm @name("outer_ipv4_dst");
-        }
-        actions = {
-            fabric_routes_hit;
-            nfc_miss;
-        }
-        const default_action = nfc_miss();
-        size = 16000;
     }
 
     // entry of table fabric_routes, examples/dsr_router.nfp:137
@@ -519,7 +504,18 @@ control NfcIngress(
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (meta.nfc_pipeline == 8w1) {
+        } else {
+            if (meta.nfc_cut == 8w2) {
+                // back from the server at bridge #2 (miss:vrf_fib)
+                meta.tunnel_dst = hdr.nfc_bridge2.meta_tunnel_dst;
+                meta.tunnel_key = hdr.nfc_bridge2.meta_tunnel_key;
+                hdr.nfc_bridge2.setInvalid();
+                meta.nfc_pipeline = 8w1;
+                meta.nfc_resume = 8w2;
+            }
+        }
+        if (meta.nfc_pipeline == 8w1) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage tenant, examples/dsr_router.nfp:78
                 if (vni_to_vrf.apply().hit) {
                     meta.vrf = meta.vni_to_vrf__vrf;
@@ -533,6 +529,8 @@ control NfcIngress(
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // stage route, examples/dsr_router.nfp:109
                 if (vrf_fib.apply().hit) {
                     meta.tunnel_dst = meta.vrf_fib__tunnel_dst;
@@ -550,6 +548,8 @@ control NfcIngress(
                     meta.nfc_forwarded = 1w1;
                     exit;
                 }
+            }
+            if (meta.nfc_resume <= 8w2) {
                 // stage gre_encap, examples/dsr_router.nfp:121
                 hdr.eth.setInvalid();
                 hdr.outer_eth.setValid();
@@ -581,6 +581,8 @@ control NfcIngress(
                 hdr.gre_key.setValid();
                 hdr.gre_key.vsid = meta.tunnel_key;
                 hdr.gre_key.flow_id = 8w0;
+            }
+            if (meta.nfc_resume <= 8w3) {
                 // stage fabric, examples/dsr_router.nfp:146
                 if (fabric_routes.apply().hit) {
                     hdr.outer_eth.dst = meta.fabric_routes__next_hop_mac;
@@ -594,7 +596,9 @@ control NfcIngress(
                     exit;
                 }
             }
-            if (meta.nfc_pipeline == 8w2) {
+        }
+        if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage to_access, examples/dsr_router.nfp:199
                 if (key_to_access.apply().hit) {
                     hdr.gre.setInvalid();
@@ -626,56 +630,6 @@ control NfcIngress(
                     meta.nfc_forwarded = 1w1;
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_TUNNEL;
-                    mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
-                }
-            }
-        } else {
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (miss:vrf_fib)
-                meta.tunnel_dst = hdr.nfc_bridge2.meta_tunnel_dst;
-                meta.tunnel_key = hdr.nfc_bridge2.meta_tunnel_key;
-                hdr.nfc_bridge2.setInvalid();
-                // stage gre_encap, examples/dsr_router.nfp:121
-                hdr.eth.setInvalid();
-                hdr.outer_eth.setValid();
-                hdr.outer_eth.dst = 48w0;
-                hdr.outer_eth.src = 48w0x2000ac80001;
-                hdr.outer_eth.ethertype = 16w0x800;
-                hdr.outer_ipv4.setValid();
-                hdr.outer_ipv4.version = 4w4;
-                hdr.outer_ipv4.ihl = 4w5;
-                hdr.outer_ipv4.dscp = 6w0;
-                hdr.outer_ipv4.ecn = 2w0;
-                hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x1c;
-                hdr.outer_ipv4.identification = 16w0;
-                hdr.outer_ipv4.flags = 3w0;
-                hdr.outer_ipv4.frag_offset = 13w0;
-                hdr.outer_ipv4.ttl = 8w0x40;
-                hdr.outer_ipv4.protocol = 8w0x2f;
-                hdr.outer_ipv4.hdr_checksum = 16w0;
-                hdr.outer_ipv4.src = 32w0xac80001;
-                hdr.outer_ipv4.dst = meta.tunnel_dst;
-                hdr.gre.setValid();
-                hdr.gre.checksum_present = 1w0;
-                hdr.gre.routing_present = 1w0;
-                hdr.gre.key_present = 1w1;
-                hdr.gre.seq_present = 1w0;
-                hdr.gre.reserved0 = 9w0;
-                hdr.gre.version = 3w0;
-                hdr.gre.protocol = 16w0x800;
-                hdr.gre_key.setValid();
-                hdr.gre_key.vsid = meta.tunnel_key;
-                hdr.gre_key.flow_id = 8w0;
-                // stage fabric, examples/dsr_router.nfp:146
-                if (fabric_routes.apply().hit) {
-                    hdr.outer_eth.dst = meta.fabric_routes__next_hop_mac;
-                    meta.nfc_egress = meta.fabric_routes__port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
-                } else {
-                    meta.nfc_drop = NFC_DROP_NO_FABRIC_ROUTE;
                     mark_to_drop(standard_metadata);
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;

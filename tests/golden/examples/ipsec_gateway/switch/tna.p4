@@ -37,13 +37,15 @@ const bit<8> NFC_PUNT_NOT_ESP = 8w1;
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0x40;
 
-// to the control plane (P4Runtime packet-in, @controller_header("packet_in"))
+// to the control plane (P4Runtime packet-in)
+@controller_header("packet_in")
 header nfc_packet_in_h {
     bit<8> reason;
     bit<16> ingress_port;
 }
 
 // from the control plane (P4Runtime packet-out): send the rest out of egress_port
+@controller_header("packet_out")
 header nfc_packet_out_h {
     bit<16> egress_port;
 }
@@ -154,6 +156,7 @@ struct metadata_t {
     bit<1> nfc_forwarded;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<8> nfc_resume;
     bit<16> spi_steering__tunnel;
     bit<16> traffic_selectors__tunnel;
 }
@@ -183,6 +186,7 @@ parser IngressParser(
         meta.nfc_forwarded = 1w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_resume = 8w0;
         meta.spi_steering__tunnel = 16w0;
         meta.traffic_selectors__tunnel = 16w0;
         transition select(ig_intr_md.ingress_port) {
@@ -517,7 +521,25 @@ control Ingress(
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (meta.nfc_pipeline == 8w1) {
+        } else {
+            if (meta.nfc_cut == 8w2) {
+                // back from the server at bridge #2 (main)
+                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
+                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                meta.nfc_forwarded = 1w1;
+                hdr.nfc_bridge2.setInvalid();
+                meta.nfc_pipeline = 8w1;
+                meta.nfc_resume = 8w2;
+            }
+            if (meta.nfc_cut == 8w4) {
+                // back from the server at bridge #4 (main)
+                hdr.nfc_bridge4.setInvalid();
+                meta.nfc_pipeline = 8w2;
+                meta.nfc_resume = 8w2;
+            }
+        }
+        if (meta.nfc_pipeline == 8w1) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage inbound_steer, examples/ipsec_gateway.nfp:64
                 if (spi_steering.apply().hit) {
                     meta.tunnel = meta.spi_steering__tunnel;
@@ -537,6 +559,8 @@ control Ingress(
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // to the server: bridge #1
                 hdr.nfc_bridge1.setValid();
                 hdr.nfc_bridge1.cut_id = 8w1;
@@ -547,8 +571,11 @@ control Ingress(
                 meta.nfc_egress = 16w0x20;
                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                 meta.nfc_forwarded = 1w1;
+                exit;
             }
-            if (meta.nfc_pipeline == 8w2) {
+        }
+        if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage outbound_steer, examples/ipsec_gateway.nfp:140
                 if (traffic_selectors.apply().hit) {
                     meta.tunnel = meta.traffic_selectors__tunnel;
@@ -568,6 +595,8 @@ control Ingress(
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // to the server: bridge #3
                 hdr.nfc_bridge3.setValid();
                 hdr.nfc_bridge3.cut_id = 8w3;
@@ -578,18 +607,9 @@ control Ingress(
                 meta.nfc_egress = 16w0x20;
                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                 meta.nfc_forwarded = 1w1;
+                exit;
             }
-        } else {
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (main)
-                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                meta.nfc_forwarded = 1w1;
-                hdr.nfc_bridge2.setInvalid();
-            }
-            if (meta.nfc_cut == 8w4) {
-                // back from the server at bridge #4 (main)
-                hdr.nfc_bridge4.setInvalid();
+            if (meta.nfc_resume <= 8w2) {
                 // stage route_out, examples/ipsec_gateway.nfp:185
                 if (internet_routes.apply().hit) {
                     hdr.eth.dst = meta.internet_routes__next_hop_mac;

@@ -37,13 +37,15 @@ const bit<8> NFC_PUNT_NOT_ESP = 8w1;
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0x40;
 
-// to the control plane (P4Runtime packet-in, @controller_header("packet_in"))
+// to the control plane (P4Runtime packet-in)
+@controller_header("packet_in")
 header nfc_packet_in_h {
     bit<8> reason;
     bit<16> ingress_port;
 }
 
 // from the control plane (P4Runtime packet-out): send the rest out of egress_port
+@controller_header("packet_out")
 header nfc_packet_out_h {
     bit<16> egress_port;
 }
@@ -156,6 +158,7 @@ struct metadata_t {
     bit<1> nfc_forwarded;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<8> nfc_resume;
     bit<16> spi_steering__tunnel;
     bit<16> traffic_selectors__tunnel;
 }
@@ -183,6 +186,7 @@ parser NfcParser(
         meta.nfc_forwarded = 1w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_resume = 8w0;
         meta.spi_steering__tunnel = 16w0;
         meta.traffic_selectors__tunnel = 16w0;
         transition select(standard_metadata.ingress_port) {
@@ -394,7 +398,7 @@ control NfcIngress(
         inout metadata_t meta,
         inout standard_metadata_t standard_metadata
 ) {
-    counter(32w0x100, CounterType.packets) nfc_drops;
+    counter(32w256, CounterType.packets) nfc_drops;
 
     // the default action of every table: a miss
     action nfc_miss() {
@@ -403,15 +407,15 @@ control NfcIngress(
     // one's complement sum of header ipv4
     action nfc_fold_ipv4() {
         meta.nfc_csum_sum_ipv4 = ((((((((((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[159:144]) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[143:128])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[127:112])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[111:96])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[95:80])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[79:64])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[63:48])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[47:32])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[31:16])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[15:0]);
-        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 32w0x10);
-        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 32w0x10);
+        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 16);
+        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 16);
     }
 
     // one's complement sum of header outer
     action nfc_fold_outer() {
         meta.nfc_csum_sum_outer = ((((((((((bit<32>)((((((((((((hdr.outer.version ++ hdr.outer.ihl) ++ hdr.outer.dscp) ++ hdr.outer.ecn) ++ hdr.outer.total_len) ++ hdr.outer.identification) ++ hdr.outer.flags) ++ hdr.outer.frag_offset) ++ hdr.outer.ttl) ++ hdr.outer.protocol) ++ hdr.outer.hdr_checksum) ++ hdr.outer.src) ++ hdr.outer.dst)[159:144]) + ((bit<32>)((((((((((((hdr.outer.version ++ hdr.outer.ihl) ++ hdr.outer.dscp) ++ hdr.outer.ecn) ++ hdr.outer.total_len) ++ hdr.outer.identification) ++ hdr.outer.flags) ++ hdr.outer.frag_offset) ++ hdr.outer.ttl) ++ hdr.outer.protocol) ++ hdr.outer.hdr_checksum) ++ hdr.outer.src) ++ hdr.outer.dst)[143:128])) + ((bit<32>)((((((((((((hdr.outer.version ++ hdr.outer.ihl) ++ hdr.outer.dscp) ++ hdr.outer.ecn) ++ hdr.outer.total_len) ++ hdr.outer.identification) ++ hdr.outer.flags) ++ hdr.outer.frag_offset) ++ hdr.outer.ttl) ++ hdr.outer.protocol) ++ hdr.outer.hdr_checksum) ++ hdr.outer.src) ++ hdr.outer.dst)[127:112])) + ((bit<32>)((((((((((((hdr.outer.version ++ hdr.outer.ihl) ++ hdr.outer.dscp) ++ hdr.outer.ecn) ++ hdr.outer.total_len) ++ hdr.outer.identification) ++ hdr.outer.flags) ++ hdr.outer.frag_offset) ++ hdr.outer.ttl) ++ hdr.outer.protocol) ++ hdr.outer.hdr_checksum) ++ hdr.outer.src) ++ hdr.outer.dst)[111:96])) + ((bit<32>)((((((((((((hdr.outer.version ++ hdr.outer.ihl) ++ hdr.outer.dscp) ++ hdr.outer.ecn) ++ hdr.outer.total_len) ++ hdr.outer.identification) ++ hdr.outer.flags) ++ hdr.outer.frag_offset) ++ hdr.outer.ttl) ++ hdr.outer.protocol) ++ hdr.outer.hdr_checksum) ++ hdr.outer.src) ++ hdr.outer.dst)[95:80])) + ((bit<32>)((((((((((((hdr.outer.version ++ hdr.outer.ihl) ++ hdr.outer.dscp) ++ hdr.outer.ecn) ++ hdr.outer.total_len) ++ hdr.outer.identification) ++ hdr.outer.flags) ++ hdr.outer.frag_offset) ++ hdr.outer.ttl) ++ hdr.outer.protocol) ++ hdr.outer.hdr_checksum) ++ hdr.outer.src) ++ hdr.outer.dst)[79:64])) + ((bit<32>)((((((((((((hdr.outer.version ++ hdr.outer.ihl) ++ hdr.outer.dscp) ++ hdr.outer.ecn) ++ hdr.outer.total_len) ++ hdr.outer.identification) ++ hdr.outer.flags) ++ hdr.outer.frag_offset) ++ hdr.outer.ttl) ++ hdr.outer.protocol) ++ hdr.outer.hdr_checksum) ++ hdr.outer.src) ++ hdr.outer.dst)[63:48])) + ((bit<32>)((((((((((((hdr.outer.version ++ hdr.outer.ihl) ++ hdr.outer.dscp) ++ hdr.outer.ecn) ++ hdr.outer.total_len) ++ hdr.outer.identification) ++ hdr.outer.flags) ++ hdr.outer.frag_offset) ++ hdr.outer.ttl) ++ hdr.outer.protocol) ++ hdr.outer.hdr_checksum) ++ hdr.outer.src) ++ hdr.outer.dst)[47:32])) + ((bit<32>)((((((((((((hdr.outer.version ++ hdr.outer.ihl) ++ hdr.outer.dscp) ++ hdr.outer.ecn) ++ hdr.outer.total_len) ++ hdr.outer.identification) ++ hdr.outer.flags) ++ hdr.outer.frag_offset) ++ hdr.outer.ttl) ++ hdr.outer.protocol) ++ hdr.outer.hdr_checksum) ++ hdr.outer.src) ++ hdr.outer.dst)[31:16])) + ((bit<32>)((((((((((((hdr.outer.version ++ hdr.outer.ihl) ++ hdr.outer.dscp) ++ hdr.outer.ecn) ++ hdr.outer.total_len) ++ hdr.outer.identification) ++ hdr.outer.flags) ++ hdr.outer.frag_offset) ++ hdr.outer.ttl) ++ hdr.outer.protocol) ++ hdr.outer.hdr_checksum) ++ hdr.outer.src) ++ hdr.outer.dst)[15:0]);
-        meta.nfc_csum_sum_outer = ((bit<32>)meta.nfc_csum_sum_outer[15:0]) + (meta.nfc_csum_sum_outer >> 32w0x10);
-        meta.nfc_csum_sum_outer = ((bit<32>)meta.nfc_csum_sum_outer[15:0]) + (meta.nfc_csum_sum_outer >> 32w0x10);
+        meta.nfc_csum_sum_outer = ((bit<32>)meta.nfc_csum_sum_outer[15:0]) + (meta.nfc_csum_sum_outer >> 16);
+        meta.nfc_csum_sum_outer = ((bit<32>)meta.nfc_csum_sum_outer[15:0]) + (meta.nfc_csum_sum_outer >> 16);
     }
 
     // entry of table spi_steering, examples/ipsec_gateway.nfp:54
@@ -433,7 +437,7 @@ control NfcIngress(
     }
 
     // meter tunnel_in_rate, examples/ipsec_gateway.nfp:62
-    meter(32w0xfa00, MeterType.bytes) tunnel_in_rate;
+    meter(32w64000, MeterType.bytes) tunnel_in_rate;
 
     // entry of table traffic_selectors, examples/ipsec_gateway.nfp:126
     action traffic_selectors_hit(bit<16> v_tunnel) {
@@ -457,7 +461,7 @@ control NfcIngress(
     }
 
     // meter tunnel_out_rate, examples/ipsec_gateway.nfp:138
-    meter(32w0xfa00, MeterType.bytes) tunnel_out_rate;
+    meter(32w64000, MeterType.bytes) tunnel_out_rate;
 
     // entry of table internet_routes, examples/ipsec_gateway.nfp:176
     action internet_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
@@ -528,7 +532,25 @@ control NfcIngress(
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (meta.nfc_pipeline == 8w1) {
+        } else {
+            if (meta.nfc_cut == 8w2) {
+                // back from the server at bridge #2 (main)
+                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
+                standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                meta.nfc_forwarded = 1w1;
+                hdr.nfc_bridge2.setInvalid();
+                meta.nfc_pipeline = 8w1;
+                meta.nfc_resume = 8w2;
+            }
+            if (meta.nfc_cut == 8w4) {
+                // back from the server at bridge #4 (main)
+                hdr.nfc_bridge4.setInvalid();
+                meta.nfc_pipeline = 8w2;
+                meta.nfc_resume = 8w2;
+            }
+        }
+        if (meta.nfc_pipeline == 8w1) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage inbound_steer, examples/ipsec_gateway.nfp:64
                 if (spi_steering.apply().hit) {
                     meta.tunnel = meta.spi_steering__tunnel;
@@ -545,6 +567,8 @@ control NfcIngress(
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // to the server: bridge #1
                 hdr.nfc_bridge1.setValid();
                 hdr.nfc_bridge1.cut_id = 8w1;
@@ -555,8 +579,11 @@ control NfcIngress(
                 meta.nfc_egress = 16w0x20;
                 standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                 meta.nfc_forwarded = 1w1;
+                exit;
             }
-            if (meta.nfc_pipeline == 8w2) {
+        }
+        if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage outbound_steer, examples/ipsec_gateway.nfp:140
                 if (traffic_selectors.apply().hit) {
                     meta.tunnel = meta.traffic_selectors__tunnel;
@@ -573,6 +600,8 @@ control NfcIngress(
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // to the server: bridge #3
                 hdr.nfc_bridge3.setValid();
                 hdr.nfc_bridge3.cut_id = 8w3;
@@ -583,18 +612,9 @@ control NfcIngress(
                 meta.nfc_egress = 16w0x20;
                 standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                 meta.nfc_forwarded = 1w1;
+                exit;
             }
-        } else {
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (main)
-                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                meta.nfc_forwarded = 1w1;
-                hdr.nfc_bridge2.setInvalid();
-            }
-            if (meta.nfc_cut == 8w4) {
-                // back from the server at bridge #4 (main)
-                hdr.nfc_bridge4.setInvalid();
+            if (meta.nfc_resume <= 8w2) {
                 // stage route_out, examples/ipsec_gateway.nfp:185
                 if (internet_routes.apply().hit) {
                     hdr.eth.dst = meta.internet_routes__next_hop_mac;

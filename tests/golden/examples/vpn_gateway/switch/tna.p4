@@ -31,13 +31,15 @@ const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0xd;
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0x40;
 
-// to the control plane (P4Runtime packet-in, @controller_header("packet_in"))
+// to the control plane (P4Runtime packet-in)
+@controller_header("packet_in")
 header nfc_packet_in_h {
     bit<8> reason;
     bit<16> ingress_port;
 }
 
 // from the control plane (P4Runtime packet-out): send the rest out of egress_port
+@controller_header("packet_out")
 header nfc_packet_out_h {
     bit<16> egress_port;
 }
@@ -140,6 +142,7 @@ struct metadata_t {
     bit<16> nfc_hash1;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<8> nfc_resume;
     bit<48> underlay_routes__next_hop_mac;
     bit<16> underlay_routes__port;
     bit<12> vni_to_qinq__c_tag;
@@ -171,6 +174,7 @@ parser IngressParser(
         meta.nfc_hash1 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_resume = 8w0;
         meta.underlay_routes__next_hop_mac = 48w0;
         meta.underlay_routes__port = 16w0;
         meta.vni_to_qinq__c_tag = 12w0;
@@ -451,13 +455,26 @@ control Ingress(
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (meta.nfc_pipeline == 8w1) {
+        } else {
+            if (meta.nfc_cut == 8w2) {
+                // back from the server at bridge #2 (main)
+                meta.host_ip = hdr.nfc_bridge2.meta_host_ip;
+                meta.vni = hdr.nfc_bridge2.meta_vni;
+                hdr.nfc_bridge2.setInvalid();
+                meta.nfc_pipeline = 8w1;
+                meta.nfc_resume = 8w2;
+            }
+        }
+        if (meta.nfc_pipeline == 8w1) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage qinq_terminate, examples/vpn_gateway.nfp:67
                 meta.customer = hdr.svlan.vid;
                 meta.overlay = hdr.cvlan.vid;
                 hdr.eth.ethertype = hdr.cvlan.ethertype;
                 hdr.svlan.setInvalid();
                 hdr.cvlan.setInvalid();
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // to the server: bridge #1
                 hdr.nfc_bridge1.setValid();
                 hdr.nfc_bridge1.cut_id = 8w1;
@@ -469,41 +486,9 @@ control Ingress(
                 meta.nfc_egress = 16w0x20;
                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                 meta.nfc_forwarded = 1w1;
+                exit;
             }
-            if (meta.nfc_pipeline == 8w2) {
-                // stage vxlan_decap, examples/vpn_gateway.nfp:203
-                if (vni_to_qinq.apply().hit) {
-                    hdr.outer_eth.setInvalid();
-                    hdr.outer_ipv4.setInvalid();
-                    hdr.outer_udp.setInvalid();
-                    hdr.vxlan.setInvalid();
-                    hdr.svlan.setValid();
-                    hdr.svlan.pcp = 3w0;
-                    hdr.svlan.dei = 1w0;
-                    hdr.svlan.vid = meta.vni_to_qinq__s_tag;
-                    hdr.svlan.ethertype = 16w0x8100;
-                    hdr.cvlan.setValid();
-                    hdr.cvlan.pcp = 3w0;
-                    hdr.cvlan.dei = 1w0;
-                    hdr.cvlan.vid = meta.vni_to_qinq__c_tag;
-                    hdr.cvlan.ethertype = hdr.eth.ethertype;
-                    hdr.eth.ethertype = 16w0x88a8;
-                    meta.nfc_egress = meta.vni_to_qinq__port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
-                } else {
-                    meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
-                    ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
-                }
-            }
-        } else {
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (main)
-                meta.host_ip = hdr.nfc_bridge2.meta_host_ip;
-                meta.vni = hdr.nfc_bridge2.meta_vni;
-                hdr.nfc_bridge2.setInvalid();
+            if (meta.nfc_resume <= 8w2) {
                 // stage vxlan_encap, examples/vpn_gateway.nfp:107
                 hdr.outer_eth.setValid();
                 hdr.outer_eth.dst = 48w0;
@@ -534,6 +519,8 @@ control Ingress(
                 hdr.vxlan.reserved = 24w0;
                 hdr.vxlan.vni = meta.vni;
                 hdr.vxlan.reserved2 = 8w0;
+            }
+            if (meta.nfc_resume <= 8w3) {
                 // stage underlay_route, examples/vpn_gateway.nfp:145
                 if (underlay_routes.apply().hit) {
                     hdr.outer_eth.dst = meta.underlay_routes__next_hop_mac;
@@ -542,6 +529,36 @@ control Ingress(
                     meta.nfc_forwarded = 1w1;
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_UNDERLAY_ROUTE;
+                    ig_dprsr_md.drop_ctl = 3w1;
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
+                }
+            }
+        }
+        if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
+                // stage vxlan_decap, examples/vpn_gateway.nfp:203
+                if (vni_to_qinq.apply().hit) {
+                    hdr.outer_eth.setInvalid();
+                    hdr.outer_ipv4.setInvalid();
+                    hdr.outer_udp.setInvalid();
+                    hdr.vxlan.setInvalid();
+                    hdr.svlan.setValid();
+                    hdr.svlan.pcp = 3w0;
+                    hdr.svlan.dei = 1w0;
+                    hdr.svlan.vid = meta.vni_to_qinq__s_tag;
+                    hdr.svlan.ethertype = 16w0x8100;
+                    hdr.cvlan.setValid();
+                    hdr.cvlan.pcp = 3w0;
+                    hdr.cvlan.dei = 1w0;
+                    hdr.cvlan.vid = meta.vni_to_qinq__c_tag;
+                    hdr.cvlan.ethertype = hdr.eth.ethertype;
+                    hdr.eth.ethertype = 16w0x88a8;
+                    meta.nfc_egress = meta.vni_to_qinq__port;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                } else {
+                    meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
                     ig_dprsr_md.drop_ctl = 3w1;
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;

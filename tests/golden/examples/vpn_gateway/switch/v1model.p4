@@ -31,13 +31,15 @@ const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0xd;
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0x40;
 
-// to the control plane (P4Runtime packet-in, @controller_header("packet_in"))
+// to the control plane (P4Runtime packet-in)
+@controller_header("packet_in")
 header nfc_packet_in_h {
     bit<8> reason;
     bit<16> ingress_port;
 }
 
 // from the control plane (P4Runtime packet-out): send the rest out of egress_port
+@controller_header("packet_out")
 header nfc_packet_out_h {
     bit<16> egress_port;
 }
@@ -142,6 +144,7 @@ struct metadata_t {
     bit<16> nfc_hash1;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<8> nfc_resume;
     bit<48> underlay_routes__next_hop_mac;
     bit<16> underlay_routes__port;
     bit<12> vni_to_qinq__c_tag;
@@ -171,6 +174,7 @@ parser NfcParser(
         meta.nfc_hash1 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_resume = 8w0;
         meta.underlay_routes__next_hop_mac = 48w0;
         meta.underlay_routes__port = 16w0;
         meta.vni_to_qinq__c_tag = 12w0;
@@ -345,7 +349,7 @@ control NfcIngress(
         inout metadata_t meta,
         inout standard_metadata_t standard_metadata
 ) {
-    counter(32w0x100, CounterType.packets) nfc_drops;
+    counter(32w256, CounterType.packets) nfc_drops;
 
     // the default action of every table: a miss
     action nfc_miss() {
@@ -354,15 +358,15 @@ control NfcIngress(
     // one's complement sum of header ipv4
     action nfc_fold_ipv4() {
         meta.nfc_csum_sum_ipv4 = ((((((((((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[159:144]) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[143:128])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[127:112])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[111:96])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[95:80])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[79:64])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[63:48])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[47:32])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[31:16])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[15:0]);
-        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 32w0x10);
-        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 32w0x10);
+        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 16);
+        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 16);
     }
 
     // one's complement sum of header outer_ipv4
     action nfc_fold_outer_ipv4() {
         meta.nfc_csum_sum_outer_ipv4 = ((((((((((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[159:144]) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[143:128])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[127:112])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[111:96])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[95:80])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[79:64])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[63:48])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[47:32])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[31:16])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[15:0]);
-        meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 32w0x10);
-        meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 32w0x10);
+        meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 16);
+        meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 16);
     }
 
     // entry of table underlay_routes, examples/vpn_gateway.nfp:133
@@ -460,13 +464,26 @@ control NfcIngress(
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (meta.nfc_pipeline == 8w1) {
+        } else {
+            if (meta.nfc_cut == 8w2) {
+                // back from the server at bridge #2 (main)
+                meta.host_ip = hdr.nfc_bridge2.meta_host_ip;
+                meta.vni = hdr.nfc_bridge2.meta_vni;
+                hdr.nfc_bridge2.setInvalid();
+                meta.nfc_pipeline = 8w1;
+                meta.nfc_resume = 8w2;
+            }
+        }
+        if (meta.nfc_pipeline == 8w1) {
+            if (meta.nfc_resume <= 8w0) {
                 // stage qinq_terminate, examples/vpn_gateway.nfp:67
                 meta.customer = hdr.svlan.vid;
                 meta.overlay = hdr.cvlan.vid;
                 hdr.eth.ethertype = hdr.cvlan.ethertype;
                 hdr.svlan.setInvalid();
                 hdr.cvlan.setInvalid();
+            }
+            if (meta.nfc_resume <= 8w1) {
                 // to the server: bridge #1
                 hdr.nfc_bridge1.setValid();
                 hdr.nfc_bridge1.cut_id = 8w1;
@@ -478,41 +495,9 @@ control NfcIngress(
                 meta.nfc_egress = 16w0x20;
                 standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                 meta.nfc_forwarded = 1w1;
+                exit;
             }
-            if (meta.nfc_pipeline == 8w2) {
-                // stage vxlan_decap, examples/vpn_gateway.nfp:203
-                if (vni_to_qinq.apply().hit) {
-                    hdr.outer_eth.setInvalid();
-                    hdr.outer_ipv4.setInvalid();
-                    hdr.outer_udp.setInvalid();
-                    hdr.vxlan.setInvalid();
-                    hdr.svlan.setValid();
-                    hdr.svlan.pcp = 3w0;
-                    hdr.svlan.dei = 1w0;
-                    hdr.svlan.vid = meta.vni_to_qinq__s_tag;
-                    hdr.svlan.ethertype = 16w0x8100;
-                    hdr.cvlan.setValid();
-                    hdr.cvlan.pcp = 3w0;
-                    hdr.cvlan.dei = 1w0;
-                    hdr.cvlan.vid = meta.vni_to_qinq__c_tag;
-                    hdr.cvlan.ethertype = hdr.eth.ethertype;
-                    hdr.eth.ethertype = 16w0x88a8;
-                    meta.nfc_egress = meta.vni_to_qinq__port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
-                } else {
-                    meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
-                    mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
-                }
-            }
-        } else {
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (main)
-                meta.host_ip = hdr.nfc_bridge2.meta_host_ip;
-                meta.vni = hdr.nfc_bridge2.meta_vni;
-                hdr.nfc_bridge2.setInvalid();
+            if (meta.nfc_resume <= 8w2) {
                 // stage vxlan_encap, examples/vpn_gateway.nfp:107
                 hdr.outer_eth.setValid();
                 hdr.outer_eth.dst = 48w0;
@@ -543,6 +528,8 @@ control NfcIngress(
                 hdr.vxlan.reserved = 24w0;
                 hdr.vxlan.vni = meta.vni;
                 hdr.vxlan.reserved2 = 8w0;
+            }
+            if (meta.nfc_resume <= 8w3) {
                 // stage underlay_route, examples/vpn_gateway.nfp:145
                 if (underlay_routes.apply().hit) {
                     hdr.outer_eth.dst = meta.underlay_routes__next_hop_mac;
@@ -551,6 +538,36 @@ control NfcIngress(
                     meta.nfc_forwarded = 1w1;
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_UNDERLAY_ROUTE;
+                    mark_to_drop(standard_metadata);
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
+                }
+            }
+        }
+        if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
+                // stage vxlan_decap, examples/vpn_gateway.nfp:203
+                if (vni_to_qinq.apply().hit) {
+                    hdr.outer_eth.setInvalid();
+                    hdr.outer_ipv4.setInvalid();
+                    hdr.outer_udp.setInvalid();
+                    hdr.vxlan.setInvalid();
+                    hdr.svlan.setValid();
+                    hdr.svlan.pcp = 3w0;
+                    hdr.svlan.dei = 1w0;
+                    hdr.svlan.vid = meta.vni_to_qinq__s_tag;
+                    hdr.svlan.ethertype = 16w0x8100;
+                    hdr.cvlan.setValid();
+                    hdr.cvlan.pcp = 3w0;
+                    hdr.cvlan.dei = 1w0;
+                    hdr.cvlan.vid = meta.vni_to_qinq__c_tag;
+                    hdr.cvlan.ethertype = hdr.eth.ethertype;
+                    hdr.eth.ethertype = 16w0x88a8;
+                    meta.nfc_egress = meta.vni_to_qinq__port;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                } else {
+                    meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
                     mark_to_drop(standard_metadata);
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
