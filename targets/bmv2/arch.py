@@ -68,7 +68,8 @@ class V1Model:
         return p.CallStmt(p.Call(p.ref(f"{name}.count"), (p.Cast(p.Bits(32), index),)))
 
     def user_counter_instance(self, name: str, size: int) -> p.Instance:
-        return p.Instance(p.TypeName("counter"), (p.Const(size, 32, base=10), p.ref("CounterType.packets_and_bytes")), name)
+        return p.Instance(p.TypeName("counter"), (p.Const(size, 32, base=10), p.ref("CounterType.packets_and_bytes")),
+                          name)
 
     def meter_instance(self, name: str, size: int) -> p.Instance:
         return p.Instance(p.TypeName("meter"), (p.Const(size, 32, base=10), p.ref("MeterType.bytes")), name)
@@ -91,6 +92,6 @@ class V1Model:
             p.Control("NfcEgress", (*cs_params, _prm("inout", "standard_metadata_t", "standard_metadata")), (), ()),
             p.Control("NfcComputeChecksum", cs_params, (), updates),
             p.Control("NfcDeparser", (_prm("", "packet_out", "pkt"), _prm("in", hdr_type, "hdr")), (), emit),
-            p.Instance(p.TypeName("V1Switch"), tuple(p.Call(p.Path(n)) for n in (parser, "NfcVerifyChecksum", ingress, "NfcEgress",
-                                                                   "NfcComputeChecksum", "NfcDeparser")), "main"),
+            p.Instance(p.TypeName("V1Switch"), tuple(p.Call(p.Path(n)) for n in (
+                parser, "NfcVerifyChecksum", ingress, "NfcEgress", "NfcComputeChecksum", "NfcDeparser")), "main"),
         )

@@ -71,17 +71,20 @@ class TNA:
                  p.Assign(flag, p.Call(p.ref(f"{unit}.verify")))))
 
     def counter_instance(self, name: str, size: int) -> p.Instance:
-        return p.Instance(p.TypeName("Counter", (p.Bits(32), p.Bits(32))), (p.Const(size, -1, base=10), p.ref("CounterType_t.PACKETS")), name)
+        return p.Instance(p.TypeName("Counter", (p.Bits(32), p.Bits(32))),
+                          (p.Const(size, -1, base=10), p.ref("CounterType_t.PACKETS")), name)
 
     def count(self, name: str, index: p.Expr) -> p.Stmt:
         return p.CallStmt(p.Call(p.ref(f"{name}.count"), (p.Cast(p.Bits(32), index),)))
 
     def user_counter_instance(self, name: str, size: int) -> p.Instance:
-        return p.Instance(p.TypeName("Counter", (p.Bits(64), p.Bits(32))), (p.Const(size, -1, base=10), p.ref("CounterType_t.PACKETS_AND_BYTES")),
+        return p.Instance(p.TypeName("Counter", (p.Bits(64), p.Bits(32))), (p.Const(size, -1, base=10),
+                                                                             p.ref("CounterType_t.PACKETS_AND_BYTES")),
                           name)
 
     def meter_instance(self, name: str, size: int) -> p.Instance:
-        return p.Instance(p.TypeName("Meter", (p.Bits(32),)), (p.Const(size, -1, base=10), p.ref("MeterType_t.BYTES")), name)
+        return p.Instance(p.TypeName("Meter", (p.Bits(32),)), (p.Const(size, -1, base=10), p.ref("MeterType_t.BYTES")),
+                          name)
 
     def meter_stmts(self, name: str, index: p.Expr, colour: p.Expr) -> tuple[p.Stmt, ...]:
         # MeterColor_t: GREEN = 0, YELLOW = 1, RED = 3 (tofino1_base.p4); nfc's red is 2
@@ -95,25 +98,24 @@ class TNA:
         updates = tuple(p.If(p.Call(p.ref(f"hdr.{inst}.isValid")),
                              (p.Assign(target, p.Call(p.ref(f"nfc_csum_{inst}.update"), (p.ListExpr(fields),))),))
                         for inst, fields, target in csum_updates)
-        deparser = p.Control("IngressDeparser", (_prm("", "packet_out", "pkt"), _prm("inout", hdr_type, "hdr"),
-                                                 _prm("in", meta_type, "meta"),
-                                                 _prm("in", "ingress_intrinsic_metadata_for_deparser_t", "ig_dprsr_md")),
-                             locals_, updates + emit, "recompute checksums, then emit the valid headers in order")
+        deparser = p.Control("IngressDeparser", (
+            _prm("", "packet_out", "pkt"), _prm("inout", hdr_type, "hdr"), _prm("in", meta_type, "meta"),
+            _prm("in", "ingress_intrinsic_metadata_for_deparser_t", "ig_dprsr_md")), locals_, updates + emit, "recompute checksums, then emit the valid headers in order")
         eg_parser = p.Parser("EgressParser", (_prm("", "packet_in", "pkt"), _prm("out", "egress_headers_t", "hdr"),
                                               _prm("out", "egress_metadata_t", "meta"),
                                               _prm("out", "egress_intrinsic_metadata_t", "eg_intr_md")), (),
                              (p.State("start", (p.CallStmt(p.Call(p.ref("pkt.extract"), (p.ref("eg_intr_md"),))),),
                                       next="accept"),), "the egress pipeline passes packets through unchanged")
-        egress = p.Control("Egress", (_prm("inout", "egress_headers_t", "hdr"), _prm("inout", "egress_metadata_t", "meta"),
+        egress = p.Control("Egress", (_prm("inout", "egress_headers_t", "hdr"),
+                                      _prm("inout", "egress_metadata_t", "meta"),
                                       _prm("in", "egress_intrinsic_metadata_t", "eg_intr_md"),
                                       _prm("in", "egress_intrinsic_metadata_from_parser_t", "eg_prsr_md"),
                                       _prm("inout", "egress_intrinsic_metadata_for_deparser_t", "eg_dprsr_md"),
                                       _prm("inout", "egress_intrinsic_metadata_for_output_port_t", "eg_oport_md")), (),
                            ())
-        eg_deparser = p.Control("EgressDeparser", (_prm("", "packet_out", "pkt"), _prm("inout", "egress_headers_t", "hdr"),
-                                                   _prm("in", "egress_metadata_t", "meta"),
-                                                   _prm("in", "egress_intrinsic_metadata_for_deparser_t", "eg_dprsr_md")),
-                                (),
+        eg_deparser = p.Control("EgressDeparser", (
+            _prm("", "packet_out", "pkt"), _prm("inout", "egress_headers_t", "hdr"), _prm("in", "egress_metadata_t", "meta"),
+            _prm("in", "egress_intrinsic_metadata_for_deparser_t", "eg_dprsr_md")), (),
                                 (p.CallStmt(p.Call(p.ref("pkt.emit"), (p.ref("hdr"),))),))
         return (
             deparser,
@@ -122,7 +124,7 @@ class TNA:
             eg_parser,
             egress,
             eg_deparser,
-            p.Instance(p.TypeName("Pipeline"), tuple(p.Call(p.Path(n)) for n in (parser, ingress, "IngressDeparser", "EgressParser",
-                                                                   "Egress", "EgressDeparser")), "pipe"),
+            p.Instance(p.TypeName("Pipeline"), tuple(p.Call(p.Path(n)) for n in (
+                parser, ingress, "IngressDeparser", "EgressParser", "Egress", "EgressDeparser")), "pipe"),
             p.Instance(p.TypeName("Switch"), (p.Path("pipe"),), "main"),
         )
