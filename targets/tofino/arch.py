@@ -100,7 +100,8 @@ class TNA:
                         for inst, fields, target in csum_updates)
         deparser = p.Control("IngressDeparser", (
             _prm("", "packet_out", "pkt"), _prm("inout", hdr_type, "hdr"), _prm("in", meta_type, "meta"),
-            _prm("in", "ingress_intrinsic_metadata_for_deparser_t", "ig_dprsr_md")), locals_, updates + emit, "recompute checksums, then emit the valid headers in order")
+            _prm("in", "ingress_intrinsic_metadata_for_deparser_t", "ig_dprsr_md")),
+            locals_, updates + emit, "recompute checksums, then emit the valid headers in order")
         eg_parser = p.Parser("EgressParser", (_prm("", "packet_in", "pkt"), _prm("out", "egress_headers_t", "hdr"),
                                               _prm("out", "egress_metadata_t", "meta"),
                                               _prm("out", "egress_intrinsic_metadata_t", "eg_intr_md")), (),
@@ -114,9 +115,10 @@ class TNA:
                                       _prm("inout", "egress_intrinsic_metadata_for_output_port_t", "eg_oport_md")), (),
                            ())
         eg_deparser = p.Control("EgressDeparser", (
-            _prm("", "packet_out", "pkt"), _prm("inout", "egress_headers_t", "hdr"), _prm("in", "egress_metadata_t", "meta"),
+            _prm("", "packet_out", "pkt"), _prm("inout", "egress_headers_t", "hdr"),
+            _prm("in", "egress_metadata_t", "meta"),
             _prm("in", "egress_intrinsic_metadata_for_deparser_t", "eg_dprsr_md")), (),
-                                (p.CallStmt(p.Call(p.ref("pkt.emit"), (p.ref("hdr"),))),))
+            (p.CallStmt(p.Call(p.ref("pkt.emit"), (p.ref("hdr"),))),))
         return (
             deparser,
             p.Struct("egress_headers_t", ()),
