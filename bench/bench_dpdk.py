@@ -46,7 +46,7 @@ from compiler.pipeline import compile_program  # noqa: E402
 from lang import Diagnostics, SourceMap, load  # noqa: E402
 from runtime.control import ControlChannel  # noqa: E402
 from runtime.server_proc import ServerProcess, eal_args, hugepages  # noqa: E402
-from targets.switchmodel import SwitchModel  # noqa: E402
+from targets.switchmodel import SwitchReference  # noqa: E402
 
 COMMON = ["--no-pci", "--no-shconf", "--no-telemetry", "--log-level=warning"]
 TABLE = "overlay_routes"
@@ -131,7 +131,7 @@ class Workload:
         self.flows = flows
         d = Diagnostics()
         c = compile_program(load(str(ROOT / "examples/vpn_gateway.nfp"), d, SourceMap()), "tofino+dpdk", d)
-        self.switch = SwitchModel(c.need_program(), c.placement, c.bridges,  # type: ignore[arg-type]
+        self.switch = SwitchReference(c.need_program(), c.placement, c.bridges,  # type: ignore[arg-type]
                                   c.need_targets().server_ports)
         self.entries: dict[int, Path] = {}
         self.packets: dict[tuple[int, int], tuple[Path, int]] = {}

@@ -1,5 +1,5 @@
 """Reading a build folder back: ``plan.json``, the placed program (recompiled from the
-source the plan names), the switch model and ``--inject PORT=PCAP`` arguments."""
+source the plan names), the switch model (the built P4 program, executed) and ``--inject PORT=PCAP`` arguments."""
 
 from __future__ import annotations
 
@@ -14,12 +14,12 @@ from targets.switchmodel import SwitchModel
 __all__ = ["open_build", "parse_injects"]
 
 
-def open_build(out: Path, sources: SourceMap) -> tuple[dict[str, Any], Compilation, SwitchModel]:
+def open_build(out: Path, sources: SourceMap, arch: str = "tna") -> tuple[dict[str, Any], Compilation, SwitchModel]:
     plan = json.loads((out / "plan.json").read_text())
     diags = Diagnostics()
     c = compile_program(load(plan["source"], diags, sources), plan["target"], diags)
     assert c.placement is not None
-    return plan, c, SwitchModel(c.need_program(), c.placement, c.bridges, c.need_targets().server_ports)
+    return plan, c, SwitchModel.from_build(out, arch)
 
 
 def parse_injects(items: list[str]) -> list[tuple[int, Path]]:

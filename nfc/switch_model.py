@@ -30,13 +30,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     s.add_argument("--entries", metavar="FILE", help="table entries (YAML or JSON, .nfp names)")
     s.add_argument("--p4runtime", metavar="ADDR", help="serve P4Runtime on ADDR (loopback), e.g. 127.0.0.1:9559")
     s.add_argument("--serve-seconds", type=float, default=0.0, help="with --p4runtime: stop after this long")
-    s.add_argument("--arch", default="tna", choices=("tna", "v1model"), help="whose P4Info names to serve")
+    s.add_argument("--arch", default="tna", choices=("tna", "v1model"),
+                   help="which generated program runs (and whose P4Info names are served)")
     s.set_defaults(func=switch_model)
 
 
 def switch_model(args: argparse.Namespace, sources: SourceMap) -> int:
     out = Path(args.out)
-    plan, _c, model = open_build(out, sources)
+    plan, _c, model = open_build(out, sources, args.arch)
     if args.entries:
         load_into(model, load_entries(args.entries))
     if args.inject:

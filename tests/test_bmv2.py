@@ -18,7 +18,6 @@ from scapy.utils import rdpcap, wrpcap
 from compiler.interp import Entry, Match
 from targets.switchmodel import SwitchModel
 from tests.conftest import ROOT
-from tests.test_partition import compile_file
 
 TOOLS = [shutil.which(t) for t in ("p4c-bm2-ss", "simple_switch", "simple_switch_CLI")]
 pytestmark = pytest.mark.skipif(not all(TOOLS), reason="p4c-bm2-ss / simple_switch / simple_switch_CLI not on PATH "
@@ -46,8 +45,7 @@ def test_simple_switch_forwards_as_the_switch_model(tmp_path):
     finally:
         sw.terminate()
         sw.wait(10)
-    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
-    model = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    model = SwitchModel.from_build(out, "v1model")
     model.tables["vni_to_qinq"].insert(Entry((Match(5000),), {"s_tag": 7, "c_tag": 42, "port": 3}))
     want = [model.process(bytes(p), 17) for p in pkts]
     got = [bytes(p) for p in rdpcap(str(tmp_path / "p3_out.pcap"))]

@@ -62,7 +62,7 @@ def test_server_program_equals_the_reference(built, tmp_path, binary):
         r = subprocess.run(["make", "-C", str(built / "server"), "nf-san"], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr[-3000:]
     c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
-    switch = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    switch = SwitchModel.from_build(built)
     ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
     lines = []
     for cu, ov, vm, host, vni in ROUTES:
@@ -110,7 +110,7 @@ def test_bluebird_cache_miss_path_on_the_server(tmp_path):
     r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     c = compile_file(str(ROOT / "examples/bluebird_tor.nfp"))
-    switch = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    switch = SwitchModel.from_build(out)
     ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
     switch.tables["port_vrf"].insert(Entry((Match(1),), {"vrf": 9}))
     switch.tables["vrf_routes_v4"].insert(Entry((Match(9), Match(0xC0A80000, 16)),
@@ -151,7 +151,7 @@ def test_dsr_lpm_miss_path_matches_the_reference(tmp_path):
     r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     c = compile_file(str(ROOT / "examples/dsr_router.nfp"))
-    switch = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    switch = SwitchModel.from_build(out)
     ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
     switch.tables["vni_to_vrf"].insert(Entry((Match(100),), {"vrf": 3}))
     rnd = random.Random(7)
@@ -269,7 +269,7 @@ def test_cgnat_state_on_the_server(tmp_path):
     r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     c = compile_file(str(ROOT / "examples/cgnat.nfp"))
-    switch = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    switch = SwitchModel.from_build(out)
     ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
     switch.tables["subnet_to_external"].insert(Entry((Match(0x0A000000, 8),), {"ext_ip": 0xC6336401}))
     inside = [Ether() / IP(src="10.0.0.5", dst="93.184.216.34") / TCP(sport=40000, dport=443, flags="S") / b"hi",

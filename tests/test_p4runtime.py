@@ -17,7 +17,6 @@ from scapy.layers.vxlan import VXLAN
 from targets.switchmodel import SwitchModel
 from targets.switchmodel.server import P4RuntimeServer, serve
 from tests.conftest import ROOT
-from tests.test_partition import compile_file
 
 CLIENT = ROOT / ".venv-p4rt" / "bin" / "python"
 pytestmark = pytest.mark.skipif(not CLIENT.exists(), reason="the p4runtime-shell virtualenv is missing "
@@ -30,8 +29,7 @@ def switch(tmp_path_factory):
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
-    model = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    model = SwitchModel.from_build(out)
     names = json.loads((out / "switch/name_map.json").read_text())
     server = P4RuntimeServer(model, names, "tna")
     grpc_server, port = serve(server)

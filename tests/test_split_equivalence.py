@@ -14,7 +14,7 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 
 from compiler.interp import Entry, Interpreter, Match, Outcome
-from targets.switchmodel import SwitchModel
+from targets.switchmodel.reference import SwitchReference
 from targets.switchmodel.server_ref import ServerReference
 from tests.conftest import ROOT
 from tests.test_partition import compile_file
@@ -25,7 +25,7 @@ SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[Healt
 
 def split(c, entries: dict[str, list[Entry]], cached: dict[str, set[int]]):
     spec = Interpreter(c.program)
-    switch = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+    switch = SwitchReference(c.program, c.placement, c.bridges, c.targets.server_ports)
     server = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
     for name, rows in entries.items():
         for i, e in enumerate(rows):
@@ -44,7 +44,7 @@ def _stage_of(c, table):
     return next(s for s in c.program.stages.values() for u in stage_units(c.program, s) if table in u.tables).name
 
 
-def run_split(switch: SwitchModel, server: ServerReference, data: bytes, port: int) -> Outcome:
+def run_split(switch: SwitchReference, server: ServerReference, data: bytes, port: int) -> Outcome:
     out = switch.process(data, port)
     for _ in range(4):
         if out.kind != "forward" or out.port not in switch.server_ports:

@@ -5,6 +5,9 @@ the plan's layout description, not by the codec under test."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
@@ -14,15 +17,17 @@ from compiler.interp import Entry, Match
 from targets.switchmodel import SwitchModel
 from tests.conftest import ROOT
 from tests.oracles import crc16_arc, ip2int, mac2int
-from tests.test_partition import compile_file
 
 NH_MAC, GW_MAC, GW_IP = "02:00:00:00:00:99", "02:00:0a:ff:00:01", "10.255.0.1"
 
 
-@pytest.fixture(scope="module")
-def model():
-    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
-    m = SwitchModel(c.program, c.placement, c.bridges, c.targets.server_ports)
+@pytest.fixture(scope="module", params=["tna", "v1model"])
+def model(request, tmp_path_factory):
+    out = tmp_path_factory.mktemp("vpn")
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
+                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    m = SwitchModel.from_build(out, request.param)
     m.tables["vni_to_qinq"].insert(Entry((Match(5000),), {"s_tag": 7, "c_tag": 42, "port": 3}))
     m.tables["underlay_routes"].insert(Entry((Match(ip2int("172.16.0.0"), 16),),
                                              {"port": 21, "next_hop_mac": mac2int(NH_MAC)}))

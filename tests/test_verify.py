@@ -14,7 +14,7 @@ import pytest
 from compiler import ir
 from compiler.interp import Entry, Interpreter, Match
 from compiler.verify.partition_eq import Counterexample, verify_partition
-from targets.switchmodel import SwitchModel
+from targets.switchmodel.reference import SwitchReference
 from targets.switchmodel.server_ref import ServerReference
 from tests.conftest import ROOT
 from tests.test_partition import compile_file
@@ -38,7 +38,7 @@ def test_examples_are_proved(example):
 def _replay(c, placed: ir.Program, bridges, cex: Counterexample):
     """The counterexample's packet and tables through the spec and the broken placed program."""
     spec = Interpreter(c.program)
-    switch = SwitchModel(placed, c.placement, bridges, c.targets.server_ports)
+    switch = SwitchReference(placed, c.placement, bridges, c.targets.server_ports)
     server = ServerReference(placed, c.placement, bridges, c.targets.server_ports[0])
     for name, rows in cex.tables.items():
         t = c.program.tables[name]

@@ -62,7 +62,7 @@ class _Ctx:
     placement: Placement
     bridges: tuple[Bridge, ...]
     server_ports: tuple[int, ...]
-    cpu_port: int = 64
+    cpu_port: int = 192
     names: NameMap = field(default_factory=NameMap)
     locals: list[p.Instance | p.Action | p.Table] = field(default_factory=list)
     parser_locals: list[p.Instance] = field(default_factory=list)
@@ -83,8 +83,13 @@ class _Ctx:
 
 
 def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...], server_ports: tuple[int, ...],
-                 arch: Arch, cpu_port: int = 64) -> tuple[p.Program, NameMap]:
+                 arch: Arch, cpu_port: int = 192) -> tuple[p.Program, NameMap]:
     c = _Ctx(prog, arch, placement, bridges, server_ports, cpu_port)
+    taken = [pl for pl in prog.pipelines if pl.has_port(cpu_port)]
+    if cpu_port in server_ports or taken:
+        what = f"pipeline '{taken[0].name}'" if taken else "a server"
+        raise Unsupported(f"the CPU port {cpu_port} (the switch profile's cpu_port) is also a port of {what}",
+                          taken[0].span if taken else Span(prog.file, 1, 1, 1, 1))
     c.names.reasons = {r: i + 1 for i, r in enumerate(drop_reasons(prog))}
     c.names.pipelines = {pl.name: i + 1 for i, pl in enumerate(prog.pipelines)}
     c.names.punts = {r: i + 1 for i, r in enumerate(sorted(_punt_reasons(prog)))}
@@ -209,11 +214,14 @@ def _bridge_states(c: _Ctx) -> list[p.State]:
     back = [b for b in c.bridges if b.direction == "server->switch"]
     cases = tuple(p.Case((p.Const(b.cut_id, 8, base=10),), f"nfc_bridge{b.cut_id}") for b in back)
     look = p.Call(p.ref("pkt.lookahead"), type_args=(p.Bits(8),))
-    out = [p.State("nfc_from_server", (), (look,), (*cases, p.Case((p.Default(),), "nfc_bad_bridge")),
-                   comment="packets back from a server start with a bridge header; its first byte is the cut id")]
+    bad = p.Assign(p.ref("meta.nfc_drop"), p.ref("NFC_DROP_BAD_BRIDGE"))
+    out = [p.State("nfc_from_server", (bad,), (look,), (*cases, p.Case((p.Default(),), "nfc_bad_bridge")),
+                   comment="packets back from a server start with a bridge header; its first byte is the cut id "
+                           "(bad_bridge stands until the whole bridge header has been read)")]
     for b in back:
         name = f"nfc_bridge{b.cut_id}"
         out.append(p.State(name, (p.CallStmt(p.Call(p.ref("pkt.extract"), (p.ref(f"hdr.{name}"),))),
+                                  p.Assign(p.ref("meta.nfc_drop"), p.Const(0, 8)),
                                   p.Assign(p.ref("meta.nfc_cut"), p.Const(b.cut_id, 8))),
                            next=f"{name}_v0", comment=f"bridge #{b.cut_id}: re-parse from the validity bits"))
         for i, inst in enumerate(b.valid_bits):
@@ -301,7 +309,8 @@ def _ingress(c: _Ctx) -> p.Control:
     front.append(p.If(p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8)), _drop_code(c), ()))
     front.append(p.If(p.Bin("!=", p.ref("meta.nfc_punt"), p.Const(0, 8)), _punt(c, p.ref("meta.nfc_punt")), ()))
     front.append(p.If(c.arch.parser_error(), _drop(c, "truncated"), ()))
-    restore = [stmt for b in c.bridges if b.direction == "server->switch" for stmt in _from_server(c, b)]
+    restore = [p.If(c.arch.parser_error(), _drop(c, "truncated"), ()),
+               *(stmt for b in c.bridges if b.direction == "server->switch" for stmt in _from_server(c, b))]
     pipelines = [p.If(p.Bin("==", p.ref("meta.nfc_pipeline"), p.Const(c.names.pipelines[pl.name], 8)),
                       tuple(_pipeline(c, pl))) for pl in c.prog.pipelines]
     packet_out = p.If(p.Bin("==", p.ref("meta.nfc_cut"), p.Const(255, 8)),

@@ -92,7 +92,7 @@ def bits(width: int) -> Bits:
 class Const:
     value: int
     width: int  # 0: bool literal (true/false); -1: untyped (arbitrary-precision) integer
-    base: int = 16  # how the printer writes the value (10 or 16); the value is the same
+    base: int = field(default=16, compare=False)  # how the printer writes the value (10 or 16): presentation only
 
 
 @dataclass(frozen=True, slots=True)

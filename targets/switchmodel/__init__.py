@@ -1,6 +1,8 @@
-"""A software model of the switch part: executes the placed IR with the reference
-interpreter and serves P4Runtime over gRPC (``server.py``)."""
+"""The switch model: the generated P4 program executed (``model.py``), serving P4Runtime
+over gRPC (``server.py``); and the split reference semantics of the switch part, executed by
+the IR interpreter (``reference.py``), which tests compare the split program with."""
 
-from targets.switchmodel.model import SwitchModel
+from targets.switchmodel.model import NfpTable, SwitchModel
+from targets.switchmodel.reference import SwitchReference
 
-__all__ = ["SwitchModel"]
+__all__ = ["NfpTable", "SwitchModel", "SwitchReference"]

@@ -23,10 +23,10 @@ def load_into(model: SwitchModel, entries: list[EntrySpec]) -> None:
         if table is None:
             continue
         keys = []
-        for k in table.table.keys:
-            if k.name not in spec.match:
-                raise TableError(f"{spec.table}: entry has no value for key {k.name}")
-            value, arg = spec.match[k.name]
+        for k in table.keys:
+            if k not in spec.match:
+                raise TableError(f"{spec.table}: entry has no value for key {k}")
+            value, arg = spec.match[k]
             keys.append(Match(value, arg))
         table.insert(Entry(tuple(keys), dict(spec.values), spec.priority))
 
@@ -54,8 +54,8 @@ def run_batch(model: SwitchModel, injects: list[tuple[int, Path]], capture: Path
         _write(capture / f"port-{port}.pcap", packets)
     if punted:
         _write(capture / "punted.pcap", punted)
-    counters = {"drops": dict(sorted(model.interp.state.drops.items())),
-                "punts": dict(sorted(model.interp.state.punts.items())),
+    counters = {"drops": dict(sorted(model.drops.items())),
+                "punts": dict(sorted(model.punts.items())),
                 "egress_packets": {str(k): v for k, v in sorted(sent.items())}}
     (capture / "counters.json").write_text(json.dumps(counters, indent=2, sort_keys=True) + "\n")
     return counters

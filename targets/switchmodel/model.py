@@ -1,98 +1,114 @@
-"""The switch part of a placed program, executed by the reference interpreter.
+"""The switch model: the generated P4 program, read back from the build folder and executed.
 
-It behaves as the generated P4 program does: packets from front-panel ports run their
-pipeline's switch stages before the server; a pipeline with a server part then goes to
-the server port behind its bridge header; packets from a server port are decoded from
-their bridge header (metadata restored, headers re-parsed from the validity bits) and
-run the switch stages after the server.  A miss in a switch-cached table goes to the
-server with the miss-path bridge.  Only switch-resident table contents are consulted.
+What runs is the printed ``switch/tna.p4`` (or ``v1model.p4``) that ``nfc build`` wrote,
+parsed back into the P4 syntax tree and executed by ``emulator.p4`` with the
+architecture's semantics, so every test and every ``nfc run`` exercises the program a user
+deploys.  The model observes the device from outside, as a controller would:
+
+* a dropped packet's reason is the index of the ``nfc_drops`` counter it incremented;
+* a packet on the CPU port is a punt: its ``packet_in`` header (the program's
+  ``@controller_header("packet_in")`` type) gives the reason code;
+* table contents are written per P4 table (``p4_tables``, for the P4Runtime server) or,
+  for tests and ``--entries`` files, with ``.nfp`` names (``tables``: key fields in ``.nfp``
+  order, values by ``.nfp`` name), translated through the name map.
 """
 
 from __future__ import annotations
 
-from compiler import ir
-from compiler.interp import Ctx, Interpreter, Outcome, Stop
-from compiler.interp.bridge_codec import BridgeError, pack_ctx, unpack_into
-from compiler.partition import Placement
-from compiler.passes.bridge import Bridge
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
 
-__all__ = ["SwitchModel"]
+from compiler.interp import Entry, Match, Outcome, TableError
+from emulator.p4 import Match as P4Match
+from emulator.p4 import P4Executor, P4Table, TableEntry
+from emulator.p4 import TableError as P4TableError
+from targets.p4 import syntax as p
+from targets.p4.parse import parse_program
+
+__all__ = ["NfpTable", "SwitchModel"]
+
+
+class NfpTable:
+    """A switch table seen with ``.nfp`` names: ``Entry(key, {value: int})`` ↔ the P4 table's
+    ``<table>_hit`` action with parameters ``v_<value>``."""
+
+    def __init__(self, table: P4Table, action: str, keys: list[str], values: list[str]) -> None:
+        self.p4 = table
+        self.action = action
+        self.keys = keys  # .nfp key names, in key order
+        self.values = values
+
+    def insert(self, e: Entry) -> None:
+        try:
+            self.p4.insert(TableEntry(tuple(P4Match(m.value, m.arg) for m in e.key), self.action,
+                                      {f"v_{k}": v for k, v in e.values.items()}, e.priority))
+        except P4TableError as err:
+            raise TableError(str(err)) from err
+
+    def delete(self, key: tuple[Match, ...], priority: int = 0) -> Entry:
+        try:
+            old = self.p4.delete(tuple(P4Match(m.value, m.arg) for m in key), priority)
+        except P4TableError as err:
+            raise TableError(str(err)) from err
+        return self._nfp(old)
+
+    def _nfp(self, e: TableEntry) -> Entry:
+        return Entry(tuple(Match(m.value, m.arg) for m in e.key),
+                     {k.removeprefix("v_"): v for k, v in e.params.items()}, e.priority)
+
+    @property
+    def entries(self) -> list[Entry]:
+        return [self._nfp(e) for e in self.p4.entries]
 
 
 class SwitchModel:
-    def __init__(self, program: ir.Program, placement: Placement, bridges: tuple[Bridge, ...],
-                 server_ports: tuple[int, ...]) -> None:
-        self.program = program
-        self.placement = placement
-        self.bridges = bridges
-        self.server_ports = server_ports
-        self.interp = Interpreter(program, cache_miss=self._cache_miss)
-        self.tables = self.interp.tables  # switch-resident contents, written through P4Runtime
+    """``program`` (a TNA or v1model P4 syntax tree) with the build's name map."""
 
-    @property
-    def drops(self) -> dict[str, int]:
-        return dict(self.interp.state.drops)
+    def __init__(self, program: p.Program, name_map: dict[str, Any], server_ports: tuple[int, ...] = (),
+                 names_of: str = "tna") -> None:
+        self.executor = P4Executor(program)
+        self.program = program
+        self.server_ports = server_ports
+        self.reason_of = {code: reason for reason, code in name_map["drop_reasons"].items()}
+        self.punt_of = {code: reason for reason, code in name_map["punt_reasons"].items()}
+        self.p4_tables = self.executor.tables
+        self.tables: dict[str, NfpTable] = {
+            t: NfpTable(self.p4_tables[info["p4_table"]], info["p4_action"], list(info["keys"]), list(info["values"]))
+            for t, info in name_map[names_of]["tables"].items()}
+        self.cpu_port = self.executor.env.consts["NFC_CPU_PORT"].value
+        self.punt_header = self.executor.env.decls["nfc_packet_in_h"]
+        self.drops: Counter[str] = Counter()
+        self.punts: Counter[str] = Counter()
+
+    @classmethod
+    def from_build(cls, out: Path, arch: str = "tna") -> SwitchModel:
+        """The model of build folder ``out``: its ``switch/<arch>.p4`` and name map, by ``plan.json``."""
+        plan = json.loads((out / "plan.json").read_text())
+        generated = plan["generated"]
+        program = parse_program((out / generated[f"switch_{arch}"]).read_text())
+        names = json.loads((out / generated["name_map"]).read_text())
+        ports = tuple(plan.get("targets", {}).get("server_ports", ()))
+        return cls(program, names, ports, arch)
 
     def process(self, data: bytes, port: int, now: float = 0.0) -> Outcome:
-        out = self._process(data, port, now)
-        if out.kind == "drop":
-            self.interp.state.drops[out.reason] += 1
-        elif out.kind == "punt":
-            self.interp.state.punts[out.reason] += 1
-        return out
+        drops = self.executor.counter("nfc_drops").packets
+        before = dict(drops)
+        r = self.executor.process(data, port, now)
+        if r.port is None:
+            code = next((k for k, n in drops.items() if n != before.get(k, 0)), 0)
+            reason = self.reason_of.get(code, f"code_{code}")
+            self.drops[reason] += 1
+            return Outcome("drop", reason=reason)
+        if r.port == self.cpu_port:
+            return self._punt(r.data)
+        return Outcome("forward", r.port, r.data)
 
-    def _process(self, data: bytes, port: int, now: float) -> Outcome:
-        if port in self.server_ports:
-            return self._from_server(data, port, now)
-        for pl in self.program.pipelines:
-            if not pl.has_port(port):
-                continue
-            ctx = self.interp.new_ctx(data, port, now)
-            try:
-                self.interp.parse(ctx, self.program.parsers[pl.parser], data)
-                if pl.when is not None and not self.interp.eval(pl.when, ctx):
-                    continue
-                self.interp.run_stages(ctx, tuple(s for s in pl.stages if self.placement.segment[s] == 0))
-                bridge = self._bridge(pl.name, "main", "switch->server")
-                if bridge is not None:
-                    return self._to_server(bridge, ctx)
-            except Stop as s:
-                return s.outcome
-            return self.interp.finish(ctx)
-        return Outcome("drop", reason="no_pipeline")
-
-    def _bridge(self, pipeline: str, path: str, direction: str) -> Bridge | None:
-        return next((b for b in self.bridges if b.pipeline == pipeline and b.path == path
-                     and b.direction == direction), None)
-
-    def _to_server(self, b: Bridge, ctx: Ctx) -> Outcome:
-        port = self.server_ports[0] if self.server_ports else 0
-        return Outcome("forward", port, pack_ctx(b, ctx) + self.interp.deparse(ctx))
-
-    def _cache_miss(self, lookup: ir.Lookup, ctx: Ctx) -> None:
-        pl = self.program.pipeline_of(next(s for s, st in self.program.stages.items() if _contains(st, lookup)))
-        bridge = self._bridge(pl.name, f"miss:{lookup.table}", "switch->server")
-        if bridge is None:
-            raise Stop(Outcome("drop", reason="no_server_for_miss"))
-        raise Stop(self._to_server(bridge, ctx))
-
-    def _from_server(self, data: bytes, port: int, now: float) -> Outcome:
-        cut = data[0] if data else -1
-        b = next((x for x in self.bridges if x.cut_id == cut and x.direction == "server->switch"), None)
-        if b is None:
-            return Outcome("drop", reason="bad_bridge")
-        ctx = self.interp.new_ctx(data, port, now)
-        try:
-            unpack_into(b, data, ctx, self.program)
-        except BridgeError as e:
-            return Outcome("drop", reason=e.reason)
-        pl = next(p for p in self.program.pipelines if p.name == b.pipeline)
-        after = pl.stages[pl.stages.index(b.before_stage):] if b.before_stage else ()
-        outcome = self.interp.run_stages_outcome(ctx, tuple(s for s in after if self.placement.segment[s] != 1))
-        return outcome if outcome is not None else self.interp.finish(ctx)
-
-
-def _contains(stage: ir.Stage, lookup: ir.Lookup) -> bool:
-    from compiler.analysis import walk_stmts
-
-    return any(s is lookup for s in walk_stmts(stage.body))
+    def _punt(self, data: bytes) -> Outcome:
+        widths = [t.width for _n, t in self.punt_header.fields if isinstance(t, p.Bits)]
+        size = sum(widths) // 8
+        code = data[0] if data else 0  # the first field of packet_in is the reason (bit<8>)
+        reason = self.punt_of.get(code, f"code_{code}")
+        self.punts[reason] += 1
+        return Outcome("punt", data=data[size:], reason=reason)

@@ -22,7 +22,8 @@ import grpc
 from google.rpc import code_pb2, status_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
-from compiler.interp import Entry, Match, Outcome, TableError
+from compiler.interp import Outcome
+from emulator.p4 import Match, TableEntry, TableError
 from targets.switchmodel.model import SwitchModel
 
 __all__ = ["P4RuntimeServer", "serve"]
@@ -184,17 +185,12 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             raise _Reject(code_pb2.UNIMPLEMENTED, "only table entries can be written")
         # §9.1: a DELETE names the entry by its key (and priority); its action is ignored
         name, entry = self._entry(update.entity.table_entry, update.type != p4runtime_pb2.Update.DELETE)
-        table = self.model.tables[name]
+        table = self.model.p4_tables[name]
         try:
             if update.type == p4runtime_pb2.Update.INSERT:
                 table.insert(entry)
             elif update.type == p4runtime_pb2.Update.MODIFY:
-                old = table.delete(entry.key, entry.priority)
-                try:
-                    table.insert(entry)
-                except TableError:
-                    table.insert(old)
-                    raise
+                table.modify(entry)
             elif update.type == p4runtime_pb2.Update.DELETE:
                 table.delete(entry.key, entry.priority)
             else:
@@ -206,7 +202,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
                     code_pb2.RESOURCE_EXHAUSTED if "full" in message else code_pb2.INVALID_ARGUMENT)
             raise _Reject(code, message) from e
 
-    def _entry(self, te: Any, with_action: bool = True) -> tuple[str, Entry]:
+    def _entry(self, te: Any, with_action: bool = True) -> tuple[str, TableEntry]:
         name = self.table_by_id.get(te.table_id)
         if name is None:
             raise _Reject(code_pb2.NOT_FOUND, f"no table with id {te.table_id}")
@@ -229,15 +225,17 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             else:
                 raise _Reject(code_pb2.INVALID_ARGUMENT, f"exact field {key} of table {name} is missing")
         if not with_action:
-            return name, Entry(tuple(keys), {}, te.priority)
+            return name, TableEntry(tuple(keys), "", {}, te.priority)
         action = te.action.action
         aname = self.action_by_id.get(action.action_id)
-        if aname != f"{name}_hit":
-            raise _Reject(code_pb2.INVALID_ARGUMENT, f"action {action.action_id} is not the action of table {name}")
+        if aname is None or aname not in info["actions"]:
+            raise _Reject(code_pb2.INVALID_ARGUMENT, f"action {action.action_id} is not an action of table {name}")
         params = {v["id"]: k for k, v in self.names["actions"][aname]["params"].items()}
-        values = {params[prm.param_id].removeprefix("v_"): _int(prm.value) for prm in action.params
-                  if prm.param_id in params}
-        return name, Entry(tuple(keys), values, te.priority)
+        unknown = [prm.param_id for prm in action.params if prm.param_id not in params]
+        if unknown:
+            raise _Reject(code_pb2.INVALID_ARGUMENT, f"action {aname} has no parameter with id {unknown[0]}")
+        values = {params[prm.param_id]: _int(prm.value) for prm in action.params}
+        return name, TableEntry(tuple(keys), aname, values, te.priority)
 
     # ---- Read --------------------------------------------------------------------------------
 
@@ -256,18 +254,18 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             if table_id not in (0, info["id"]):
                 continue
             fields = _in_key_order(info)
-            for entry in self.model.tables[name].entries:
+            for entry in self.model.p4_tables[name].entries:
                 te = resp.entities.add().table_entry
                 te.table_id = info["id"]
                 te.priority = entry.priority
                 for (_key, spec), m in zip(fields, entry.key, strict=True):
                     _put_match(te.match.add(), spec, m)
-                act = self.names["actions"][f"{name}_hit"]
+                act = self.names["actions"][entry.action]
                 te.action.action.action_id = act["id"]
-                for pname, p in act["params"].items():
+                for pname, p in sorted(act["params"].items(), key=lambda kv: kv[1]["id"]):
                     prm = te.action.action.params.add()
                     prm.param_id = p["id"]
-                    prm.value = _bytes(entry.values[pname.removeprefix("v_")], p["bitwidth"])
+                    prm.value = _bytes(entry.params[pname], p["bitwidth"])
 
     def _read_drops(self, resp: Any) -> None:
         counter = self.names["counters"].get("nfc_drops")

@@ -27,6 +27,7 @@ def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
     prog, placement, targets = c.need_program(), c.placement, c.need_targets()
     assert placement is not None
     chip = int(targets.switch.resources.get("chip", 1)) if targets.switch else 1
+    cpu_port = int(targets.switch.resources.get("cpu_port", 192)) if targets.switch else 192
     folder = out / "switch"
     folder.mkdir(parents=True, exist_ok=True)
     key_widths = {t.name: [k.expr.width for k in t.keys] for t in prog.tables.values()}
@@ -34,7 +35,7 @@ def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
     name_map: dict[str, Any] = {"source": prog.file}
     archs: tuple[tuple[Arch, str], ...] = ((TNA(chip), "tna.p4"), (V1Model(), "v1model.p4"))
     for arch, file in archs:
-        p4, names = lower_switch(prog, placement, c.bridges, targets.server_ports, arch)
+        p4, names = lower_switch(prog, placement, c.bridges, targets.server_ports, arch, cpu_port)
         (folder / file).write_text(print_program(p4))
         info, runtime = build_p4info(p4, arch.name, key_widths)
         info_file = f"{arch.name}.p4info.txtpb"

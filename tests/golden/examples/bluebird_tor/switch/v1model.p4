@@ -33,7 +33,7 @@ const bit<8> NFC_DROP_UNKNOWN_PORT = 8w0xe;
 const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0xf;
 
 // the switch port of the control plane (packet-in / packet-out)
-const bit<16> NFC_CPU_PORT = 16w0x40;
+const bit<16> NFC_CPU_PORT = 16w0xc0;
 
 // to the control plane (P4Runtime packet-in)
 @controller_header("packet_in")
@@ -221,7 +221,7 @@ parser NfcParser(
         meta.vrf_routes_v6__next_hop_mac = 48w0;
         meta.vrf_routes_v6__port = 16w0;
         transition select(standard_metadata.ingress_port) {
-            9w64: nfc_packet_out;
+            9w192: nfc_packet_out;
             9w64: nfc_from_server;
             9w65: nfc_from_server;
             9w0 .. 9w47: nfc_enter_bare_metal_to_vnet;
@@ -242,8 +242,9 @@ parser NfcParser(
         transition from_fabric_start;
     }
 
-    // packets back from a server start with a bridge header; its first byte is the cut id
+    // packets back from a server start with a bridge header; its first byte is the cut id (bad_bridge stands until the whole bridge header has been read)
     state nfc_from_server {
+        meta.nfc_drop = NFC_DROP_BAD_BRIDGE;
         transition select(pkt.lookahead<bit<8>>()) {
             8w2: nfc_bridge2;
             default: nfc_bad_bridge;
@@ -253,6 +254,7 @@ parser NfcParser(
     // bridge #2: re-parse from the validity bits
     state nfc_bridge2 {
         pkt.extract(hdr.nfc_bridge2);
+        meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
         transition nfc_bridge2_v0;
     }
@@ -603,6 +605,12 @@ control NfcIngress(
                 exit;
             }
         } else {
+            if (standard_metadata.parser_error != error.NoError) {
+                meta.nfc_drop = NFC_DROP_TRUNCATED;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if (meta.nfc_cut == 8w2) {
                 // back from the server at bridge #2 (miss:ca_to_pa)
                 meta.next_hop_mac = hdr.nfc_bridge2.meta_next_hop_mac;

@@ -31,7 +31,7 @@ const bit<8> NFC_DROP_TRUNCATED = 8w0xd;
 const bit<8> NFC_DROP_UNSUPPORTED_PROTOCOL = 8w0xe;
 
 // the switch port of the control plane (packet-in / packet-out)
-const bit<16> NFC_CPU_PORT = 16w0x40;
+const bit<16> NFC_CPU_PORT = 16w0xc0;
 
 // to the control plane (P4Runtime packet-in)
 @controller_header("packet_in")
@@ -220,7 +220,7 @@ parser NfcParser(
         meta.upstream_routes__next_hop_mac = 48w0;
         meta.upstream_routes__port = 16w0;
         transition select(standard_metadata.ingress_port) {
-            9w64: nfc_packet_out;
+            9w192: nfc_packet_out;
             9w32: nfc_from_server;
             9w33: nfc_from_server;
             9w34: nfc_from_server;
@@ -245,8 +245,9 @@ parser NfcParser(
         transition ip_l4_start;
     }
 
-    // packets back from a server start with a bridge header; its first byte is the cut id
+    // packets back from a server start with a bridge header; its first byte is the cut id (bad_bridge stands until the whole bridge header has been read)
     state nfc_from_server {
+        meta.nfc_drop = NFC_DROP_BAD_BRIDGE;
         transition select(pkt.lookahead<bit<8>>()) {
             8w2: nfc_bridge2;
             8w4: nfc_bridge4;
@@ -257,6 +258,7 @@ parser NfcParser(
     // bridge #2: re-parse from the validity bits
     state nfc_bridge2 {
         pkt.extract(hdr.nfc_bridge2);
+        meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
         transition nfc_bridge2_v0;
     }
@@ -316,6 +318,7 @@ parser NfcParser(
     // bridge #4: re-parse from the validity bits
     state nfc_bridge4 {
         pkt.extract(hdr.nfc_bridge4);
+        meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w4;
         transition nfc_bridge4_v0;
     }
@@ -595,6 +598,12 @@ control NfcIngress(
                 exit;
             }
         } else {
+            if (standard_metadata.parser_error != error.NoError) {
+                meta.nfc_drop = NFC_DROP_TRUNCATED;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if (meta.nfc_cut == 8w2) {
                 // back from the server at bridge #2 (miss:nat_in)
                 hdr.nfc_bridge2.setInvalid();

@@ -29,7 +29,7 @@ const bit<8> NFC_DROP_UNKNOWN_TENANT = 8w0xc;
 const bit<8> NFC_DROP_UNKNOWN_TUNNEL = 8w0xd;
 
 // the switch port of the control plane (packet-in / packet-out)
-const bit<16> NFC_CPU_PORT = 16w0x40;
+const bit<16> NFC_CPU_PORT = 16w0xc0;
 
 // to the control plane (P4Runtime packet-in)
 @controller_header("packet_in")
@@ -190,7 +190,7 @@ parser NfcParser(
         meta.vrf_fib__tunnel_dst = 32w0;
         meta.vrf_fib__tunnel_key = 24w0;
         transition select(standard_metadata.ingress_port) {
-            9w64: nfc_packet_out;
+            9w192: nfc_packet_out;
             9w32: nfc_from_server;
             9w33: nfc_from_server;
             9w34: nfc_from_server;
@@ -213,8 +213,9 @@ parser NfcParser(
         transition from_vpc_start;
     }
 
-    // packets back from a server start with a bridge header; its first byte is the cut id
+    // packets back from a server start with a bridge header; its first byte is the cut id (bad_bridge stands until the whole bridge header has been read)
     state nfc_from_server {
+        meta.nfc_drop = NFC_DROP_BAD_BRIDGE;
         transition select(pkt.lookahead<bit<8>>()) {
             8w2: nfc_bridge2;
             default: nfc_bad_bridge;
@@ -224,6 +225,7 @@ parser NfcParser(
     // bridge #2: re-parse from the validity bits
     state nfc_bridge2 {
         pkt.extract(hdr.nfc_bridge2);
+        meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
         transition nfc_bridge2_v0;
     }
@@ -505,6 +507,12 @@ control NfcIngress(
                 exit;
             }
         } else {
+            if (standard_metadata.parser_error != error.NoError) {
+                meta.nfc_drop = NFC_DROP_TRUNCATED;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if (meta.nfc_cut == 8w2) {
                 // back from the server at bridge #2 (miss:vrf_fib)
                 meta.tunnel_dst = hdr.nfc_bridge2.meta_tunnel_dst;

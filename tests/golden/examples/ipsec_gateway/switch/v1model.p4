@@ -35,7 +35,7 @@ const bit<8> NFC_DROP_UNKNOWN_SPI = 8w0xf;
 const bit<8> NFC_PUNT_NOT_ESP = 8w1;
 
 // the switch port of the control plane (packet-in / packet-out)
-const bit<16> NFC_CPU_PORT = 16w0x40;
+const bit<16> NFC_CPU_PORT = 16w0xc0;
 
 // to the control plane (P4Runtime packet-in)
 @controller_header("packet_in")
@@ -190,7 +190,7 @@ parser NfcParser(
         meta.spi_steering__tunnel = 16w0;
         meta.traffic_selectors__tunnel = 16w0;
         transition select(standard_metadata.ingress_port) {
-            9w64: nfc_packet_out;
+            9w192: nfc_packet_out;
             9w32: nfc_from_server;
             9w33: nfc_from_server;
             9w0 .. 9w15: nfc_enter_inbound;
@@ -211,8 +211,9 @@ parser NfcParser(
         transition from_vnet_start;
     }
 
-    // packets back from a server start with a bridge header; its first byte is the cut id
+    // packets back from a server start with a bridge header; its first byte is the cut id (bad_bridge stands until the whole bridge header has been read)
     state nfc_from_server {
+        meta.nfc_drop = NFC_DROP_BAD_BRIDGE;
         transition select(pkt.lookahead<bit<8>>()) {
             8w2: nfc_bridge2;
             8w4: nfc_bridge4;
@@ -223,6 +224,7 @@ parser NfcParser(
     // bridge #2: re-parse from the validity bits
     state nfc_bridge2 {
         pkt.extract(hdr.nfc_bridge2);
+        meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
         transition nfc_bridge2_v0;
     }
@@ -270,6 +272,7 @@ parser NfcParser(
     // bridge #4: re-parse from the validity bits
     state nfc_bridge4 {
         pkt.extract(hdr.nfc_bridge4);
+        meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w4;
         transition nfc_bridge4_v0;
     }
@@ -533,6 +536,12 @@ control NfcIngress(
                 exit;
             }
         } else {
+            if (standard_metadata.parser_error != error.NoError) {
+                meta.nfc_drop = NFC_DROP_TRUNCATED;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if (meta.nfc_cut == 8w2) {
                 // back from the server at bridge #2 (main)
                 meta.nfc_egress = hdr.nfc_bridge2.egress_port;

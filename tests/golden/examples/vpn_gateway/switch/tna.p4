@@ -29,7 +29,7 @@ const bit<8> NFC_DROP_TRUNCATED = 8w0xc;
 const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0xd;
 
 // the switch port of the control plane (packet-in / packet-out)
-const bit<16> NFC_CPU_PORT = 16w0x40;
+const bit<16> NFC_CPU_PORT = 16w0xc0;
 
 // to the control plane (P4Runtime packet-in)
 @controller_header("packet_in")
@@ -181,7 +181,7 @@ parser IngressParser(
         meta.vni_to_qinq__port = 16w0;
         meta.vni_to_qinq__s_tag = 12w0;
         transition select(ig_intr_md.ingress_port) {
-            9w64: nfc_packet_out;
+            9w192: nfc_packet_out;
             9w32: nfc_from_server;
             9w0 .. 9w15: nfc_enter_customer_to_cloud;
             9w16 .. 9w31: nfc_enter_cloud_to_customer;
@@ -201,8 +201,9 @@ parser IngressParser(
         transition from_cloud_start;
     }
 
-    // packets back from a server start with a bridge header; its first byte is the cut id
+    // packets back from a server start with a bridge header; its first byte is the cut id (bad_bridge stands until the whole bridge header has been read)
     state nfc_from_server {
+        meta.nfc_drop = NFC_DROP_BAD_BRIDGE;
         transition select(pkt.lookahead<bit<8>>()) {
             8w2: nfc_bridge2;
             default: nfc_bad_bridge;
@@ -212,6 +213,7 @@ parser IngressParser(
     // bridge #2: re-parse from the validity bits
     state nfc_bridge2 {
         pkt.extract(hdr.nfc_bridge2);
+        meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
         transition nfc_bridge2_v0;
     }
@@ -456,6 +458,12 @@ control Ingress(
                 exit;
             }
         } else {
+            if (ig_prsr_md.parser_err != 16w0) {
+                meta.nfc_drop = NFC_DROP_TRUNCATED;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if (meta.nfc_cut == 8w2) {
                 // back from the server at bridge #2 (main)
                 meta.host_ip = hdr.nfc_bridge2.meta_host_ip;

@@ -1,0 +1,144 @@
+"""Match-action table contents, as a P4Runtime server writes them (P4Runtime spec §9.1).
+
+An entry matches per key field: exact value, value/prefix length (lpm), value/mask
+(ternary) or low/high (range).  The winner is the only exact match, the longest prefix
+(a table with an lpm field), or the highest priority (ternary/range; equal priorities: the
+entry inserted first).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+__all__ = ["Match", "P4Table", "TableEntry", "TableError"]
+
+
+class TableError(ValueError):
+    """A bad write: wrong key, value out of range, unknown action, duplicate, missing, full."""
+
+
+@dataclass(frozen=True, slots=True)
+class Match:
+    value: int
+    arg: int | None = None  # lpm: prefix length; ternary: mask; range: high bound
+
+
+@dataclass(frozen=True, slots=True)
+class TableEntry:
+    key: tuple[Match, ...]
+    action: str
+    params: dict[str, int] = field(hash=False)
+    priority: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class KeyField:
+    name: str
+    match: str  # exact | lpm | ternary | range
+    width: int
+
+
+def _m(w: int) -> int:
+    return (1 << w) - 1
+
+
+class P4Table:
+    def __init__(self, name: str, keys: tuple[KeyField, ...], actions: dict[str, tuple[tuple[str, int], ...]],
+                 default: str, size: int) -> None:
+        self.name = name
+        self.keys = keys
+        self.actions = actions  # action name -> (param name, width) in order
+        self.default = default
+        self.size = size
+        self.entries: list[TableEntry] = []
+        self._exact: dict[tuple[int, ...], TableEntry] | None = (
+            {} if all(k.match == "exact" for k in keys) else None)
+        self._lpm = next((i for i, k in enumerate(keys) if k.match == "lpm"), None)
+
+    def _check(self, e: TableEntry) -> None:
+        if len(e.key) != len(self.keys):
+            raise TableError(f"{self.name}: entry has {len(e.key)} key fields, the table has {len(self.keys)}")
+        for k, m in zip(self.keys, e.key, strict=True):
+            if not 0 <= m.value <= _m(k.width):
+                raise TableError(f"{self.name}.{k.name}: value {m.value} does not fit in bit<{k.width}>")
+            if k.match == "lpm" and m.arg is not None and not 0 <= m.arg <= k.width:
+                raise TableError(f"{self.name}.{k.name}: prefix length must be 0..{k.width}, not {m.arg}")
+            if k.match == "range" and m.arg is not None and not m.value <= m.arg <= _m(k.width):
+                raise TableError(f"{self.name}.{k.name}: range {m.value}..{m.arg} is empty or too wide")
+        params = self.actions.get(e.action)
+        if params is None:
+            raise TableError(f"{self.name}: action {e.action} is not an action of this table")
+        if set(e.params) != {n for n, _ in params}:
+            raise TableError(f"{self.name}: {e.action} takes {sorted(n for n, _ in params)}, not {sorted(e.params)}")
+        for n, w in params:
+            if not 0 <= e.params[n] <= _m(w):
+                raise TableError(f"{self.name}: {e.action}.{n} = {e.params[n]} does not fit in bit<{w}>")
+
+    @staticmethod
+    def _ident(e: TableEntry) -> tuple[object, ...]:
+        return (tuple((m.value, m.arg) for m in e.key), e.priority)
+
+    def _find(self, probe: TableEntry) -> TableEntry | None:
+        if self._exact is not None:
+            return self._exact.get(tuple(m.value for m in probe.key))
+        return next((x for x in self.entries if self._ident(x) == self._ident(probe)), None)
+
+    def insert(self, e: TableEntry) -> None:
+        self._check(e)
+        if self._find(e) is not None:
+            raise TableError(f"{self.name}: an entry with this key already exists")
+        if len(self.entries) >= self.size:
+            raise TableError(f"{self.name}: table is full ({self.size} entries)")
+        self.entries.append(e)
+        if self._exact is not None:
+            self._exact[tuple(m.value for m in e.key)] = e
+
+    def delete(self, key: tuple[Match, ...], priority: int = 0) -> TableEntry:
+        found = self._find(TableEntry(key, "", {}, priority))
+        if found is None:
+            raise TableError(f"{self.name}: no entry with this key")
+        self.entries.remove(found)
+        if self._exact is not None:
+            del self._exact[tuple(m.value for m in found.key)]
+        return found
+
+    def modify(self, e: TableEntry) -> None:
+        self._check(e)
+        old = self.delete(e.key, e.priority)
+        try:
+            self.insert(e)
+        except TableError:
+            self.insert(old)
+            raise
+
+    def lookup(self, values: tuple[int, ...]) -> TableEntry | None:
+        if self._exact is not None:
+            return self._exact.get(values)
+        best: TableEntry | None = None
+        best_rank = -1
+        for e in self.entries:
+            if all(_matches(k, m, v) for k, m, v in zip(self.keys, e.key, values, strict=True)):
+                rank = self._rank(e)
+                if rank > best_rank:
+                    best, best_rank = e, rank
+        return best
+
+    def _rank(self, e: TableEntry) -> int:
+        if self._lpm is not None:
+            m = e.key[self._lpm]
+            return self.keys[self._lpm].width if m.arg is None else m.arg
+        return e.priority
+
+
+def _matches(k: KeyField, m: Match, v: int) -> bool:
+    if k.match == "exact":
+        return v == m.value
+    if k.match == "lpm":
+        plen = k.width if m.arg is None else m.arg
+        pm = _m(k.width) ^ _m(k.width - plen)
+        return (v & pm) == (m.value & pm)
+    if k.match == "ternary":
+        tm = _m(k.width) if m.arg is None else m.arg
+        return (v & tm) == (m.value & tm)
+    hi = m.value if m.arg is None else m.arg
+    return m.value <= v <= hi
