@@ -393,8 +393,9 @@ def _tna_externs(chip: int) -> dict[str, ExternSig]:
 
 
 def _tna_blocks(chip: int) -> tuple[dict[str, BlockSig], dict[str, PackageSig]]:
-    """tofino1_arch.p4 lines 40-83 and 85-100; tofino2_arch.p4 lines 40-86 and 88-104.  On
-    Tofino-2 the intrinsic parameters the generators use are not ``@optional``."""
+    """tofino1_arch.p4 lines 40-85 (blocks) and 87-102 (packages); tofino2_arch.p4 lines 40-88
+    and 90-106.  On Tofino-2 the intrinsic parameters the generators use are not ``@optional``,
+    and ``Pipeline`` takes an optional ``GhostT`` seventh block."""
     arch_file = "tofino1_arch.p4" if chip == 1 else "tofino2_arch.p4"
     opt = chip == 1
     h, m = _t("H"), _t("M")
@@ -432,6 +433,8 @@ def _tna_blocks(chip: int) -> tuple[dict[str, BlockSig], dict[str, PackageSig]]:
             _prm("in", _t("egress_intrinsic_metadata_for_deparser_t"), "eg_intr_md_for_dprsr", opt),
             _prm("in", _t("egress_intrinsic_metadata_t"), "eg_intr_md", True),
             _prm("in", _t("egress_intrinsic_metadata_from_parser_t"), "eg_intr_md_from_prsr", True)), arch_file),
+        *((BlockSig("control", "GhostT", (), (_prm("in", _t("ghost_intrinsic_metadata_t"), "gh_intr_md"),),
+                    arch_file),) if chip == 2 else ()),
     )
     ih, im, eh, em = _t("IH"), _t("IM"), _t("EH"), _t("EM")
     pipeline = PackageSig("Pipeline", ("IH", "IM", "EH", "EM"), (
@@ -441,6 +444,7 @@ def _tna_blocks(chip: int) -> tuple[dict[str, BlockSig], dict[str, PackageSig]]:
         _prm("", _t("EgressParserT", eh, em), "egress_parser"),
         _prm("", _t("EgressT", eh, em), "egress"),
         _prm("", _t("EgressDeparserT", eh, em), "egress_deparser"),
+        *((_prm("", _t("GhostT"), "ghost", True),) if chip == 2 else ()),
     ), ((0, 1, 2), (3, 4, 5)), arch_file)
     pipes = tuple(_t("Pipeline", *(_t(f"{x}{i}") for x in ("IH", "IM", "EH", "EM"))) for i in range(4))
     switch = PackageSig("Switch", tuple(f"{x}{i}" for i in range(4) for x in ("IH", "IM", "EH", "EM")), tuple(
@@ -514,7 +518,7 @@ _V1_FUNCTIONS = {
 
 
 def _v1_blocks() -> tuple[dict[str, BlockSig], dict[str, PackageSig]]:
-    """v1model.p4 lines 717-757: the blocks and ``V1Switch``."""
+    """v1model.p4 lines 717-751 (the blocks) and 753-759 (``V1Switch``)."""
     h, m, std = _t("H"), _t("M"), _t("standard_metadata_t")
     blocks_ = (
         BlockSig("parser", "Parser", ("H", "M"), (_prm("", _t("packet_in"), "b"), _prm("out", h, "parsedHdr"),
@@ -531,7 +535,7 @@ def _v1_blocks() -> tuple[dict[str, BlockSig], dict[str, PackageSig]]:
         _prm("", _t("Parser", h, m), "p"), _prm("", _t("VerifyChecksum", h, m), "vr"),
         _prm("", _t("Ingress", h, m), "ig"), _prm("", _t("Egress", h, m), "eg"),
         _prm("", _t("ComputeChecksum", h, m), "ck"), _prm("", _t("Deparser", h), "dep"),
-    ), ((0, 1, 2, 3, 4, 5),), "v1model.p4:751-757")
+    ), ((0, 1, 2, 3, 4, 5),), "v1model.p4:753-759")
     return {b.name: b for b in blocks_}, {v1switch.name: v1switch}
 
 

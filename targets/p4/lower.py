@@ -349,8 +349,10 @@ def _csum_flag(c: _Ctx, inst: str) -> list[p.Stmt]:
         p.Assign(s, p.Bin("+", p.Cast(p.Bits(32), p.Slice(s, 15, 0)), p.Bin(">>", s, p.Const(16, -1, base=10))))),
         f"one's complement sum of header {inst}"))
     flag = c.meta(f"nfc_csum_ok_{inst}", p.Bool())
-    return [p.CallStmt(p.Call(p.ref(f"nfc_fold_{inst}"))), p.Assign(flag, p.Bin("==", p.Slice(s, 15, 0),
-                                                                                  p.Const(0xFFFF, 16)))]
+    # only a valid header is folded (its fields are undefined otherwise); the flag stays false
+    return [p.If(p.Call(p.ref(f"hdr.{inst}.isValid")), (
+        p.CallStmt(p.Call(p.ref(f"nfc_fold_{inst}"))),
+        p.Assign(flag, p.Bin("==", p.Slice(s, 15, 0), p.Const(0xFFFF, 16)))))]
 
 
 def _pipeline(c: _Ctx, pl: ir.Pipeline) -> list[p.Stmt]:

@@ -474,8 +474,10 @@ control NfcIngress(
         }
         if (meta.nfc_cut == 8w0) {
             // what the reference semantics does while parsing, in the same order
-            nfc_fold_outer_ipv4();
-            meta.nfc_csum_ok_outer_ipv4 = meta.nfc_csum_sum_outer_ipv4[15:0] == 16w0xffff;
+            if (hdr.outer_ipv4.isValid()) {
+                nfc_fold_outer_ipv4();
+                meta.nfc_csum_ok_outer_ipv4 = meta.nfc_csum_sum_outer_ipv4[15:0] == 16w0xffff;
+            }
             if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 mark_to_drop(standard_metadata);
