@@ -75,7 +75,9 @@ def test_server_program_equals_the_reference(built, tmp_path, binary):
                      (7, 42, "192.168.1.11"), (9, 9, "1.2.3.4")])]
     bridged = [switch.process(bytes(p), 1).data for p in customer]
     assert all(b[0] == 1 for b in bridged)
-    inputs = [*bridged, b"\x09garbage", bridged[0][:12], b"\x01"]  # unknown cut, truncated, short bridge
+    no_ipv4 = bridged[0][:1] + bytes([bridged[0][1] & ~0x40]) + bridged[0][2:]  # required v_ipv4 bit clear
+    # unknown cut, truncated, short bridge, a bridge without the ipv4 every packet has at this cut
+    inputs = [*bridged, b"\x09garbage", bridged[0][:12], b"\x01", no_ipv4]
     with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
         for x in inputs:
             w.write(x)
@@ -97,7 +99,7 @@ def test_server_program_equals_the_reference(built, tmp_path, binary):
             drops[o.reason] = drops.get(o.reason, 0) + 1
     assert got == want
     assert counters["drops"] == drops and counters["forwarded"] == len(want)
-    assert drops == {"no_overlay_route": 2, "bad_bridge": 2, "truncated": 1}
+    assert drops == {"no_overlay_route": 2, "bad_bridge": 3, "truncated": 1}
 
 
 def test_bluebird_cache_miss_path_on_the_server(tmp_path):

@@ -42,6 +42,8 @@ def test_vpn_bridge_headers_carry_exactly_the_live_state(vpn):
     # overlay_route reads (customer, overlay) computed on the switch; the VLAN tags are popped
     assert [f.name for f in to_server.fields] == ["meta.customer", "meta.overlay"]
     assert set(to_server.valid_bits) == {"eth", "ipv4"}
+    # every packet the parser accepts has both, so a receiver insists on both bits
+    assert set(to_server.required) == set(back.required) == {"eth", "ipv4"}
     # vxlan_encap on the switch needs the lookup result the server produced
     assert [f.name for f in back.fields] == ["meta.host_ip", "meta.vni"]
     assert back.bits == 8 + 2 + 32 + 24 + 6  # cut id, 2 validity bits, fields, padding to bytes
@@ -197,3 +199,21 @@ def test_hit_rate_model():
     import math
 
     assert hit_rate(zipf, 100) == pytest.approx((math.log(100) + 1) / (math.log(1000) + 1))
+
+
+def test_bridges_require_only_what_every_path_has():
+    """Bluebird: IPv4 and IPv6 packets both miss the CA→PA cache, so neither ip header's bit is
+    required; eth is extracted on every path.  The must-valid analysis: an ``if (valid(h))``
+    branch knows h, a pop forgets it, a push adds it, a dropping branch joins nothing."""
+    from compiler.passes.validity import must_be_valid
+
+    c = compile_file(str(ROOT / "examples/bluebird_tor.nfp"))
+    assert [(b.path, b.valid_bits, b.required) for b in c.bridges] == [
+        ("miss:ca_to_pa", ("eth", "ipv4", "ipv6"), ("eth",))] * 2
+    must = must_be_valid(c.program)
+    assert must["select_vrf"] == {"eth"}  # from_bare_metal: eth, then ipv4 or ipv6
+    assert must["underlay"] == {"eth"}  # vxlan_encap pushes the outer headers only if meta.to_vnet == 1
+    vpn = must_be_valid(compile_file(str(ROOT / "examples/vpn_gateway.nfp")).program)
+    assert vpn["qinq_terminate"] == {"eth", "svlan", "cvlan", "ipv4"}
+    assert vpn["overlay_route"] == {"eth", "ipv4"}  # the tags are popped
+    assert vpn["underlay_route"] == {"outer_eth", "outer_ipv4", "outer_udp", "vxlan", "eth", "ipv4"}  # pushed

@@ -79,8 +79,11 @@ def test_packet_back_from_the_server_is_encapsulated_and_routed(model):
     (bits((2, 8)), 32, "bad_bridge"),
     (bits((2, 8), (1, 1), (1, 1), (1, 32), (1, 24)) + bytes(Ether())[:10], 32, "truncated"),
     (b"", 32, "bad_bridge"),
+    # every packet has ipv4 at this cut, so a bridge saying it has none is not believed
+    (bits((2, 8), (1, 1), (0, 1), (1, 32), (1, 24)) + bytes(Ether() / IP()), 32, "bad_bridge"),
     (bytes(Ether()), 40, "no_pipeline"),
-], ids=["single-tag", "unknown-vni", "unknown-cut", "short-bridge", "truncated-after-bridge", "empty", "no-pipe"])
+], ids=["single-tag", "unknown-vni", "unknown-cut", "short-bridge", "truncated-after-bridge", "empty",
+        "required-bit-clear", "no-pipe"])
 def test_bad_packets_are_dropped_by_reason(model, data, port, reason):
     before = model.drops.get(reason, 0)
     out = model.process(data, port)

@@ -82,7 +82,8 @@ def _lose_write_before_bridge(c):
 
 
 def _drop_validity_bit(c):
-    return c.program, tuple(replace(b, valid_bits=tuple(i for i in b.valid_bits if i != "ipv4"))
+    return c.program, tuple(replace(b, valid_bits=tuple(i for i in b.valid_bits if i != "ipv4"),
+                                    required=tuple(i for i in b.required if i != "ipv4"))
                             if b.direction == "switch->server" else b for b in c.bridges)
 
 

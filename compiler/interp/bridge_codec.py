@@ -13,8 +13,9 @@ __all__ = ["BridgeError", "decode", "encode", "pack_ctx", "unpack_into"]
 
 
 class BridgeError(ValueError):
-    """Bytes that are not a bridge header of the expected cut (too short, wrong cut id), or
-    whose packet is shorter than the headers the bridge says are there."""
+    """Bytes that are not a bridge header of the expected cut (too short, wrong cut id, a
+    required validity bit clear), or whose packet is shorter than the headers the bridge says
+    are there."""
 
     @property
     def reason(self) -> str:
@@ -38,6 +39,9 @@ def decode(b: Bridge, data: bytes) -> tuple[dict[str, bool], dict[str, int]]:
     if value >> (b.bits - 8) != b.cut_id:
         raise BridgeError(f"cut id {value >> (b.bits - 8)} is not {b.cut_id}")
     valid = {inst: bool(value >> (b.bits - 9 - i) & 1) for i, inst in enumerate(b.valid_bits)}
+    missing = [inst for inst in b.required if not valid[inst]]
+    if missing:
+        raise BridgeError(f"bridge #{b.cut_id} says {', '.join(missing)} is invalid, which cannot be at this cut")
     values = {f.name: value >> (b.bits - f.offset - f.width) & mask(f.width) for f in b.fields}
     return valid, values
 

@@ -6,7 +6,9 @@ Header fields travel in the packet itself; the bridge carries what does not:
 
 * an 8-bit cut id, so the receiver knows which pipeline and cut the packet is at;
 * one validity bit per header instance that may be valid at the cut (from
-  ``check-validity``), so the receiver re-parses the packet exactly;
+  ``check-validity``), so the receiver re-parses the packet exactly; the bits of the
+  headers valid on every path to the cut (``must_be_valid``) are *required*: a receiver
+  drops a bridge with one of them clear as ``bad_bridge``;
 * every metadata / std field that is live at the cut: read by a later stage before a
   later stage writes it unconditionally;
 * the egress port when it was chosen before the cut and may not be chosen again after.
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from compiler import ir
 from compiler.analysis import expr_reads, loc_of, stage_units, stmt_exprs
 from compiler.partition import Placement
+from compiler.passes.validity import must_be_valid
 from lang.symbols import STD_FIELDS
 
 __all__ = ["EGRESS", "Bridge", "BridgeField", "compute_bridges"]
@@ -45,6 +48,7 @@ class Bridge:
     after_stage: str | None
     before_stage: str | None
     valid_bits: tuple[str, ...]  # instance names, bit i = instance i
+    required: tuple[str, ...]  # the valid_bits that must be set (the header is valid on every path)
     fields: tuple[BridgeField, ...]
     bits: int
 
@@ -97,7 +101,7 @@ def _live_after(prog: ir.Program, stages: tuple[str, ...]) -> set[Loc]:
 
 
 def _layout(cut_id: int, p: ir.Pipeline, path: str, direction: str, before: tuple[str, ...], after: tuple[str, ...],
-            prog: ir.Program, valid: frozenset[str]) -> Bridge:
+            prog: ir.Program, valid: frozenset[str], must: frozenset[str]) -> Bridge:
     live = _live_after(prog, after)
     fields: list[tuple[str, int]] = []
     meta_w = {f.name: f.width for f in prog.metadata}
@@ -110,6 +114,7 @@ def _layout(cut_id: int, p: ir.Pipeline, path: str, direction: str, before: tupl
                                          for u in stage_units(prog, prog.stages[s])):
         fields.append((EGRESS, 16))
     valid_bits = tuple(i.name for i in prog.instances if i.name in valid)
+    required = tuple(i for i in valid_bits if i in must)
     offset = 8 + len(valid_bits)
     laid: list[BridgeField] = []
     for name, width in fields:
@@ -117,13 +122,14 @@ def _layout(cut_id: int, p: ir.Pipeline, path: str, direction: str, before: tupl
         offset += width
     bits = offset + (-offset % 8)
     return Bridge(cut_id, p.name, path, direction, before[-1] if before else None, after[0] if after else None,
-                  valid_bits, tuple(laid), bits)
+                  valid_bits, required, tuple(laid), bits)
 
 
 def compute_bridges(prog: ir.Program, placement: Placement, validity: dict[str, frozenset[str]],
                     has_switch: bool = True) -> tuple[Bridge, ...]:
     """The bridge headers of every switch/server cut (none when there is no switch)."""
     out: list[Bridge] = []
+    must = must_be_valid(prog)
     for p in prog.pipelines:
         seg = [placement.segment[s] for s in p.stages]
         if 1 not in seg or (all(x == 1 for x in seg) and not has_switch):
@@ -131,16 +137,20 @@ def compute_bridges(prog: ir.Program, placement: Placement, validity: dict[str, 
         i = seg.index(1)
         j = len(seg) - seg[::-1].index(1)
         pre, mid, post = p.stages[:i], p.stages[i:j], p.stages[j:]
-        valid_in = validity[p.stages[i]]
-        valid_out = validity[p.stages[j]] if j < len(p.stages) else validity[f"{p.name}:end"]
-        out.append(_layout(len(out) + 1, p, "main", "switch->server", pre, mid + post, prog, valid_in))
-        out.append(_layout(len(out) + 1, p, "main", "server->switch", pre + mid, post, prog, valid_out))
+        at_in = p.stages[i]
+        at_out = p.stages[j] if j < len(p.stages) else f"{p.name}:end"
+        out.append(_layout(len(out) + 1, p, "main", "switch->server", pre, mid + post, prog, validity[at_in],
+                           must[at_in]))
+        out.append(_layout(len(out) + 1, p, "main", "server->switch", pre + mid, post, prog, validity[at_out],
+                           must[at_out]))
     for miss in placement.misses:
         p = prog.pipeline_of(miss.stage)
         i = p.stages.index(miss.stage)
         pre, mid, post = p.stages[:i], p.stages[i : i + 1], p.stages[i + 1 :]
-        valid_out = validity[post[0]] if post else validity[f"{p.name}:end"]
+        at_out = post[0] if post else f"{p.name}:end"
         path = f"miss:{miss.table}"
-        out.append(_layout(len(out) + 1, p, path, "switch->server", pre, mid + post, prog, validity[miss.stage]))
-        out.append(_layout(len(out) + 1, p, path, "server->switch", pre + mid, post, prog, valid_out))
+        out.append(_layout(len(out) + 1, p, path, "switch->server", pre, mid + post, prog, validity[miss.stage],
+                           must[miss.stage]))
+        out.append(_layout(len(out) + 1, p, path, "server->switch", pre + mid, post, prog, validity[at_out],
+                           must[at_out]))
     return tuple(out)

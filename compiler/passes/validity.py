@@ -5,6 +5,12 @@ possibly valid at the first stage; ``push`` adds a header, an unconditional ``po
 removes it.  Reading or writing a field of a header outside that set is E041.  The sets
 at every stage entry are kept: the bridge pass lays out validity bits from them.
 
+``must_be_valid`` is the dual: the headers valid on *every* path to a stage entry (the
+parser extracts them on every accepting path, no stage on the way pops them or hands them
+to an extern).  A bridge requires their validity bits: a receiver that finds one clear
+drops the packet as ``bad_bridge`` instead of reading a field of a header that cannot be
+missing there.
+
 Before: ``parser p { ... extract eth; ... }  stage s { vxlan.vni = 1; }``
 After:  ``error[E041]: header 'vxlan' can never be valid here ...``
 """
@@ -15,7 +21,7 @@ from compiler import ir
 from compiler.analysis import expr_reads, stmt_exprs
 from lang.diagnostics import Diagnostics, Span
 
-__all__ = ["check_validity", "parser_may_extract"]
+__all__ = ["check_validity", "must_be_valid", "must_branches", "must_step", "parser_may_extract"]
 
 
 def parser_may_extract(graph: ir.ParserGraph) -> frozenset[str]:
@@ -81,6 +87,87 @@ def _extern_headers(s: ir.Stmt) -> set[str]:
 
     return {a.inst for e in stmt_exprs(s) for x in walk_expr(e) if isinstance(x, ir.ExternCall)
             for a in x.args if isinstance(a, ir.HeaderRef)}
+
+
+def must_be_valid(prog: ir.Program) -> dict[str, frozenset[str]]:
+    """Headers valid on every path to the entry of every stage (keys as ``check_validity``'s)."""
+    at_entry: dict[str, frozenset[str]] = {}
+    for p in prog.pipelines:
+        must = _parser_must(prog.parsers[p.parser], "start", frozenset()) or frozenset()
+        for s in p.stages:
+            at_entry[s] = must
+            must = _must_flow(prog.stages[s].body, must) or frozenset()
+        at_entry[f"{p.name}:end"] = must
+    return at_entry
+
+
+def _parser_must(graph: ir.ParserGraph, name: str, visiting: frozenset[str]) -> frozenset[str] | None:
+    """Headers extracted on every path from state ``name`` to ``accept`` (None: no such path)."""
+    if name in visiting:  # a loop: nothing more is guaranteed along it
+        return frozenset()
+    st = graph.state(name)
+    here = frozenset(s.inst for s in st.stmts if isinstance(s, ir.Extract))
+    after: frozenset[str] | None = None
+    for t in (*[c.target for c in st.cases], st.default):
+        if t.kind == "accept":
+            sub: frozenset[str] | None = frozenset()
+        elif t.kind == "state":
+            sub = _parser_must(graph, t.name, visiting | {name})
+        else:  # drop, punt: the packet reaches no stage
+            continue
+        after = _meet(after, sub)
+    return None if after is None else here | after
+
+
+def _must_flow(stmts: tuple[ir.Stmt, ...], must: frozenset[str]) -> frozenset[str] | None:
+    """Headers valid after ``stmts`` on every path that goes on (None: every path ends)."""
+    cur: frozenset[str] | None = must
+    for s in stmts:
+        if cur is None:
+            return None
+        cur = must_step(s, cur)
+    return cur
+
+
+def must_step(s: ir.Stmt, must: frozenset[str]) -> frozenset[str] | None:
+    """Headers valid on every path after statement ``s`` when ``must`` are valid before it
+    (None: no path goes on).  Generators track it to guard reads of the other headers."""
+    must = must - _extern_headers(s)  # an extern may invalidate what it is handed (esp_decrypt)
+    if isinstance(s, ir.Push):
+        return must | {s.inst}
+    if isinstance(s, ir.Pop):
+        return must - {s.inst}
+    if isinstance(s, ir.Drop | ir.Punt):
+        return None
+    if isinstance(s, ir.If | ir.Lookup):
+        (a, ma), (b, mb) = must_branches(s, must)
+        return _meet(_must_flow(a, ma), _must_flow(b, mb))
+    return must
+
+
+def must_branches(s: ir.If | ir.Lookup, must: frozenset[str]
+                  ) -> tuple[tuple[tuple[ir.Stmt, ...], frozenset[str]], tuple[tuple[ir.Stmt, ...], frozenset[str]]]:
+    """The two branches of ``s`` with the headers valid on entry to each: ``if (valid(h)
+    && ...)`` adds ``h`` to its then-branch."""
+    if isinstance(s, ir.Lookup):
+        return (s.hit, must), (s.miss, must)
+    return (s.then, must | _tested_valid(s.cond)), (s.orelse, must)
+
+
+def _tested_valid(cond: ir.Expr) -> frozenset[str]:
+    if isinstance(cond, ir.Valid):
+        return frozenset({cond.inst})
+    if isinstance(cond, ir.Binary) and cond.op == "&&":
+        return _tested_valid(cond.left) | _tested_valid(cond.right)
+    return frozenset()
+
+
+def _meet(a: frozenset[str] | None, b: frozenset[str] | None) -> frozenset[str] | None:
+    if a is None:
+        return b
+    if b is None:
+        return a
+    return a & b
 
 
 def _join(a: set[str] | None, b: set[str] | None) -> set[str] | None:

@@ -221,6 +221,9 @@ def _decode(x: _Ctx, b: Bridge) -> list[c.Stmt]:
                          c.If(c.Bin("<", c.Name("len"), c.Int(b.bytes, "u")),
                               (c.Return(c.Int(x.reasons["bad_bridge"], "")),)),
                          c.Decl("uint32_t", "off", c.Int(b.bytes, "u"))]
+    for i, inst in enumerate(b.valid_bits):  # valid on every path to the cut: a clear bit is a bad bridge
+        if inst in b.required:
+            out.append(c.If(c.Un("!", _get(c.Name("data"), 8 + i, 1)), (c.Return(c.Int(x.reasons["bad_bridge"], "")),)))
     for f in b.fields:
         value = _get(c.Name("data"), f.offset, f.width)
         out.append(c.Assign(_field_target(x, f.name), value))

@@ -27,6 +27,7 @@ from compiler import ir
 from compiler.analysis import drop_reasons, walk_expr, walk_stmts
 from compiler.partition import Placement
 from compiler.passes.bridge import EGRESS, Bridge
+from compiler.passes.validity import must_be_valid, must_branches, must_step
 from lang.diagnostics import Span
 from targets.p4 import syntax as p
 from targets.p4.arch import Arch
@@ -69,6 +70,11 @@ class _Ctx:
     meta_fields: dict[str, p.Type] = field(default_factory=dict)
     hashes: int = 0
     hoisted: list[p.Stmt] = field(default_factory=list)
+    # in a stage, the headers valid on every path to the statement being lowered (reads of
+    # the others are guarded); None elsewhere (parser selects, verify conditions: the caller
+    # guards them)
+    must: frozenset[str] | None = None
+    must_at: dict[str, frozenset[str]] = field(default_factory=dict)
     csum_checked: set[str] = field(default_factory=set)
     # (parser, the header extracted before it, verify), in parse-graph order
     verifies: list[tuple[str, str, ir.Verify]] = field(default_factory=list)
@@ -84,7 +90,7 @@ class _Ctx:
 
 def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...], server_ports: tuple[int, ...],
                  arch: Arch, cpu_port: int = 192) -> tuple[p.Program, NameMap]:
-    c = _Ctx(prog, arch, placement, bridges, server_ports, cpu_port)
+    c = _Ctx(prog, arch, placement, bridges, server_ports, cpu_port, must_at=must_be_valid(prog))
     taken = [pl for pl in prog.pipelines if pl.has_port(cpu_port)]
     if cpu_port in server_ports or taken:
         what = f"pipeline '{taken[0].name}'" if taken else "a server"
@@ -220,14 +226,24 @@ def _bridge_states(c: _Ctx) -> list[p.State]:
                            "(bad_bridge stands until the whole bridge header has been read)")]
     for b in back:
         name = f"nfc_bridge{b.cut_id}"
-        out.append(p.State(name, (p.CallStmt(p.Call(p.ref("pkt.extract"), (p.ref(f"hdr.{name}"),))),
-                                  p.Assign(p.ref("meta.nfc_drop"), p.Const(0, 8)),
-                                  p.Assign(p.ref("meta.nfc_cut"), p.Const(b.cut_id, 8))),
-                           next=f"{name}_v0", comment=f"bridge #{b.cut_id}: re-parse from the validity bits"))
+        body = (p.CallStmt(p.Call(p.ref("pkt.extract"), (p.ref(f"hdr.{name}"),))),
+                p.Assign(p.ref("meta.nfc_drop"), p.Const(0, 8)),
+                p.Assign(p.ref("meta.nfc_cut"), p.Const(b.cut_id, 8)))
+        comment = f"bridge #{b.cut_id}: re-parse from the validity bits"
+        if b.required:  # valid on every path to the cut: a clear bit is a forged or corrupt bridge
+            comment += f"; {', '.join(b.required)} must be valid here, a bridge saying otherwise is bad"
+            keys = tuple(p.ref(f"hdr.{name}.v_{inst}") for inst in b.required)
+            cases = (p.Case(tuple(p.Const(1, 1) for _ in keys), f"{name}_v0"), p.Case((p.Default(),), "nfc_bad_bridge"))
+            out.append(p.State(name, body, keys, cases, comment=comment))
+        else:
+            out.append(p.State(name, body, next=f"{name}_v0", comment=comment))
         for i, inst in enumerate(b.valid_bits):
             nxt = f"{name}_v{i + 1}"
-            out.append(p.State(f"{name}_v{i}", (), (p.ref(f"hdr.{name}.v_{inst}"),),
-                               (p.Case((p.Const(1, 1),), f"{name}_x{i}"), p.Case((p.Default(),), nxt))))
+            if inst in b.required:  # its bit was checked above
+                out.append(p.State(f"{name}_v{i}", (), next=f"{name}_x{i}"))
+            else:
+                out.append(p.State(f"{name}_v{i}", (), (p.ref(f"hdr.{name}.v_{inst}"),),
+                                   (p.Case((p.Const(1, 1),), f"{name}_x{i}"), p.Case((p.Default(),), nxt))))
             out.append(p.State(f"{name}_x{i}", (p.CallStmt(p.Call(p.ref("pkt.extract"), (p.ref(f"hdr.{inst}"),))),),
                                next=nxt))
         out.append(p.State(f"{name}_v{len(b.valid_bits)}", (), next="accept"))
@@ -309,7 +325,8 @@ def _ingress(c: _Ctx) -> p.Control:
     front.append(p.If(p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8)), _drop_code(c), ()))
     front.append(p.If(p.Bin("!=", p.ref("meta.nfc_punt"), p.Const(0, 8)), _punt(c, p.ref("meta.nfc_punt")), ()))
     front.append(p.If(c.arch.parser_error(), _drop(c, "truncated"), ()))
-    restore = [p.If(c.arch.parser_error(), _drop(c, "truncated"), ()),
+    restore = [p.If(p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8)), _drop_code(c), ()),
+               p.If(c.arch.parser_error(), _drop(c, "truncated"), ()),
                *(stmt for b in c.bridges if b.direction == "server->switch" for stmt in _from_server(c, b))]
     pipelines = [p.If(p.Bin("==", p.ref("meta.nfc_pipeline"), p.Const(c.names.pipelines[pl.name], 8)),
                       tuple(_pipeline(c, pl))) for pl in c.prog.pipelines]
@@ -424,17 +441,31 @@ def _to_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
 # ---- stages and statements -------------------------------------------------------------------
 
 def _stage(c: _Ctx, st: ir.Stage) -> list[p.Stmt]:
-    return [p.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(c, st.body)]
+    return [p.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(c, st.body, c.must_at[st.name])]
 
 
-def _block(c: _Ctx, stmts: tuple[ir.Stmt, ...]) -> tuple[p.Stmt, ...]:
+def _block(c: _Ctx, stmts: tuple[ir.Stmt, ...], must: frozenset[str]) -> tuple[p.Stmt, ...]:
+    """``stmts`` lowered, where the headers ``must`` are valid on entry (a packet coming back
+    from a server resumes with them too: the bridge requires their validity bits)."""
     out: list[p.Stmt] = []
+    outer_must = c.must
     for s in stmts:
-        outer, c.hoisted = c.hoisted, []
-        lowered = _stmt(c, s)  # nested blocks save and restore ``hoisted`` the same way
+        outer, c.hoisted, c.must = c.hoisted, [], must
+        lowered = _stmt(c, s)  # nested blocks save and restore ``hoisted`` and ``must`` the same way
         out += [*c.hoisted, *lowered]
         c.hoisted = outer
+        after = must_step(s, must)
+        if after is None:  # no path goes on: what follows is unreachable
+            break
+        must = after
+    c.must = outer_must
     return tuple(out)
+
+
+def _branches(c: _Ctx, s: ir.If | ir.Lookup) -> tuple[tuple[p.Stmt, ...], tuple[p.Stmt, ...]]:
+    assert c.must is not None, "statements are lowered in stages"
+    (a, ma), (b, mb) = must_branches(s, c.must)
+    return _block(c, a, ma), _block(c, b, mb)
 
 
 def _stmt(c: _Ctx, s: ir.Stmt) -> list[p.Stmt]:
@@ -442,7 +473,7 @@ def _stmt(c: _Ctx, s: ir.Stmt) -> list[p.Stmt]:
         case ir.Assign():
             return [p.Assign(_lvalue(c, s.target), _expr(c, s.value))]
         case ir.If():
-            return [p.If(_expr(c, s.cond), _block(c, s.then), _block(c, s.orelse))]
+            return [p.If(_expr(c, s.cond), *_branches(c, s))]
         case ir.Lookup():
             return _lookup(c, s)
         case ir.Push():
@@ -513,8 +544,10 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
     c.names.tables[t.name] = {"p4_table": table.name, "p4_action": action.name, "size": size,
                               "keys": [k.name for k in t.keys], "values": [v.name for v in t.values]}
     apply = p.Member(p.Call(p.ref(f"{t.name}.apply")), "hit")
-    miss = _to_server_miss(c, s) if t.hints.cache else _block(c, s.miss)
-    return [p.If(apply, _block(c, s.hit), miss)]
+    assert c.must is not None, "statements are lowered in stages"
+    (hit, on_hit), (miss, on_miss) = must_branches(s, c.must)
+    lowered = _to_server_miss(c, s) if t.hints.cache else _block(c, miss, on_miss)
+    return [p.If(apply, _block(c, hit, on_hit), lowered)]
 
 
 def _to_server_miss(c: _Ctx, s: ir.Lookup) -> tuple[p.Stmt, ...]:
@@ -538,11 +571,25 @@ def _lvalue(c: _Ctx, e: ir.LValue) -> p.Expr:
             assert_never(e)
 
 
+def _read(c: _Ctx, e: ir.HeaderField) -> p.Expr:
+    """A header field as the reference semantics reads it: 0 when the header is invalid.
+    P4 leaves that value unspecified (P4_16 §8.25), so where the header is not valid on
+    every path, the read goes through a metadata copy zeroed unless ``isValid()``."""
+    if c.must is None or e.inst in c.must:
+        return _lvalue(c, e)
+    copy = c.meta(f"nfc_rd_{e.inst}_{e.field}", _bits(e.width))
+    c.hoisted += [p.Assign(copy, p.Const(0, e.width)),
+                  p.If(p.Call(p.ref(f"hdr.{e.inst}.isValid")), (p.Assign(copy, _lvalue(c, e)),), ())]
+    return copy
+
+
 def _expr(c: _Ctx, e: ir.Expr) -> p.Expr:
     match e:
         case ir.Const():
             return p.Const(e.value, e.width)
-        case ir.HeaderField() | ir.MetaField() | ir.Local():
+        case ir.HeaderField():
+            return _read(c, e)
+        case ir.MetaField() | ir.Local():
             return _lvalue(c, e)
         case ir.StdField():
             std = c.arch.std_field(e.name)

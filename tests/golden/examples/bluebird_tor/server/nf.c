@@ -236,6 +236,9 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         uint32_t off = 0x15u;
+        if (!nfc_get(data, 8u, 1u)) {
+            return 1;
+        }
         p->meta[3] = nfc_get(data, 0xbu, 0x30u);
         p->meta[2] = nfc_get(data, 0x3bu, 0x10u);
         p->meta[1] = nfc_get(data, 0x4bu, 1u);

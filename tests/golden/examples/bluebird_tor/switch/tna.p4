@@ -167,6 +167,13 @@ struct metadata_t {
     bit<16> nfc_hash1;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<32> nfc_rd_ipv4_dst;
+    bit<8> nfc_rd_ipv4_protocol;
+    bit<32> nfc_rd_ipv4_src;
+    bit<16> nfc_rd_ipv4_total_len;
+    bit<128> nfc_rd_ipv6_dst;
+    bit<8> nfc_rd_ipv6_hop_limit;
+    bit<32> nfc_rd_outer_ipv4_dst;
     bit<8> nfc_resume;
     bit<48> pa_routes__next_hop_mac;
     bit<16> pa_routes__port;
@@ -210,6 +217,13 @@ parser IngressParser(
         meta.nfc_hash1 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_rd_ipv4_dst = 32w0;
+        meta.nfc_rd_ipv4_protocol = 8w0;
+        meta.nfc_rd_ipv4_src = 32w0;
+        meta.nfc_rd_ipv4_total_len = 16w0;
+        meta.nfc_rd_ipv6_dst = 128w0;
+        meta.nfc_rd_ipv6_hop_limit = 8w0;
+        meta.nfc_rd_outer_ipv4_dst = 32w0;
         meta.nfc_resume = 8w0;
         meta.pa_routes__next_hop_mac = 48w0;
         meta.pa_routes__port = 16w0;
@@ -251,19 +265,19 @@ parser IngressParser(
         }
     }
 
-    // bridge #2: re-parse from the validity bits
+    // bridge #2: re-parse from the validity bits; eth must be valid here, a bridge saying otherwise is bad
     state nfc_bridge2 {
         pkt.extract(hdr.nfc_bridge2);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
-        transition nfc_bridge2_v0;
+        transition select(hdr.nfc_bridge2.v_eth) {
+            1w1: nfc_bridge2_v0;
+            default: nfc_bad_bridge;
+        }
     }
 
     state nfc_bridge2_v0 {
-        transition select(hdr.nfc_bridge2.v_eth) {
-            1w1: nfc_bridge2_x0;
-            default: nfc_bridge2_v1;
-        }
+        transition nfc_bridge2_x0;
     }
 
     state nfc_bridge2_x0 {
@@ -461,7 +475,7 @@ control Ingress(
     table vrf_routes_v6 {
         key = {
             meta.vrf : exact @name("meta_vrf");
-            hdr.ipv6.dst : lpm @name("ipv6_dst");
+            meta.nfc_rd_ipv6_dst : lpm @name("ipv6_dst");
         }
         actions = {
             vrf_routes_v6_hit;
@@ -482,7 +496,7 @@ control Ingress(
     table ca_to_pa {
         key = {
             meta.vrf : exact @name("meta_vrf");
-            hdr.ipv4.dst : exact @name("ca");
+            meta.nfc_rd_ipv4_dst : exact @name("ca");
         }
         actions = {
             ca_to_pa_hit;
@@ -503,7 +517,7 @@ control Ingress(
     // table pa_routes, examples/bluebird_tor.nfp:178
     table pa_routes {
         key = {
-            hdr.outer_ipv4.dst : lpm @name("outer_ipv4_dst");
+            meta.nfc_rd_outer_ipv4_dst : lpm @name("outer_ipv4_dst");
         }
         actions = {
             pa_routes_hit;
@@ -598,6 +612,11 @@ control Ingress(
                 exit;
             }
         } else {
+            if (meta.nfc_drop != 8w0) {
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if (ig_prsr_md.parser_err != 16w0) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 ig_dprsr_md.drop_ctl = 3w1;
@@ -646,10 +665,18 @@ control Ingress(
                         exit;
                     }
                 } else {
+                    meta.nfc_rd_ipv6_dst = 128w0;
+                    if (hdr.ipv6.isValid()) {
+                        meta.nfc_rd_ipv6_dst = hdr.ipv6.dst;
+                    }
                     if (vrf_routes_v6.apply().hit) {
                         hdr.eth.dst = meta.vrf_routes_v6__next_hop_mac;
                         hdr.eth.src = 48w0x122354a29f;
-                        hdr.ipv6.hop_limit = hdr.ipv6.hop_limit - 8w1;
+                        meta.nfc_rd_ipv6_hop_limit = 8w0;
+                        if (hdr.ipv6.isValid()) {
+                            meta.nfc_rd_ipv6_hop_limit = hdr.ipv6.hop_limit;
+                        }
+                        hdr.ipv6.hop_limit = meta.nfc_rd_ipv6_hop_limit - 8w1;
                         meta.nfc_egress = meta.vrf_routes_v6__port;
                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
@@ -664,6 +691,10 @@ control Ingress(
             if (meta.nfc_resume <= 8w2) {
                 // stage map_ca_to_pa, examples/bluebird_tor.nfp:143
                 if (meta.to_vnet == 1w1) {
+                    meta.nfc_rd_ipv4_dst = 32w0;
+                    if (hdr.ipv4.isValid()) {
+                        meta.nfc_rd_ipv4_dst = hdr.ipv4.dst;
+                    }
                     if (ca_to_pa.apply().hit) {
                         meta.vtep = meta.ca_to_pa__vtep;
                         meta.vni = meta.ca_to_pa__vni;
@@ -697,12 +728,16 @@ control Ingress(
                     hdr.outer_eth.dst = 48w0;
                     hdr.outer_eth.src = 48w0x122354a29f;
                     hdr.outer_eth.ethertype = 16w0x800;
+                    meta.nfc_rd_ipv4_total_len = 16w0;
+                    if (hdr.ipv4.isValid()) {
+                        meta.nfc_rd_ipv4_total_len = hdr.ipv4.total_len;
+                    }
                     hdr.outer_ipv4.setValid();
                     hdr.outer_ipv4.version = 4w4;
                     hdr.outer_ipv4.ihl = 4w5;
                     hdr.outer_ipv4.dscp = 6w0;
                     hdr.outer_ipv4.ecn = 2w0;
-                    hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x32;
+                    hdr.outer_ipv4.total_len = meta.nfc_rd_ipv4_total_len + 16w0x32;
                     hdr.outer_ipv4.identification = 16w0;
                     hdr.outer_ipv4.flags = 3w0;
                     hdr.outer_ipv4.frag_offset = 13w0;
@@ -711,11 +746,27 @@ control Ingress(
                     hdr.outer_ipv4.hdr_checksum = 16w0;
                     hdr.outer_ipv4.src = 32w0xa640001;
                     hdr.outer_ipv4.dst = meta.vtep;
-                    meta.nfc_hash1 = nfc_hash1.get({hdr.ipv4.src, hdr.ipv4.dst, hdr.ipv4.protocol});
+                    meta.nfc_rd_ipv4_src = 32w0;
+                    if (hdr.ipv4.isValid()) {
+                        meta.nfc_rd_ipv4_src = hdr.ipv4.src;
+                    }
+                    meta.nfc_rd_ipv4_dst = 32w0;
+                    if (hdr.ipv4.isValid()) {
+                        meta.nfc_rd_ipv4_dst = hdr.ipv4.dst;
+                    }
+                    meta.nfc_rd_ipv4_protocol = 8w0;
+                    if (hdr.ipv4.isValid()) {
+                        meta.nfc_rd_ipv4_protocol = hdr.ipv4.protocol;
+                    }
+                    meta.nfc_hash1 = nfc_hash1.get({meta.nfc_rd_ipv4_src, meta.nfc_rd_ipv4_dst, meta.nfc_rd_ipv4_protocol});
+                    meta.nfc_rd_ipv4_total_len = 16w0;
+                    if (hdr.ipv4.isValid()) {
+                        meta.nfc_rd_ipv4_total_len = hdr.ipv4.total_len;
+                    }
                     hdr.outer_udp.setValid();
                     hdr.outer_udp.sport = 16w0xf000 | (meta.nfc_hash1 & 16w0xfff);
                     hdr.outer_udp.dport = 16w0x12b5;
-                    hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
+                    hdr.outer_udp.length = meta.nfc_rd_ipv4_total_len + 16w0x1e;
                     hdr.outer_udp.checksum = 16w0;
                     hdr.vxlan.setValid();
                     hdr.vxlan.flags = 8w8;
@@ -727,6 +778,10 @@ control Ingress(
             if (meta.nfc_resume <= 8w4) {
                 // stage underlay, examples/bluebird_tor.nfp:187
                 if (meta.to_vnet == 1w1) {
+                    meta.nfc_rd_outer_ipv4_dst = 32w0;
+                    if (hdr.outer_ipv4.isValid()) {
+                        meta.nfc_rd_outer_ipv4_dst = hdr.outer_ipv4.dst;
+                    }
                     if (pa_routes.apply().hit) {
                         hdr.outer_eth.dst = meta.pa_routes__next_hop_mac;
                         meta.nfc_egress = meta.pa_routes__port;

@@ -350,6 +350,12 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         uint32_t off = 2u;
+        if (!nfc_get(data, 8u, 1u)) {
+            return 1;
+        }
+        if (!nfc_get(data, 9u, 1u)) {
+            return 1;
+        }
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
                 return 0xd;
@@ -392,6 +398,12 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         uint32_t off = 0xcu;
+        if (!nfc_get(data, 8u, 1u)) {
+            return 1;
+        }
+        if (!nfc_get(data, 9u, 1u)) {
+            return 1;
+        }
         p->meta[0] = nfc_get(data, 0xcu, 0x20u);
         p->meta[1] = nfc_get(data, 0x2cu, 0x10u);
         p->meta[3] = nfc_get(data, 0x3cu, 0x20u);

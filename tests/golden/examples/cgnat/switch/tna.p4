@@ -174,6 +174,9 @@ struct metadata_t {
     bit<1> nfc_forwarded;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<16> nfc_rd_udp_checksum;
+    bit<16> nfc_rd_udp_dport;
+    bit<16> nfc_rd_udp_sport;
     bit<8> nfc_resume;
     bit<32> subnet_to_external__ext_ip;
     bit<48> subscriber_routes__next_hop_mac;
@@ -214,6 +217,9 @@ parser IngressParser(
         meta.nfc_forwarded = 1w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_rd_udp_checksum = 16w0;
+        meta.nfc_rd_udp_dport = 16w0;
+        meta.nfc_rd_udp_sport = 16w0;
         meta.nfc_resume = 8w0;
         meta.subnet_to_external__ext_ip = 32w0;
         meta.subscriber_routes__next_hop_mac = 48w0;
@@ -256,19 +262,19 @@ parser IngressParser(
         }
     }
 
-    // bridge #2: re-parse from the validity bits
+    // bridge #2: re-parse from the validity bits; eth, ipv4 must be valid here, a bridge saying otherwise is bad
     state nfc_bridge2 {
         pkt.extract(hdr.nfc_bridge2);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
-        transition nfc_bridge2_v0;
+        transition select(hdr.nfc_bridge2.v_eth, hdr.nfc_bridge2.v_ipv4) {
+            (1w1, 1w1): nfc_bridge2_v0;
+            default: nfc_bad_bridge;
+        }
     }
 
     state nfc_bridge2_v0 {
-        transition select(hdr.nfc_bridge2.v_eth) {
-            1w1: nfc_bridge2_x0;
-            default: nfc_bridge2_v1;
-        }
+        transition nfc_bridge2_x0;
     }
 
     state nfc_bridge2_x0 {
@@ -277,10 +283,7 @@ parser IngressParser(
     }
 
     state nfc_bridge2_v1 {
-        transition select(hdr.nfc_bridge2.v_ipv4) {
-            1w1: nfc_bridge2_x1;
-            default: nfc_bridge2_v2;
-        }
+        transition nfc_bridge2_x1;
     }
 
     state nfc_bridge2_x1 {
@@ -316,19 +319,19 @@ parser IngressParser(
         transition accept;
     }
 
-    // bridge #4: re-parse from the validity bits
+    // bridge #4: re-parse from the validity bits; eth, ipv4 must be valid here, a bridge saying otherwise is bad
     state nfc_bridge4 {
         pkt.extract(hdr.nfc_bridge4);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w4;
-        transition nfc_bridge4_v0;
+        transition select(hdr.nfc_bridge4.v_eth, hdr.nfc_bridge4.v_ipv4) {
+            (1w1, 1w1): nfc_bridge4_v0;
+            default: nfc_bad_bridge;
+        }
     }
 
     state nfc_bridge4_v0 {
-        transition select(hdr.nfc_bridge4.v_eth) {
-            1w1: nfc_bridge4_x0;
-            default: nfc_bridge4_v1;
-        }
+        transition nfc_bridge4_x0;
     }
 
     state nfc_bridge4_x0 {
@@ -337,10 +340,7 @@ parser IngressParser(
     }
 
     state nfc_bridge4_v1 {
-        transition select(hdr.nfc_bridge4.v_ipv4) {
-            1w1: nfc_bridge4_x1;
-            default: nfc_bridge4_v2;
-        }
+        transition nfc_bridge4_x1;
     }
 
     state nfc_bridge4_x1 {
@@ -595,6 +595,11 @@ control Ingress(
                 exit;
             }
         } else {
+            if (meta.nfc_drop != 8w0) {
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if (ig_prsr_md.parser_err != 16w0) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 ig_dprsr_md.drop_ctl = 3w1;
@@ -635,7 +640,11 @@ control Ingress(
                         meta.timeout = 32w0x1d10;
                     }
                 } else {
-                    meta.int_port = hdr.udp.sport;
+                    meta.nfc_rd_udp_sport = 16w0;
+                    if (hdr.udp.isValid()) {
+                        meta.nfc_rd_udp_sport = hdr.udp.sport;
+                    }
+                    meta.int_port = meta.nfc_rd_udp_sport;
                     meta.timeout = 32w0x12c;
                 }
             }
@@ -674,12 +683,28 @@ control Ingress(
                     hdr.tcp.checksum = ~meta.nfc_csum2[15:0];
                     hdr.tcp.sport = meta.ext_port;
                 } else {
-                    if (hdr.udp.checksum != 16w0) {
-                        meta.nfc_csum3 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
+                    meta.nfc_rd_udp_checksum = 16w0;
+                    if (hdr.udp.isValid()) {
+                        meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                    }
+                    if (meta.nfc_rd_udp_checksum != 16w0) {
+                        meta.nfc_rd_udp_checksum = 16w0;
+                        if (hdr.udp.isValid()) {
+                            meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                        }
+                        meta.nfc_csum3 = (((((bit<32>)(~meta.nfc_rd_udp_checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
                         meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
                         meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum3[15:0];
-                        meta.nfc_csum4 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
+                        meta.nfc_rd_udp_checksum = 16w0;
+                        if (hdr.udp.isValid()) {
+                            meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                        }
+                        meta.nfc_rd_udp_sport = 16w0;
+                        if (hdr.udp.isValid()) {
+                            meta.nfc_rd_udp_sport = hdr.udp.sport;
+                        }
+                        meta.nfc_csum4 = (((bit<32>)(~meta.nfc_rd_udp_checksum)) + ((bit<32>)(~meta.nfc_rd_udp_sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
                         meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
                         meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum4[15:0];
@@ -712,7 +737,11 @@ control Ingress(
                 if (hdr.tcp.isValid()) {
                     meta.ext_port = hdr.tcp.dport;
                 } else {
-                    meta.ext_port = hdr.udp.dport;
+                    meta.nfc_rd_udp_dport = 16w0;
+                    if (hdr.udp.isValid()) {
+                        meta.nfc_rd_udp_dport = hdr.udp.dport;
+                    }
+                    meta.ext_port = meta.nfc_rd_udp_dport;
                 }
                 if (nat_in.apply().hit) {
                     if (hdr.tcp.isValid()) {
@@ -726,12 +755,28 @@ control Ingress(
                         hdr.tcp.checksum = ~meta.nfc_csum6[15:0];
                         hdr.tcp.dport = meta.nat_in__int_port;
                     } else {
-                        if (hdr.udp.checksum != 16w0) {
-                            meta.nfc_csum7 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                        meta.nfc_rd_udp_checksum = 16w0;
+                        if (hdr.udp.isValid()) {
+                            meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                        }
+                        if (meta.nfc_rd_udp_checksum != 16w0) {
+                            meta.nfc_rd_udp_checksum = 16w0;
+                            if (hdr.udp.isValid()) {
+                                meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                            }
+                            meta.nfc_csum7 = (((((bit<32>)(~meta.nfc_rd_udp_checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
                             meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
                             meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
                             hdr.udp.checksum = ~meta.nfc_csum7[15:0];
-                            meta.nfc_csum8 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                            meta.nfc_rd_udp_checksum = 16w0;
+                            if (hdr.udp.isValid()) {
+                                meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                            }
+                            meta.nfc_rd_udp_dport = 16w0;
+                            if (hdr.udp.isValid()) {
+                                meta.nfc_rd_udp_dport = hdr.udp.dport;
+                            }
+                            meta.nfc_csum8 = (((bit<32>)(~meta.nfc_rd_udp_checksum)) + ((bit<32>)(~meta.nfc_rd_udp_dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
                             meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
                             meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
                             hdr.udp.checksum = ~meta.nfc_csum8[15:0];

@@ -222,19 +222,19 @@ parser NfcParser(
         }
     }
 
-    // bridge #2: re-parse from the validity bits
+    // bridge #2: re-parse from the validity bits; eth, ipv4 must be valid here, a bridge saying otherwise is bad
     state nfc_bridge2 {
         pkt.extract(hdr.nfc_bridge2);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
-        transition nfc_bridge2_v0;
+        transition select(hdr.nfc_bridge2.v_eth, hdr.nfc_bridge2.v_ipv4) {
+            (1w1, 1w1): nfc_bridge2_v0;
+            default: nfc_bad_bridge;
+        }
     }
 
     state nfc_bridge2_v0 {
-        transition select(hdr.nfc_bridge2.v_eth) {
-            1w1: nfc_bridge2_x0;
-            default: nfc_bridge2_v1;
-        }
+        transition nfc_bridge2_x0;
     }
 
     state nfc_bridge2_x0 {
@@ -243,10 +243,7 @@ parser NfcParser(
     }
 
     state nfc_bridge2_v1 {
-        transition select(hdr.nfc_bridge2.v_ipv4) {
-            1w1: nfc_bridge2_x1;
-            default: nfc_bridge2_v2;
-        }
+        transition nfc_bridge2_x1;
     }
 
     state nfc_bridge2_x1 {
@@ -509,6 +506,11 @@ control NfcIngress(
                 exit;
             }
         } else {
+            if (meta.nfc_drop != 8w0) {
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if (standard_metadata.parser_error != error.NoError) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 mark_to_drop(standard_metadata);

@@ -156,6 +156,7 @@ struct metadata_t {
     bit<1> nfc_forwarded;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
+    bit<32> nfc_rd_outer_dst;
     bit<8> nfc_resume;
     bit<16> spi_steering__tunnel;
     bit<16> traffic_selectors__tunnel;
@@ -186,6 +187,7 @@ parser IngressParser(
         meta.nfc_forwarded = 1w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
+        meta.nfc_rd_outer_dst = 32w0;
         meta.nfc_resume = 8w0;
         meta.spi_steering__tunnel = 16w0;
         meta.traffic_selectors__tunnel = 16w0;
@@ -221,19 +223,19 @@ parser IngressParser(
         }
     }
 
-    // bridge #2: re-parse from the validity bits
+    // bridge #2: re-parse from the validity bits; eth must be valid here, a bridge saying otherwise is bad
     state nfc_bridge2 {
         pkt.extract(hdr.nfc_bridge2);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
-        transition nfc_bridge2_v0;
+        transition select(hdr.nfc_bridge2.v_eth) {
+            1w1: nfc_bridge2_v0;
+            default: nfc_bad_bridge;
+        }
     }
 
     state nfc_bridge2_v0 {
-        transition select(hdr.nfc_bridge2.v_eth) {
-            1w1: nfc_bridge2_x0;
-            default: nfc_bridge2_v1;
-        }
+        transition nfc_bridge2_x0;
     }
 
     state nfc_bridge2_x0 {
@@ -269,19 +271,19 @@ parser IngressParser(
         transition accept;
     }
 
-    // bridge #4: re-parse from the validity bits
+    // bridge #4: re-parse from the validity bits; eth, ipv4 must be valid here, a bridge saying otherwise is bad
     state nfc_bridge4 {
         pkt.extract(hdr.nfc_bridge4);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w4;
-        transition nfc_bridge4_v0;
+        transition select(hdr.nfc_bridge4.v_eth, hdr.nfc_bridge4.v_ipv4) {
+            (1w1, 1w1): nfc_bridge4_v0;
+            default: nfc_bad_bridge;
+        }
     }
 
     state nfc_bridge4_v0 {
-        transition select(hdr.nfc_bridge4.v_eth) {
-            1w1: nfc_bridge4_x0;
-            default: nfc_bridge4_v1;
-        }
+        transition nfc_bridge4_x0;
     }
 
     state nfc_bridge4_x0 {
@@ -314,10 +316,7 @@ parser IngressParser(
     }
 
     state nfc_bridge4_v3 {
-        transition select(hdr.nfc_bridge4.v_ipv4) {
-            1w1: nfc_bridge4_x3;
-            default: nfc_bridge4_v4;
-        }
+        transition nfc_bridge4_x3;
     }
 
     state nfc_bridge4_x3 {
@@ -468,7 +467,7 @@ control Ingress(
     // table internet_routes, examples/ipsec_gateway.nfp:176
     table internet_routes {
         key = {
-            hdr.outer.dst : lpm @name("outer_dst");
+            meta.nfc_rd_outer_dst : lpm @name("outer_dst");
         }
         actions = {
             internet_routes_hit;
@@ -525,6 +524,11 @@ control Ingress(
                 exit;
             }
         } else {
+            if (meta.nfc_drop != 8w0) {
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if (ig_prsr_md.parser_err != 16w0) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 ig_dprsr_md.drop_ctl = 3w1;
@@ -620,6 +624,10 @@ control Ingress(
             }
             if (meta.nfc_resume <= 8w2) {
                 // stage route_out, examples/ipsec_gateway.nfp:185
+                meta.nfc_rd_outer_dst = 32w0;
+                if (hdr.outer.isValid()) {
+                    meta.nfc_rd_outer_dst = hdr.outer.dst;
+                }
                 if (internet_routes.apply().hit) {
                     hdr.eth.dst = meta.internet_routes__next_hop_mac;
                     hdr.eth.src = 48w0x200cb007101;

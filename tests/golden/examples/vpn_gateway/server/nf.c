@@ -227,6 +227,12 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         uint32_t off = 5u;
+        if (!nfc_get(data, 8u, 1u)) {
+            return 1;
+        }
+        if (!nfc_get(data, 9u, 1u)) {
+            return 1;
+        }
         p->meta[0] = nfc_get(data, 0xau, 0xcu);
         p->meta[1] = nfc_get(data, 0x16u, 0xcu);
         if (nfc_get(data, 8u, 1u)) {

@@ -210,19 +210,19 @@ parser IngressParser(
         }
     }
 
-    // bridge #2: re-parse from the validity bits
+    // bridge #2: re-parse from the validity bits; eth, ipv4 must be valid here, a bridge saying otherwise is bad
     state nfc_bridge2 {
         pkt.extract(hdr.nfc_bridge2);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
-        transition nfc_bridge2_v0;
+        transition select(hdr.nfc_bridge2.v_eth, hdr.nfc_bridge2.v_ipv4) {
+            (1w1, 1w1): nfc_bridge2_v0;
+            default: nfc_bad_bridge;
+        }
     }
 
     state nfc_bridge2_v0 {
-        transition select(hdr.nfc_bridge2.v_eth) {
-            1w1: nfc_bridge2_x0;
-            default: nfc_bridge2_v1;
-        }
+        transition nfc_bridge2_x0;
     }
 
     state nfc_bridge2_x0 {
@@ -231,10 +231,7 @@ parser IngressParser(
     }
 
     state nfc_bridge2_v1 {
-        transition select(hdr.nfc_bridge2.v_ipv4) {
-            1w1: nfc_bridge2_x1;
-            default: nfc_bridge2_v2;
-        }
+        transition nfc_bridge2_x1;
     }
 
     state nfc_bridge2_x1 {
@@ -458,6 +455,11 @@ control Ingress(
                 exit;
             }
         } else {
+            if (meta.nfc_drop != 8w0) {
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if (ig_prsr_md.parser_err != 16w0) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 ig_dprsr_md.drop_ctl = 3w1;
