@@ -22,6 +22,16 @@ from compiler.interp.bits import internet_checksum, pack
 __all__ = ["Fuzzer"]
 
 
+def _equalities(cond: ir.Expr) -> list[tuple[str, str, int]]:
+    """The ``h.f == K`` terms of a conjunction."""
+    if isinstance(cond, ir.Binary) and cond.op == "&&":
+        return _equalities(cond.left) + _equalities(cond.right)
+    if isinstance(cond, ir.Binary) and cond.op == "==" and isinstance(cond.left, ir.HeaderField) \
+            and isinstance(cond.right, ir.Const):
+        return [(cond.left.inst, cond.left.field, cond.right.value)]
+    return []
+
+
 class Fuzzer:
     def __init__(self, prog: ir.Program, seed: int) -> None:
         self.prog = prog
@@ -57,6 +67,10 @@ class Fuzzer:
                     h = self.prog.header_of(s.inst)
                     values[s.inst] = {f.name: self.value(f.width) for f in h.fields}
                     headers.append((s.inst, values[s.inst]))
+                elif isinstance(s, ir.Verify) and self.rnd.random() < 0.85:
+                    for inst, name, v in _equalities(s.cond):  # mostly pass ``verify(h.f == K && ...)``
+                        if inst in values:
+                            values[inst][name] = v
             target = self._select(state, values)
             if target.kind != "state":
                 break
@@ -113,8 +127,32 @@ class Fuzzer:
                     key.append(Match(a, b))
                 else:
                     key.append(Match(self.value(w)))
-            prio = self.rnd.randint(1, 5) if table.match in ("ternary", "range") else 0
-            ident = (tuple((m.value, m.arg) for m in key), prio)
-            values = {v.name: self._port() if "port" in v.name else self.value(v.width) for v in table.values}
-            out.setdefault(ident, Entry(tuple(key), values, prio))
+            self._add(out, table, key)
         return list(out.values())
+
+    def entries_at(self, table: ir.Table, lookups: list[tuple[int, ...]]) -> list[Entry]:
+        """Entries that some of ``lookups`` (key values a table was looked up with) hit: the
+        way to reach what lies behind a wide exact key whose values random packets rarely
+        repeat.  LPM entries cover the value with a random prefix."""
+        out: dict[tuple[object, ...], Entry] = {}
+        for values in lookups:
+            key = []
+            for k, v in zip(table.keys, values, strict=True):
+                w = k.expr.width
+                if k.match == "lpm":
+                    plen = self.rnd.randint(w // 2, w)
+                    key.append(Match(v & (((1 << w) - 1) ^ ((1 << (w - plen)) - 1)), plen))
+                elif k.match == "ternary":
+                    key.append(Match(v, (1 << w) - 1))
+                elif k.match == "range":
+                    key.append(Match(v, v))
+                else:
+                    key.append(Match(v))
+            self._add(out, table, key)
+        return list(out.values())
+
+    def _add(self, out: dict[tuple[object, ...], Entry], table: ir.Table, key: list[Match]) -> None:
+        prio = self.rnd.randint(1, 5) if table.match in ("ternary", "range") else 0
+        ident = (tuple((m.value, m.arg) for m in key), prio)
+        values = {v.name: self._port() if "port" in v.name else self.value(v.width) for v in table.values}
+        out.setdefault(ident, Entry(tuple(key), values, prio))
