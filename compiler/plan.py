@@ -6,6 +6,7 @@ Tools read artifact paths from ``artifacts``, never by guessing.
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 from dataclasses import asdict
 from typing import Any
@@ -19,7 +20,7 @@ from compiler.targets import TargetSpec
 
 __all__ = ["PLAN_VERSION", "SEGMENTS", "build_plan", "dump_plan"]
 
-PLAN_VERSION = 1
+PLAN_VERSION = 2  # 2: source_sha256, compiler_version, artifacts.placed; bridges.required
 SEGMENTS = {0: "switch", 1: "server", 2: "switch (after server)"}
 
 
@@ -60,7 +61,8 @@ def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | 
     return out
 
 
-def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, str]) -> dict[str, Any]:
+def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, str], source_sha256: str = ""
+               ) -> dict[str, Any]:
     prog, pl, ts = c.need_program(), c.placement, c.need_targets()
     assert pl is not None
     sw, srv = ts.switch, ts.server
@@ -102,6 +104,8 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
     return {
         "plan_version": PLAN_VERSION,
         "source": prog.file,
+        "source_sha256": source_sha256,
+        "compiler_version": compiler_version(),
         "target": ts.label,
         "targets": {"switch": _spec(sw), "server": _spec(srv), "servers": ts.n_servers,
                     "server_ports": list(ts.server_ports)},
@@ -118,6 +122,13 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
         "artifacts": dict(sorted(artifacts.items())),
         "generated": dict(sorted(generated.items())),
     }
+
+
+def compiler_version() -> str:
+    try:
+        return importlib.metadata.version("nfc")
+    except importlib.metadata.PackageNotFoundError:  # running from a tree that was not installed
+        return "unknown"
 
 
 def dump_plan(plan: dict[str, Any]) -> str:

@@ -1,25 +1,60 @@
-"""Reading a build folder back: ``plan.json``, the placed program (recompiled from the
-source the plan names), the switch model (the built P4 program, executed) and ``--inject PORT=PCAP`` arguments."""
+"""Reading a build folder back: ``plan.json``, the placed program (``placed.json``, loaded
+without the front end: the source is not needed), the switch model (the built P4 program,
+executed) and ``--inject PORT=PCAP`` arguments.  When the source the plan names is at hand
+and differs from what was built, a warning names both hashes: the folder's program runs."""
 
 from __future__ import annotations
 
+import hashlib
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from compiler.pipeline import Compilation, compile_program
-from lang import Diagnostics, SourceMap, load
+from compiler.placed import Placed, PlacedError, load_placed
 from targets.switchmodel import SwitchModel
 
-__all__ = ["open_build", "parse_injects"]
+__all__ = ["BuildError", "open_build", "open_placed", "parse_injects", "source_sha256"]
 
 
-def open_build(out: Path, sources: SourceMap, arch: str = "tna") -> tuple[dict[str, Any], Compilation, SwitchModel]:
-    plan = json.loads((out / "plan.json").read_text())
-    diags = Diagnostics()
-    c = compile_program(load(plan["source"], diags, sources), plan["target"], diags)
-    assert c.placement is not None
-    return plan, c, SwitchModel.from_build(out, arch)
+class BuildError(Exception):
+    """A build folder that cannot be used: no plan, another version, a missing artifact."""
+
+
+def source_sha256(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def open_placed(out: Path) -> tuple[dict[str, Any], Placed]:
+    """``plan.json`` and the placed program of build folder ``out`` (BuildError if unusable)."""
+    try:
+        plan = json.loads((out / "plan.json").read_text())
+    except OSError as e:
+        raise BuildError(f"{out}: not a build folder (no plan.json: {e.strerror})") from e
+    except json.JSONDecodeError as e:
+        raise BuildError(f"{out}/plan.json: not JSON ({e})") from e
+    placed_at = out / plan.get("artifacts", {}).get("placed", "placed.json")
+    try:
+        placed = load_placed(placed_at)
+    except PlacedError as e:
+        raise BuildError(str(e)) from e
+    _check_source(out, plan)
+    return plan, placed
+
+
+def _check_source(out: Path, plan: dict[str, Any]) -> None:
+    src, built = Path(plan.get("source", "")), plan.get("source_sha256")
+    if not built or not src.is_file():
+        return
+    now = source_sha256(src)
+    if now != built:
+        print(f"warning: {src} has changed since {out} was built (built from sha256 {built}, the file now has "
+              f"{now}); using the program in {out}: rebuild to use the new source", file=sys.stderr)
+
+
+def open_build(out: Path, arch: str = "tna") -> tuple[dict[str, Any], Placed, SwitchModel]:
+    plan, placed = open_placed(out)
+    return plan, placed, SwitchModel.from_build(out, arch)
 
 
 def parse_injects(items: list[str]) -> list[tuple[int, Path]]:

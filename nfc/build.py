@@ -11,10 +11,12 @@ import targets.pyapi.generator
 import targets.tofino.generator  # noqa: F401  (registers the "tna", "dpdk" and "python-api" generators)
 from compiler.irprint import print_program
 from compiler.pipeline import PASS_NAMES, PASSES, Compilation, compile_program
+from compiler.placed import Placed, dump_placed
 from compiler.plan import build_plan, dump_plan
 from compiler.report import pipeline_svg, resources_svg, text_report
 from lang import Diagnostics, SourceMap, Span, load
-from nfc.verify import report, verify_compilation
+from nfc._build_dir import source_sha256
+from nfc.verify import report, verify_placed
 from targets.registry import GeneratorError, lookup
 
 __all__ = ["build"]
@@ -40,11 +42,14 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
     c = compile_program(checked, args.target, diags, args.dump_after, lambda s: print(s, end=""), _progress)
     out = Path(args.out or Path("build") / Path(args.file).stem)
     out.mkdir(parents=True, exist_ok=True)
+    assert c.placement is not None
+    placed = Placed(c.need_program(), c.need_targets(), c.placement, c.bridges)
+    (out / "placed.json").write_text(dump_placed(placed))
     gen_diags = Diagnostics()
     generated = _generate(c, out, gen_diags)
     artifacts = {"report": "report.txt", "pipeline_svg": "pipeline.svg", "resources_svg": "resources.svg",
-                 "ir": "ir.txt", "plan": "plan.json"}
-    plan = build_plan(c, artifacts, generated)
+                 "ir": "ir.txt", "plan": "plan.json", "placed": "placed.json"}
+    plan = build_plan(c, artifacts, generated, source_sha256(Path(args.file)))
     prog = c.need_program()
     (out / "plan.json").write_text(dump_plan(plan))
     report = text_report(plan, prog, c.need_targets().switch)
@@ -57,12 +62,12 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
               f"({'optimal' if c.placement.optimal else 'not proved optimal'}); wrote {out}/plan.json")
     _warn_capacity(plan)
     gen_diags.raise_if_errors()
-    return 0 if args.no_verify else _verify(c)
+    return 0 if args.no_verify else _verify(placed)
 
 
-def _verify(c: Compilation) -> int:
+def _verify(placed: Placed) -> int:
     """The placed program against the spec (Z3); a counterexample is a bug in nfc: exit 1."""
-    results = verify_compilation(c)
+    results = verify_placed(placed)
     proved = [r for r in results if r.proved]
     seconds = sum(r.seconds for r in results)
     _progress(f"verified {len(proved)} of {len(results)} pipelines equal to the spec with z3 in {seconds:.2f} s")

@@ -14,6 +14,7 @@ from compiler.passes.validity import check_validity
 from lang import CompileError, Diagnostics, InternalError, SourceMap, load
 from lang.parser import parse_text
 from lang.printer import print_module
+from nfc._build_dir import BuildError
 from nfc.build import build
 from nfc.run import add_parser as add_run
 from nfc.switch_model import add_parser as add_switch_model
@@ -86,6 +87,9 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     except OSError as e:
         print(f"nfc: {e.strerror or e}: {e.filename or ''}", file=sys.stderr)
+        return 1
+    except BuildError as e:
+        print(f"nfc: {e}", file=sys.stderr)
         return 1
     except InternalError as e:
         print(f"nfc: {e}", file=sys.stderr)

@@ -44,7 +44,7 @@ def run(args: argparse.Namespace, sources: SourceMap) -> int:
     through it (as to a real switch) and through the server program's control channel."""
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on SIGTERM as on ^C
     out = Path(args.out)
-    plan, _c, model = open_build(out, sources)
+    plan, _placed, model = open_build(out)
     names = json.loads((out / plan["generated"]["name_map"]).read_text())
     p4rt = P4RuntimeServer(model, names, "tna")
     grpc_server, port = serve(p4rt)

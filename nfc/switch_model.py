@@ -37,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 def switch_model(args: argparse.Namespace, sources: SourceMap) -> int:
     out = Path(args.out)
-    plan, _c, model = open_build(out, sources, args.arch)
+    plan, _placed, model = open_build(out, args.arch)
     if args.entries:
         load_into(model, load_entries(args.entries))
     if args.inject:

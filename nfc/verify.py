@@ -6,15 +6,15 @@ expression, the table contents involved, and the two outcomes."""
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from pathlib import Path
 
-from compiler.pipeline import Compilation, compile_program
+from compiler.placed import Placed
 from compiler.verify.partition_eq import PipelineProof, verify_partition
-from lang import Diagnostics, SourceMap, load
+from lang import SourceMap
+from nfc._build_dir import open_placed
 
-__all__ = ["add_parser", "report", "verify_compilation"]
+__all__ = ["add_parser", "report", "verify_placed"]
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -24,9 +24,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     s.set_defaults(func=verify)
 
 
-def verify_compilation(c: Compilation, timeout_s: float = 60.0) -> list[PipelineProof]:
-    assert c.placement is not None
-    return verify_partition(c.need_program(), c.placement, c.bridges, int(timeout_s * 1000))
+def verify_placed(p: Placed, timeout_s: float = 60.0) -> list[PipelineProof]:
+    return verify_partition(p.program, p.placement, p.bridges, int(timeout_s * 1000))
 
 
 def report(results: list[PipelineProof]) -> list[str]:
@@ -50,10 +49,8 @@ def report(results: list[PipelineProof]) -> list[str]:
 
 
 def verify(args: argparse.Namespace, sources: SourceMap) -> int:
-    plan = json.loads((Path(args.out) / "plan.json").read_text())
-    diags = Diagnostics()
-    c = compile_program(load(plan["source"], diags, sources), plan["target"], diags)
-    results = verify_compilation(c, args.timeout)
+    _plan, placed = open_placed(Path(args.out))  # the program in OUT, whatever the source says now
+    results = verify_placed(placed, args.timeout)
     for line in report(results):
         print(line)
     differ = [r for r in results if r.counterexample is not None]

@@ -19,7 +19,6 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.utils import rdpcap, wrpcap
 
-from lang import SourceMap
 from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
@@ -44,7 +43,7 @@ def test_entries_change_while_traffic_flows(tmp_path):
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
-    plan, _c, model = open_build(out, SourceMap())
+    plan, _placed, model = open_build(out)
     names = json.loads((out / plan["generated"]["name_map"]).read_text())
     p4rt = P4RuntimeServer(model, names, "tna")
     grpc_server, port = serve(p4rt)

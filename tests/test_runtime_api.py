@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-from lang import SourceMap
 from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.cache import CachePolicy
@@ -44,7 +43,7 @@ class Deployment:
     """Switch model behind P4Runtime + the real server program; the generated package's class."""
 
     def __init__(self, out: Path) -> None:
-        plan, _c, self.model = open_build(out, SourceMap())
+        plan, _placed, self.model = open_build(out)
         names = json.loads((out / plan["generated"]["name_map"]).read_text())
         self.grpc, port = serve(P4RuntimeServer(self.model, names, "tna"))
         self.server = ServerProcess(out / "server/nf", ["net_null0"])
