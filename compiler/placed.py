@@ -25,6 +25,7 @@ from typing import Any
 
 from compiler import ir, partition
 from compiler import targets as profiles
+from compiler.manifest import read_json
 from compiler.partition import Placement
 from compiler.passes import bridge
 from compiler.passes.bridge import Bridge
@@ -104,12 +105,7 @@ def dump_placed(p: Placed) -> str:
 
 def load_placed(path: Path) -> Placed:
     """The placed program of ``path``; PlacedError when it is not one this compiler wrote."""
-    try:
-        data = json.loads(path.read_text())
-    except OSError as e:
-        raise PlacedError(f"{path}: cannot read the placed program: {e.strerror}") from e
-    except json.JSONDecodeError as e:
-        raise PlacedError(f"{path}: not a placed program (not JSON: {e})") from e
+    data = read_json(path, "cannot read the placed program", PlacedError)
     version = data.get("placed_version") if isinstance(data, dict) else None
     if version != PLACED_VERSION:
         raise PlacedError(f"{path}: placed program version {version}, this nfc reads version {PLACED_VERSION}: "

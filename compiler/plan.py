@@ -13,6 +13,7 @@ from typing import Any
 
 from compiler import ir
 from compiler.analysis import stage_units
+from compiler.manifest import PLAN_VERSION, TablePlacement
 from compiler.partition import Placement, stage_cost_ns, switch_usage
 from compiler.pipeline import Compilation
 from compiler.resources import server_bytes, table_blocks
@@ -20,7 +21,6 @@ from compiler.targets import TargetSpec
 
 __all__ = ["PLAN_VERSION", "SEGMENTS", "build_plan", "dump_plan"]
 
-PLAN_VERSION = 2  # 2: source_sha256, compiler_version, artifacts.placed; bridges.required
 SEGMENTS = {0: "switch", 1: "server", 2: "switch (after server)"}
 
 
@@ -37,26 +37,27 @@ def _spec(t: TargetSpec | None) -> dict[str, Any] | None:
 
 def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | None) -> dict[str, Any]:
     stage = next((s for s in prog.stages.values() for u in stage_units(prog, s) if t.name in u.tables), None)
-    where = "unused"
+    where = TablePlacement.UNUSED
     if stage is not None:
-        where = pl.where(stage.name)
+        where = TablePlacement(pl.where(stage.name))
     if t.hints.cache:
-        where = "switch cache + server"
+        where = TablePlacement.CACHED
     out: dict[str, Any] = {
         "name": t.name, "kind": "state" if t.is_state else "table", "match": t.match, "size": t.size,
-        "key_bits": t.key_bits, "value_bits": t.value_bits, "placement": where, "stage": stage.name if stage else None,
+        "key_bits": t.key_bits, "value_bits": t.value_bits, "placement": where.value,
+        "stage": stage.name if stage else None,
         "source": _src(t.span),
         "keys": [{"name": k.name, "match": k.match, "width": k.expr.width} for k in t.keys],
         "values": [{"name": v.name, "width": v.width} for v in t.values],
     }
-    on_switch = where.startswith("switch") and sw is not None
+    on_switch = where.on_switch and sw is not None
     entries = pl.cache_entries.get(t.name, t.size) if on_switch else 0
     if on_switch and sw is not None:
         b = table_blocks(t, entries, sw)
         units = [u for u in pl.units if t.name in u.tables]
         out["switch"] = {"entries": entries, "sram_blocks": b.sram, "tcam_blocks": b.tcam,
                          "mau_stages": [units[0].first, units[0].last] if units else None}
-    if where in ("server", "switch cache + server"):
+    if where.on_server:
         out["server"] = {"entries": t.size, "memory_bytes": server_bytes(t)}
     return out
 

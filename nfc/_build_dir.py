@@ -6,11 +6,10 @@ and differs from what was built, a warning names both hashes: the folder's progr
 from __future__ import annotations
 
 import hashlib
-import json
 import sys
 from pathlib import Path
-from typing import Any
 
+from compiler.manifest import Plan, PlanError, load_plan
 from compiler.placed import Placed, PlacedError, load_placed
 from targets.switchmodel import SwitchModel
 
@@ -25,25 +24,19 @@ def source_sha256(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def open_placed(out: Path) -> tuple[dict[str, Any], Placed]:
+def open_placed(out: Path) -> tuple[Plan, Placed]:
     """``plan.json`` and the placed program of build folder ``out`` (BuildError if unusable)."""
     try:
-        plan = json.loads((out / "plan.json").read_text())
-    except OSError as e:
-        raise BuildError(f"{out}: not a build folder (no plan.json: {e.strerror})") from e
-    except json.JSONDecodeError as e:
-        raise BuildError(f"{out}/plan.json: not JSON ({e})") from e
-    placed_at = out / plan.get("artifacts", {}).get("placed", "placed.json")
-    try:
-        placed = load_placed(placed_at)
-    except PlacedError as e:
+        plan = load_plan(out)
+        placed = load_placed(plan.path(out, "placed"))
+    except (PlanError, PlacedError) as e:
         raise BuildError(str(e)) from e
     _check_source(out, plan)
     return plan, placed
 
 
-def _check_source(out: Path, plan: dict[str, Any]) -> None:
-    src, built = Path(plan.get("source", "")), plan.get("source_sha256")
+def _check_source(out: Path, plan: Plan) -> None:
+    src, built = Path(plan.source), plan.source_sha256
     if not built or not src.is_file():
         return
     now = source_sha256(src)
@@ -52,7 +45,7 @@ def _check_source(out: Path, plan: dict[str, Any]) -> None:
               f"{now}); using the program in {out}: rebuild to use the new source", file=sys.stderr)
 
 
-def open_build(out: Path, arch: str = "tna") -> tuple[dict[str, Any], Placed, SwitchModel]:
+def open_build(out: Path, arch: str = "tna") -> tuple[Plan, Placed, SwitchModel]:
     plan, placed = open_placed(out)
     return plan, placed, SwitchModel.from_build(out, arch)
 

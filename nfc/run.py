@@ -45,7 +45,7 @@ def run(args: argparse.Namespace, sources: SourceMap) -> int:
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on SIGTERM as on ^C
     out = Path(args.out)
     plan, _placed, model = open_build(out)
-    names = json.loads((out / plan["generated"]["name_map"]).read_text())
+    names = json.loads(plan.path(out, "name_map").read_text())
     p4rt = P4RuntimeServer(model, names, "tna")
     grpc_server, port = serve(p4rt)
     client = None

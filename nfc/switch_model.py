@@ -44,7 +44,7 @@ def switch_model(args: argparse.Namespace, sources: SourceMap) -> int:
         counters = run_batch(model, parse_injects(args.inject), Path(args.capture or "capture"))
         print(json.dumps(counters, sort_keys=True))
     if args.p4runtime:
-        names = json.loads((out / plan["generated"]["name_map"]).read_text())
+        names = json.loads(plan.path(out, "name_map").read_text())
         grpc_server, port = serve(P4RuntimeServer(model, names, args.arch), args.p4runtime)
         host = args.p4runtime.rsplit(":", 1)[0]
         print(f"P4Runtime on {host}:{port}", file=sys.stderr, flush=True)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from compiler.manifest import FieldInfo, TableInfo, load_plan
 from runtime.cache import CacheDecision, CachePolicy
 from runtime.control import ControlChannel
 from runtime.entries import EntriesError, EntrySpec, parse_value
@@ -29,44 +30,8 @@ __all__ = ["Field", "Runtime", "Table", "TableSchema", "Value"]
 Value = int | str  # an integer, dotted IPv4, colon MAC, hex string; LPM keys also "a.b.c.d/len" or (value, len)
 
 
-@dataclass(frozen=True)
-class Field:
-    name: str
-    width: int
-    match: str = ""  # key fields: exact / lpm / ternary / range
-
-
-@dataclass(frozen=True)
-class TableSchema:
-    name: str
-    source: str
-    keys: tuple[Field, ...]
-    values: tuple[Field, ...]
-    placement: str
-    state: bool
-    switch_entries: int
-
-    @classmethod
-    def from_plan(cls, t: Mapping[str, Any]) -> TableSchema:
-        return cls(t["name"], t["source"], tuple(Field(k["name"], k["width"], k["match"]) for k in t["keys"]),
-                   tuple(Field(v["name"], v["width"]) for v in t["values"]), t["placement"], t["kind"] == "state",
-                   int(t.get("switch", {}).get("entries", 0)))
-
-    @property
-    def on_switch(self) -> bool:
-        return self.placement.startswith("switch")
-
-    @property
-    def on_server(self) -> bool:
-        return "server" in self.placement
-
-    @property
-    def cached(self) -> bool:
-        return "cache" in self.placement
-
-    @property
-    def lpm(self) -> int | None:
-        return next((i for i, k in enumerate(self.keys) if k.match == "lpm"), None)
+Field = FieldInfo  # a key or value field of a table, as plan.json describes it
+TableSchema = TableInfo  # a table as plan.json describes it: fields, placement, switch entries
 
 
 @dataclass(frozen=True)
@@ -135,8 +100,8 @@ class Runtime:
     def __init__(self, out: str | Path, *, switch: SwitchClient | None = None,
                  server: ControlChannel | None = None) -> None:
         self.out = Path(out)
-        plan = json.loads((self.out / "plan.json").read_text())
-        self.schemas = {t["name"]: TableSchema.from_plan(t) for t in plan["tables"]}
+        self.plan = load_plan(self.out)
+        self.schemas = {t.name: t for t in self.plan.tables}
         self.switch = switch
         self.server = server
         if server is not None:
@@ -160,8 +125,7 @@ class Runtime:
         out = Path(out)
         switch = None
         if p4runtime is not None:
-            plan = json.loads((out / "plan.json").read_text())
-            names = json.loads((out / plan["generated"]["name_map"]).read_text())
+            names = json.loads(load_plan(out).path(out, "name_map").read_text())
             switch = SwitchClient(p4runtime, names, arch)
         return cls(out, switch=switch, server=ControlChannel(control) if control is not None else None)
 
@@ -189,7 +153,7 @@ class Runtime:
     def _need(self, side: str, s: TableSchema) -> Any:
         client = self.switch if side == "switch" else self.server
         if client is None:
-            raise ChannelError(f"table {s.name} is on the {side} ({s.placement}): connect a "
+            raise ChannelError(f"table {s.name} is on the {side} ({s.placement.value}): connect a "
                                f"{'P4Runtime endpoint' if side == 'switch' else 'server control socket'}")
         if s.state:
             raise InvalidEntry(f"table {s.name} is data-plane state ({s.source}): the data plane writes it")

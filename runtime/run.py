@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 from scapy.utils import RawPcapReader, RawPcapWriter
 
+from compiler.manifest import Plan
 from runtime.api import Runtime
 from runtime.entries import EntrySpec
 from runtime.errors import RuntimeApiError
@@ -58,7 +59,7 @@ def build_server(out: Path) -> Path:
     return binary
 
 
-def run_hybrid(out: Path, plan: dict[str, Any], switch: SwitchLike, switch_client: SwitchClient | None,
+def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchClient | None,
                entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path) -> dict[str, Any]:
     capture.mkdir(parents=True, exist_ok=True)
     outputs: dict[int, list[bytes]] = {}
@@ -80,7 +81,7 @@ def run_hybrid(out: Path, plan: dict[str, Any], switch: SwitchLike, switch_clien
     with tempfile.TemporaryDirectory(prefix="nfc-run-") as tmp:
         work = Path(tmp)
         srv = None
-        if server_port >= 0 or any("server" in t["placement"] for t in plan["tables"]):
+        if server_port >= 0 or any(t.on_server for t in plan.tables):
             srv = ServerProcess(build_server(out), eal=EAL_ARGS, live=False,
                                 attach=[f"net_pcap0,rx_pcap={work / 'to_server.pcap'},"
                                         f"tx_pcap={work / 'from_server.pcap'}"])

@@ -112,7 +112,7 @@ def test_a_placed_program_of_another_version_is_refused(tmp_path):
     assert r.returncode == 1 and "rebuild with this nfc" in r.stderr and "Traceback" not in r.stderr
     path.write_text("{not json")
     r = _nfc("verify", str(tmp_path / "out"), cwd=tmp_path)
-    assert r.returncode == 1 and "not a placed program" in r.stderr
+    assert r.returncode == 1 and "placed.json: not JSON" in r.stderr
     r = _nfc("verify", str(tmp_path / "nowhere"), cwd=tmp_path)
     assert r.returncode == 1 and "not a build folder" in r.stderr
 
@@ -126,3 +126,37 @@ def test_the_placed_program_round_trips_for_every_example(tmp_path):
         placed = Placed(c.need_program(), c.need_targets(), c.placement, c.bridges)
         (tmp_path / "placed.json").write_text(dump_placed(placed))
         assert load_placed(tmp_path / "placed.json") == placed, path.name
+
+
+def test_the_typed_plan_of_every_example(tmp_path):
+    """plan.json read back as typed data: placements are an enum with predicates, bridges carry
+    their direction; another plan version is refused with what to do."""
+    from compiler.manifest import Direction, PlanError, TablePlacement, load_plan
+
+    kinds = set()
+    for example in ("bluebird_tor", "vpn_gateway"):
+        out = tmp_path / example
+        r = _nfc("build", f"examples/{example}.nfp", "-o", str(out), "--no-verify", cwd=ROOT)
+        assert r.returncode == 0, r.stderr
+        plan = load_plan(out)
+        kinds |= {t.placement for t in plan.tables}
+        raw = json.loads((out / "plan.json").read_text())
+        assert [t.placement.value for t in plan.tables] == [t["placement"] for t in raw["tables"]]
+        assert {b.direction for b in plan.bridges} == {Direction.TO_SERVER, Direction.TO_SWITCH}
+        assert plan.path(out, "name_map").is_file() and plan.path(out, "placed").is_file()
+    assert {TablePlacement.SWITCH, TablePlacement.SERVER, TablePlacement.CACHED} <= kinds
+    cached = TablePlacement.CACHED
+    assert cached.on_switch and cached.on_server and cached.cached
+    assert not TablePlacement.SERVER.on_switch and not TablePlacement.SWITCH.on_server
+    assert not any(p.on_switch or p.on_server for p in [TablePlacement.UNUSED])
+    out = tmp_path / "vpn_gateway"
+    raw = json.loads((out / "plan.json").read_text())
+    (out / "plan.json").write_text(json.dumps(raw | {"plan_version": 1}))
+    with pytest.raises(PlanError, match="plan version 1, this nfc reads version 2: rebuild"):
+        load_plan(out)
+    r = _nfc("switch-model", str(out), cwd=tmp_path)
+    assert r.returncode == 1 and "rebuild with this nfc" in r.stderr and "Traceback" not in r.stderr
+    del raw["tables"]
+    (out / "plan.json").write_text(json.dumps(raw))
+    with pytest.raises(PlanError, match="malformed plan"):
+        load_plan(out)

@@ -44,7 +44,7 @@ def test_entries_change_while_traffic_flows(tmp_path):
     assert r.returncode == 0, r.stderr
     assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
     plan, _placed, model = open_build(out)
-    names = json.loads((out / plan["generated"]["name_map"]).read_text())
+    names = json.loads(plan.path(out, "name_map").read_text())
     p4rt = P4RuntimeServer(model, names, "tna")
     grpc_server, port = serve(p4rt)
     switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")

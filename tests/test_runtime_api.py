@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pytest
 
+from compiler.manifest import PLAN_VERSION
 from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.cache import CachePolicy
@@ -44,12 +45,12 @@ class Deployment:
 
     def __init__(self, out: Path) -> None:
         plan, _placed, self.model = open_build(out)
-        names = json.loads((out / plan["generated"]["name_map"]).read_text())
+        names = json.loads(plan.path(out, "name_map").read_text())
         self.grpc, port = serve(P4RuntimeServer(self.model, names, "tna"))
         self.server = ServerProcess(out / "server/nf", ["net_null0"])
         self.switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")
         sys.path.insert(0, str(out / "python"))
-        stem = Path(plan["source"]).stem
+        stem = Path(plan.source).stem
         module = importlib.import_module(stem)
         self.nf = getattr(module, "".join(p.capitalize() for p in stem.split("_")))(
             out, switch=self.switch, server=self.server.control)
@@ -216,8 +217,10 @@ def test_naive_lpm_cache_would_hijack():
 
 def test_runtime_refuses_a_server_program_of_another_nf(tmp_path):
     """Runtime checks the server's HELLO against plan.json (tables and widths)."""
-    plan = {"tables": [{"name": "t", "source": "x.nfp:1", "keys": [{"name": "k", "width": 8, "match": "exact"}],
-                        "values": [], "placement": "server", "kind": "table"}]}
+    plan = {"plan_version": PLAN_VERSION, "source": "x.nfp", "target": "dpdk", "targets": {}, "stages": [],
+            "bridges": [], "drop_reasons": [], "artifacts": {}, "generated": {},
+            "tables": [{"name": "t", "source": "x.nfp:1", "keys": [{"name": "k", "width": 8, "match": "exact"}],
+                        "values": [], "placement": "server", "kind": "table", "match": "exact", "size": 1}]}
     (tmp_path / "plan.json").write_text(json.dumps(plan))
 
     class FakeHello:  # what ControlChannel exposes after HELLO: a server with no table t

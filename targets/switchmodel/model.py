@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.interp import Entry, Match, Outcome, TableError
+from compiler.manifest import load_plan
 from emulator.p4 import Match as P4Match
 from emulator.p4 import P4Executor, P4Table, TableEntry
 from emulator.p4 import TableError as P4TableError
@@ -85,12 +86,10 @@ class SwitchModel:
     @classmethod
     def from_build(cls, out: Path, arch: str = "tna") -> SwitchModel:
         """The model of build folder ``out``: its ``switch/<arch>.p4`` and name map, by ``plan.json``."""
-        plan = json.loads((out / "plan.json").read_text())
-        generated = plan["generated"]
-        program = parse_program((out / generated[f"switch_{arch}"]).read_text())
-        names = json.loads((out / generated["name_map"]).read_text())
-        ports = tuple(plan.get("targets", {}).get("server_ports", ()))
-        return cls(program, names, ports, arch)
+        plan = load_plan(out)
+        program = parse_program(plan.path(out, f"switch_{arch}").read_text())
+        names = json.loads(plan.path(out, "name_map").read_text())
+        return cls(program, names, plan.server_ports, arch)
 
     def process(self, data: bytes, port: int, now: float = 0.0) -> Outcome:
         drops = self.executor.counter("nfc_drops").packets
