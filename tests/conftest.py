@@ -1,9 +1,14 @@
-"""Shared fixtures: run the front end on source text and collect its diagnostics."""
+"""Shared fixtures: run the front end on source text and collect its diagnostics; run
+``nfc run`` on a build with pcaps and collect what came out."""
 
 from __future__ import annotations
 
+import json
+import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -50,3 +55,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
+
+
+def nfc_run(out: Path, entries: dict[str, Any], inputs: dict[int, list[bytes]], work: Path
+            ) -> tuple[dict[int, Counter[bytes]], Counter[str]]:
+    """``nfc run OUT`` with ``entries`` (the --entries JSON) and one pcap per input port:
+    the packets captured per egress port (multisets) and the drops by reason."""
+    from scapy.utils import RawPcapReader, RawPcapWriter
+
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "entries.json").write_text(json.dumps(entries))
+    args = []
+    for port, pkts in inputs.items():
+        with RawPcapWriter(str(work / f"in{port}.pcap"), linktype=1) as w:
+            for p in pkts:
+                w.write(p)
+        args += ["--inject", f"{port}={work / f'in{port}.pcap'}"]
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--entries", str(work / "entries.json"),
+                        *args, "--capture", str(work / "cap")], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert r.returncode == 0, r.stderr[-3000:]
+    counters = json.loads((work / "cap/counters.json").read_text())
+    got = {int(p.stem.split("-")[1]): Counter(bytes(d) for d, _ in RawPcapReader(str(p)))
+           for p in (work / "cap").glob("port-*.pcap")}
+    drops: Counter[str] = Counter()
+    for k, v in counters["drops"].items():
+        drops[k.split(":", 1)[1]] += v
+    return {p: n for p, n in got.items() if n}, drops

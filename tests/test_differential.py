@@ -29,7 +29,7 @@ from scapy.layers.vxlan import VXLAN
 from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.conftest import ROOT
+from tests.conftest import ROOT, nfc_run
 from tests.test_dpdk import HAVE_DPDK
 from tests.test_partition import compile_file
 
@@ -141,21 +141,7 @@ def _read(path: Path) -> Counter[bytes]:
 
 
 def _nfc_run(out: Path, tables, inputs: dict[int, list[bytes]], work: Path) -> Outputs:
-    work.mkdir(parents=True, exist_ok=True)
-    (work / "entries.json").write_text(json.dumps(_entries_json(tables)))
-    args = []
-    for port, pkts in inputs.items():
-        _write(work / f"in{port}.pcap", pkts)
-        args += ["--inject", f"{port}={work / f'in{port}.pcap'}"]
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--entries", str(work / "entries.json"),
-                        *args, "--capture", str(work / "cap")], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    counters = json.loads((work / "cap/counters.json").read_text())
-    got = {int(p.stem.split("-")[1]): _read(p) for p in (work / "cap").glob("port-*.pcap")}
-    drops: Counter[str] = Counter()
-    for k, v in counters["drops"].items():
-        drops[k.split(":", 1)[1]] += v
-    return got, drops
+    return nfc_run(out, _entries_json(tables), inputs, work)
 
 
 def _dpdk_alone(out: Path, tables, inputs: dict[int, list[bytes]], work: Path) -> Outputs:

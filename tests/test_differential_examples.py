@@ -13,18 +13,15 @@ executor with the split reference packet by packet."""
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
 from collections import Counter
-from pathlib import Path
 
 import pytest
-from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Interpreter
-from tests.conftest import ROOT
+from tests.conftest import ROOT, nfc_run
 from tests.fuzz import Fuzzer
 from tests.test_dpdk import HAVE_DPDK
 from tests.test_partition import compile_file
@@ -99,28 +96,6 @@ def _spec(c, tables: dict[str, list[Entry]], inputs: dict[int, list[bytes]]) -> 
     return out, drops
 
 
-def _nfc_run(out: Path, c, tables: dict[str, list[Entry]], inputs: dict[int, list[bytes]], work: Path) -> Outputs:
-    work.mkdir(parents=True, exist_ok=True)
-    entries = {name: [_entry_json(c, name, e) for e in rows] for name, rows in tables.items()}
-    (work / "entries.json").write_text(json.dumps(entries))
-    args = []
-    for port, pkts in inputs.items():
-        with RawPcapWriter(str(work / f"in{port}.pcap"), linktype=1) as w:
-            for p in pkts:
-                w.write(p)
-        args += ["--inject", f"{port}={work / f'in{port}.pcap'}"]
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--entries", str(work / "entries.json"),
-                        *args, "--capture", str(work / "cap")], capture_output=True, text=True, cwd=ROOT, timeout=600)
-    assert r.returncode == 0, r.stderr[-3000:]
-    counters = json.loads((work / "cap/counters.json").read_text())
-    got = {int(p.stem.split("-")[1]): Counter(bytes(d) for d, _ in RawPcapReader(str(p)))
-           for p in (work / "cap").glob("port-*.pcap")}
-    drops: Counter[str] = Counter()
-    for k, v in counters["drops"].items():
-        drops[k.split(":", 1)[1]] += v
-    return {p: n for p, n in got.items() if n}, drops
-
-
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_spec_and_nfc_run_agree(example, tmp_path):
     out = tmp_path / "build"
@@ -139,4 +114,5 @@ def test_spec_and_nfc_run_agree(example, tmp_path):
     want = _spec(c, tables, inputs)
     forwarded = sum(sum(n.values()) for n in want[0].values())
     assert forwarded >= 10 and len(want[1]) >= 2, f"the inputs reach too few outcomes: {forwarded}, {want[1]}"
-    assert _nfc_run(out, c, tables, inputs, tmp_path / "run") == want
+    entries = {name: [_entry_json(c, name, e) for e in rows] for name, rows in tables.items()}
+    assert nfc_run(out, entries, inputs, tmp_path / "run") == want

@@ -99,7 +99,7 @@ def test_drop_counters(gw):
 
 
 def test_hash_crc32_matches_zlib():
-    from compiler.interp.exec import _hash_input
+    from compiler.interp.bits import bit_string
 
-    data = _hash_input([(0x0A000001, 32), (0x0A000002, 32), (0x5, 4)])
+    data = bit_string([(0x0A000001, 32), (0x0A000002, 32), (0x5, 4)])
     assert zlib.crc32(data) == zlib.crc32(bytes.fromhex("0a0000010a00000250"))

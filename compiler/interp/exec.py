@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import assert_never
 
 from compiler import ir
-from compiler.interp.bits import csum_update, internet_checksum, mask, pack, unpack
+from compiler.interp.bits import bit_string, crc16, csum_update, internet_checksum, mask, pack, unpack
 from compiler.interp.externs import EXTERNS
 from compiler.interp.state import DataplaneState
 from compiler.interp.tables import TableContents
@@ -81,25 +81,6 @@ def emit(h: ir.HeaderType, values: dict[str, int]) -> bytes:
         return pack(h, values)
     raw = pack(h, {**values, h.checksum: 0})
     return pack(h, {**values, h.checksum: internet_checksum(raw)})
-
-
-def crc16(data: bytes) -> int:
-    """CRC-16/ARC (poly 0x8005 reflected, init 0): P4's ``HashAlgorithm.crc16``."""
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
-
-
-def _hash_input(args: list[tuple[int, int]]) -> bytes:
-    """Concatenate (value, width) pairs as a bit string, zero-padded at the end to bytes."""
-    value, bits = 0, 0
-    for v, w in args:
-        value, bits = (value << w) | (v & mask(w)), bits + w
-    pad = -bits % 8
-    return (value << pad).to_bytes((bits + pad) // 8, "big")
 
 
 class Interpreter:
@@ -326,7 +307,7 @@ class Interpreter:
             case ir.RegRead():
                 return self.state.reg_read(e.reg, self.eval(e.index, ctx))
             case ir.Hash():
-                data = _hash_input([(self.eval(a, ctx), a.width) for a in e.args])
+                data = bit_string([(self.eval(a, ctx), a.width) for a in e.args])
                 return zlib.crc32(data) if e.alg == "crc32" else crc16(data)
             case ir.CsumUpdate():
                 return csum_update(self.eval(e.csum, ctx), self.eval(e.old, ctx), self.eval(e.new, ctx), e.old.width)

@@ -17,23 +17,15 @@ from collections import Counter as Tally
 from dataclasses import dataclass, field
 from typing import Any
 
+from compiler.interp.bits import bit_string, crc16, internet_checksum
 from emulator.p4.compile import BOOL, Compiler, Fn, Frame, mask
 from emulator.p4.types import TypeErrorP4
 from emulator.p4.values import Obj, PacketIn, fields_of
 from targets.p4 import syntax as p
 
-__all__ = ["CounterObj", "ExternLib", "HashObj", "MeterObj", "crc16", "instantiate"]
+__all__ = ["CounterObj", "ExternLib", "HashObj", "MeterObj", "instantiate"]
 
 V1_DROP_PORT = 511  # bmv2 simple_switch: mark_to_drop sets egress_spec to the drop port
-
-
-def crc16(data: bytes) -> int:
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
 
 
 def _crc(alg: str, data: bytes) -> int:
@@ -44,26 +36,9 @@ def _crc(alg: str, data: bytes) -> int:
     raise TypeErrorP4(f"hash algorithm {alg} is not in the executed subset")
 
 
-def _csum16(words_of: list[tuple[int, int]]) -> int:
-    value, bits = 0, 0
-    for v, w in words_of:
-        value, bits = (value << w) | v, bits + w
-    value <<= -bits % 16
-    bits += -bits % 16
-    total = 0
-    for i in range(bits // 16):
-        total += (value >> (bits - 16 * (i + 1))) & 0xFFFF
-    while total >> 16:
-        total = (total & 0xFFFF) + (total >> 16)
-    return total
-
-
-def _bytes(parts: list[tuple[int, int]]) -> bytes:
-    value, bits = 0, 0
-    for v, w in parts:
-        value, bits = (value << w) | (v & mask(w)), bits + w
-    pad = -bits % 8
-    return (value << pad).to_bytes((bits + pad) // 8, "big")
+def _csum16(parts: list[tuple[int, int]]) -> int:
+    """The folded one's complement sum of the 16-bit words of the fields (RFC 1071)."""
+    return ~internet_checksum(bit_string(parts)) & 0xFFFF
 
 
 @dataclass
@@ -167,7 +142,7 @@ class ExternLib:
 
             def get(f: Frame) -> int:
                 h: HashObj = obj(f)
-                return _crc(h.alg, _bytes(parts(f))) & mask(h.width)
+                return _crc(h.alg, bit_string(parts(f))) & mask(h.width)
             width = c.env.width(inst_type.args[0]) if inst_type.args else 32
             return get, p.Bits(width)
         if inst_type.name == "Checksum":
@@ -241,7 +216,7 @@ class ExternLib:
             parts = self._list(c, data, scope)
 
             def hash_(f: Frame) -> None:
-                h, top = _crc(alg, _bytes(parts(f))), max_fn(f)
+                h, top = _crc(alg, bit_string(parts(f))), max_fn(f)
                 setter(f, (base_fn(f) + (h % top if top else 0)) & m)
             return hash_, p.TypeName("void")
         if name == "update_checksum":
