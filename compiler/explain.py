@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from compiler import ir
 from compiler.analysis import stage_units
+from compiler.passes.capabilities import can_run
 from compiler.resources import Blocks, table_blocks
 from compiler.targets import TargetSet, TargetSpec
 from lang.diagnostics import Diagnostics, Span
@@ -42,9 +43,7 @@ def max_entries(t: ir.Table, sw: TargetSpec, cap: Blocks | None = None) -> int:
 
 def _switch_bound(prog: ir.Program, targets: TargetSet) -> list[ir.Stage]:
     """Stages that cannot go to a server in this build."""
-    from compiler.partition import _cap_ok
-
-    return [s for s in prog.stages.values() if targets.server is None or not _cap_ok(prog, s, targets.server)]
+    return [s for s in prog.stages.values() if not can_run(prog, s, targets.server)]
 
 
 def explain_unfit(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> None:
@@ -85,8 +84,10 @@ def _too_big(prog: ir.Program, t: ir.Table, need: Blocks, cap: Blocks, sw: Targe
              "too large",
              f"alone on the switch it would fit with size <= {fit} entries"]
     if targets.server is None:
-        notes.append("or build with a server target (--target tofino+dpdk) so it can run there")
-    notes.append("or add 'cache = true;' to keep only the hot entries on the switch")
+        notes.append("or build with a server target (--target tofino+dpdk) so it can run there, whole or behind "
+                     "a switch cache ('cache = true;')")
+    else:
+        notes.append("or add 'cache = true;' to keep only the hot entries on the switch")
     stage = next((s.name for s in prog.stages.values() for u in stage_units(prog, s) if t.name in u.tables), "?")
     diags.error("E080", f"stage '{stage}' does not fit on {sw.name}: its table '{t.name}' ({t.size} entries, "
                 f"{t.match} match, {t.key_bits}-bit key, {t.value_bits}-bit value) needs {got} {res} blocks",

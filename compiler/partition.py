@@ -29,6 +29,8 @@ import z3
 
 from compiler import ir
 from compiler.analysis import Unit, stage_units, stage_uses
+from compiler.explain import explain_unfit
+from compiler.passes.capabilities import can_run
 from compiler.resources import Blocks, register_blocks, server_bytes, table_blocks
 from compiler.targets import TargetSet, TargetSpec
 from lang.diagnostics import Diagnostics, Span
@@ -131,23 +133,6 @@ class _Model:
     has_server: dict[str, Any] = field(default_factory=dict)
 
 
-def _cap_ok(prog: ir.Program, stage: ir.Stage, spec: TargetSpec | None, miss_to_server: bool = False) -> bool:
-    """Can ``spec`` run the stage?  With ``miss_to_server`` the miss branches of cached
-    lookups run on the server and are not asked of ``spec``."""
-    if spec is None:
-        return False
-    for use in stage_uses(prog, stage, skip_cached_miss=miss_to_server):
-        if use.op.startswith("match:"):
-            if use.op[6:] not in spec.match_kinds:
-                return False
-        elif use.op not in spec.ops:
-            return False
-    for unit in stage_units(prog, stage):
-        if any(prog.tables[t].key_bits > spec.max_key_bits for t in unit.tables):
-            return False
-    return True
-
-
 def _depends(a: Unit, b: Unit) -> bool:
     return bool(a.writes & b.reads or a.reads & b.writes or a.writes & b.writes) or (a.may_stop and b.stateful)
 
@@ -218,9 +203,9 @@ def _build(m: _Model, diags: Diagnostics) -> None:
             if prev is not None:
                 m.opt.add(prev <= s)
             prev = s
-            if not _cap_ok(prog, stage, sw, srv is not None) or sw is None:
+            if not can_run(prog, stage, sw, srv is not None) or sw is None:
                 m.opt.add(s == 1)
-            if not _cap_ok(prog, stage, srv) or srv is None:
+            if not can_run(prog, stage, srv) or srv is None:
                 m.opt.add(s != 1)
             if srv is None or sw is None:
                 m.opt.add(s != 2)
@@ -336,8 +321,6 @@ def partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics,
     result = ctx_opt.check()
     elapsed = time.monotonic() - started
     if result == z3.unsat:
-        from compiler.explain import explain_unfit
-
         explain_unfit(prog, targets, diags)
         return None
     if result == z3.unknown:

@@ -64,7 +64,16 @@ def _validity(c: Compilation, d: Diagnostics) -> Compilation:
 
 
 def _targets(c: Compilation, d: Diagnostics) -> Compilation:
-    return replace(c, targets=resolve_targets(c.need_program(), c.target_flag, d))
+    targets = resolve_targets(c.need_program(), c.target_flag, d)
+    if targets is not None and targets.server is None:  # no server to hold the full table: no cache either
+        return replace(c, targets=targets, program=without_caches(c.need_program()))
+    return replace(c, targets=targets)
+
+
+def without_caches(prog: ir.Program) -> ir.Program:
+    """The program with every ``cache = true`` table a whole table (a build without a server)."""
+    tables = {n: replace(t, hints=replace(t.hints, cache=False)) for n, t in prog.tables.items()}
+    return replace(prog, tables=tables)
 
 
 def _capabilities(c: Compilation, d: Diagnostics) -> Compilation:

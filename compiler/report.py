@@ -6,9 +6,9 @@ from __future__ import annotations
 from typing import Any
 
 from compiler import ir
-from compiler.analysis import stage_units, stage_uses
+from compiler.analysis import stage_units
 from compiler.explain import max_entries
-from compiler.passes.capabilities import supports
+from compiler.passes.capabilities import needs, supports
 from compiler.resources import table_blocks
 from compiler.targets import TargetSpec
 
@@ -22,7 +22,7 @@ def why_server(prog: ir.Program, stage: ir.Stage, sw: TargetSpec | None) -> str:
     """One sentence: why a stage is not on the switch."""
     if sw is None:
         return "no switch in this build"
-    lacking = sorted({u.what for u in stage_uses(prog, stage) if not supports(sw, u)})
+    lacking = sorted({u.what for u in needs(prog, stage) if not supports(sw, u)})
     if lacking:
         return f"{sw.name} cannot do {', '.join(lacking)}"
     cap = int(sw.res("stages") * sw.res("sram_blocks")), int(sw.res("stages") * sw.res("tcam_blocks"))

@@ -10,27 +10,47 @@ partitioner reads the same capability data.
 from __future__ import annotations
 
 from compiler import ir
-from compiler.analysis import Use, stage_uses
+from compiler.analysis import Use, stage_units, stage_uses
 from compiler.targets import TargetSet, TargetSpec, load_profiles
 from lang.diagnostics import Diagnostics
 
-__all__ = ["check_capabilities", "supports"]
+__all__ = ["can_run", "check_capabilities", "needs", "supports"]
 
 
 def supports(spec: TargetSpec, use: Use) -> bool:
-    if use.op.startswith("match:"):
-        return use.op[6:] in spec.match_kinds
+    """Can ``spec`` do this one use: an op, a match kind (``match:lpm``), a key width (``key_bits:N``)?"""
+    kind, _, arg = use.op.partition(":")
+    if kind == "match":
+        return arg in spec.match_kinds
+    if kind == "key_bits":
+        return int(arg) <= spec.max_key_bits
     return use.op in spec.ops
+
+
+def needs(prog: ir.Program, stage: ir.Stage, miss_to_server: bool = False) -> list[Use]:
+    """Everything a target must support to run ``stage``: its ops and match kinds, and each table's key
+    width.  With ``miss_to_server`` (asked of a switch in a build with a server) the miss branches of
+    cached lookups run on the server and are not asked."""
+    uses = stage_uses(prog, stage, skip_cached_miss=miss_to_server)
+    for unit in stage_units(prog, stage):
+        for name in unit.tables:
+            t = prog.tables[name]
+            uses.append(Use(f"key_bits:{t.key_bits}", t.span, f"the {t.key_bits}-bit key of table '{t.name}'"))
+    return uses
+
+
+def can_run(prog: ir.Program, stage: ir.Stage, spec: TargetSpec | None, miss_to_server: bool = False) -> bool:
+    """The one capability predicate: can ``spec`` run the whole stage?"""
+    return spec is not None and all(supports(spec, u) for u in needs(prog, stage, miss_to_server))
 
 
 def check_capabilities(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> None:
     catalogue = list(load_profiles().values())
     chosen = targets.all()
     for stage in prog.stages.values():
-        uses = stage_uses(prog, stage)
+        uses = needs(prog, stage)
         miss_to_server = targets.server is not None
-        if any(all(supports(t, u) for u in stage_uses(prog, stage, t.kind == "switch" and miss_to_server))
-               for t in chosen):
+        if any(can_run(prog, stage, t, t.kind == "switch" and miss_to_server) for t in chosen):
             continue
         lacking = [u for u in uses if not any(supports(t, u) for t in chosen)]
         for u in _first_per_op(lacking):
@@ -55,7 +75,8 @@ def _first_per_op(uses: list[Use]) -> list[Use]:
 
 def _report(stage: ir.Stage, u: Use, chosen: tuple[TargetSpec, ...], catalogue: list[TargetSpec],
             diags: Diagnostics) -> None:
-    need = u.op[6:] + " match" if u.op.startswith("match:") else f"capability '{u.op}'"
+    kind, _, arg = u.op.partition(":")
+    need = {"match": f"{arg} match", "key_bits": f"keys of {arg} bits"}.get(kind, f"capability '{u.op}'")
     elsewhere = sorted(t.name for t in catalogue if supports(t, u))
     names = ", ".join(t.name for t in chosen) or "no target"
     if not elsewhere:
