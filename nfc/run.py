@@ -1,5 +1,7 @@
 """``nfc run OUT --entries FILE --inject PORT=in.pcap ... --capture DIR``: the switch model
-and the compiled DPDK server program, connected as in a real PE (batch mode)."""
+and the compiled DPDK server program, connected as in a real PE (batch mode); a build for a
+switch alone runs in the switch model, one for a server alone runs the DPDK program on its
+logical ports."""
 
 from __future__ import annotations
 
@@ -10,11 +12,11 @@ import sys
 from pathlib import Path
 
 from lang import SourceMap
-from nfc._build_dir import open_build, parse_injects
+from nfc._build_dir import BuildError, open_build, open_placed, parse_injects
 from runtime.entries import EntriesError, load_entries
 from runtime.errors import RuntimeApiError
 from runtime.p4runtime import SwitchClient
-from runtime.run import RunError, run_hybrid, run_live
+from runtime.run import RunError, run_hybrid, run_live, run_server
 from targets.switchmodel.server import P4RuntimeServer, serve
 
 __all__ = ["add_parser"]
@@ -44,6 +46,9 @@ def run(args: argparse.Namespace, sources: SourceMap) -> int:
     through it (as to a real switch) and through the server program's control channel."""
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on SIGTERM as on ^C
     out = Path(args.out)
+    plan, _placed = open_placed(out)
+    if plan.switch is None:
+        return _run_server(args, out)
     plan, _placed, model = open_build(out)
     names = json.loads(plan.path(out, "name_map").read_text())
     p4rt = P4RuntimeServer(model, names, "tna")
@@ -69,5 +74,23 @@ def run(args: argparse.Namespace, sources: SourceMap) -> int:
         if client is not None:
             client.close()
         grpc_server.stop(0)
+    print(json.dumps(counters, sort_keys=True))
+    return 0
+
+
+def _run_server(args: argparse.Namespace, out: Path) -> int:
+    """A build without a switch: the DPDK program alone, on the injected logical ports."""
+    if args.live:
+        raise BuildError(f"{out} has no switch program: --live runs a switch model in front of the server; "
+                         "run it without --live, or rebuild with a switch target")
+    try:
+        counters = run_server(out, load_entries(args.entries) if args.entries else [], parse_injects(args.inject),
+                              Path(args.capture))
+    except KeyboardInterrupt:
+        print("nfc run: interrupted", file=sys.stderr)
+        return 130
+    except (RunError, EntriesError, RuntimeApiError) as e:
+        print(f"nfc run: {e}", file=sys.stderr)
+        return 1
     print(json.dumps(counters, sort_keys=True))
     return 0

@@ -25,7 +25,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
 
 
 def verify_placed(p: Placed, timeout_s: float = 60.0) -> list[PipelineProof]:
-    return verify_partition(p.program, p.placement, p.bridges, int(timeout_s * 1000))
+    return verify_partition(p.program, p.placement, p.bridges, int(timeout_s * 1000),
+                            switch=p.targets.switch is not None)
 
 
 def report(results: list[PipelineProof]) -> list[str]:

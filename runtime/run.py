@@ -1,4 +1,4 @@
-"""``nfc run`` in batch mode: the whole hybrid data plane on this machine.
+"""``nfc run`` in batch mode: the whole data plane on this machine.
 
 The switch part runs in the switch model; the server part is the compiled DPDK program,
 started as a real DPDK process (``--no-huge``, a net_pcap vdev hot-plugged once its input
@@ -7,11 +7,14 @@ places their table: P4Runtime writes to the switch model, the control channel to
 server program.  Packets from the input pcaps go through the switch; those the switch sends
 to its server port are handed to the DPDK process (as the server NIC would receive them);
 what it sends back re-enters the switch on the server port; every egress port gets a pcap.
+A build without a server runs in the switch model alone (``run_hybrid`` starts no process);
+one without a switch runs the DPDK program alone on its logical ports (``run_server``).
 """
 from __future__ import annotations
 
 import functools
 import json
+import struct
 import subprocess
 import tempfile
 import time
@@ -29,7 +32,7 @@ from runtime.live import LiveDataPlane, LiveError, Switch, pace
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess, eal_args
 
-__all__ = ["EAL_ARGS", "RunError", "run_hybrid", "run_live"]
+__all__ = ["EAL_ARGS", "RunError", "run_hybrid", "run_live", "run_server"]
 
 EAL_ARGS = eal_args()
 
@@ -50,6 +53,26 @@ def _write(path: Path, packets: list[bytes]) -> None:
             w.write(p)
 
 
+def _fresh(capture: Path) -> None:
+    """The capture folder, emptied of an earlier run's pcaps and counters."""
+    capture.mkdir(parents=True, exist_ok=True)
+    for old in [*capture.glob("port-*.pcap"), capture / "counters.json"]:
+        old.unlink(missing_ok=True)
+
+
+def _save(capture: Path, outputs: dict[int, list[bytes]], counters: dict[str, Any]) -> None:
+    for port, packets in sorted(outputs.items()):
+        _write(capture / f"port-{port}.pcap", packets)
+    (capture / "counters.json").write_text(json.dumps(counters, indent=2, sort_keys=True) + "\n")
+
+
+def _counters(drops: Counter[str], outputs: dict[int, list[bytes]], server: dict[str, Any]) -> dict[str, Any]:
+    server_drops = Counter({f"server:{k}": v for k, v in server.get("drops", {}).items()})
+    return {"drops": dict(sorted((drops + server_drops).items())),
+            "egress_packets": {str(p): len(v) for p, v in sorted(outputs.items())},
+            "server": {"forwarded": server.get("forwarded", 0), "tables": server.get("tables", {})}}
+
+
 def build_server(out: Path) -> Path:
     binary = out / "server" / "nf"
     if not binary.exists():
@@ -61,11 +84,11 @@ def build_server(out: Path) -> Path:
 
 def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchClient | None,
                entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path) -> dict[str, Any]:
-    capture.mkdir(parents=True, exist_ok=True)
+    _fresh(capture)
     outputs: dict[int, list[bytes]] = {}
     drops: Counter[str] = Counter()
     to_server: list[bytes] = []
-    server_port = switch.server_ports[0] if switch.server_ports else -1
+    server_port = switch.server_ports[0] if plan.server is not None and switch.server_ports else -1
 
     def deliver(o: Any) -> None:
         if o.kind == "forward" and o.port == server_port:
@@ -81,7 +104,7 @@ def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchC
     with tempfile.TemporaryDirectory(prefix="nfc-run-") as tmp:
         work = Path(tmp)
         srv = None
-        if server_port >= 0 or any(t.on_server for t in plan.tables):
+        if plan.server is not None:
             srv = ServerProcess(build_server(out), eal=EAL_ARGS, live=False,
                                 attach=[f"net_pcap0,rx_pcap={work / 'to_server.pcap'},"
                                         f"tx_pcap={work / 'from_server.pcap'}"])
@@ -106,14 +129,38 @@ def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchC
         deliver(switch.process(data, server_port))
     if to_server:
         raise RunError("a packet went back to the server twice; nfc run handles one round trip")
-    for port, packets in sorted(outputs.items()):
-        _write(capture / f"port-{port}.pcap", packets)
-    server_drops = server_counters.get("drops", {})
-    counters = {"drops": dict(sorted((drops + Counter({f"server:{k}": v for k, v in server_drops.items()})).items())),
-                "egress_packets": {str(p): len(v) for p, v in sorted(outputs.items())},
-                "server": {"forwarded": server_counters.get("forwarded", 0),
-                           "tables": server_counters.get("tables", {})}}
-    (capture / "counters.json").write_text(json.dumps(counters, indent=2, sort_keys=True) + "\n")
+    counters = _counters(drops, outputs, server_counters)
+    _save(capture, outputs, counters)
+    return counters
+
+
+_TAG = struct.Struct(">I")  # nf --tagged: the logical port before each frame
+
+
+def run_server(out: Path, entries: list[EntrySpec], injects: list[tuple[int, Path]],
+               capture: Path) -> dict[str, Any]:
+    """A build without a switch: the DPDK program alone, every logical port carried by one
+    tagged net_pcap device (``nf --tagged``) so that packets keep their injection order."""
+    _fresh(capture)
+    packets = [_TAG.pack(port) + bytes(d) for port, path in injects for d, _ in RawPcapReader(str(path))]
+    outputs: dict[int, list[bytes]] = {}
+    with tempfile.TemporaryDirectory(prefix="nfc-run-") as tmp:
+        work = Path(tmp)
+        srv = ServerProcess(build_server(out), eal=EAL_ARGS, live=False, extra=["--tagged"],
+                            attach=[f"net_pcap0,rx_pcap={work / 'in.pcap'},tx_pcap={work / 'out.pcap'}"])
+        try:
+            Runtime(out, switch=None, server=srv.control).load(entries)
+            _write(work / "in.pcap", packets)
+            srv.control.start()
+            server_counters = srv.wait()
+        except (RuntimeApiError, OSError) as e:
+            raise RunError(str(e)) from e
+        finally:
+            srv.stop()
+        for data, _ in RawPcapReader(str(work / "out.pcap")) if packets else []:
+            outputs.setdefault(_TAG.unpack_from(data)[0], []).append(bytes(data[_TAG.size:]))
+    counters = _counters(Counter(), outputs, server_counters)
+    _save(capture, outputs, counters)
     return counters
 
 
@@ -123,7 +170,7 @@ def run_live(out: Path, switch: Switch, server_port: int, switch_client: SwitchC
     """The live data plane: entries through the runtime, the pcaps sent at ``pps``, then
     ``serve_seconds`` more with the P4Runtime endpoint and the control socket open to other
     controllers (their addresses go to ``announce``); captures and counters as in batch mode."""
-    capture.mkdir(parents=True, exist_ok=True)
+    _fresh(capture)
     try:
         with LiveDataPlane(build_server(out), switch, server_port) as live:
             assert live.server is not None
@@ -138,7 +185,5 @@ def run_live(out: Path, switch: Switch, server_port: int, switch_client: SwitchC
             outputs = {p: live.take(p) for p in list(live.outputs)}
     except (RuntimeApiError, LiveError, OSError) as e:
         raise RunError(str(e)) from e
-    for port, packets in sorted(outputs.items()):
-        _write(capture / f"port-{port}.pcap", packets)
-    (capture / "counters.json").write_text(json.dumps(counters, indent=2, sort_keys=True) + "\n")
+    _save(capture, outputs, counters)
     return counters

@@ -73,3 +73,43 @@ def test_nfc_run_vpn_gateway_both_directions(tmp_path):
                           / inner[IP])]
     counters = json.loads((tmp_path / "cap/counters.json").read_text())
     assert counters["drops"] == {"server:no_overlay_route": 1}
+
+
+def test_server_alone_runs_on_its_logical_ports_and_capture_starts_empty(tmp_path):
+    """``--target dpdk``: nfc run starts the DPDK program alone (no switch model), the packets
+    of each input port enter on that logical port and leave by their egress port; a second
+    run into the same capture folder leaves no file of the first behind; --live needs a switch."""
+    out = tmp_path / "vpn"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
+                        "--target", "dpdk", "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    entries = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
+                                   "values": {"host_ip": "172.16.5.17", "vni": 5042}}],
+               "underlay_routes": [{"match": {"outer_ipv4_dst": "172.16.0.0/16"},
+                                    "values": {"port": 21, "next_hop_mac": NH_MAC}}],
+               "vni_to_qinq": [{"match": {"vxlan_vni": 3007}, "values": {"s_tag": 3, "c_tag": 7, "port": 4}}]}
+    (tmp_path / "entries.json").write_text(json.dumps(entries))
+    customer = (Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / Dot1AD(vlan=5) / Dot1Q(vlan=42)
+                / IP(src="192.168.200.1", dst="192.168.42.17") / UDP(sport=7, dport=9) / b"to the cloud")
+    wrpcap(str(tmp_path / "customer.pcap"), [customer, customer])
+    inner = Ether(src="00:00:00:00:00:0a", dst="00:00:00:00:00:0b") / IP(src="192.168.7.9", dst="10.1.1.1") / b"hi"
+    wrpcap(str(tmp_path / "cloud.pcap"), [Ether() / IP(dst=GW_IP) / UDP(dport=4789) / VXLAN(vni=3007) / inner])
+    cap = tmp_path / "cap"
+
+    def run(*injects: str, live: bool = False) -> subprocess.CompletedProcess[str]:
+        args = [a for i in injects for a in ("--inject", i)] + (["--live"] if live else [])
+        return subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--entries",
+                               str(tmp_path / "entries.json"), *args, "--capture", str(cap)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+    r = run(f"3={tmp_path / 'customer.pcap'}", f"17={tmp_path / 'cloud.pcap'}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [bytes(p) for p in rdpcap(str(cap / "port-21.pcap"))] == [expected_vxlan(customer, "172.16.5.17", 5042)] * 2
+    want_qinq = Ether(src=inner.src, dst=inner.dst) / Dot1AD(vlan=3) / Dot1Q(vlan=7) / inner[IP]
+    assert [bytes(p) for p in rdpcap(str(cap / "port-4.pcap"))] == [bytes(want_qinq)]
+    assert json.loads(r.stdout)["egress_packets"] == {"21": 2, "4": 1}
+    r = run(f"17={tmp_path / 'cloud.pcap'}")
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert sorted(p.name for p in cap.glob("port-*.pcap")) == ["port-4.pcap"]
+    r = run(f"17={tmp_path / 'cloud.pcap'}", live=True)
+    assert r.returncode == 1 and "has no switch program" in r.stderr

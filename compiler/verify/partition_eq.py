@@ -55,8 +55,8 @@ class _Placed:
     """Runs a pipeline the way the placed program does, on a symbolic state."""
 
     def __init__(self, sem: Semantics, p: ir.Pipeline, placement: Placement, bridges: tuple[Bridge, ...],
-                 stages: dict[str, ir.Stage]) -> None:
-        self.sem, self.p, self.placement, self.stages = sem, p, placement, stages
+                 stages: dict[str, ir.Stage], switch: bool) -> None:
+        self.sem, self.p, self.placement, self.stages, self.switch = sem, p, placement, stages, switch
         self.bridges = {(b.path, b.direction): b for b in bridges if b.pipeline == p.name}
         self.cached = [path[5:] for path, _d in self.bridges if path.startswith("miss:")]
 
@@ -66,10 +66,11 @@ class _Placed:
         server = [s for s in self.p.stages if seg[s] == 1]
         after = [s for s in self.p.stages if seg[s] == 2]
         self._switch(st, before)
-        if server:
+        if server and self.switch:
             self.project(st, self.bridges[("main", "switch->server")])
-            for s in server:
-                self.sem.run(st, self.stages[s].body, z3.BoolVal(True, self.sem.ctx))
+        for s in server:  # without a switch the server parses and runs everything: no cut, no bridge
+            self.sem.run(st, self.stages[s].body, z3.BoolVal(True, self.sem.ctx))
+        if server and self.switch:
             self.project(st, self.bridges[("main", "server->switch")])
         self._switch(st, after)
 
@@ -157,22 +158,26 @@ def _differ(a: SymState, b: SymState) -> z3.BoolRef:
 
 
 def verify_partition(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...],
-                     timeout_ms: int = 60_000, placed: ir.Program | None = None) -> list[PipelineProof]:
+                     timeout_ms: int = 60_000, placed: ir.Program | None = None,
+                     switch: bool = True) -> list[PipelineProof]:
     """``placed``: the program the placed side runs, when it is not ``prog`` itself (the
-    mutation tests break it on purpose)."""
+    mutation tests break it on purpose).  ``switch``: the build has a switch (without one,
+    every stage runs on the server, uncut)."""
     out = []
     for p in prog.pipelines:
         t0 = time.perf_counter()
         pp = next(q for q in (placed or prog).pipelines if q.name == p.name)
         try:
-            out.append(_verify_pipeline(prog, p, pp, (placed or prog).stages, placement, bridges, timeout_ms, t0))
+            out.append(_verify_pipeline(prog, p, pp, (placed or prog).stages, placement, bridges, switch, timeout_ms,
+                                        t0))
         except (Unsupported, KeyError) as e:
             out.append(PipelineProof(p.name, False, time.perf_counter() - t0, f"not encoded: {e}"))
     return out
 
 
 def _verify_pipeline(prog: ir.Program, p: ir.Pipeline, pp: ir.Pipeline, stages: dict[str, ir.Stage],
-                     placement: Placement, bridges: tuple[Bridge, ...], timeout_ms: int, t0: float) -> PipelineProof:
+                     placement: Placement, bridges: tuple[Bridge, ...], switch: bool, timeout_ms: int,
+                     t0: float) -> PipelineProof:
     ctx = z3.Context()
     sem = Semantics(prog, ctx)
     s0 = sem.initial()
@@ -181,7 +186,7 @@ def _verify_pipeline(prog: ir.Program, p: ir.Pipeline, pp: ir.Pipeline, stages: 
     spec, placed = s0.copy(), s0.copy()
     for s in p.stages:
         sem.run(spec, prog.stages[s].body, z3.BoolVal(True, ctx))
-    _Placed(sem, pp, placement, bridges, stages).run(placed)
+    _Placed(sem, pp, placement, bridges, stages, switch).run(placed)
     _finish(sem, spec)
     _finish(sem, placed)
     solver = z3.Solver(ctx=ctx)

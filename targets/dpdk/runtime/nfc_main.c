@@ -3,12 +3,15 @@
  * in the generated nf.c.
  *
  * usage: nf <EAL args> -- [--entries FILE] [--control SOCKET] [--live] [--idle-ms N] [--ports L0,L1,...]
- *                         [--wait] [--attach VDEV,ARGS]...
+ *                         [--tagged] [--wait] [--attach VDEV,ARGS]...
  * Every EAL lcore (-l) forwards, run to completion: lcore k polls queue k of every port.
  * Behind a switch: one port, the switch-facing NIC (e.g. --vdev=net_pcap0,rx_pcap=in.pcap,
  * tx_pcap=out.pcap); packets go back where they came from.  Software-only programs
  * (nfc_software): DPDK port i is the NF's logical port L_i (--ports, default i); a packet
- * leaves by the DPDK port of its logical egress port (none: dropped as "no_port").
+ * leaves by the DPDK port of its logical egress port (none: dropped as "no_port").  --tagged
+ * (software-only programs; nfc run's stand-in for one NIC per logical port): one DPDK port
+ * carries every logical port, each frame prefixed by its port as 4 bytes big-endian, the
+ * ingress port on receive and the egress port on send; order is kept.
  * Without --live, the first empty burst after traffic means end of input (pcap files have no
  * end-of-file signal, dpdk-here.md) and --idle-ms (default 3000) without any packet stops
  * it; with --live it runs until SIGINT/SIGTERM.  --control serves the control channel
@@ -43,6 +46,8 @@ static volatile sig_atomic_t quit;
 static uint32_t logical[MAX_PORTS];
 static uint16_t nports;
 static int live;
+static int tagged; /* --tagged: every frame carries its logical port in NFC_TAG bytes before it */
+#define NFC_TAG 4
 static uint64_t idle_ms = 3000;
 static struct rte_mempool *pool;
 volatile int nfc_started = 1; /* --wait: 0 until the control channel's START */
@@ -55,12 +60,76 @@ static void on_signal(int sig)
 
 static int out_port(uint16_t in_port, const struct nfc_pkt *p)
 {
-    if (!nfc_software)
+    if (!nfc_software || tagged)
         return in_port;
     for (uint16_t i = 0; i < nports; i++)
         if (logical[i] == p->egress)
             return i;
     return -1;
+}
+
+/* --tagged: strip the logical ingress port from in[0..n) (a frame too short for it is freed and
+ * counted as server_no_buffer: only a broken writer sends one); returns how many remain. */
+static uint16_t untag(struct rte_mbuf **in, uint16_t n, uint32_t *port, struct nfc_stats *st)
+{
+    uint16_t k = 0;
+    for (uint16_t i = 0; i < n; i++) {
+        const uint8_t *b = rte_pktmbuf_mtod(in[i], const uint8_t *);
+        if (rte_pktmbuf_data_len(in[i]) < NFC_TAG) {
+            rte_pktmbuf_free(in[i]);
+            st->drops[0]++;
+            continue;
+        }
+        port[k] = (uint32_t)b[0] << 24 | (uint32_t)b[1] << 16 | (uint32_t)b[2] << 8 | b[3];
+        rte_pktmbuf_adj(in[i], NFC_TAG);
+        in[k++] = in[i];
+    }
+    return k;
+}
+
+/* --tagged: prefix a sent frame with its logical egress port (no headroom: dropped). */
+static struct rte_mbuf *tag(struct rte_mbuf *m, const struct nfc_pkt *p, struct nfc_stats *st)
+{
+    uint8_t *b = (uint8_t *)rte_pktmbuf_prepend(m, NFC_TAG);
+    if (b == NULL) {
+        rte_pktmbuf_free(m);
+        st->forwarded--;
+        st->drops[0]++;
+        return NULL;
+    }
+    b[0] = (uint8_t)(p->egress >> 24);
+    b[1] = (uint8_t)(p->egress >> 16);
+    b[2] = (uint8_t)(p->egress >> 8);
+    b[3] = (uint8_t)p->egress;
+    return m;
+}
+
+/* One received burst: runs of packets from the same logical port go through nfc_burst
+ * together (with --tagged each packet names its own); the outputs are queued per port. */
+static void process(struct rte_mbuf **in, uint16_t n, uint16_t port, struct nfc_pkt *pkt, uint8_t *scratch,
+                    struct rte_mbuf *out[][NFC_BURST], uint16_t *nout)
+{
+    struct rte_mbuf *done[NFC_BURST];
+    int to[NFC_BURST];
+    uint32_t from[NFC_BURST];
+    if (tagged)
+        n = untag(in, n, from, pkt[0].stats);
+    for (uint16_t start = 0, end; start < n; start = end) {
+        uint32_t logical_in = tagged ? from[start] : logical[port];
+        for (end = start + 1; tagged && end < n && from[end] == logical_in;)
+            end++;
+        if (!tagged)
+            end = n;
+        nfc_burst(in + start, (uint16_t)(end - start), port, logical_in, pkt + start, scratch, pool, out_port,
+                  done + start, to + start);
+    }
+    for (uint16_t i = 0; i < n; i++) {
+        struct rte_mbuf *m = done[i];
+        if (m != NULL && tagged)
+            m = tag(m, &pkt[i], pkt[0].stats);
+        if (m != NULL)
+            out[to[i]][nout[to[i]]++] = m;
+    }
 }
 
 /* The run-to-completion loop of one lcore, on its queue of every port (nfc_burst.h does
@@ -78,8 +147,6 @@ static int forward(void *arg)
     uint64_t hz = rte_get_timer_hz(), last = rte_get_timer_cycles(), seen = 0;
     struct rte_mbuf *in[BURST], *out[MAX_PORTS][BURST];
     uint16_t nout[MAX_PORTS];
-    struct rte_mbuf *done[BURST];
-    int to[BURST];
     nfc_rcu_online(lcore);
     while (!quit) {
         uint32_t got = 0;
@@ -87,10 +154,7 @@ static int forward(void *arg)
             uint16_t n = rte_eth_rx_burst(port, queue, in, BURST);
             got += n;
             memset(nout, 0, sizeof nout);
-            nfc_burst(in, n, port, logical[port], pkt, outs[lcore], pool, out_port, done, to);
-            for (uint16_t i = 0; i < n; i++)
-                if (done[i] != NULL)
-                    out[to[i]][nout[to[i]]++] = done[i];
+            process(in, n, port, pkt, outs[lcore], out, nout);
             for (uint16_t q = 0; q < nports; q++) {
                 uint16_t sent = 0;
                 while (sent < nout[q] && !quit)
@@ -153,6 +217,8 @@ int main(int argc, char **argv)
         int more = i + 1 < argc;
         if (strcmp(argv[i], "--live") == 0) {
             live = 1;
+        } else if (strcmp(argv[i], "--tagged") == 0) {
+            tagged = 1;
         } else if (strcmp(argv[i], "--wait") == 0) {
             nfc_started = 0;
         } else if (more && strcmp(argv[i], "--attach") == 0 && nattach < MAX_PORTS) {
@@ -172,6 +238,10 @@ int main(int argc, char **argv)
             fprintf(stderr, "nfc: unknown argument %s\n", argv[i]);
             return 2;
         }
+    }
+    if (tagged && !nfc_software) {
+        fprintf(stderr, "nfc: --tagged is for a program without a switch (built with a server target alone)\n");
+        return 2;
     }
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
