@@ -1,9 +1,10 @@
 """Shared fixtures: run the front end on source text and collect its diagnostics; run
-``nfc run`` on a build with pcaps and collect what came out."""
+``nfc run`` on a build with pcaps and collect what came out; the server runtime compiled once."""
 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 from collections import Counter
@@ -14,6 +15,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+# the generated server program builds against Debian's DPDK (libdpdk-dev) with make
+HAVE_DPDK = shutil.which("make") is not None and shutil.which("pkg-config") is not None and subprocess.run(
+    ["pkg-config", "--exists", "libdpdk"]).returncode == 0
 
 from lang import Diagnostics, SourceMap, load  # noqa: E402
 from lang.symbols import CheckedProgram  # noqa: E402
@@ -81,3 +86,17 @@ def nfc_run(out: Path, entries: dict[str, Any], inputs: dict[int, list[bytes]], 
     for k, v in counters["drops"].items():
         drops[k.split(":", 1)[1]] += v
     return {p: n for p, n in got.items() if n}, drops
+
+
+@pytest.fixture(scope="session")
+def server_runtime_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A folder holding the hand-written server runtime (``targets/dpdk/runtime``) and its
+    objects, compiled once by its Makefile (``-Wall -Wextra -Werror``): a build whose copy of
+    the runtime is identical can take them and compile only its ``nf.c``."""
+    folder = tmp_path_factory.mktemp("server_runtime")
+    for f in (ROOT / "targets/dpdk/runtime").iterdir():
+        shutil.copyfile(f, folder / f.name)
+    objects = [f"{c.stem}.o" for c in folder.glob("nfc_*.c") if c.name != "nfc_bench.c"]
+    r = subprocess.run(["make", "-j2", "-C", str(folder), *objects], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return folder

@@ -8,7 +8,10 @@ pipeline (for a cache-miss bridge: the cached stage against the full table);
 (checksums recomputed) and the payload.  Header fields are read and written in place with
 bit accessors, reads of an invalid header give 0 and writes to one do nothing, exactly as
 the reference semantics says.  Exact-match tables are ``rte_hash`` tables (keys padded to
-16 bytes); constructs not supported yet raise ``Unsupported``.
+16 bytes); constructs not supported yet raise ``Unsupported``.  Whatever the program, the
+C builds under ``-Wall -Wextra -Werror`` (``tests/test_c_warnings.py``): no unused parameter,
+variable, label or function, no read of a buffer being filled, no comparison of an unsigned
+value with 0 that always holds or fails.
 """
 
 from __future__ import annotations
@@ -19,11 +22,12 @@ from pathlib import Path
 from typing import assert_never
 
 from compiler import ir
-from compiler.analysis import drop_reasons, stage_units
+from compiler.analysis import drop_reasons, stage_units, walk_expr
 from compiler.partition import Placement
 from compiler.passes.bridge import EGRESS, Bridge
 from lang.diagnostics import Span
 from targets.c import syntax as c
+from targets.c.unused import names_used, void_unused_params
 from targets.registry import GeneratorError
 
 __all__ = ["Unsupported", "lower_server"]
@@ -89,9 +93,11 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
         for bf in b.fields:
             if bf.name.startswith("meta."):
                 x.meta_slot(bf.name[5:])
-    parsers = [_parser(x, g) for g in prog.parsers.values()] if software else []
+    used = {pl.parser for pl in prog.pipelines}  # a parser no pipeline uses (W001) would be an unused function
+    parsers = [_parser(x, g) for g in prog.parsers.values() if g.name in used] if software else []
     funcs = [*parsers, _run(x), _to_switch(x), _reason_fn(x), _bench_key(x, tables)]
     funcs.append(_from_switch(x))  # last: it clears exactly the slots the others use
+    funcs = [void_unused_params(f) for f in funcs]  # with no server stage or table some are not read
     items: list[c.Include | c.Global | c.Func] = [
         c.Include("<stdio.h>"), c.Include("<stdlib.h>"), c.Include("<string.h>"), c.Include("<rte_hash.h>"),
         c.Include("<rte_jhash.h>"), c.Include("<rte_lcore.h>"), c.Include('"nfc_rt.h"'),
@@ -324,8 +330,16 @@ def _pack(x: _Ctx, buf: str, size: int, fields: list[tuple[int, int, c.Expr]]) -
             part = c.Bin("&", part, _mask(hi - lo))
             part = c.Bin("<<", part, c.Int(end - hi, "u")) if end > hi else part
             word = part if word is None else c.Bin("|", word, part)
-        out.append(_set(buf, start, end - start, word if word is not None else c.Int(0, "ull")))
+        out.append(_store(c.Name(buf), start, end - start, word if word is not None else c.Int(0, "ull")))
     return out
+
+
+def _store(buf: c.Expr, off: int, width: int, value: c.Expr) -> c.Stmt:
+    """Whole bytes [off / 8, (off + width) / 8) of ``buf`` := value, without reading them: a
+    buffer being filled may still be uninitialised (nfc_set's read-modify-write would read it)."""
+    if _aligned(off, width):
+        return _set_expr(buf, off, width, value)
+    return c.ExprStmt(c.Call("nfc_store_be", (_at(buf, off), c.Int(width // 8, "u"), value)))
 
 
 def _set(buf: str, off: int, width: int, value: c.Expr) -> c.Stmt:
@@ -367,9 +381,10 @@ def _offset(h: ir.HeaderType, name: str) -> int:
 # ---- parsers (software-only mode) ---------------------------------------------------------------
 
 def _parser(x: _Ctx, g: ir.ParserGraph) -> c.Func:
-    """The parse graph as labelled blocks; every extract checks the length first."""
-    body: list[c.Stmt] = [c.Decl("uint32_t", "off", c.Int(0, "u")), c.Goto(f"st_{g.name}_start")]
-    for st in g.states:
+    """The parse graph as labelled blocks; every extract checks the length first.  Only the
+    states reachable from ``start`` get a label (an unreachable one, W002, would be unused)."""
+    body: list[c.Stmt] = [c.Goto(f"st_{g.name}_start")]
+    for st in _reachable(g):
         body += [c.Comment(f"{g.name}.{st.name}, {_src(st.span)}"), c.Label(f"st_{g.name}_{st.name}")]
         for s in st.stmts:
             if isinstance(s, ir.Extract):
@@ -391,8 +406,22 @@ def _parser(x: _Ctx, g: ir.ParserGraph) -> c.Func:
                 cond = test if cond == c.Int(1, "") else c.Bin("&&", cond, test)
             body.append(c.If(cond, tuple(_ptarget(x, g, case.target))))
         body += _ptarget(x, g, st.default)
+    if "off" in names_used(tuple(body)):  # not when every path drops before extracting
+        body.insert(0, c.Decl("uint32_t", "off", c.Int(0, "u")))
     return c.Func("int", f"nfc_parse_{g.name}", ("struct nfc_pkt *p", "const uint8_t *data", "uint32_t len"),
                   tuple(body), f"parser {g.name}, {_src(g.span)}")
+
+
+def _reachable(g: ir.ParserGraph) -> list[ir.ParserState]:
+    """The states reachable from ``start``, in declaration order."""
+    seen, todo = {"start"}, ["start"]
+    while todo:
+        st = g.state(todo.pop())
+        for t in (*(case.target for case in st.cases), st.default):
+            if t.kind == "state" and t.name not in seen:
+                seen.add(t.name)
+                todo.append(t.name)
+    return [st for st in g.states if st.name in seen]
 
 
 def _ptarget(x: _Ctx, g: ir.ParserGraph, t: ir.PTarget) -> list[c.Stmt]:
@@ -530,6 +559,8 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
                                 c.Bin("+", c.Call("nfc_now_ns"), c.Index(v, c.Int(n + 1, "")))))
         for i, f in enumerate(t.values):
             hit.append(c.Assign(c.Name(f"p->res[{_res(x, t.name, f.name)}]"), c.Index(v, c.Int(i, ""))))
+    if v.name not in names_used(tuple(hit[1:])):  # no value to read and no idle timer to restart
+        hit = hit[1:]
     hit.append(_count(x, "hits", t))
     hit += _block(x, s.hit)
     lpm = _lpm_key(t)
@@ -669,6 +700,9 @@ def _expr(x: _Ctx, e: ir.Expr) -> c.Expr:
 
 def _binary(x: _Ctx, e: ir.Binary) -> c.Expr:
     a, b = _expr(x, e.left), _expr(x, e.right)
+    settled = _against_zero(e, a, b)
+    if settled is not None:
+        return settled
     if e.op in ("&&", "||", "==", "!=", "<", "<=", ">", ">="):
         return c.Bin(e.op, a, b)
     if e.op == "++":
@@ -677,6 +711,23 @@ def _binary(x: _Ctx, e: ir.Binary) -> c.Expr:
         shifted = c.Bin(e.op, a, b)
         return c.Cond(c.Bin("<", b, c.Int(e.width, "ull")), c.Bin("&", shifted, _mask(e.width)), c.Int(0, "ull"))
     return c.Bin("&", c.Bin(e.op, a, b), _mask(e.width))
+
+
+# an unsigned comparison with 0 that always holds or always fails: (op, 0 on the right) -> its value
+_SETTLED = {(">=", True): 1, ("<", True): 0, ("<=", False): 1, (">", False): 0}
+
+
+def _against_zero(e: ir.Binary, a: c.Expr, b: c.Expr) -> c.Expr | None:
+    """``x >= 0``, ``x < 0`` (and mirrored) as their constant value: gcc's -Wtype-limits rejects
+    the comparison itself.  An operand calling an extern is still evaluated, once."""
+    for right, zero, other, operand in ((True, e.right, a, e.left), (False, e.left, b, e.right)):
+        value = _SETTLED.get((e.op, right))
+        if value is None or not (isinstance(zero, ir.Const) and zero.value == 0):
+            continue
+        if any(isinstance(n, ir.ExternCall) for n in walk_expr(operand)):
+            return c.Bin("||" if value else "&&", c.Bin("==", other, c.Int(0, "ull")), c.Int(value, ""))
+        return c.Int(value, "")
+    return None
 
 
 def _hash(x: _Ctx, e: ir.Hash) -> c.Expr:

@@ -92,7 +92,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
         uint64_t f13 = p->egress_set ? p->egress : 0ull;
         nfc_set64(out, ((((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 1ull) << 0x35u)) | ((f8 & 0xffffffffffffull) << 5u)) | ((f9 >> 0xbu) & 0x1full));
         nfc_set64(out + 8u, ((((f9 & 0x7ffull) << 0x35u) | ((f10 & 1ull) << 0x34u)) | ((f11 & 0xffffffull) << 0x1cu)) | ((f12 >> 4u) & 0xfffffffull));
-        nfc_set(out, 0x80u, 0x18u, ((f12 & 0xfull) << 0x14u) | ((f13 & 0xffffull) << 4u));
+        nfc_store_be(out + 0x10u, 3u, ((f12 & 0xfull) << 0x14u) | ((f13 & 0xffffull) << 4u));
         n = 0x13u;
     }
     if (p->valid[0]) {

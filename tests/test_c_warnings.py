@@ -1,0 +1,77 @@
+"""The generated server program builds warning-free (the Makefile's ``-Wall -Wextra -Werror``)
+for every example and every program of ``tests/corpus/`` (small programs, each exercising a
+corner of the C generator: an all-switch build, odd hash widths, LPM, state, ...), under
+each target combination that writes a server program.
+
+A combination the compiler refuses for that target — a stage it cannot run (E071), a
+program that does not fit (E080), a construct the generator does not support yet (E1xx) —
+is skipped with the diagnostic.  A build over the servers' capacity (E081) is retried with
+``--allow-overcommit``: capacity is not what this test checks.  Verification is left out
+(``--no-verify``): it is not what this test checks either.
+"""
+
+from __future__ import annotations
+
+import filecmp
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import HAVE_DPDK, ROOT
+
+pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev, pkg-config) or make missing: "
+                                                      "python3 build.py setup installs them")
+
+PROGRAMS = sorted((ROOT / "examples").glob("*.nfp")) + sorted((ROOT / "tests/corpus").glob("*.nfp"))
+TARGETS = ("tofino+dpdk", "dpdk")  # the combinations that write OUT/server
+SKIPPED = re.compile(r"E071|E080|E1\d\d")  # unsupported on the target, does not fit, not generated yet
+ERROR = re.compile(r"^(\S+: error\[(E\d+)\]: .*)$", re.MULTILINE)
+
+
+def _build(program: Path, target: str, out: Path) -> subprocess.CompletedProcess[str]:
+    args = [sys.executable, "-m", "nfc.cli", "build", str(program), "--target", target, "--no-verify", "-o", str(out)]
+    r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0 and "error[E081]" in r.stderr:
+        r = subprocess.run([*args, "--allow-overcommit"], capture_output=True, text=True, cwd=ROOT)
+    return r
+
+
+def _skip_reason(stderr: str) -> str | None:
+    """The refusals, when every error is one this test skips; else None (a failure)."""
+    errors = ERROR.findall(stderr)
+    if not errors or "internal error" in stderr or not all(SKIPPED.fullmatch(code) for _, code in errors):
+        return None
+    return "; ".join(line for line, _ in errors)
+
+
+def _reuse_runtime_objects(server: Path, runtime: Path) -> None:
+    """Give ``server`` the runtime objects compiled once, when its runtime sources are the same
+    files: make then compiles only ``nf.c`` (the copies are newer than the sources)."""
+    sources = [f.name for f in runtime.iterdir() if f.suffix in (".c", ".h")]
+    if all((server / name).is_file() and filecmp.cmp(server / name, runtime / name, shallow=False)
+           for name in sources):
+        for obj in runtime.glob("*.o"):
+            shutil.copy(obj, server / obj.name)
+
+
+@pytest.mark.parametrize("target", TARGETS)
+@pytest.mark.parametrize("program", PROGRAMS, ids=[f"{p.parent.name}/{p.stem}" for p in PROGRAMS])
+def test_server_program_builds_warning_free(program: Path, target: str, tmp_path: Path,
+                                            server_runtime_objects: Path) -> None:
+    out = tmp_path / "out"
+    r = _build(program, target, out)
+    if r.returncode != 0:
+        reason = _skip_reason(r.stderr)
+        if reason is None:
+            pytest.fail(f"nfc build failed:\n{r.stderr[-4000:]}")
+        pytest.skip(reason)
+    server = out / "server"
+    assert (server / "nf.c").is_file(), f"--target {target} wrote no server program"
+    _reuse_runtime_objects(server, server_runtime_objects)
+    make = subprocess.run(["make", "-j2", "-C", str(server)], capture_output=True, text=True)
+    assert make.returncode == 0, f"make failed:\n{make.stderr[-6000:]}"
+    assert (server / "nf").is_file()
