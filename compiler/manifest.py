@@ -16,10 +16,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "Plan", "PlanError", "StageInfo", "TableInfo",
+__all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse", "MissPathInfo", "Plan", "PlanError",
+           "ServerResource", "ServerResources", "SolverInfo", "StageInfo", "SwitchResources", "TableInfo",
            "TablePlacement", "TargetInfo", "load_plan", "plan_from_json", "read_json"]
 
-PLAN_VERSION = 2  # 2: source_sha256, compiler_version, artifacts.placed, bridges[].required
+# 2: source_sha256, compiler_version, artifacts.placed, bridges[].required
+# 3: resources.server.memory_available_bytes is one server's memory (each holds every server table),
+#    resources.server.overcommitted
+PLAN_VERSION = 3
 
 
 class PlanError(ValueError):
@@ -43,6 +47,14 @@ class TablePlacement(enum.Enum):
     @property
     def cached(self) -> bool:
         return self is TablePlacement.CACHED
+
+
+class ServerResource(enum.Enum):
+    """What the ``check-server-fit`` pass checks (E081); ``--allow-overcommit`` lets a build exceed it."""
+
+    MEMORY = "memory"  # bytes of server tables on each server
+    CORES = "cores"  # cores for the deployment's rate, over all servers
+    LINK = "link"  # Gbit/s crossing to the servers (their NICs in a server-only build), over all servers
 
 
 class Direction(enum.Enum):
@@ -70,6 +82,10 @@ class TableInfo:
     keys: tuple[FieldInfo, ...]
     values: tuple[FieldInfo, ...]
     switch_entries: int  # entries the switch holds (the cache's size for a cached table)
+    sram_blocks: int = 0  # on the switch
+    tcam_blocks: int = 0
+    mau_stages: tuple[int, int] | None = None  # first, last MAU stage on the switch
+    server_bytes: int = 0  # the full table's memory on each server (0: not on a server)
 
     @property
     def state(self) -> bool:
@@ -101,6 +117,7 @@ class StageInfo:
     on_server: bool
     segment: str  # "switch" | "server" | "switch (after server)"
     source: str
+    server_ns: float | None = None  # server nanoseconds per packet (server stages only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -116,6 +133,10 @@ class BridgeInfo:
     fields: tuple[FieldInfo, ...]
     bits: int
 
+    @property
+    def bytes(self) -> int:
+        return self.bits // 8
+
 
 @dataclass(frozen=True, slots=True)
 class TargetInfo:
@@ -124,6 +145,60 @@ class TargetInfo:
     generator: str
     profile: str
     resources: dict[str, float]
+
+
+@dataclass(frozen=True, slots=True)
+class MauStageUse:
+    stage: int
+    sram_blocks: int
+    tcam_blocks: int
+
+
+@dataclass(frozen=True, slots=True)
+class SwitchResources:
+    mau_stages_used: int
+    per_stage: tuple[MauStageUse, ...]  # one per MAU stage of the chip
+    sram_blocks: int
+    tcam_blocks: int
+    sram_capacity: int
+    tcam_capacity: int
+
+
+@dataclass(frozen=True, slots=True)
+class ServerResources:
+    """The servers' load at the deployment's rate (``compiler/server_load.py``)."""
+
+    ns_per_packet: dict[str, float]  # pipeline -> server ns per packet of that pipeline
+    cycles_per_packet: dict[str, float]
+    weighted_ns_per_offered_packet: float
+    offered_rate_pps: float
+    cores_needed: float
+    cores_available: int  # all servers
+    memory_bytes: int  # on each server
+    memory_available_bytes: int  # one server's
+    crossing_share: float  # of the offered packets
+    link_gbps_needed: float
+    link_gbps_available: float  # all servers
+    overcommitted: tuple[ServerResource, ...]  # short, built with --allow-overcommit
+
+
+@dataclass(frozen=True, slots=True)
+class MissPathInfo:
+    """A switch cache's misses: the server runs ``stage`` on the full table."""
+
+    table: str
+    stage: str
+    pipeline: str
+    cached_entries: int
+    hit_rate: float
+    server_ns: float  # per missed packet
+
+
+@dataclass(frozen=True, slots=True)
+class SolverInfo:
+    engine: str
+    objectives: tuple[str, ...]  # lexicographic, first first
+    optimal: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +218,10 @@ class Plan:
     drop_reasons: tuple[str, ...]
     artifacts: dict[str, str]  # name -> path relative to the build folder
     generated: dict[str, str]
-    raw: dict[str, Any]  # the whole document (resources, solver, cache_miss_paths), for reports
+    switch_resources: SwitchResources | None = None
+    server_resources: ServerResources | None = None
+    cache_miss_paths: tuple[MissPathInfo, ...] = ()
+    solver: SolverInfo | None = None
 
     def table(self, name: str) -> TableInfo:
         return next(t for t in self.tables if t.name == name)
@@ -164,10 +242,48 @@ def _target(t: dict[str, Any] | None) -> TargetInfo | None:
 
 
 def _table(t: dict[str, Any]) -> TableInfo:
+    sw, mau = t.get("switch") or {}, (t.get("switch") or {}).get("mau_stages")
     return TableInfo(t["name"], t["kind"], t["match"], int(t["size"]), TablePlacement(t["placement"]), t.get("stage"),
                      t["source"], tuple(FieldInfo(k["name"], int(k["width"]), k["match"]) for k in t["keys"]),
                      tuple(FieldInfo(v["name"], int(v["width"])) for v in t["values"]),
-                     int(t.get("switch", {}).get("entries", 0)))
+                     int(sw.get("entries", 0)), int(sw.get("sram_blocks", 0)), int(sw.get("tcam_blocks", 0)),
+                     (int(mau[0]), int(mau[1])) if mau else None, int((t.get("server") or {}).get("memory_bytes", 0)))
+
+
+def _stage(s: dict[str, Any]) -> StageInfo:
+    ns = s.get("server_ns")
+    return StageInfo(s["name"], s["pipeline"], s["placement"] == "server", s["segment"], s["source"],
+                     float(ns) if ns is not None else None)
+
+
+def _switch_resources(r: dict[str, Any] | None) -> SwitchResources | None:
+    if r is None:
+        return None
+    return SwitchResources(int(r["mau_stages_used"]),
+                           tuple(MauStageUse(int(u["stage"]), int(u["sram_blocks"]), int(u["tcam_blocks"]))
+                                 for u in r["per_stage"]),
+                           int(r["sram_blocks"]), int(r["tcam_blocks"]), int(r["sram_capacity"]),
+                           int(r["tcam_capacity"]))
+
+
+def _server_resources(r: dict[str, Any] | None) -> ServerResources | None:
+    if r is None:
+        return None
+    return ServerResources(
+        {k: float(v) for k, v in r["ns_per_packet"].items()}, {k: float(v) for k, v in r["cycles_per_packet"].items()},
+        float(r["weighted_ns_per_offered_packet"]), float(r["offered_rate_pps"]), float(r["cores_needed"]),
+        int(r["cores_available"]), int(r["memory_bytes"]), int(r["memory_available_bytes"]),
+        float(r["crossing_share"]), float(r["link_gbps_needed"]), float(r["link_gbps_available"]),
+        tuple(ServerResource(x) for x in r.get("overcommitted", ())))
+
+
+def _miss_path(x: dict[str, Any]) -> MissPathInfo:
+    return MissPathInfo(x["table"], x["stage"], x["pipeline"], int(x["cached_entries"]), float(x["hit_rate"]),
+                        float(x["server_ns"]))
+
+
+def _solver(s: dict[str, Any] | None) -> SolverInfo | None:
+    return SolverInfo(s["engine"], tuple(s["objectives"]), bool(s["optimal"])) if s else None
 
 
 def _bridge(b: dict[str, Any]) -> BridgeInfo:
@@ -191,12 +307,15 @@ def plan_from_json(data: Any, where: str = "plan.json") -> Plan:
             compiler_version=data.get("compiler_version", ""), target=data["target"],
             switch=_target(targets.get("switch")), server=_target(targets.get("server")),
             servers=int(targets.get("servers", 1)), server_ports=tuple(targets.get("server_ports", ())),
-            stages=tuple(StageInfo(s["name"], s["pipeline"], s["placement"] == "server", s["segment"], s["source"])
-                         for s in data["stages"]),
+            stages=tuple(_stage(s) for s in data["stages"]),
             tables=tuple(_table(t) for t in data["tables"]),
             bridges=tuple(_bridge(b) for b in data["bridges"]),
             drop_reasons=tuple(data["drop_reasons"]),
-            artifacts=dict(data["artifacts"]), generated=dict(data["generated"]), raw=data)
+            artifacts=dict(data["artifacts"]), generated=dict(data["generated"]),
+            switch_resources=_switch_resources(data.get("resources", {}).get("switch")),
+            server_resources=_server_resources(data.get("resources", {}).get("server")),
+            cache_miss_paths=tuple(_miss_path(x) for x in data.get("cache_miss_paths", ())),
+            solver=_solver(data.get("solver")))
     except (KeyError, TypeError, ValueError) as e:
         raise PlanError(f"{where}: malformed plan ({type(e).__name__}: {e})") from e
 

@@ -18,7 +18,9 @@ from compiler.lower import lower
 from compiler.partition import Placement, partition
 from compiler.passes.bridge import Bridge, compute_bridges
 from compiler.passes.capabilities import check_capabilities
+from compiler.passes.server_fit import check_server_fit
 from compiler.passes.validity import check_validity
+from compiler.server_load import ServerLoad
 from compiler.targets import TargetSet, resolve_targets
 from lang.diagnostics import Diagnostics, InternalError
 from lang.symbols import CheckedProgram
@@ -30,10 +32,12 @@ __all__ = ["PASSES", "PASS_NAMES", "Compilation", "Pass", "compile_program"]
 class Compilation:
     checked: CheckedProgram
     target_flag: str
+    allow_overcommit: bool = False  # --allow-overcommit: servers short of a resource are a warning, not E081
     program: ir.Program | None = None
     validity: dict[str, frozenset[str]] | None = None
     targets: TargetSet | None = None
     placement: Placement | None = None
+    server_load: ServerLoad | None = None  # None: no server in this build
     bridges: tuple[Bridge, ...] = ()
 
     def need_program(self) -> ir.Program:
@@ -45,6 +49,11 @@ class Compilation:
         if self.targets is None:
             raise InternalError("pass needs resolved targets")
         return self.targets
+
+    def need_placement(self) -> Placement:
+        if self.placement is None:
+            raise InternalError("pass needs a placement")
+        return self.placement
 
 
 @dataclass(frozen=True)
@@ -85,6 +94,11 @@ def _partition(c: Compilation, d: Diagnostics) -> Compilation:
     return replace(c, placement=partition(c.need_program(), c.need_targets(), d))
 
 
+def _server_fit(c: Compilation, d: Diagnostics) -> Compilation:
+    load = check_server_fit(c.need_program(), c.need_placement(), c.need_targets(), c.allow_overcommit, d)
+    return replace(c, server_load=load)
+
+
 def _bridge(c: Compilation, d: Diagnostics) -> Compilation:
     if c.placement is None or c.validity is None:
         raise InternalError("bridge pass needs a placement")
@@ -110,6 +124,17 @@ def _dump_placement(c: Compilation) -> str:
     return json.dumps(asdict(c.placement) if c.placement else None, indent=2, default=str) + "\n"
 
 
+def _dump_server_load(c: Compilation) -> str:
+    load = c.server_load
+    if load is None:
+        return "null\n"
+    margins = {m.resource.value: {"needed": m.needed, "available": m.available, "unit": m.unit,
+                                  "users": [[p.what, str(p.span), p.amount] for p in m.parts]}
+               for m in load.margins}
+    return json.dumps({"server": load.server.name, "servers": load.servers, "rate_pps": load.rate_pps} | margins,
+                      indent=2) + "\n"
+
+
 def _dump_bridges(c: Compilation) -> str:
     return json.dumps([asdict(b) for b in c.bridges], indent=2) + "\n"
 
@@ -120,6 +145,7 @@ PASSES: list[Pass] = [
     Pass("resolve-targets", _targets, _dump_targets, "resolve target profiles"),
     Pass("check-capabilities", _capabilities, _dump_ir, "check target capabilities"),
     Pass("partition", _partition, _dump_placement, "place stages (Z3 Optimize)"),
+    Pass("check-server-fit", _server_fit, _dump_server_load, "check server memory, cores and link"),
     Pass("bridge", _bridge, _dump_bridges, "lay out bridge headers"),
 ]
 PASS_NAMES = [p.name for p in PASSES]
@@ -132,9 +158,11 @@ def compile_program(
     dump_after: str | None = None,
     dump: Callable[[str], None] | None = None,
     progress: Callable[[str], None] | None = None,
+    allow_overcommit: bool = False,
 ) -> Compilation:
-    """Run every pass in order; stop after the first with errors (raises CompileError)."""
-    c = Compilation(checked, target_flag)
+    """Run every pass in order; stop after the first with errors (raises CompileError).
+    ``allow_overcommit``: servers short of memory, cores or link are warned about (W081), not an error."""
+    c = Compilation(checked, target_flag, allow_overcommit)
     for i, p in enumerate(PASSES, 1):
         started = time.monotonic()
         if progress:

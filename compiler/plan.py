@@ -17,6 +17,7 @@ from compiler.manifest import PLAN_VERSION, TablePlacement
 from compiler.partition import Placement, stage_cost_ns, switch_usage
 from compiler.pipeline import Compilation
 from compiler.resources import server_bytes, table_blocks
+from compiler.server_load import ServerLoad
 from compiler.targets import TargetSpec
 
 __all__ = ["PLAN_VERSION", "SEGMENTS", "build_plan", "dump_plan"]
@@ -86,22 +87,7 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
             "sram_capacity": int(sw.res("stages") * sw.res("sram_blocks")),
             "tcam_capacity": int(sw.res("stages") * sw.res("tcam_blocks")),
         }
-    server_res: dict[str, Any] | None = None
-    if srv is not None:
-        ghz = srv.resources.get("clock_ghz", 2.0)
-        server_res = {
-            "ns_per_packet": {k: round(v, 2) for k, v in pl.server_ns.items()},
-            "cycles_per_packet": {k: round(v * ghz, 1) for k, v in pl.server_ns.items()},
-            "weighted_ns_per_offered_packet": round(pl.server_ns_per_packet, 2),
-            "offered_rate_pps": ts.rate_pps,
-            "cores_needed": round(pl.cores_needed, 2),
-            "cores_available": int(srv.resources.get("cores", 1)) * ts.n_servers,
-            "memory_bytes": pl.server_memory_bytes,
-            "memory_available_bytes": int(srv.resources.get("memory_gib", 0) * 2**30) * ts.n_servers,
-            "crossing_share": round(pl.crossing_share, 4),
-            "link_gbps_needed": round(pl.link_gbps(ts.rate_pps, srv.cost.get("mean_packet_bytes", 512)), 2),
-            "link_gbps_available": srv.resources.get("link_gbps", 0) * ts.n_servers,
-        }
+    server_res = _server_resources(pl, c.server_load)
     return {
         "plan_version": PLAN_VERSION,
         "source": prog.file,
@@ -122,6 +108,28 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
                    "optimal": pl.optimal},
         "artifacts": dict(sorted(artifacts.items())),
         "generated": dict(sorted(generated.items())),
+    }
+
+
+def _server_resources(pl: Placement, load: ServerLoad | None) -> dict[str, Any] | None:
+    """The ``check-server-fit`` pass's figures: needed and available per resource (memory per server,
+    cores and link over all servers) and which of them are over-committed (``--allow-overcommit``)."""
+    if load is None:
+        return None
+    ghz = load.server.resources.get("clock_ghz", 2.0)
+    return {
+        "ns_per_packet": {k: round(v, 2) for k, v in pl.server_ns.items()},
+        "cycles_per_packet": {k: round(v * ghz, 1) for k, v in pl.server_ns.items()},
+        "weighted_ns_per_offered_packet": round(pl.server_ns_per_packet, 2),
+        "offered_rate_pps": load.rate_pps,
+        "cores_needed": round(load.cores.needed, 2),
+        "cores_available": int(load.cores.available),
+        "memory_bytes": int(load.memory.needed),
+        "memory_available_bytes": int(load.memory.available),
+        "crossing_share": round(pl.crossing_share, 4),
+        "link_gbps_needed": round(load.link.needed, 2),
+        "link_gbps_available": load.link.available,
+        "overcommitted": [m.resource.value for m in load.margins if not m.fits],
     }
 
 

@@ -45,6 +45,7 @@ class Span:
 
 
 BUILTIN = Span("<builtin>", 0, 0, 0, 0)
+Related = tuple[tuple[Span, str], ...]  # a diagnostic's related spans, each with its note
 
 
 class Severity(Enum):
@@ -76,10 +77,12 @@ CODES: dict[str, str] = {
     "E070": "unsupported on every target",
     "E071": "unsupported on the chosen target",
     "E080": "does not fit",
+    "E081": "does not fit the servers",
     "E090": "numeric value out of range",
     "E100": "not supported by the code generator yet",
     "W001": "declared but never used",
     "W002": "unreachable parser state",
+    "W081": "servers over-committed (--allow-overcommit)",
 }
 
 
@@ -134,20 +137,15 @@ class Diagnostics:
 
     items: list[Diagnostic] = field(default_factory=list)
 
-    def error(
-        self,
-        code: str,
-        message: str,
-        span: Span,
-        notes: tuple[str, ...] = (),
-        related: tuple[tuple[Span, str], ...] = (),
-    ) -> None:
-        assert code in CODES, code
-        self.items.append(Diagnostic(code, message, span, Severity.ERROR, notes, related))
+    def error(self, code: str, message: str, span: Span, notes: tuple[str, ...] = (), related: Related = ()) -> None:
+        self._add(Diagnostic(code, message, span, Severity.ERROR, notes, related))
 
-    def warning(self, code: str, message: str, span: Span) -> None:
-        assert code in CODES, code
-        self.items.append(Diagnostic(code, message, span, Severity.WARNING))
+    def warning(self, code: str, message: str, span: Span, notes: tuple[str, ...] = (), related: Related = ()) -> None:
+        self._add(Diagnostic(code, message, span, Severity.WARNING, notes, related))
+
+    def _add(self, d: Diagnostic) -> None:
+        assert d.code in CODES, d.code
+        self.items.append(d)
 
     @property
     def has_errors(self) -> bool:

@@ -10,6 +10,7 @@ import targets.dpdk.generator
 import targets.pyapi.generator
 import targets.tofino.generator  # noqa: F401  (registers the "tna", "dpdk" and "python-api" generators)
 from compiler.irprint import print_program
+from compiler.manifest import plan_from_json
 from compiler.pipeline import PASS_NAMES, PASSES, Compilation, compile_program
 from compiler.placed import Placed, dump_placed
 from compiler.plan import build_plan, dump_plan
@@ -39,7 +40,8 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
     diags = Diagnostics()
     checked = load(args.file, diags, sources)
     diags.raise_if_errors()
-    c = compile_program(checked, args.target, diags, args.dump_after, lambda s: print(s, end=""), _progress)
+    c = compile_program(checked, args.target, diags, args.dump_after, lambda s: print(s, end=""), _progress,
+                        args.allow_overcommit)
     out = Path(args.out or Path("build") / Path(args.file).stem)
     out.mkdir(parents=True, exist_ok=True)
     assert c.placement is not None
@@ -52,15 +54,17 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
     plan = build_plan(c, artifacts, generated, source_sha256(Path(args.file)))
     prog = c.need_program()
     (out / "plan.json").write_text(dump_plan(plan))
-    report = text_report(plan, prog, c.need_targets().switch)
+    typed = plan_from_json(plan)
+    report = text_report(typed, prog, c.need_targets().switch)
     (out / "report.txt").write_text(report)
-    (out / "pipeline.svg").write_text(pipeline_svg(plan, prog))
-    (out / "resources.svg").write_text(resources_svg(plan))
+    (out / "pipeline.svg").write_text(pipeline_svg(typed, prog))
+    (out / "resources.svg").write_text(resources_svg(typed))
     (out / "ir.txt").write_text(print_program(prog))
     assert c.placement is not None
     _progress(f"placed {len(plan['stages'])} stages in {c.placement.solve_seconds:.2f} s "
               f"({'optimal' if c.placement.optimal else 'not proved optimal'}); wrote {out}/plan.json")
-    _warn_capacity(plan)
+    for d in diags.items:  # warnings (errors stopped the build): e.g. W081, servers over-committed
+        _progress(sources.render(d))
     gen_diags.raise_if_errors()
     return 0 if args.no_verify else _verify(placed)
 
@@ -93,15 +97,3 @@ def _generate(c: Compilation, out: Path, diags: Diagnostics) -> dict[str, str]:
             diags.error("E100", f"the {name} generator does not support {e.what} yet", span)
     return generated
 
-
-def _warn_capacity(plan: dict[str, object]) -> None:
-    srv = plan["resources"]["server"]  # type: ignore[index]
-    if srv and srv["cores_needed"] > srv["cores_available"]:
-        _progress(f"warning: the server part needs {srv['cores_needed']} cores at the offered rate, the deployment "
-                  f"has {srv['cores_available']}")
-    if srv and srv["link_gbps_needed"] > srv["link_gbps_available"]:
-        _progress(f"warning: {srv['link_gbps_needed']} Gbit/s must cross to the servers, the links carry "
-                  f"{srv['link_gbps_available']}")
-    if srv and srv["memory_bytes"] > srv["memory_available_bytes"]:
-        _progress(f"warning: server tables need {srv['memory_bytes']} bytes, the servers have "
-                  f"{srv['memory_available_bytes']}")

@@ -66,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--dump-after", metavar="PASS", help="print what PASS produced (see --list-passes)")
     b.add_argument("--list-passes", action="store_true", help="list the passes in order and exit")
     b.add_argument("--no-verify", action="store_true", help="skip the Z3 proof that the placement equals the spec")
+    b.add_argument("--allow-overcommit", action="store_true",
+                   help="build even when the servers lack the memory, cores or link bandwidth the deployment's rate "
+                        "needs (error E081 becomes warning W081)")
     b.set_defaults(func=build)
     add_switch_model(sub)
     add_run(sub)

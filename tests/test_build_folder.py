@@ -152,7 +152,7 @@ def test_the_typed_plan_of_every_example(tmp_path):
     out = tmp_path / "vpn_gateway"
     raw = json.loads((out / "plan.json").read_text())
     (out / "plan.json").write_text(json.dumps(raw | {"plan_version": 1}))
-    with pytest.raises(PlanError, match="plan version 1, this nfc reads version 2: rebuild"):
+    with pytest.raises(PlanError, match="plan version 1, this nfc reads version 3: rebuild"):
         load_plan(out)
     r = _nfc("switch-model", str(out), cwd=tmp_path)
     assert r.returncode == 1 and "rebuild with this nfc" in r.stderr and "Traceback" not in r.stderr

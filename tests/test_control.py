@@ -25,8 +25,9 @@ pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missin
 
 def _build(tmp_path_factory, example: str, target: str = "tofino+dpdk"):
     out = tmp_path_factory.mktemp(example)
+    # cgnat's 59 Mpps on its servers' own NICs (--target dpdk) is E081 without --allow-overcommit
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", f"examples/{example}.nfp", "--target", target,
-                        "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+                        "--allow-overcommit", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]

@@ -110,7 +110,7 @@ def _entries_json(tables) -> dict[str, list[dict[str, object]]]:
 def _reference(tables, inputs: dict[int, list[bytes]], target: str) -> Outputs:
     from runtime.entries import load_entries
 
-    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"), target)
+    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"), target, allow_overcommit=True)  # dpdk: E081 (NIC)
     spec = Interpreter(c.program)
     path = Path(os.environ.get("TMPDIR", "/tmp")) / f"nfc-diff-{os.getpid()}.json"
     path.write_text(json.dumps(_entries_json(tables)))
@@ -150,7 +150,7 @@ def _dpdk_alone(out: Path, tables, inputs: dict[int, list[bytes]], work: Path) -
     work.mkdir(parents=True, exist_ok=True)
     (work / "entries.json").write_text(json.dumps(_entries_json(tables)))
     lines = []
-    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"), "dpdk")
+    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"), "dpdk", allow_overcommit=True)
     for e in load_entries(work / "entries.json"):
         t = c.program.tables[e.table]
         keys = [f"{e.match[k.name][0]}/{e.match[k.name][1]}" if k.match == "lpm" else str(e.match[k.name][0])
@@ -172,8 +172,9 @@ def _dpdk_alone(out: Path, tables, inputs: dict[int, list[bytes]], work: Path) -
 
 def _build(tmp: Path, target: str) -> Path:
     out = tmp / target.replace("+", "_")
+    # --target dpdk: 15 Mpps of 512-byte packets on the server's own 40G NIC is E081 without the flag
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "--target", target,
-                        "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+                        "--allow-overcommit", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
     return out

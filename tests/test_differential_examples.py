@@ -34,6 +34,8 @@ pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missin
 N = 1200 if os.environ.get("NFC_SLOW") else 300  # packets per example on tofino+dpdk, a third on the others
 EXAMPLES = ["bluebird_tor", "cgnat", "dsr_router", "vpn_gateway", "ipsec_gateway"]
 WITH_SERVER = ["tofino+dpdk", "tofino2+dpdk", "dpdk"]
+# at their deployment's rate every packet on the servers' own NICs exceeds them (E081): build with --allow-overcommit
+OVERCOMMITTED = {("vpn_gateway", "dpdk"), ("cgnat", "dpdk")}
 # issue 15: the dpdk generator lowers neither fields wider than 64 bits (IPv6 routes, SA keys) nor ESP yet (E100)
 WIDE = {("ipsec_gateway", t) for t in WITH_SERVER} | {("bluebird_tor", "dpdk")}
 
@@ -111,7 +113,8 @@ def _nfc(*args: str) -> subprocess.CompletedProcess[str]:
 @pytest.mark.parametrize(("example", "target"), _cases())
 def test_spec_and_nfc_run_agree(example, target, tmp_path):
     out = tmp_path / "build"
-    r = _nfc("build", f"examples/{example}.nfp", "-o", str(out), "--target", target, "--no-verify")
+    over = ["--allow-overcommit"] if (example, target) in OVERCOMMITTED else []
+    r = _nfc("build", f"examples/{example}.nfp", "-o", str(out), "--target", target, "--no-verify", *over)
     assert r.returncode == 0, r.stderr[-3000:]
     r = _nfc("verify", str(out))
     assert r.returncode == 0 and "proved equal" in r.stderr, r.stdout + r.stderr

@@ -81,7 +81,8 @@ def test_server_alone_runs_on_its_logical_ports_and_capture_starts_empty(tmp_pat
     run into the same capture folder leaves no file of the first behind; --live needs a switch."""
     out = tmp_path / "vpn"
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--target", "dpdk", "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+                        "--target", "dpdk", "--no-verify", "--allow-overcommit"],  # 61.44 Gbit/s on a 40G NIC
+                       capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     entries = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
                                    "values": {"host_ip": "172.16.5.17", "vni": 5042}}],

@@ -15,9 +15,9 @@ from tests.conftest import ROOT
 VPN = str(ROOT / "examples/vpn_gateway.nfp")
 
 
-def compile_file(path: str, target: str = "tofino+dpdk"):
+def compile_file(path: str, target: str = "tofino+dpdk", allow_overcommit: bool = False):
     diags = Diagnostics()
-    return compile_program(load(path, diags, SourceMap()), target, diags)
+    return compile_program(load(path, diags, SourceMap()), target, diags, allow_overcommit=allow_overcommit)
 
 
 @pytest.fixture(scope="module")
@@ -78,7 +78,7 @@ def test_tofino_alone_names_the_stage_that_does_not_fit():
 
 
 def test_dpdk_alone_puts_everything_on_the_server():
-    c = compile_file(VPN, "dpdk")
+    c = compile_file(VPN, "dpdk", allow_overcommit=True)  # 61.44 Gbit/s at its rate: more than the server's NIC
     assert set(c.placement.segment.values()) == {1}
     assert c.bridges == ()
 
@@ -152,7 +152,7 @@ def test_nfc_build_writes_manifest_with_artifact_paths(tmp_path):
     assert "server_c (server/nf.c)" in (out / "report.txt").read_text()
     for rel in plan["generated"].values():
         assert (out / rel).is_file()
-    assert "[5/6] place stages" in r.stderr
+    assert "[5/7] place stages" in r.stderr
 
 
 def test_dump_after_prints_the_pass_output():

@@ -23,7 +23,7 @@ stage other { forward(std.ingress_port + 100); }
 ports all = [0..7];
 pipeline ip_traffic { ports = all; parser = p; stages = [mark, route]; when valid(ip); }
 pipeline rest { ports = all; parser = p; stages = [other]; }
-target big = dpdk_server { cores = 32; clock = 3GHz; memory = 256GiB; }
+target big = dpdk_server { cores = 32; clock = 3GHz; memory = 256GiB; link = 100Gbps; }
 target bad = dpdk_server { colour = 3; }
 deployment d { switch = tofino2; servers = [big]; rate = 10Mpps; }
 """

@@ -1,0 +1,121 @@
+"""Server resources are enforced (issue 12, item 6): a placement the servers cannot carry at
+the deployment's rate is E081 at the table, stage or deployment, naming the resource; with
+``--allow-overcommit`` it builds with warning W081.  The report shows every margin."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from compiler.manifest import ServerResource, load_plan
+from compiler.pipeline import compile_program
+from lang import Diagnostics, SourceMap, load
+from tests.conftest import ROOT
+
+CORPUS = ROOT / "tests" / "corpus"
+
+# corpus file -> (line:col of what the error names, the message's start: what and which resource, plan resource)
+CASES = {
+    "server_memory": ("30:1", "table 'flows' does not fit in server memory", ServerResource.MEMORY),
+    "server_cores": ("65:1", "stage 'route' does not fit the server cores", ServerResource.CORES),
+    "server_link": ("64:1", "deployment 'd' does not fit the switch-server links", ServerResource.LINK),
+}
+
+
+def _nfc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_corpus_file_says_what_it_shows(case: str) -> None:
+    first = (CORPUS / f"{case}.nfp").read_text().splitlines()[0]
+    assert first.startswith(f"// {case}:")
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_infeasible_server_deployment_is_E081(case: str, tmp_path: Path) -> None:
+    where, message, _ = CASES[case]
+    r = _nfc("build", f"tests/corpus/{case}.nfp", "-o", str(tmp_path / "out"), "--no-verify")
+    assert r.returncode == 1, r.stderr
+    head = re.search(rf"^tests/corpus/{case}\.nfp:(\d+:\d+): error\[E081\]: (.*)$", r.stderr, re.M)
+    assert head is not None, r.stderr
+    assert head.group(1) == where and head.group(2).startswith(message + ": "), head.group(0)
+    assert "= note: needed" in r.stderr and "available" in r.stderr  # the explain line: needed vs available
+    assert "--allow-overcommit" in r.stderr
+    assert r.stderr.rstrip().endswith("1 error") and "Traceback" not in r.stderr
+    assert not (tmp_path / "out" / "plan.json").exists()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_allow_overcommit_builds_with_a_warning(case: str, tmp_path: Path) -> None:
+    where, message, resource = CASES[case]
+    out = tmp_path / "out"
+    r = _nfc("build", f"tests/corpus/{case}.nfp", "-o", str(out), "--no-verify", "--allow-overcommit")
+    assert r.returncode == 0, r.stderr
+    assert f"tests/corpus/{case}.nfp:{where}: warning[W081]: {message}: " in r.stderr
+    assert "error" not in r.stderr
+    server = load_plan(out).server_resources
+    assert server is not None and server.overcommitted == (resource,)
+    assert "OVER-COMMITTED (--allow-overcommit)" in (out / "report.txt").read_text()
+
+
+def test_notes_say_what_would_fit(tmp_path: Path) -> None:
+    r = _nfc("build", "tests/corpus/server_memory.nfp", "-o", str(tmp_path / "out"), "--no-verify")
+    # 4G entries x (16-byte key slot + 16-byte value + 8) / 90 % load = 165.6 GiB; 64 GiB hold 1.55G of them
+    assert "the server tables need 165.6 GiB, a box server has 64.0 GiB" in r.stderr
+    assert "table 'flows' would fit with size <= 1546188226 entries" in r.stderr
+    assert "'memory = 166GiB;' in target 'box'" in r.stderr
+    r = _nfc("build", "tests/corpus/server_cores.nfp", "-o", str(tmp_path / "out"), "--no-verify")
+    assert "costliest: stage 'route'" in r.stderr and "stage 'classify'" in r.stderr
+    assert "it would fit at a rate <= 31.59 Mpps" in r.stderr
+    assert "deployment 'd' offers 60 Mpps to 1 x small" in r.stderr  # the related span: the rate
+    r = _nfc("build", "tests/corpus/server_link.nfp", "-o", str(tmp_path / "out"), "--no-verify")
+    assert "61.44 Gbit/s, they carry 10 Gbit/s (1 x box)" in r.stderr
+    assert "or add 'cache = true;' to table 'hosts' (stage 'route')" in r.stderr
+
+
+def test_server_only_build_checks_the_servers_nics(tmp_path: Path) -> None:
+    """--target dpdk: every packet arrives on the servers, so the link is their NICs; the
+    vpn gateway's 15 Mpps of 512-byte packets (61.44 Gbit/s) exceed its one 40G server."""
+    r = _nfc("build", "examples/vpn_gateway.nfp", "--target", "dpdk", "-o", str(tmp_path / "out"), "--no-verify")
+    assert r.returncode == 1
+    assert re.search(r"^examples/vpn_gateway\.nfp:\d+:1: error\[E081\]: deployment 'pe' does not fit the servers' "
+                     r"NICs: .*every packet reaches a server: 61\.44 Gbit/s", r.stderr, re.M), r.stderr
+    assert "put a switch in front (--target tofino+dpdk)" in r.stderr
+
+
+def _load(path: Path, target: str = "tofino+dpdk"):
+    diags = Diagnostics()
+    return compile_program(load(str(path), diags, SourceMap()), target, diags, allow_overcommit=True)
+
+
+@pytest.mark.parametrize("example", sorted(p.stem for p in (ROOT / "examples").glob("*.nfp")))
+def test_examples_fit_their_deployment_and_parts_add_up(example: str) -> None:
+    c = _load(ROOT / "examples" / f"{example}.nfp")
+    load_ = c.server_load
+    assert load_ is not None
+    for m in load_.margins:
+        assert m.fits, (example, m.resource)
+        assert sum(p.amount for p in m.parts) == pytest.approx(m.needed, rel=1e-9, abs=1e-9), (example, m.resource)
+
+
+def test_report_shows_every_margin(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    r = _nfc("build", "examples/vpn_gateway.nfp", "-o", str(out), "--no-verify")
+    assert r.returncode == 0, r.stderr
+    report = (out / "report.txt").read_text()
+    margins = report[report.index("margins at 15 Mpps offered"):].splitlines()
+    rows = {re.split(r"\s{2,}", line.strip())[0]: re.split(r"\s{2,}", line.strip())[1:] for line in margins[3:9]}
+    assert rows["tofino1 MAU stages"] == ["7", "12", "5 (42%)"]
+    assert rows["tofino1 SRAM blocks"] == ["68", "960", "892 (93%)"]
+    assert rows["tofino1 TCAM blocks"] == ["125", "288", "163 (57%)"]
+    assert rows["server memory (each pe_server)"] == ["525.6 MiB", "64.0 GiB", "63.5 GiB (99%)"]
+    assert rows["server cores (1 x pe_server)"] == ["0.27", "18.00", "17.73 (98%)"]
+    assert rows["switch-server links (1 x pe_server)"] == ["30.72 Gbit/s", "40.00 Gbit/s", "9.28 Gbit/s (23%)"]
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["resources"]["server"]["overcommitted"] == []
