@@ -43,10 +43,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from compiler.pipeline import compile_program  # noqa: E402
+from emulator.switchmodel import SwitchReference  # noqa: E402
 from lang import Diagnostics, SourceMap, load  # noqa: E402
 from runtime.control import ControlChannel  # noqa: E402
 from runtime.server_proc import ServerProcess, eal_args, hugepages  # noqa: E402
-from targets.switchmodel import SwitchReference  # noqa: E402
 
 COMMON = ["--no-pci", "--no-shconf", "--no-telemetry", "--log-level=warning"]
 TABLE = "overlay_routes"

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from lang.diagnostics import Span
+from lang.diagnostics import Span as Span  # re-exported: generators take their spans from the IR
 
 BOOL = 0  # width of a boolean expression
 

@@ -2,9 +2,9 @@
 
 Model (docs/partitioner.md has the full statement):
 
-* Each pipeline's stages get a segment ``0`` (switch, before the server), ``1`` (server)
-  or ``2`` (switch, after the server), non-decreasing along the pipeline: a packet goes
-  switch → server → switch at most once.
+* Each pipeline's stages get a ``Segment`` (``compiler/placement.py``): ``SWITCH`` (before
+  the server), ``SERVER`` or ``SWITCH_AFTER``, non-decreasing along the pipeline (the solver
+  sees them as the integers 0, 1, 2): a packet goes switch → server → switch at most once.
 * A stage may only go where its target has every operation and match kind it uses.
 * Each stage splits into units (``compiler.analysis``); a unit on the switch occupies MAU
   stages ``first..last`` and receives SRAM/TCAM blocks there; per MAU stage the blocks of
@@ -31,61 +31,15 @@ from compiler import ir
 from compiler.analysis import Unit, stage_units, stage_uses
 from compiler.explain import explain_unfit
 from compiler.passes.capabilities import can_run
+from compiler.placement import MissPath, Placement, Segment, UnitPlacement
+from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import Blocks, register_blocks, server_bytes, table_blocks
-from compiler.targets import TargetSet, TargetSpec
 from lang.diagnostics import Diagnostics, Span
 
-__all__ = ["SOLVER_TIMEOUT_MS", "Placement", "UnitPlacement", "partition", "stage_cost_ns"]
+__all__ = ["SOLVER_TIMEOUT_MS", "partition", "stage_cost_ns"]
 
 SOLVER_TIMEOUT_MS = 60_000
 SCALE = 100  # objective in 1/100 ns
-
-
-@dataclass(frozen=True, slots=True)
-class UnitPlacement:
-    name: str
-    stage: str
-    tables: tuple[str, ...]
-    first: int
-    last: int
-    sram: tuple[int, ...]  # blocks per MAU stage first..last
-    tcam: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class MissPath:
-    """A switch-cached table: a lookup miss on the switch sends the packet to the server,
-    which runs the table's stage against the full table and returns it to the switch."""
-
-    table: str
-    stage: str
-    pipeline: str
-    cached_entries: int
-    hit_rate: float
-    server_ns: float  # per packet that misses
-
-
-@dataclass(frozen=True, slots=True)
-class Placement:
-    segment: dict[str, int]  # stage -> 0 switch-before, 1 server, 2 switch-after
-    units: tuple[UnitPlacement, ...]
-    cache_entries: dict[str, int]  # cached table -> entries on the switch
-    server_ns: dict[str, float]  # pipeline -> server ns per packet of that pipeline
-    server_ns_per_packet: float  # weighted over pipelines (objective 1)
-    cores_needed: float
-    server_memory_bytes: int
-    mau_stages_used: int
-    optimal: bool
-    solve_seconds: float
-    misses: tuple[MissPath, ...] = ()
-    crossing_share: float = 0.0  # share of offered packets that visit a server
-
-    def link_gbps(self, rate_pps: float, mean_bytes: float) -> float:
-        """Switch→server traffic (the same flows back) at ``rate_pps`` offered."""
-        return rate_pps * self.crossing_share * mean_bytes * 8 / 1e9
-
-    def where(self, stage: str) -> str:
-        return "server" if self.segment[stage] == 1 else "switch"
 
 
 def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec) -> float:
@@ -199,22 +153,22 @@ def _build(m: _Model, diags: Diagnostics) -> None:
             stage = prog.stages[sname]
             s = z3.Int(f"seg_{sname}")
             m.seg[sname] = s
-            m.opt.add(s >= 0, s <= 2)
+            m.opt.add(s >= Segment.SWITCH, s <= Segment.SWITCH_AFTER)
             if prev is not None:
                 m.opt.add(prev <= s)
             prev = s
             if not can_run(prog, stage, sw, srv is not None) or sw is None:
-                m.opt.add(s == 1)
+                m.opt.add(s == Segment.SERVER)
             if not can_run(prog, stage, srv) or srv is None:
-                m.opt.add(s != 1)
+                m.opt.add(s != Segment.SERVER)
             if srv is None or sw is None:
-                m.opt.add(s != 2)
+                m.opt.add(s != Segment.SWITCH_AFTER)
             for pin in _pins(prog, stage):
-                m.opt.add(s == 1 if pin == "server" else s != 1)
-            m.opt.add(z3.Implies(s == 1, hs))
-        m.opt.add(z3.Implies(hs, z3.Or([m.seg[x] == 1 for x in p.stages] or [z3.BoolVal(False)])))
+                m.opt.add(s == Segment.SERVER if pin == "server" else s != Segment.SERVER)
+            m.opt.add(z3.Implies(s == Segment.SERVER, hs))
+        m.opt.add(z3.Implies(hs, z3.Or([m.seg[x] == Segment.SERVER for x in p.stages] or [z3.BoolVal(False)])))
         for x in p.stages:  # a pipeline that never visits the server is all "segment 0"
-            m.opt.add(z3.Implies(z3.Not(hs), m.seg[x] == 0))
+            m.opt.add(z3.Implies(z3.Not(hs), m.seg[x] == Segment.SWITCH))
     if sw is not None:
         _switch_resources(m, sw)
 
@@ -295,7 +249,7 @@ def _objectives(m: _Model) -> tuple[Any, Any, Any, Any]:
         terms.append(z3.If(m.has_server[p.name], int(io * share), 0))
         for s in p.stages:
             cost = round(stage_cost_ns(prog, prog.stages[s], srv) * share)
-            terms.append(z3.If(m.seg[s] == 1, cost, 0))
+            terms.append(z3.If(m.seg[s] == Segment.SERVER, cost, 0))
     server = z3.Sum(terms) if terms else z3.IntVal(0)
     cached = z3.Sum(list(m.cache_e.values())) if m.cache_e else z3.IntVal(0)
     depth = z3.Int("mau_depth")
@@ -343,11 +297,11 @@ def _val(model: Any, v: Any) -> int:
 
 def _extract(m: _Model, model: Any, optimal: bool, elapsed: float) -> Placement:
     prog, srv = m.prog, m.targets.server
-    segment = {s: _val(model, v) for s, v in m.seg.items()}
+    segment = {s: Segment(_val(model, v)) for s, v in m.seg.items()}
     units: list[UnitPlacement] = []
     n = int(m.targets.switch.res("stages")) if m.targets.switch else 0
     for u in m.units:
-        if segment[u.stage] == 1:
+        if segment[u.stage] is Segment.SERVER:
             continue
         f, la = _val(model, m.first[u.name]), _val(model, m.last[u.name])
         sram = tuple(_val(model, m.sram.get((u.name, k), 0)) for k in range(f, la + 1))
@@ -358,9 +312,9 @@ def _extract(m: _Model, model: Any, optimal: bool, elapsed: float) -> Placement:
     weighted = 0.0
     for p in prog.pipelines:
         ns = 0.0
-        if srv is not None and any(segment[s] == 1 for s in p.stages):
+        if srv is not None and any(segment[s] is Segment.SERVER for s in p.stages):
             ns = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0)
-            ns += sum(stage_cost_ns(prog, prog.stages[s], srv) for s in p.stages if segment[s] == 1)
+            ns += sum(stage_cost_ns(prog, prog.stages[s], srv) for s in p.stages if segment[s] is Segment.SERVER)
         server_ns[p.name] = ns
         weighted += ns * p.traffic
     misses = _miss_paths(prog, segment, cache, srv)
@@ -398,25 +352,25 @@ def hit_rate(t: ir.Table, cached: int) -> float:
     return min(1.0, h(cached) / h(active)) if s > 0 else cached / active
 
 
-def _miss_paths(prog: ir.Program, segment: dict[str, int], cache: dict[str, int],
+def _miss_paths(prog: ir.Program, segment: dict[str, Segment], cache: dict[str, int],
                 srv: TargetSpec | None) -> tuple[MissPath, ...]:
     out: list[MissPath] = []
     for name, entries in sorted(cache.items()):
         t = prog.tables[name]
         stage = next(s for s in prog.stages.values() for u in stage_units(prog, s) if name in u.tables)
-        if segment[stage.name] == 1 or srv is None:
+        if segment[stage.name] is Segment.SERVER or srv is None:
             continue
         ns = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0) + stage_cost_ns(prog, stage, srv)
         out.append(MissPath(name, stage.name, prog.pipeline_of(stage.name).name, entries, hit_rate(t, entries), ns))
     return tuple(out)
 
 
-def _on_server(prog: ir.Program, table: str, segment: dict[str, int]) -> bool:
+def _on_server(prog: ir.Program, table: str, segment: dict[str, Segment]) -> bool:
     if prog.tables[table].hints.cache:
         return True
     for s in prog.stages.values():
         for u in stage_units(prog, s):
-            if table in u.tables and segment.get(s.name) == 1:
+            if table in u.tables and segment.get(s.name) is Segment.SERVER:
                 return True
     return False
 

@@ -15,13 +15,14 @@ from dataclasses import asdict, dataclass, replace
 from compiler import ir
 from compiler.irprint import print_program
 from compiler.lower import lower
-from compiler.partition import Placement, partition
-from compiler.passes.bridge import Bridge, compute_bridges
+from compiler.partition import partition
+from compiler.passes.bridge import compute_bridges
 from compiler.passes.capabilities import check_capabilities
 from compiler.passes.server_fit import check_server_fit
 from compiler.passes.validity import check_validity
+from compiler.placement import Bridge, Placement
+from compiler.profiles import TargetSet, resolve_targets
 from compiler.server_load import ServerLoad
-from compiler.targets import TargetSet, resolve_targets
 from lang.diagnostics import Diagnostics, InternalError
 from lang.symbols import CheckedProgram
 
@@ -136,7 +137,7 @@ def _dump_server_load(c: Compilation) -> str:
 
 
 def _dump_bridges(c: Compilation) -> str:
-    return json.dumps([asdict(b) for b in c.bridges], indent=2) + "\n"
+    return json.dumps([b.to_json() for b in c.bridges], indent=2) + "\n"
 
 
 PASSES: list[Pass] = [

@@ -23,18 +23,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler import ir, partition
-from compiler import targets as profiles
+from compiler import ir, manifest, placement, profiles
 from compiler.manifest import read_json
-from compiler.partition import Placement
-from compiler.passes import bridge
-from compiler.passes.bridge import Bridge
-from compiler.targets import TargetSet
+from compiler.placement import Bridge, Placement
+from compiler.profiles import TargetSet
 from lang import diagnostics
 
 __all__ = ["PLACED_VERSION", "Placed", "PlacedError", "dump_placed", "load_placed"]
 
-PLACED_VERSION = 1
+PLACED_VERSION = 2
 
 
 class PlacedError(ValueError):
@@ -51,7 +48,7 @@ class Placed:
     bridges: tuple[Bridge, ...]
 
 
-_MODULES = (ir, partition, bridge, profiles, diagnostics)
+_MODULES = (ir, placement, manifest, profiles, diagnostics)
 _CLASSES: dict[str, type] = {
     name: obj for m in _MODULES for name, obj in vars(m).items()
     if isinstance(obj, type) and obj.__module__ == m.__name__ and (dataclasses.is_dataclass(obj)
@@ -60,10 +57,10 @@ _CLASSES: dict[str, type] = {
 
 
 def _enc(x: Any) -> Any:
+    if isinstance(x, enum.Enum):  # first: an IntEnum is an int too
+        return {"@": type(x).__name__, "value": x.value}
     if x is None or isinstance(x, bool | int | float | str):
         return x
-    if isinstance(x, enum.Enum):
-        return {"@": type(x).__name__, "value": x.value}
     if dataclasses.is_dataclass(x) and not isinstance(x, type):
         return {"@": type(x).__name__, **{f.name: _enc(getattr(x, f.name)) for f in dataclasses.fields(x)}}
     if isinstance(x, tuple):

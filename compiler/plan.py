@@ -14,15 +14,15 @@ from typing import Any
 from compiler import ir
 from compiler.analysis import stage_units
 from compiler.manifest import PLAN_VERSION, TablePlacement
-from compiler.partition import Placement, stage_cost_ns, switch_usage
+from compiler.partition import stage_cost_ns, switch_usage
 from compiler.pipeline import Compilation
+from compiler.placement import Placement, Segment
+from compiler.profiles import TargetSpec
 from compiler.resources import server_bytes, table_blocks
 from compiler.server_load import ServerLoad
-from compiler.targets import TargetSpec
 
-__all__ = ["PLAN_VERSION", "SEGMENTS", "build_plan", "dump_plan"]
+__all__ = ["PLAN_VERSION", "build_plan", "dump_plan"]
 
-SEGMENTS = {0: "switch", 1: "server", 2: "switch (after server)"}
 
 
 def _src(span: Any) -> str:
@@ -41,7 +41,7 @@ def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | 
     where = TablePlacement.UNUSED
     if stage is not None:
         where = TablePlacement(pl.where(stage.name))
-    if t.hints.cache:
+    if t.hints.cache and where is TablePlacement.SWITCH:  # a cache on the switch, the full table on a server
         where = TablePlacement.CACHED
     out: dict[str, Any] = {
         "name": t.name, "kind": "state" if t.is_state else "table", "match": t.match, "size": t.size,
@@ -73,8 +73,8 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
         for s in p.stages:
             seg = pl.segment[s]
             entry: dict[str, Any] = {"name": s, "pipeline": p.name, "placement": pl.where(s),
-                                     "segment": SEGMENTS[seg], "source": _src(prog.stages[s].span)}
-            if seg == 1 and srv is not None:
+                                     "segment": seg.label, "source": _src(prog.stages[s].span)}
+            if seg is Segment.SERVER and srv is not None:
                 entry["server_ns"] = round(stage_cost_ns(prog, prog.stages[s], srv), 2)
             stages.append(entry)
     switch_res: dict[str, Any] | None = None
@@ -98,7 +98,7 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
                     "server_ports": list(ts.server_ports)},
         "stages": stages,
         "tables": [_table_entry(prog, t, pl, sw) for t in prog.tables.values()],
-        "bridges": [asdict(b) | {"bytes": b.bytes} for b in c.bridges],
+        "bridges": [b.to_json() for b in c.bridges],
         "resources": {"switch": switch_res, "server": server_res},
         "cache_miss_paths": [asdict(x) | {"hit_rate": round(x.hit_rate, 4), "server_ns": round(x.server_ns, 2)}
                              for x in pl.misses],

@@ -10,9 +10,9 @@ from compiler.analysis import stage_units
 from compiler.explain import max_entries
 from compiler.manifest import Plan, ServerResource
 from compiler.passes.capabilities import needs, supports
+from compiler.profiles import TargetSpec
 from compiler.resources import table_blocks
 from compiler.server_load import fmt_bytes
-from compiler.targets import TargetSpec
 
 __all__ = ["pipeline_svg", "resources_svg", "text_report", "why_server"]
 

@@ -23,7 +23,7 @@ import math
 from dataclasses import dataclass
 
 from compiler import ir
-from compiler.targets import TargetSpec
+from compiler.profiles import TargetSpec
 
 __all__ = ["ENTRY_OVERHEAD_BITS", "Blocks", "entries_per_unit", "register_blocks", "server_bytes", "table_blocks"]
 

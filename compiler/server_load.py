@@ -28,9 +28,10 @@ from dataclasses import dataclass
 from compiler import ir
 from compiler.analysis import stage_units
 from compiler.manifest import ServerResource
-from compiler.partition import Placement, stage_cost_ns
+from compiler.partition import stage_cost_ns
+from compiler.placement import Placement, Segment
+from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import server_bytes
-from compiler.targets import TargetSet, TargetSpec
 from lang.diagnostics import Span
 
 __all__ = ["Margin", "Part", "PartKind", "ServerLoad", "fmt_bytes", "server_load", "server_tables"]
@@ -96,7 +97,7 @@ class ServerLoad:
 
 def server_tables(prog: ir.Program, pl: Placement) -> list[ir.Table]:
     """The tables the servers hold in full: those of server stages and every switch-cached table."""
-    on_server = {t for p in prog.pipelines for s in p.stages if pl.where(s) == "server"
+    on_server = {t for p in prog.pipelines for s in p.stages if pl.segment[s] is Segment.SERVER
                  for u in stage_units(prog, prog.stages[s]) for t in u.tables}
     return [t for t in prog.tables.values() if t.hints.cache or t.name in on_server]
 
@@ -129,7 +130,7 @@ def _core_parts(prog: ir.Program, pl: Placement, srv: TargetSpec, rate_pps: floa
     io = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0)
     out: list[Part] = []
     for p in prog.pipelines:
-        server_stages = [prog.stages[s] for s in p.stages if pl.where(s) == "server"]
+        server_stages = [prog.stages[s] for s in p.stages if pl.segment[s] is Segment.SERVER]
         if server_stages:
             out.append(Part(PartKind.IO, p.name, p.span, p.traffic * io * per_ns))
         out += [Part(PartKind.STAGE, s.name, s.span, p.traffic * stage_cost_ns(prog, s, srv) * per_ns)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from compiler.manifest import Plan, PlanError, load_plan
 from compiler.placed import Placed, PlacedError, load_placed
-from targets.switchmodel import SwitchModel
+from emulator.switchmodel import SwitchModel
 
 __all__ = ["BuildError", "open_build", "open_placed", "parse_injects", "source_sha256"]
 

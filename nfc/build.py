@@ -1,28 +1,30 @@
-"""``nfc build``: front end → passes → plan.json, report and generated artifacts."""
+"""``nfc build``: front end → passes → placed program → plan → generators
+(``emit(placed, plan, out)``) → the manifest ``plan.json`` listing what they wrote, the
+report and the proof."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from pathlib import Path
+from typing import Any
 
-import targets.dpdk.generator
-import targets.pyapi.generator
-import targets.tofino.generator  # noqa: F401  (registers the "tna", "dpdk" and "python-api" generators)
 from compiler.irprint import print_program
-from compiler.manifest import plan_from_json
+from compiler.manifest import Plan, plan_from_json
 from compiler.pipeline import PASS_NAMES, PASSES, Compilation, compile_program
 from compiler.placed import Placed, dump_placed
 from compiler.plan import build_plan, dump_plan
 from compiler.report import pipeline_svg, resources_svg, text_report
 from lang import Diagnostics, SourceMap, Span, load
+from lang.diagnostics import InternalError
 from nfc._build_dir import source_sha256
 from nfc.verify import report, verify_placed
-from targets.registry import GeneratorError, lookup
+from targets.registry import ALWAYS, GeneratorError, lookup
 
 __all__ = ["build"]
 
-API_GENERATORS = [("runtime API", "python-api")]  # run for every build, whatever the targets
+ARTIFACTS = {"report": "report.txt", "pipeline_svg": "pipeline.svg", "resources_svg": "resources.svg",
+             "ir": "ir.txt", "plan": "plan.json", "placed": "placed.json"}
 
 
 def _progress(msg: str) -> None:
@@ -44,16 +46,13 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
                         args.allow_overcommit)
     out = Path(args.out or Path("build") / Path(args.file).stem)
     out.mkdir(parents=True, exist_ok=True)
-    assert c.placement is not None
-    placed = Placed(c.need_program(), c.need_targets(), c.placement, c.bridges)
+    placed, manifest = placed_and_plan(c, source_sha256(Path(args.file)))
     (out / "placed.json").write_text(dump_placed(placed))
     gen_diags = Diagnostics()
-    generated = _generate(c, out, gen_diags)
-    artifacts = {"report": "report.txt", "pipeline_svg": "pipeline.svg", "resources_svg": "resources.svg",
-                 "ir": "ir.txt", "plan": "plan.json", "placed": "placed.json"}
-    plan = build_plan(c, artifacts, generated, source_sha256(Path(args.file)))
+    manifest["generated"] = dict(sorted(_generate(placed, plan_from_json(manifest), out, gen_diags).items()))
+    (out / "plan.json").write_text(dump_plan(manifest))
+    plan = manifest
     prog = c.need_program()
-    (out / "plan.json").write_text(dump_plan(plan))
     typed = plan_from_json(plan)
     report = text_report(typed, prog, c.need_targets().switch)
     (out / "report.txt").write_text(report)
@@ -69,6 +68,13 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
     return 0 if args.no_verify else _verify(placed)
 
 
+def placed_and_plan(c: Compilation, source_sha: str = "") -> tuple[Placed, dict[str, Any]]:
+    """What the passes produced as the placed program, and the plan (``generated`` still empty)."""
+    if c.placement is None:
+        raise InternalError("the build needs a placement")
+    return Placed(c.need_program(), c.need_targets(), c.placement, c.bridges), build_plan(c, ARTIFACTS, {}, source_sha)
+
+
 def _verify(placed: Placed) -> int:
     """The placed program against the spec (Z3); a counterexample is a bug in nfc: exit 1."""
     results = verify_placed(placed)
@@ -80,20 +86,20 @@ def _verify(placed: Placed) -> int:
     return 1 if any(r.counterexample is not None for r in results) else 0
 
 
-def _generate(c: Compilation, out: Path, diags: Diagnostics) -> dict[str, str]:
+def _generate(placed: Placed, plan: Plan, out: Path, diags: Diagnostics) -> dict[str, str]:
     """Run every target's generator; one that cannot generate reports E100 and the others
     still write their artifacts (the build fails after writing the plan)."""
     generated: dict[str, str] = {}
-    for kind, name in [(spec.kind, spec.generator) for spec in c.need_targets().all()] + list(API_GENERATORS):
+    for spec_kind, name in [(spec.kind, spec.generator) for spec in placed.targets.all()] + [("", n) for n in ALWAYS]:
         gen = lookup(name)
         if gen is None:
-            _progress(f"note: no '{name}' code generator yet: no {kind} code generated")
+            _progress(f"note: no '{name}' code generator: no {spec_kind} code generated")
             continue
-        _progress(f"generating {kind} code ({name}) ...")
+        _progress(f"generating {gen.what} code ({name}) ...")
         try:
-            generated |= gen(c, {}, out)
+            generated |= gen.emit(placed, plan, out)
         except GeneratorError as e:
-            span = e.span if isinstance(e.span, Span) else Span(c.need_program().file, 1, 1, 1, 1)
+            span = e.span if isinstance(e.span, Span) else Span(placed.program.file, 1, 1, 1, 1)
             diags.error("E100", f"the {name} generator does not support {e.what} yet", span)
     return generated
 

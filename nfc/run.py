@@ -11,13 +11,13 @@ import signal
 import sys
 from pathlib import Path
 
+from emulator.switchmodel.server import P4RuntimeServer, serve
 from lang import SourceMap
 from nfc._build_dir import BuildError, open_build, open_placed, parse_injects
 from runtime.entries import EntriesError, load_entries
 from runtime.errors import RuntimeApiError
 from runtime.p4runtime import SwitchClient
 from runtime.run import RunError, run_hybrid, run_live, run_server
-from targets.switchmodel.server import P4RuntimeServer, serve
 
 __all__ = ["add_parser"]
 

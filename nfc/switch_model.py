@@ -13,11 +13,11 @@ import sys
 import time
 from pathlib import Path
 
+from emulator.switchmodel.batch import load_into, run_batch
+from emulator.switchmodel.server import P4RuntimeServer, serve
 from lang import SourceMap
 from nfc._build_dir import open_build, parse_injects
 from runtime.entries import load_entries
-from targets.switchmodel.batch import load_into, run_batch
-from targets.switchmodel.server import P4RuntimeServer, serve
 
 __all__ = ["add_parser", "switch_model"]
 

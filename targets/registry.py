@@ -1,34 +1,20 @@
-"""Code generators plug in here: ``register("tna")(emit)``; the CLI looks them up by the
-``generator`` name in a target profile.  ``compiler/`` never imports this package."""
+"""The code generators, by name: a target profile's ``generator`` (``stdlib/targets/*.toml``)
+is looked up here, and every build also runs the ``ALWAYS`` ones (the runtime API).  The list
+is explicit: adding a generator is one line here.  ``compiler/`` never imports this package."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping
 
-__all__ = ["GENERATORS", "Generator", "GeneratorError", "lookup", "register"]
+from targets.dpdk.generator import DpdkGenerator
+from targets.generator import Generator, GeneratorError
+from targets.pyapi.generator import PythonApiGenerator
+from targets.tofino.generator import TnaGenerator
 
+__all__ = ["ALWAYS", "GENERATORS", "Generator", "GeneratorError", "lookup"]
 
-class GeneratorError(Exception):
-    """A construct the generator cannot produce code for (yet), at a source span."""
-
-    def __init__(self, what: str, span: object) -> None:
-        super().__init__(what)
-        self.what = what
-        self.span = span
-
-# emit(compilation, plan, out_dir) -> {artifact name: path relative to out_dir}
-Generator = Callable[[Any, dict[str, Any], Path], dict[str, str]]
-GENERATORS: dict[str, Generator] = {}
-
-
-def register(name: str) -> Callable[[Generator], Generator]:
-    def deco(fn: Generator) -> Generator:
-        GENERATORS[name] = fn
-        return fn
-
-    return deco
+GENERATORS: Mapping[str, Generator] = {g.name: g for g in (TnaGenerator(), DpdkGenerator(), PythonApiGenerator())}
+ALWAYS = ("python-api",)  # run for every build, whatever its targets
 
 
 def lookup(name: str) -> Generator | None:

@@ -100,3 +100,52 @@ def server_runtime_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = subprocess.run(["make", "-j2", "-C", str(folder), *objects], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]
     return folder
+
+
+def write(tmp_path: Path, text: str) -> str:
+    """``text`` as ``tmp_path/t.nfp``; its path."""
+    p = tmp_path / "t.nfp"
+    p.write_text(text)
+    return str(p)
+
+
+def compile_file(path: str, target: str = "tofino+dpdk", allow_overcommit: bool = False) -> Any:
+    """Every pass of ``nfc build`` on a file (raises CompileError on a diagnostic)."""
+    from compiler.pipeline import compile_program
+
+    diags = Diagnostics()
+    return compile_program(load(path, diags, SourceMap()), target, diags, allow_overcommit=allow_overcommit)
+
+
+def run_split(switch: Any, server: Any, data: bytes, port: int) -> Any:
+    """A packet through the split reference: the switch part, and the server part for as long
+    as the switch sends it to a server port (``SwitchReference``, ``ServerReference``)."""
+    out = switch.process(data, port)
+    for _ in range(4):
+        if out.kind != "forward" or out.port not in switch.server_ports:
+            return out
+        back = server.process(out.data)
+        if back.kind != "forward":
+            return back
+        out = switch.process(back.data, switch.server_ports[0])
+    raise AssertionError("the packet kept bouncing between switch and server")
+
+
+GW_IP, GW_MAC, NH_MAC = "10.255.0.1", "02:00:0a:ff:00:01", "02:00:00:00:00:99"
+
+
+def expected_vxlan(customer: Any, host_ip: str, vni: int) -> bytes:
+    """The VPN gateway's customer->cloud output, by seed 000 §3 and RFC 7348, built with scapy:
+    the QinQ tags removed, the frame in VXLAN toward the VM's host, UDP source port from the
+    inner flow hash (CRC-16 of the addresses and protocol)."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.layers.vxlan import VXLAN
+
+    from tests.oracles import crc16_arc
+
+    ip = customer[IP]
+    sport = 0xC000 | (crc16_arc(bytes(ip)[12:20] + bytes([ip.proto])) & 0x3FFF)
+    frame = Ether(src=customer[Ether].src, dst=customer[Ether].dst, type=0x0800) / ip
+    return bytes(Ether(src=GW_MAC, dst=NH_MAC) / IP(src=GW_IP, dst=host_ip, ttl=64, id=0, flags=0)
+                 / UDP(sport=sport, dport=4789, chksum=0) / VXLAN(vni=vni, flags=0x08) / frame)

@@ -16,7 +16,7 @@ from scapy.layers.vxlan import VXLAN
 from scapy.utils import rdpcap, wrpcap
 
 from compiler.interp import Entry, Match
-from targets.switchmodel import SwitchModel
+from emulator.switchmodel import SwitchModel
 from tests.conftest import ROOT
 
 TOOLS = [shutil.which(t) for t in ("p4c-bm2-ss", "simple_switch", "simple_switch_CLI")]

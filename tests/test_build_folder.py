@@ -21,9 +21,7 @@ from compiler.interp import Entry, Interpreter, Match
 from compiler.placed import PlacedError, load_placed
 from runtime.api import Runtime
 from runtime.errors import InvalidEntry
-from tests.conftest import ROOT
-from tests.test_dpdk import HAVE_DPDK
-from tests.test_partition import compile_file
+from tests.conftest import HAVE_DPDK, ROOT, compile_file
 
 ROUTE = {"match": {"meta_customer": 7, "meta_overlay": 42, "vm_ip": "192.168.1.10"},
          "values": {"host_ip": "172.16.5.5", "vni": 5000}}
@@ -119,13 +117,17 @@ def test_a_placed_program_of_another_version_is_refused(tmp_path):
 
 def test_the_placed_program_round_trips_for_every_example(tmp_path):
     from compiler.placed import Placed, dump_placed
+    from compiler.placement import Segment
 
     for path in sorted((ROOT / "examples").glob("*.nfp")):
         c = compile_file(str(path))
         assert c.placement is not None
         placed = Placed(c.need_program(), c.need_targets(), c.placement, c.bridges)
         (tmp_path / "placed.json").write_text(dump_placed(placed))
-        assert load_placed(tmp_path / "placed.json") == placed, path.name
+        back = load_placed(tmp_path / "placed.json")
+        assert back == placed, path.name
+        assert dump_placed(back) == dump_placed(placed), f"{path.name}: a value came back as another type"
+        assert all(type(v) is Segment for v in back.placement.segment.values())
 
 
 def test_the_typed_plan_of_every_example(tmp_path):

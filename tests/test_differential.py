@@ -29,9 +29,7 @@ from scapy.layers.vxlan import VXLAN
 from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.conftest import ROOT, nfc_run
-from tests.test_dpdk import HAVE_DPDK
-from tests.test_partition import compile_file
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 

@@ -16,14 +16,11 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Match
-from targets.switchmodel import SwitchModel
-from targets.switchmodel.server_ref import ServerReference
-from tests.conftest import ROOT
-from tests.test_partition import compile_file
+from emulator.switchmodel import SwitchModel
+from emulator.switchmodel.server_ref import ServerReference
+from tests.conftest import HAVE_DPDK, ROOT, compile_file
 
-HAVE_DPDK = shutil.which("pkg-config") is not None and subprocess.run(
-    ["pkg-config", "--exists", "libdpdk"]).returncode == 0
-pytestmark = pytest.mark.skipif(not HAVE_DPDK or shutil.which("make") is None,
+pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
 
 ROUTES = [(7, 42, 0xC0A8010A, 0xAC100505, 5000), (7, 43, 0xC0A8010A, 0xAC100506, 5001),

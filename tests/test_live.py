@@ -19,14 +19,12 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.utils import rdpcap, wrpcap
 
+from emulator.switchmodel.server import P4RuntimeServer, serve
 from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
 from runtime.p4runtime import SwitchClient
-from targets.switchmodel.server import P4RuntimeServer, serve
-from tests.conftest import ROOT
-from tests.test_dpdk import HAVE_DPDK
-from tests.test_nfc_run import NH_MAC, expected_vxlan
+from tests.conftest import HAVE_DPDK, NH_MAC, ROOT, expected_vxlan
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")

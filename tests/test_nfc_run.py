@@ -5,7 +5,6 @@ routes loaded; expected packets are built with scapy here, never copied from the
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
 
@@ -15,26 +14,12 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.utils import rdpcap, wrpcap
 
-from tests.conftest import ROOT
-from tests.oracles import crc16_arc
+from tests.conftest import GW_IP, HAVE_DPDK, NH_MAC, ROOT, expected_vxlan
 
-pytestmark = pytest.mark.skipif(
-    shutil.which("make") is None or subprocess.run(["pkg-config", "--exists", "libdpdk"]).returncode != 0,
-    reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
+pytestmark = pytest.mark.skipif(not HAVE_DPDK,
+                                reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
 
-GW_IP, GW_MAC, NH_MAC = "10.255.0.1", "02:00:0a:ff:00:01", "02:00:00:00:00:99"
 N_ROUTES = 100_000
-
-
-def expected_vxlan(customer: Ether, host_ip: str, vni: int) -> bytes:
-    """The VPN gateway's customer->cloud output, by seed 000 §3 and RFC 7348, built with scapy:
-    the QinQ tags removed, the frame in VXLAN toward the VM's host, UDP source port from the
-    inner flow hash (CRC-16 of the addresses and protocol)."""
-    ip = customer[IP]
-    sport = 0xC000 | (crc16_arc(bytes(ip)[12:20] + bytes([ip.proto])) & 0x3FFF)
-    frame = Ether(src=customer[Ether].src, dst=customer[Ether].dst, type=0x0800) / ip
-    return bytes(Ether(src=GW_MAC, dst=NH_MAC) / IP(src=GW_IP, dst=host_ip, ttl=64, id=0, flags=0)
-                 / UDP(sport=sport, dport=4789, chksum=0) / VXLAN(vni=vni, flags=0x08) / frame)
 
 
 def test_nfc_run_vpn_gateway_both_directions(tmp_path):

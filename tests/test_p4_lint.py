@@ -614,7 +614,7 @@ def test_every_code_is_documented():
 def test_the_generator_refuses_a_program_the_lint_rejects():
     """``nfc build`` runs the lint on both programs: a target-rule error stops the build as an
     internal error, an unguarded read (P4L050) too; a warning is only listed (switch/lint.txt)."""
-    from targets.registry import GeneratorError
+    from targets.generator import GeneratorError
     from targets.tofino.generator import _reject
 
     shift = LintError("P4L020", "control NfcIngress › action nfc_fold_ipv4", "meta.s >> 32w16", "x must be y, not z")

@@ -14,11 +14,10 @@ import sys
 import pytest
 
 from compiler.interp import Outcome, TableError
-from targets.switchmodel import SwitchModel, SwitchReference
-from targets.switchmodel.server_ref import ServerReference
-from tests.conftest import ROOT
+from emulator.switchmodel import SwitchModel, SwitchReference
+from emulator.switchmodel.server_ref import ServerReference
+from tests.conftest import ROOT, compile_file
 from tests.fuzz import Fuzzer
-from tests.test_partition import compile_file
 
 EXAMPLES = ["bluebird_tor", "cgnat", "dsr_router", "ipsec_gateway", "vpn_gateway"]
 N = 1500 if os.environ.get("NFC_SLOW") else 250

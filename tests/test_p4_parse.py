@@ -16,12 +16,13 @@ from typing import Any
 
 import pytest
 
+from compiler.manifest import plan_from_json
+from nfc.build import placed_and_plan
 from targets.p4 import syntax as p
 from targets.p4.parse import P4ParseError, parse_program
 from targets.p4.printer import print_program
 from targets.tofino import generator
-from tests.conftest import ROOT
-from tests.test_partition import compile_file
+from tests.conftest import ROOT, compile_file
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))
 CHIPS = {"tofino": "tofino+dpdk", "tofino2": "tofino2+dpdk"}
@@ -69,7 +70,8 @@ def generated(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str, 
 
             with pytest.MonkeyPatch.context() as mp:
                 mp.setattr(generator, "print_program", record)
-                artifacts = generator.emit(c, {}, folder)
+                placed, plan = placed_and_plan(c)
+                artifacts = generator.emit(placed, plan_from_json(plan), folder)
             by_text = {print_program(t): t for t in trees}
             for key in FILES:
                 text = (folder / artifacts[key]).read_text()

@@ -14,8 +14,8 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 
-from targets.switchmodel import SwitchModel
-from targets.switchmodel.server import P4RuntimeServer, serve
+from emulator.switchmodel import SwitchModel
+from emulator.switchmodel.server import P4RuntimeServer, serve
 from tests.conftest import ROOT
 
 CLIENT = ROOT / ".venv-p4rt" / "bin" / "python"

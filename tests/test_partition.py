@@ -8,16 +8,11 @@ import sys
 
 import pytest
 
-from compiler.pipeline import compile_program
-from lang import CompileError, Diagnostics, SourceMap, load
-from tests.conftest import ROOT
+from lang import CompileError
+from tests.conftest import ROOT, compile_file, write
 
 VPN = str(ROOT / "examples/vpn_gateway.nfp")
 
-
-def compile_file(path: str, target: str = "tofino+dpdk", allow_overcommit: bool = False):
-    diags = Diagnostics()
-    return compile_program(load(path, diags, SourceMap()), target, diags, allow_overcommit=allow_overcommit)
 
 
 @pytest.fixture(scope="module")
@@ -38,7 +33,7 @@ def test_vpn_gateway_derives_the_papers_placement(vpn):
 
 def test_vpn_bridge_headers_carry_exactly_the_live_state(vpn):
     to_server, back = vpn.bridges
-    assert (to_server.direction, back.direction) == ("switch->server", "server->switch")
+    assert (to_server.direction.value, back.direction.value) == ("switch->server", "server->switch")
     # overlay_route reads (customer, overlay) computed on the switch; the VLAN tags are popped
     assert [f.name for f in to_server.fields] == ["meta.customer", "meta.overlay"]
     assert set(to_server.valid_bits) == {"eth", "ipv4"}
@@ -81,12 +76,6 @@ def test_dpdk_alone_puts_everything_on_the_server():
     c = compile_file(VPN, "dpdk", allow_overcommit=True)  # 61.44 Gbit/s at its rate: more than the server's NIC
     assert set(c.placement.segment.values()) == {1}
     assert c.bridges == ()
-
-
-def write(tmp_path, text):
-    p = tmp_path / "t.nfp"
-    p.write_text(text)
-    return str(p)
 
 
 ESP_PROG = """

@@ -17,15 +17,14 @@ from pathlib import Path
 import pytest
 
 from compiler.manifest import PLAN_VERSION
+from emulator.switchmodel.server import P4RuntimeServer, serve
 from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.cache import CachePolicy
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess
-from targets.switchmodel.server import P4RuntimeServer, serve
-from tests.conftest import ROOT
-from tests.test_dpdk import HAVE_DPDK
+from tests.conftest import HAVE_DPDK, ROOT
 
 needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 

@@ -13,11 +13,10 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 
-from compiler.interp import Entry, Interpreter, Match, Outcome
-from targets.switchmodel.reference import SwitchReference
-from targets.switchmodel.server_ref import ServerReference
-from tests.conftest import ROOT
-from tests.test_partition import compile_file
+from compiler.interp import Entry, Interpreter, Match
+from emulator.switchmodel.reference import SwitchReference
+from emulator.switchmodel.server_ref import ServerReference
+from tests.conftest import ROOT, compile_file, run_split
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                            HealthCheck.too_slow])
@@ -42,18 +41,6 @@ def _stage_of(c, table):
     from compiler.analysis import stage_units
 
     return next(s for s in c.program.stages.values() for u in stage_units(c.program, s) if table in u.tables).name
-
-
-def run_split(switch: SwitchReference, server: ServerReference, data: bytes, port: int) -> Outcome:
-    out = switch.process(data, port)
-    for _ in range(4):
-        if out.kind != "forward" or out.port not in switch.server_ports:
-            return out
-        back = server.process(out.data)
-        if back.kind != "forward":
-            return back
-        out = switch.process(back.data, switch.server_ports[0])
-    raise AssertionError("the packet kept bouncing between switch and server")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,7 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 
 from compiler.interp import Entry, Match
-from targets.switchmodel import SwitchModel
+from emulator.switchmodel import SwitchModel
 from tests.conftest import ROOT
 from tests.oracles import crc16_arc, ip2int, mac2int
 

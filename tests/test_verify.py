@@ -13,12 +13,11 @@ import pytest
 
 from compiler import ir
 from compiler.interp import Entry, Interpreter, Match
+from compiler.placement import Direction
 from compiler.verify.partition_eq import Counterexample, verify_partition
-from targets.switchmodel.reference import SwitchReference
-from targets.switchmodel.server_ref import ServerReference
-from tests.conftest import ROOT
-from tests.test_partition import compile_file
-from tests.test_split_equivalence import run_split
+from emulator.switchmodel.reference import SwitchReference
+from emulator.switchmodel.server_ref import ServerReference
+from tests.conftest import ROOT, compile_file, run_split
 
 SUPPORTED = ["vpn_gateway", "cgnat", "bluebird_tor", "dsr_router"]
 
@@ -64,7 +63,7 @@ def _stage(prog: ir.Program, name: str, body: tuple[ir.Stmt, ...]) -> ir.Program
 def _narrow_vni(c):
     return c.program, tuple(replace(b, fields=tuple(replace(f, width=f.width - 1) if f.name == "meta.vni" else f
                                                     for f in b.fields))
-                            if b.direction == "server->switch" else b for b in c.bridges)
+                            if b.direction is Direction.TO_SWITCH else b for b in c.bridges)
 
 
 def _swap_dependent_stages(c):
@@ -84,7 +83,7 @@ def _lose_write_before_bridge(c):
 def _drop_validity_bit(c):
     return c.program, tuple(replace(b, valid_bits=tuple(i for i in b.valid_bits if i != "ipv4"),
                                     required=tuple(i for i in b.required if i != "ipv4"))
-                            if b.direction == "switch->server" else b for b in c.bridges)
+                            if b.direction is Direction.TO_SERVER else b for b in c.bridges)
 
 
 def _drop_becomes_forward(c):
@@ -117,7 +116,7 @@ def test_broken_placements_are_rejected_with_a_real_counterexample(vpn, mutate):
 def test_broken_miss_path_bridge_is_rejected():
     c = compile_file(str(ROOT / "examples/bluebird_tor.nfp"))
     bridges = tuple(replace(b, fields=tuple(f for f in b.fields if f.name != "meta.vrf"))
-                    if b.path.startswith("miss:") and b.direction == "switch->server" else b for b in c.bridges)
+                    if b.miss is not None and b.direction is Direction.TO_SERVER else b for b in c.bridges)
     assert bridges != c.bridges
     results = verify_partition(c.program, c.placement, bridges)
     bad = [r for r in results if not r.proved]

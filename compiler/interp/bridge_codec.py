@@ -7,7 +7,7 @@ from __future__ import annotations
 from compiler import ir
 from compiler.interp.bits import mask, unpack
 from compiler.interp.exec import Ctx
-from compiler.passes.bridge import EGRESS, Bridge
+from compiler.placement import EGRESS, Bridge
 
 __all__ = ["BridgeError", "decode", "encode", "pack_ctx", "unpack_into"]
 

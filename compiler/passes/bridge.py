@@ -19,42 +19,13 @@ whole bytes.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from compiler import ir
 from compiler.analysis import expr_reads, loc_of, stage_units, stmt_exprs
-from compiler.partition import Placement
 from compiler.passes.validity import must_be_valid
+from compiler.placement import EGRESS, Bridge, BridgeField, Direction, Placement, Segment
 from lang.symbols import STD_FIELDS
 
 __all__ = ["EGRESS", "Bridge", "BridgeField", "compute_bridges"]
-
-EGRESS = "egress_port"
-
-
-@dataclass(frozen=True, slots=True)
-class BridgeField:
-    name: str  # "meta.customer", "std.ingress_port", "egress_port"
-    width: int
-    offset: int  # bit offset from the start of the bridge header
-
-
-@dataclass(frozen=True, slots=True)
-class Bridge:
-    cut_id: int
-    pipeline: str
-    path: str  # "main", or "miss:<table>" for the miss path of a switch-cached table
-    direction: str  # "switch->server" | "server->switch"
-    after_stage: str | None
-    before_stage: str | None
-    valid_bits: tuple[str, ...]  # instance names, bit i = instance i
-    required: tuple[str, ...]  # the valid_bits that must be set (the header is valid on every path)
-    fields: tuple[BridgeField, ...]
-    bits: int
-
-    @property
-    def bytes(self) -> int:
-        return self.bits // 8
 
 
 Loc = tuple[str, ...]
@@ -100,8 +71,8 @@ def _live_after(prog: ir.Program, stages: tuple[str, ...]) -> set[Loc]:
     return live
 
 
-def _layout(cut_id: int, p: ir.Pipeline, path: str, direction: str, before: tuple[str, ...], after: tuple[str, ...],
-            prog: ir.Program, valid: frozenset[str], must: frozenset[str]) -> Bridge:
+def _layout(cut_id: int, p: ir.Pipeline, miss: str | None, direction: Direction, before: tuple[str, ...],
+            after: tuple[str, ...], prog: ir.Program, valid: frozenset[str], must: frozenset[str]) -> Bridge:
     live = _live_after(prog, after)
     fields: list[tuple[str, int]] = []
     meta_w = {f.name: f.width for f in prog.metadata}
@@ -121,7 +92,7 @@ def _layout(cut_id: int, p: ir.Pipeline, path: str, direction: str, before: tupl
         laid.append(BridgeField(name, width, offset))
         offset += width
     bits = offset + (-offset % 8)
-    return Bridge(cut_id, p.name, path, direction, before[-1] if before else None, after[0] if after else None,
+    return Bridge(cut_id, p.name, miss, direction, before[-1] if before else None, after[0] if after else None,
                   valid_bits, required, tuple(laid), bits)
 
 
@@ -132,25 +103,24 @@ def compute_bridges(prog: ir.Program, placement: Placement, validity: dict[str, 
     must = must_be_valid(prog)
     for p in prog.pipelines:
         seg = [placement.segment[s] for s in p.stages]
-        if 1 not in seg or (all(x == 1 for x in seg) and not has_switch):
+        if Segment.SERVER not in seg or not has_switch:
             continue
-        i = seg.index(1)
-        j = len(seg) - seg[::-1].index(1)
+        i = seg.index(Segment.SERVER)
+        j = len(seg) - seg[::-1].index(Segment.SERVER)
         pre, mid, post = p.stages[:i], p.stages[i:j], p.stages[j:]
         at_in = p.stages[i]
         at_out = p.stages[j] if j < len(p.stages) else f"{p.name}:end"
-        out.append(_layout(len(out) + 1, p, "main", "switch->server", pre, mid + post, prog, validity[at_in],
+        out.append(_layout(len(out) + 1, p, None, Direction.TO_SERVER, pre, mid + post, prog, validity[at_in],
                            must[at_in]))
-        out.append(_layout(len(out) + 1, p, "main", "server->switch", pre + mid, post, prog, validity[at_out],
+        out.append(_layout(len(out) + 1, p, None, Direction.TO_SWITCH, pre + mid, post, prog, validity[at_out],
                            must[at_out]))
     for miss in placement.misses:
         p = prog.pipeline_of(miss.stage)
         i = p.stages.index(miss.stage)
         pre, mid, post = p.stages[:i], p.stages[i : i + 1], p.stages[i + 1 :]
         at_out = post[0] if post else f"{p.name}:end"
-        path = f"miss:{miss.table}"
-        out.append(_layout(len(out) + 1, p, path, "switch->server", pre, mid + post, prog, validity[miss.stage],
-                           must[miss.stage]))
-        out.append(_layout(len(out) + 1, p, path, "server->switch", pre + mid, post, prog, validity[at_out],
+        out.append(_layout(len(out) + 1, p, miss.table, Direction.TO_SERVER, pre, mid + post, prog,
+                           validity[miss.stage], must[miss.stage]))
+        out.append(_layout(len(out) + 1, p, miss.table, Direction.TO_SWITCH, pre + mid, post, prog, validity[at_out],
                            must[at_out]))
     return tuple(out)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from compiler import ir
 from compiler.analysis import Use, stage_units, stage_uses
-from compiler.targets import TargetSet, TargetSpec, load_profiles
+from compiler.profiles import TargetSet, TargetSpec, load_profiles
 from lang.diagnostics import Diagnostics
 
 __all__ = ["can_run", "check_capabilities", "needs", "supports"]

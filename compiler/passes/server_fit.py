@@ -24,11 +24,11 @@ from dataclasses import dataclass, replace
 from compiler import ir
 from compiler.analysis import stage_units
 from compiler.explain import max_entries
-from compiler.partition import Placement
 from compiler.passes.capabilities import can_run
+from compiler.placement import Placement
+from compiler.profiles import TargetSet
 from compiler.resources import server_bytes
 from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load
-from compiler.targets import TargetSet
 from lang.diagnostics import Diagnostics, Span
 
 __all__ = ["OVERCOMMIT_FLAG", "check_server_fit"]

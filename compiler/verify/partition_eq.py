@@ -21,8 +21,7 @@ import z3
 
 from compiler import ir
 from compiler.interp.bits import pack
-from compiler.partition import Placement
-from compiler.passes.bridge import EGRESS, Bridge
+from compiler.placement import EGRESS, Bridge, Direction, Placement, Segment, find_bridge
 from compiler.verify.symbolic import Semantics, SymState, Unsupported
 
 __all__ = ["Counterexample", "PipelineProof", "verify_partition"]
@@ -57,24 +56,27 @@ class _Placed:
     def __init__(self, sem: Semantics, p: ir.Pipeline, placement: Placement, bridges: tuple[Bridge, ...],
                  stages: dict[str, ir.Stage], switch: bool) -> None:
         self.sem, self.p, self.placement, self.stages, self.switch = sem, p, placement, stages, switch
-        self.bridges = {(b.path, b.direction): b for b in bridges if b.pipeline == p.name}
-        self.cached = [path[5:] for path, _d in self.bridges if path.startswith("miss:")]
+        self.bridges = tuple(b for b in bridges if b.pipeline == p.name)
+        self.cached = sorted({b.miss for b in self.bridges if b.miss is not None})
 
     def run(self, st: SymState) -> None:
-        seg = self.placement.segment
-        before = [s for s in self.p.stages if seg[s] == 0]
-        server = [s for s in self.p.stages if seg[s] == 1]
-        after = [s for s in self.p.stages if seg[s] == 2]
+        before, server, after = (self.placement.stages_in(self.p.stages, seg) for seg in Segment)
         self._switch(st, before)
         if server and self.switch:
-            self.project(st, self.bridges[("main", "switch->server")])
+            self.project(st, self._bridge(Direction.TO_SERVER))
         for s in server:  # without a switch the server parses and runs everything: no cut, no bridge
             self.sem.run(st, self.stages[s].body, z3.BoolVal(True, self.sem.ctx))
         if server and self.switch:
-            self.project(st, self.bridges[("main", "server->switch")])
+            self.project(st, self._bridge(Direction.TO_SWITCH))
         self._switch(st, after)
 
-    def _switch(self, st: SymState, stages: list[str]) -> None:
+    def _bridge(self, direction: Direction, miss: str | None = None) -> Bridge:
+        b = find_bridge(self.bridges, self.p.name, direction, miss)
+        if b is None:
+            raise Unsupported(f"no {direction.value} bridge for {miss or 'the main cut'} of {self.p.name}")
+        return b
+
+    def _switch(self, st: SymState, stages: tuple[str, ...]) -> None:
         sem = self.sem
         true = z3.BoolVal(True, sem.ctx)
         for name in stages:
@@ -85,9 +87,9 @@ class _Placed:
             if missed:  # a miss sends the packet, as it was before this stage, to the server
                 table = next(t for t in self.cached if _uses(body, t))
                 srv = before.copy()
-                self.project(srv, self.bridges[(f"miss:{table}", "switch->server")])
+                self.project(srv, self._bridge(Direction.TO_SERVER, table))
                 sem.run(srv, body, true)
-                self.project(srv, self.bridges[(f"miss:{table}", "server->switch")])
+                self.project(srv, self._bridge(Direction.TO_SWITCH, table))
                 st.merge(z3.Or(*missed), srv)
 
     def _cache_lookup(self, missed: list[z3.BoolRef], s: SymState, lk: ir.Lookup, pc: z3.BoolRef) -> None:

@@ -1,4 +1,4 @@
-"""The server generator, registered as ``dpdk``: writes ``OUT/server/`` (the generated
+"""The server generator, named ``dpdk``: writes ``OUT/server/`` (the generated
 ``nf.c``, the hand-written runtime ``nfc_rt.h`` / ``nfc_main.c`` and a Makefile using
 ``pkg-config libdpdk``)."""
 
@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import Any
 
-from compiler.pipeline import Compilation
+from compiler.manifest import Plan
+from compiler.placed import Placed
 from targets.c.printer import print_unit
 from targets.dpdk.lower import lower_server
-from targets.registry import register
 
-__all__ = ["COPIED", "RUNTIME", "emit"]
+__all__ = ["COPIED", "RUNTIME", "DpdkGenerator"]
 
 RUNTIME = Path(__file__).with_name("runtime")
 # the hand-written runtime, copied verbatim next to the generated nf.c
@@ -22,14 +21,15 @@ COPIED = {"server_runtime_h": "nfc_rt.h", "server_burst_h": "nfc_burst.h", "serv
           "server_entries_c": "nfc_entries.c", "server_bench_c": "nfc_bench.c", "server_makefile": "Makefile"}
 
 
-@register("dpdk")
-def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
-    placement = c.placement
-    assert placement is not None
-    folder = out / "server"
-    folder.mkdir(parents=True, exist_ok=True)
-    unit = lower_server(c.need_program(), placement, c.bridges, software=c.need_targets().switch is None)
-    (folder / "nf.c").write_text(print_unit(unit))
-    for name in COPIED.values():
-        shutil.copyfile(RUNTIME / name, folder / name)
-    return {"server_c": "server/nf.c", **{k: f"server/{v}" for k, v in COPIED.items()}}
+class DpdkGenerator:
+    name = "dpdk"
+    what = "server"
+
+    def emit(self, placed: Placed, plan: Plan, out: Path) -> dict[str, str]:
+        folder = out / "server"
+        folder.mkdir(parents=True, exist_ok=True)
+        unit = lower_server(placed.program, placed.placement, placed.bridges, software=plan.switch is None)
+        (folder / "nf.c").write_text(print_unit(unit))
+        for name in COPIED.values():
+            shutil.copyfile(RUNTIME / name, folder / name)
+        return {"server_c": "server/nf.c", **{k: f"server/{v}" for k, v in COPIED.items()}}

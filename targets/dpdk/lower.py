@@ -23,12 +23,11 @@ from typing import assert_never
 
 from compiler import ir
 from compiler.analysis import drop_reasons, stage_units, walk_expr
-from compiler.partition import Placement
-from compiler.passes.bridge import EGRESS, Bridge
-from lang.diagnostics import Span
+from compiler.ir import Span
+from compiler.placement import EGRESS, Bridge, Direction, Placement, Segment, find_bridge
 from targets.c import syntax as c
 from targets.c.unused import names_used, void_unused_params
-from targets.registry import GeneratorError
+from targets.generator import GeneratorError
 
 __all__ = ["Unsupported", "lower_server"]
 
@@ -121,7 +120,7 @@ def _server_tables(x: _Ctx) -> list[str]:
         return [u_t for st in x.prog.stages.values() for u in stage_units(x.prog, st) for u_t in u.tables]
     names: list[str] = []
     for st in x.prog.stages.values():
-        if x.placement.segment.get(st.name) == 1 or any(m.stage == st.name for m in x.placement.misses):
+        if x.placement.segment.get(st.name) is Segment.SERVER or any(m.stage == st.name for m in x.placement.misses):
             for u in stage_units(x.prog, st):
                 names += [t for t in u.tables if t not in names]
     return names
@@ -212,7 +211,7 @@ def _from_switch(x: _Ctx) -> c.Func:
         c.Assign(_p("cut"), c.Index(c.Name("data"), c.Int(0, ""))),
     ]
     for b in x.bridges:
-        if b.direction != "switch->server":
+        if b.direction is not Direction.TO_SERVER:
             continue
         body.append(c.If(c.Bin("==", _p("cut"), c.Int(b.cut_id, "u")), tuple(_decode(x, b))))
     body.append(c.Return(c.Int(x.reasons["bad_bridge"], "")))
@@ -263,10 +262,10 @@ def _field_target(x: _Ctx, name: str) -> c.Expr:
 def _to_switch(x: _Ctx) -> c.Func:
     body: list[c.Stmt] = [c.Decl("uint32_t", "n", c.Int(0, "u"))]
     for b in x.bridges:
-        if b.direction != "server->switch":
+        if b.direction is not Direction.TO_SWITCH:
             continue
-        came = next(a for a in x.bridges if a.direction == "switch->server" and a.pipeline == b.pipeline
-                    and a.path == b.path)
+        came = find_bridge(x.bridges, b.pipeline, Direction.TO_SERVER, b.miss)
+        assert came is not None, "every cut has its bridge both ways"
         fields: list[tuple[int, int, c.Expr]] = [(0, 8, c.Int(b.cut_id, "u"))]
         fields += [(8 + i, 1, c.Name(f"p->valid[{x.inst[inst]}]")) for i, inst in enumerate(b.valid_bits)]
         for f in b.fields:
@@ -441,15 +440,11 @@ def _ptarget(x: _Ctx, g: ir.ParserGraph, t: ir.PTarget) -> list[c.Stmt]:
 def _run(x: _Ctx) -> c.Func:
     body: list[c.Stmt] = []
     for b in x.bridges:
-        if b.direction != "switch->server":
+        if b.direction is not Direction.TO_SERVER:
             continue
         pl = next(p for p in x.prog.pipelines if p.name == b.pipeline)
-        if b.path.startswith("miss:"):
-            stages: tuple[str, ...] = (b.before_stage,) if b.before_stage else ()
-        else:
-            stages = tuple(s for s in pl.stages if x.placement.segment[s] == 1)
         code: list[c.Stmt] = []
-        for s in stages:
+        for s in x.placement.server_part(pl.stages, b):
             st = x.prog.stages[s]
             code += [c.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(x, st.body)]
         body.append(c.If(c.Bin("==", _p("cut"), c.Int(b.cut_id, "u")), (*code, c.Return(c.Name("NFC_CONTINUE")))))

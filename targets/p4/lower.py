@@ -25,13 +25,12 @@ from typing import assert_never
 
 from compiler import ir
 from compiler.analysis import drop_reasons, walk_expr, walk_stmts
-from compiler.partition import Placement
-from compiler.passes.bridge import EGRESS, Bridge
+from compiler.ir import Span
 from compiler.passes.validity import must_be_valid, must_branches, must_step
-from lang.diagnostics import Span
+from compiler.placement import EGRESS, Bridge, Direction, Placement, Segment, find_bridge
+from targets.generator import GeneratorError
 from targets.p4 import syntax as p
 from targets.p4.arch import Arch
-from targets.registry import GeneratorError
 
 __all__ = ["NameMap", "Unsupported", "lower_switch"]
 
@@ -82,10 +81,6 @@ class _Ctx:
     def meta(self, name: str, type_: p.Type) -> p.Expr:
         self.meta_fields.setdefault(name, type_)
         return p.Member(p.Path("meta"), name)
-
-    def bridge(self, pipeline: str, path: str, direction: str) -> Bridge | None:
-        return next((b for b in self.bridges if b.pipeline == pipeline and b.path == path
-                     and b.direction == direction), None)
 
 
 def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...], server_ports: tuple[int, ...],
@@ -166,7 +161,7 @@ def _header_types(c: _Ctx) -> tuple[p.HeaderType, ...]:
         if pad:
             fields.append(("pad", p.Bits(pad)))
         out.append(p.HeaderType(f"nfc_bridge{b.cut_id}_h", tuple(fields),
-                                f"bridge #{b.cut_id}: pipeline {b.pipeline}, {b.path}, {b.direction}"))
+                                f"bridge #{b.cut_id}: pipeline {b.pipeline}, {b.path}, {b.direction.value}"))
     return tuple(out)
 
 
@@ -217,7 +212,7 @@ def _port_key(arch: Arch, port: int) -> p.Expr:
 
 
 def _bridge_states(c: _Ctx) -> list[p.State]:
-    back = [b for b in c.bridges if b.direction == "server->switch"]
+    back = [b for b in c.bridges if b.direction is Direction.TO_SWITCH]
     cases = tuple(p.Case((p.Const(b.cut_id, 8, base=10),), f"nfc_bridge{b.cut_id}") for b in back)
     look = p.Call(p.ref("pkt.lookahead"), type_args=(p.Bits(8),))
     bad = p.Assign(p.ref("meta.nfc_drop"), p.ref("NFC_DROP_BAD_BRIDGE"))
@@ -327,7 +322,7 @@ def _ingress(c: _Ctx) -> p.Control:
     front.append(p.If(c.arch.parser_error(), _drop(c, "truncated"), ()))
     restore = [p.If(p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8)), _drop_code(c), ()),
                p.If(c.arch.parser_error(), _drop(c, "truncated"), ()),
-               *(stmt for b in c.bridges if b.direction == "server->switch" for stmt in _from_server(c, b))]
+               *(stmt for b in c.bridges if b.direction is Direction.TO_SWITCH for stmt in _from_server(c, b))]
     pipelines = [p.If(p.Bin("==", p.ref("meta.nfc_pipeline"), p.Const(c.names.pipelines[pl.name], 8)),
                       tuple(_pipeline(c, pl))) for pl in c.prog.pipelines]
     packet_out = p.If(p.Bin("==", p.ref("meta.nfc_cut"), p.Const(255, 8)),
@@ -380,12 +375,12 @@ def _pipeline(c: _Ctx, pl: ir.Pipeline) -> list[p.Stmt]:
     and selecting by ``nfc_resume`` keeps one apply site per table (bmv2 and Tofino accept
     a table applied at one place per control only)."""
     out: list[p.Stmt] = []
-    main = c.bridge(pl.name, "main", "switch->server")
+    main = find_bridge(c.bridges, pl.name, Direction.TO_SERVER)
     for i, s in enumerate(pl.stages):
         at = p.Bin("<=", p.ref("meta.nfc_resume"), p.Const(i, 8))
         if main is not None and s == main.before_stage:
             out.append(p.If(at, (*_to_server(c, main), p.Exit())))
-        if c.placement.segment[s] != 1:
+        if c.placement.segment[s] is not Segment.SERVER:
             out.append(p.If(at, tuple(_stage(c, c.prog.stages[s]))))
     return out
 
@@ -551,7 +546,7 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
 
 
 def _to_server_miss(c: _Ctx, s: ir.Lookup) -> tuple[p.Stmt, ...]:
-    b = next((b for b in c.bridges if b.path == f"miss:{s.table}" and b.direction == "switch->server"), None)
+    b = next((b for b in c.bridges if b.miss == s.table and b.direction is Direction.TO_SERVER), None)
     if b is None:
         raise Unsupported(f"cached table '{s.table}' without a miss-path bridge", s.span)
     return (*_to_server(c, b), p.Exit())

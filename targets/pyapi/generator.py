@@ -1,4 +1,4 @@
-"""The runtime API generator, registered as ``python-api``: writes ``OUT/python/<nf>/``, a
+"""The runtime API generator, named ``python-api``: writes ``OUT/python/<nf>/``, a
 typed Python package with one class per table (keyword-only methods named after the ``.nfp``
 key and value fields) on top of :mod:`runtime.api`.  It reads the IR's tables only."""
 
@@ -11,10 +11,10 @@ from typing import Any
 import jinja2
 
 from compiler import ir
-from compiler.pipeline import Compilation
-from targets.registry import register
+from compiler.manifest import Plan
+from compiler.placed import Placed
 
-__all__ = ["emit", "render"]
+__all__ = ["PythonApiGenerator", "render"]
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), keep_trailing_newline=True,
                           undefined=jinja2.StrictUndefined, autoescape=False)
@@ -48,12 +48,14 @@ def render(prog: ir.Program) -> str:
                                                  tables=[_table(t) for t in prog.tables.values()])
 
 
-@register("python-api")
-def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
-    prog = c.need_program()
-    nf = Path(prog.file).stem
-    folder = out / "python" / nf
-    folder.mkdir(parents=True, exist_ok=True)
-    (folder / "__init__.py").write_text(render(prog))
-    (folder / "py.typed").write_text("")
-    return {"python_api": f"python/{nf}/__init__.py"}
+class PythonApiGenerator:
+    name = "python-api"
+    what = "runtime API"
+
+    def emit(self, placed: Placed, plan: Plan, out: Path) -> dict[str, str]:
+        nf = Path(placed.program.file).stem
+        folder = out / "python" / nf
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / "__init__.py").write_text(render(placed.program))
+        (folder / "py.typed").write_text("")
+        return {"python_api": f"python/{nf}/__init__.py"}

@@ -1,6 +1,6 @@
 """The switch generator: TNA program, its v1model twin, P4Info and the name map.
 
-Registered as ``tna`` (the ``generator`` of the Tofino profiles).  Writes into
+The generator named ``tna`` (the ``generator`` of the Tofino profiles).  Writes into
 ``OUT/switch/``; returns the artifact paths for ``plan.json``.
 """
 
@@ -10,25 +10,32 @@ import json
 from pathlib import Path
 from typing import Any
 
-from compiler.pipeline import Compilation
+from compiler.manifest import Plan
+from compiler.placed import Placed
 from targets.bmv2.arch import V1Model
+from targets.generator import GeneratorError
 from targets.p4.arch import Arch
 from targets.p4.lint import LintError, lint
 from targets.p4.lower import lower_switch
 from targets.p4.p4info import build_p4info, p4info_text
 from targets.p4.printer import print_program
-from targets.registry import GeneratorError, register
 from targets.tofino.arch import TNA
 
-__all__ = ["emit"]
+__all__ = ["TnaGenerator"]
 
 
-@register("tna")
-def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
-    prog, placement, targets = c.need_program(), c.placement, c.need_targets()
-    assert placement is not None
-    chip = int(targets.switch.resources.get("chip", 1)) if targets.switch else 1
-    cpu_port = int(targets.switch.resources.get("cpu_port", 192)) if targets.switch else 192
+class TnaGenerator:
+    name = "tna"
+    what = "switch"
+
+    def emit(self, placed: Placed, plan: Plan, out: Path) -> dict[str, str]:
+        return emit(placed, plan, out)
+
+
+def emit(placed: Placed, plan: Plan, out: Path) -> dict[str, str]:
+    prog, placement, targets = placed.program, placed.placement, placed.targets
+    switch = plan.switch.resources if plan.switch else {}
+    chip, cpu_port = int(switch.get("chip", 1)), int(switch.get("cpu_port", 192))
     folder = out / "switch"
     folder.mkdir(parents=True, exist_ok=True)
     key_widths = {t.name: [k.expr.width for k in t.keys] for t in prog.tables.values()}
@@ -37,7 +44,7 @@ def emit(c: Compilation, plan: dict[str, Any], out: Path) -> dict[str, str]:
     findings: list[tuple[str, LintError]] = []
     archs: tuple[tuple[Arch, str], ...] = ((TNA(chip), "tna.p4"), (V1Model(), "v1model.p4"))
     for arch, file in archs:
-        p4, names = lower_switch(prog, placement, c.bridges, targets.server_ports, arch, cpu_port)
+        p4, names = lower_switch(prog, placement, placed.bridges, targets.server_ports, arch, cpu_port)
         lint_arch = "t2na" if arch.name == "tna" and chip == 2 else arch.name
         findings += [(file, e) for e in lint(p4, lint_arch)]
         (folder / file).write_text(print_program(p4))

@@ -2,7 +2,7 @@
 over gRPC (``server.py``); and the split reference semantics of the switch part, executed by
 the IR interpreter (``reference.py``), which tests compare the split program with."""
 
-from targets.switchmodel.model import NfpTable, SwitchModel
-from targets.switchmodel.reference import SwitchReference
+from emulator.switchmodel.model import NfpTable, SwitchModel
+from emulator.switchmodel.reference import SwitchReference
 
 __all__ = ["NfpTable", "SwitchModel", "SwitchReference"]

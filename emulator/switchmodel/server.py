@@ -24,7 +24,7 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from compiler.interp import Outcome
 from emulator.p4 import Match, TableEntry, TableError
-from targets.switchmodel.model import SwitchModel
+from emulator.switchmodel.model import SwitchModel
 
 __all__ = ["P4RuntimeServer", "serve"]
 

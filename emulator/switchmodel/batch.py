@@ -10,8 +10,8 @@ from pathlib import Path
 from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Match, TableError
+from emulator.switchmodel.model import SwitchModel
 from runtime.entries import EntrySpec
-from targets.switchmodel.model import SwitchModel
 
 __all__ = ["load_into", "run_batch"]
 

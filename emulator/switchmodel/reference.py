@@ -15,8 +15,7 @@ from __future__ import annotations
 from compiler import ir
 from compiler.interp import Ctx, Interpreter, Outcome, Stop
 from compiler.interp.bridge_codec import BridgeError, pack_ctx, unpack_into
-from compiler.partition import Placement
-from compiler.passes.bridge import Bridge
+from compiler.placement import Bridge, Direction, Placement, Segment, find_bridge
 
 __all__ = ["SwitchReference"]
 
@@ -54,8 +53,8 @@ class SwitchReference:
                 self.interp.parse(ctx, self.program.parsers[pl.parser], data)
                 if pl.when is not None and not self.interp.eval(pl.when, ctx):
                     continue
-                self.interp.run_stages(ctx, tuple(s for s in pl.stages if self.placement.segment[s] == 0))
-                bridge = self._bridge(pl.name, "main", "switch->server")
+                self.interp.run_stages(ctx, self.placement.stages_in(pl.stages, Segment.SWITCH))
+                bridge = find_bridge(self.bridges, pl.name, Direction.TO_SERVER)
                 if bridge is not None:
                     return self._to_server(bridge, ctx)
             except Stop as s:
@@ -63,24 +62,20 @@ class SwitchReference:
             return self.interp.finish(ctx)
         return Outcome("drop", reason="no_pipeline")
 
-    def _bridge(self, pipeline: str, path: str, direction: str) -> Bridge | None:
-        return next((b for b in self.bridges if b.pipeline == pipeline and b.path == path
-                     and b.direction == direction), None)
-
     def _to_server(self, b: Bridge, ctx: Ctx) -> Outcome:
         port = self.server_ports[0] if self.server_ports else 0
         return Outcome("forward", port, pack_ctx(b, ctx) + self.interp.deparse(ctx))
 
     def _cache_miss(self, lookup: ir.Lookup, ctx: Ctx) -> None:
         pl = self.program.pipeline_of(next(s for s, st in self.program.stages.items() if _contains(st, lookup)))
-        bridge = self._bridge(pl.name, f"miss:{lookup.table}", "switch->server")
+        bridge = find_bridge(self.bridges, pl.name, Direction.TO_SERVER, lookup.table)
         if bridge is None:
             raise Stop(Outcome("drop", reason="no_server_for_miss"))
         raise Stop(self._to_server(bridge, ctx))
 
     def _from_server(self, data: bytes, port: int, now: float) -> Outcome:
         cut = data[0] if data else -1
-        b = next((x for x in self.bridges if x.cut_id == cut and x.direction == "server->switch"), None)
+        b = next((x for x in self.bridges if x.cut_id == cut and x.direction is Direction.TO_SWITCH), None)
         if b is None:
             return Outcome("drop", reason="bad_bridge")
         ctx = self.interp.new_ctx(data, port, now)
@@ -90,7 +85,7 @@ class SwitchReference:
             return Outcome("drop", reason=e.reason)
         pl = next(p for p in self.program.pipelines if p.name == b.pipeline)
         after = pl.stages[pl.stages.index(b.before_stage):] if b.before_stage else ()
-        outcome = self.interp.run_stages_outcome(ctx, tuple(s for s in after if self.placement.segment[s] != 1))
+        outcome = self.interp.run_stages_outcome(ctx, tuple(s for s in after if self.placement.segment[s].on_switch))
         return outcome if outcome is not None else self.interp.finish(ctx)
 
 

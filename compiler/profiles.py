@@ -4,7 +4,9 @@ A source file may declare its own target derived from a profile
 (``target srv = dpdk_server { cores = 18; clock = 2.3GHz; }``) and a deployment (which
 switch, which servers, the server-facing switch ports, the offered packet rate).
 ``--target`` picks from these: ``tofino+dpdk`` (the deployment's switch and servers),
-``tofino`` or ``dpdk`` alone, or profile / declared target names joined by ``+``.
+``tofino`` or ``dpdk`` alone, or profile / declared target names joined by ``+``.  The
+aliases (``tofino``, ``dpdk``) are declared by the profiles themselves (``aliases`` in
+their TOML): an alias means the deployment's target of that kind, else the profile.
 """
 
 from __future__ import annotations
@@ -35,7 +37,7 @@ class TargetSpec:
 
     name: str
     kind: str  # "switch" | "server"
-    generator: str
+    generator: str  # the code generator's name (targets/registry.py)
     description: str
     match_kinds: tuple[str, ...]
     max_key_bits: int
@@ -43,6 +45,7 @@ class TargetSpec:
     resources: dict[str, float] = field(hash=False)
     cost: dict[str, float] = field(hash=False)
     source: str = ""
+    aliases: tuple[str, ...] = ()  # --target names for "this kind of target": the deployment's, else this one
 
     def res(self, key: str) -> float:
         return self.resources[key]
@@ -76,6 +79,7 @@ def _spec(data: dict[str, Any], source: str) -> TargetSpec:
         resources={k: float(v) for k, v in data.get("resources", {}).items()},
         cost={k: float(v) for k, v in data.get("cost", {}).items()},
         source=source,
+        aliases=tuple(t.get("aliases", ())),
     )
 
 
@@ -112,7 +116,7 @@ def _derive(base: TargetSpec, decl: ir.TargetDecl, diags: Diagnostics) -> Target
             diags.error("E060", f"unknown property '{p.name}' for a {base.kind} target (known: {', '.join(known)})",
                         p.span)
     return replace(base, name=decl.name, ops=frozenset(ops), match_kinds=tuple(kinds), resources=resources,
-                   source=f"{decl.span.file}:{decl.span.line}")
+                   source=f"{decl.span.file}:{decl.span.line}", aliases=())
 
 
 def _catalogue(prog: ir.Program, diags: Diagnostics) -> dict[str, TargetSpec]:
@@ -127,8 +131,31 @@ def _catalogue(prog: ir.Program, diags: Diagnostics) -> dict[str, TargetSpec]:
     return cat
 
 
-def _deployment(prog: ir.Program) -> dict[str, ir.PropVal]:
-    return {p.name: p for p in prog.deployment.props} if prog.deployment else {}
+# What a deployment may say; ``link`` is each server's switch-facing bandwidth (as a server target's ``link``)
+_DEPLOYMENT_PROPS = ("switch", "servers", "server_ports", "rate", "link")
+_RATE_UNITS = {"Mpps": 1e6, "Kpps": 1e3, "pps": 1.0, "": 1.0}
+
+
+def _deployment(prog: ir.Program, diags: Diagnostics) -> dict[str, ir.PropVal]:
+    props = {p.name: p for p in prog.deployment.props} if prog.deployment else {}
+    for p in props.values():
+        if p.name not in _DEPLOYMENT_PROPS:
+            diags.error("E060", f"unknown deployment property '{p.name}' (known: {', '.join(_DEPLOYMENT_PROPS)})",
+                        p.span)
+    rate = props.get("rate")
+    if rate is not None and (rate.number is None or rate.unit not in _RATE_UNITS):
+        diags.error("E060", "rate must be a number of packets per second with one of the units Mpps, Kpps, pps",
+                    rate.span)
+    return props
+
+
+def _with_link(server: TargetSpec, link: ir.PropVal, diags: Diagnostics) -> TargetSpec:
+    """The deployment's ``link = N Gbps`` as each server's switch-facing bandwidth."""
+    _, units = _UNIT_PROPS["link"]
+    if link.number is None or link.unit not in units:
+        diags.error("E060", "link must be a number with one of the units Gbps, Mbps", link.span)
+        return server
+    return replace(server, resources={**server.resources, "link_gbps": link.number * units[link.unit]})
 
 
 def _ports(p: ir.PropVal | None) -> tuple[int, ...]:
@@ -144,27 +171,29 @@ def _ports(p: ir.PropVal | None) -> tuple[int, ...]:
 def resolve_targets(prog: ir.Program, flag: str, diags: Diagnostics) -> TargetSet | None:
     """The targets named by ``--target`` (with the program's deployment filling in aliases)."""
     cat = _catalogue(prog, diags)
-    dep = _deployment(prog)
+    dep = _deployment(prog, diags)
     where = prog.deployment.span if prog.deployment else Span(prog.file, 1, 1, 1, 1)
-    dep_switch = dep["switch"].text if "switch" in dep else None
     dep_servers = dep["servers"].names if "servers" in dep else ()
+    declared = {"switch": dep["switch"].text if "switch" in dep else None,
+                "server": dep_servers[0] if dep_servers else None}
+    aliases = {a: p for p in cat.values() for a in p.aliases}  # a profile's TOML names its aliases
     switch: TargetSpec | None = None
     server: TargetSpec | None = None
     for part in flag.split("+"):
         name = part.strip()
-        if name == "tofino":
-            name = dep_switch or "tofino1"
-        elif name == "dpdk":
-            name = dep_servers[0] if dep_servers else "dpdk_server"
+        if name in aliases:  # the deployment's target of that kind, else the profile that owns the alias
+            name = declared[aliases[name].kind] or aliases[name].name
         spec = cat.get(name)
         if spec is None:
-            diags.error("E060", f"unknown target '{part}' in --target (known: tofino, dpdk, {', '.join(sorted(cat))})",
-                        where)
+            known = ", ".join([*sorted(aliases), *sorted(cat)])
+            diags.error("E060", f"unknown target '{part}' in --target (known: {known})", where)
             return None
         if spec.kind == "switch":
             switch = spec
         else:
             server = spec
+    if server is not None and "link" in dep:
+        server = _with_link(server, dep["link"], diags)
     rate = dep.get("rate")
-    rate_pps = (rate.number or 0) * {"Mpps": 1e6, "Kpps": 1e3, "": 1.0}.get(rate.unit, 1.0) if rate else 0.0
+    rate_pps = (rate.number or 0) * _RATE_UNITS.get(rate.unit, 1.0) if rate else 0.0
     return TargetSet(switch, server, max(1, len(dep_servers)), rate_pps, _ports(dep.get("server_ports")), flag)

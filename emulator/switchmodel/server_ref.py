@@ -13,8 +13,7 @@ from __future__ import annotations
 from compiler import ir
 from compiler.interp import Interpreter, Outcome, Stop
 from compiler.interp.bridge_codec import BridgeError, pack_ctx, unpack_into
-from compiler.partition import Placement
-from compiler.passes.bridge import Bridge
+from compiler.placement import Bridge, Direction, Placement, find_bridge
 
 __all__ = ["ServerReference"]
 
@@ -31,7 +30,7 @@ class ServerReference:
 
     def process(self, data: bytes, now: float = 0.0) -> Outcome:
         cut = data[0] if data else -1
-        b = next((x for x in self.bridges if x.cut_id == cut and x.direction == "switch->server"), None)
+        b = next((x for x in self.bridges if x.cut_id == cut and x.direction is Direction.TO_SERVER), None)
         if b is None:
             return Outcome("drop", reason="bad_bridge")
         ctx = self.interp.new_ctx(data, self.switch_port, now)
@@ -41,14 +40,9 @@ class ServerReference:
             return Outcome("drop", reason=e.reason)
         pl = next(p for p in self.program.pipelines if p.name == b.pipeline)
         try:
-            self.interp.run_stages(ctx, self._stages(pl, b))
+            self.interp.run_stages(ctx, self.placement.server_part(pl.stages, b))
         except Stop as s:
             return s.outcome
-        back = next(x for x in self.bridges if x.pipeline == b.pipeline and x.path == b.path
-                    and x.direction == "server->switch")
+        back = find_bridge(self.bridges, b.pipeline, Direction.TO_SWITCH, b.miss)
+        assert back is not None, "every cut has its bridge both ways"
         return Outcome("forward", self.switch_port, pack_ctx(back, ctx) + self.interp.deparse(ctx))
-
-    def _stages(self, pl: ir.Pipeline, b: Bridge) -> tuple[str, ...]:
-        if b.path.startswith("miss:"):
-            return (b.before_stage,) if b.before_stage else ()
-        return tuple(s for s in pl.stages if self.placement.segment[s] == 1)

@@ -1,0 +1,67 @@
+"""The layout's import rules (README, "Layout"): data flows one way and imports follow it.
+Read from the source with ``ast`` (every ``import`` and ``from … import``, also inside
+functions), so a lazy import cannot hide an edge."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import ROOT
+
+PACKAGES = ("lang", "compiler", "targets", "emulator", "runtime", "nfc")
+# package -> project packages it must not import
+FORBIDDEN = {
+    "lang": {"compiler", "targets", "emulator", "runtime", "nfc"},
+    "compiler": {"targets", "emulator", "runtime", "nfc"},
+    "targets": {"lang", "emulator", "runtime", "nfc"},
+    "emulator": {"lang", "nfc"},
+    "runtime": {"lang", "targets", "emulator", "nfc"},
+}
+
+
+def _imports(path: Path) -> set[str]:
+    """Fully qualified project modules ``path`` imports."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            out |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+    return {m for m in out if m.split(".")[0] in PACKAGES}
+
+
+def _modules(package: str) -> list[Path]:
+    return sorted((ROOT / package).rglob("*.py"))
+
+
+@pytest.mark.parametrize("package", sorted(FORBIDDEN))
+def test_package_imports_nothing_after_it(package):
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in _modules(package) for m in sorted(_imports(p))
+           if m.split(".")[0] in FORBIDDEN[package]]
+    assert not bad, "\n".join(bad)
+
+
+def test_runtime_reads_the_plan_not_the_compiler():
+    """The runtime knows a build by its manifest (compiler/manifest.py), nothing else of the compiler."""
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in _modules("runtime") for m in sorted(_imports(p))
+           if m.startswith("compiler") and not m.startswith("compiler.manifest")]
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("leaf", ["compiler/manifest.py", "targets/generator.py"])
+def test_leaf_modules(leaf):
+    """The plan's typed form is a leaf (the standard library only); the generator interface
+    names only the placed program and the plan."""
+    allowed = {"compiler/manifest.py": set(), "targets/generator.py": {"compiler.manifest", "compiler.placed"}}[leaf]
+    bad = {m for m in _imports(ROOT / leaf)
+           if not any(m == a or m.startswith(a + ".") or a.startswith(m + ".") for a in allowed)}
+    assert not bad
+
+
+def test_the_rules_see_an_import():
+    """The checker itself: a lazy import inside a function is found."""
+    src = ROOT / "compiler" / "partition.py"
+    assert "compiler.explain" in _imports(src) and "compiler.passes.capabilities.can_run" in _imports(src)
