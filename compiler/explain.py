@@ -10,8 +10,8 @@ from __future__ import annotations
 from compiler import ir
 from compiler.analysis import stage_units
 from compiler.passes.capabilities import can_run
+from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import Blocks, table_blocks
-from compiler.targets import TargetSet, TargetSpec
 from lang.diagnostics import Diagnostics, Span
 
 __all__ = ["explain_unfit", "max_entries"]
@@ -46,9 +46,23 @@ def _switch_bound(prog: ir.Program, targets: TargetSet) -> list[ir.Stage]:
     return [s for s in prog.stages.values() if not can_run(prog, s, targets.server)]
 
 
+def _pinned_away(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> bool:
+    """A table pinned to a kind of target the build does not have."""
+    have = {"switch": targets.switch is not None, "server": targets.server is not None}
+    bad = [t for t in prog.tables.values() if t.hints.pin in have and not have[t.hints.pin]]
+    for t in bad:
+        stage = next((s.name for s in prog.stages.values() for u in stage_units(prog, s) if t.name in u.tables), "?")
+        diags.error("E080", f"table '{t.name}' is pinned to the {t.hints.pin} ('pin = {t.hints.pin};'), but this build "
+                    f"has no {t.hints.pin} target: stage '{stage}' cannot be placed", t.span,
+                    notes=(f"build with a {t.hints.pin} target (--target tofino+dpdk), or remove the pin",))
+    return bool(bad)
+
+
 def explain_unfit(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> None:
     sw = targets.switch
     where = prog.pipelines[0].span if prog.pipelines else Span(prog.file, 1, 1, 1, 1)
+    if _pinned_away(prog, targets, diags):
+        return
     if sw is None:
         diags.error("E080", "the program does not fit the chosen targets", where)
         return

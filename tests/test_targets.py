@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from compiler.interp import Interpreter
-from compiler.targets import load_profiles
+from compiler.placement import Direction
+from compiler.profiles import load_profiles
 from lang import CompileError
-from tests.conftest import ROOT, compile_ir
-from tests.test_partition import compile_file, write
+from tests.conftest import ROOT, compile_file, compile_ir, write
 
 PROG = """
 import "std/headers.nfp";
@@ -61,6 +61,20 @@ def test_profile_names_on_the_command_line(tmp_path):
     assert (c.targets.switch.name, c.targets.server.name) == ("tofino1", "dpdk_server")
 
 
+def test_deployment_link_is_each_servers_bandwidth_and_unknown_properties_are_E060(tmp_path):
+    """``link`` in a deployment overrides the servers' switch-facing bandwidth (the VPN gateway
+    says 40 Gbps); a property the deployment does not know is an error at its line, not ignored."""
+    linked = PROG.replace("PIN", "").replace("target bad = dpdk_server { colour = 3; }\n", "").replace(
+        "rate = 10Mpps;", "rate = 10Mpps; link = 25Gbps;")
+    c = compile_file(write(tmp_path, linked), "tofino+dpdk", allow_overcommit=True)
+    assert c.targets.server.res("link_gbps") == 25
+    with pytest.raises(CompileError) as e:
+        compile_file(write(tmp_path, linked.replace("link = 25Gbps;", "links = 25Gbps;")))
+    (d,) = e.value.diagnostics
+    assert d.code == "E060" and "unknown deployment property 'links'" in d.message
+    assert (d.span.line, d.span.col) == (15, 66)  # the deployment line, at "links"
+
+
 def test_unknown_target_name(tmp_path):
     with pytest.raises(CompileError) as e:
         compile_file(good(tmp_path), "tofino+fpga")
@@ -74,6 +88,15 @@ def test_pin_forces_the_server(tmp_path):
     # the stage before it stays on the switch, so meta.tag crosses in the bridge... only if read later:
     # route does not read meta.tag, so the bridge carries no fields
     assert [f.name for b in c.bridges for f in b.fields] == ["egress_port"]
+
+
+@pytest.mark.parametrize(("pin", "target"), [("server", "tofino"), ("switch", "dpdk")])
+def test_a_pin_to_a_target_the_build_lacks_is_named(tmp_path, pin, target):
+    with pytest.raises(CompileError) as e:
+        compile_file(good(tmp_path, f"pin = {pin};"), target, allow_overcommit=True)
+    (d,) = e.value.diagnostics
+    assert d.code == "E080" and d.span.line == 7, d.message  # the table fib
+    assert f"'fib' is pinned to the {pin}" in d.message and f"no {pin} target" in d.message
 
 
 def test_when_selects_among_pipelines_on_the_same_ports(tmp_path):
@@ -95,7 +118,7 @@ def test_bridge_carries_ingress_port_when_the_server_reads_it(tmp_path):
                         "stage other { lookup t2 { hit(r) { forward(std.ingress_port + 100); } } }")
     c = compile_file(write(tmp_path, text))
     assert c.placement.where("other") == "server"
-    to_server = next(b for b in c.bridges if b.pipeline == "rest" and b.direction == "switch->server")
+    to_server = next(b for b in c.bridges if b.pipeline == "rest" and b.direction is Direction.TO_SERVER)
     assert [f.name for f in to_server.fields] == ["std.ingress_port"]
 
 
