@@ -142,11 +142,11 @@ class Runtime:
 
     def load(self, entries: Iterable[EntrySpec]) -> int:
         """Add entries given as data (an entries file), table by table; all or nothing per table."""
-        by_table: dict[str, list[dict[str, Any]]] = {}
+        by_table: dict[str, list[tuple[dict[str, Any], int]]] = {}
         for e in entries:
             fields: dict[str, Any] = {k: (v, a) if a is not None else v for k, (v, a) in e.match.items()}
-            by_table.setdefault(e.table, []).append(fields | e.values)
-        return sum(self.table(t).add_many(rows) for t, rows in by_table.items())
+            by_table.setdefault(e.table, []).append((fields | e.values, e.priority))
+        return sum(self.table(t).add_many([r for r, _ in rows], [p for _, p in rows]) for t, rows in by_table.items())
 
     # ---- the two sides -----------------------------------------------------------------------
 
@@ -278,12 +278,13 @@ class Table:
     def delete(self, **keys: Any) -> None:
         self._apply("delete", keys)
 
-    def add_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        """Bulk add, all or nothing; an error's ``index`` is the row at fault."""
+    def add_many(self, rows: Iterable[Mapping[str, Any]], priorities: Sequence[int] | None = None) -> int:
+        """Bulk add, all or nothing; an error's ``index`` is the row at fault.  ``priorities``:
+        one per row, for tables with ternary or range keys (the higher wins, P4Runtime §9.1)."""
         entries = []
         for i, row in enumerate(rows):
             try:
-                entries.append(_check(self.schema, row, True))
+                entries.append(_check(self.schema, row, True, priorities[i] if priorities is not None else 0))
             except InvalidEntry as e:
                 e.index = i
                 raise

@@ -152,7 +152,8 @@ class Fuzzer:
         return list(out.values())
 
     def _add(self, out: dict[tuple[object, ...], Entry], table: ir.Table, key: list[Match]) -> None:
-        prio = self.rnd.randint(1, 5) if table.match in ("ternary", "range") else 0
+        # distinct priorities: overlapping entries of equal priority have no defined winner on a switch
+        prio = self.rnd.randint(1, 5) * 10_000 + len(out) if table.match in ("ternary", "range") else 0
         ident = (tuple((m.value, m.arg) for m in key), prio)
         values = {v.name: self._port() if "port" in v.name else self.value(v.width) for v in table.values}
         out.setdefault(ident, Entry(tuple(key), values, prio))
