@@ -266,8 +266,8 @@ class Table:
         self._rt = runtime
         self.schema = runtime.schemas[name]
 
-    def _apply(self, op: str, fields: Mapping[str, Any]) -> None:
-        self._rt.write(self.schema, op, [_check(self.schema, fields, op != "delete")])
+    def _apply(self, op: str, fields: Mapping[str, Any], priority: int = 0) -> None:
+        self._rt.write(self.schema, op, [_check(self.schema, fields, op != "delete", priority)])
 
     def add(self, **fields: Any) -> None:
         self._apply("add", fields)

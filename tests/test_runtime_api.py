@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
 
 from compiler.manifest import PLAN_VERSION
 from emulator.switchmodel.server import P4RuntimeServer, serve
@@ -228,3 +230,37 @@ def test_runtime_refuses_a_server_program_of_another_nf(tmp_path):
 
     with pytest.raises(ChannelError):
         Runtime(tmp_path, server=FakeHello())  # type: ignore[arg-type]
+
+
+def test_ternary_entries_keep_their_priority_through_the_generated_api(tmp_path):
+    """A ternary/range table's typed methods take the entry's priority (P4Runtime §9.1: the
+    higher wins, and it is part of the entry's identity); the switch gets it, so an entry
+    added later with a lower priority does not win a packet both match."""
+    out = tmp_path / "acl"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "tests/corpus/acl_ternary.nfp", "-o", str(out),
+                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    plan, _placed, model = open_build(out)
+    names = json.loads(plan.path(out, "name_map").read_text())
+    grpc_server, port = serve(P4RuntimeServer(model, names, "tna"))
+    switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+    try:
+        sys.path.insert(0, str(out / "python"))
+        nf = importlib.import_module("acl_ternary").AclTernary(out, switch=switch)
+        assert "priority" in inspect.signature(nf.acl.add).parameters
+        anything = (0, 0)
+        nf.acl.add(ipv4_src=anything, ipv4_dst=anything, udp_dport=(0, 65535), priority=20, class_=7)
+        nf.acl.add(ipv4_src=anything, ipv4_dst=anything, udp_dport=(0, 65535), priority=10, class_=9)
+        assert sorted(p for _m, _v, p in switch.read("acl")) == [10, 20]
+        pkt = bytes(Ether() / IP(src="1.2.3.4", dst="5.6.7.8") / UDP(sport=1, dport=2) / b"x")
+        o = model.process(pkt, 3)
+        bridge = next(b for b in json.loads((out / "plan.json").read_text())["bridges"]
+                      if b["direction"] == "switch->server")
+        field = next(f for f in bridge["fields"] if f["name"] == "meta.class")
+        bits = int.from_bytes(o.data[:bridge["bytes"]], "big")
+        assert (bits >> (bridge["bytes"] * 8 - field["offset"] - field["width"])) & 0xFF == 7
+        nf.acl.delete(ipv4_src=anything, ipv4_dst=anything, udp_dport=(0, 65535), priority=20)
+        assert [p for _m, _v, p in switch.read("acl")] == [10]
+    finally:
+        switch.close()
+        grpc_server.stop(0)

@@ -30,14 +30,19 @@ def _param(name: str) -> str:
 
 def _table(t: ir.Table) -> dict[str, Any]:
     keys = [{"name": k.name, "width": k.expr.width, "match": k.match} for k in t.keys]
-    values = [{"name": v.name, "width": v.width} for v in t.values]
+    values = [{"name": v.name, "attr": _param(v.name), "width": v.width} for v in t.values]
     key_params = ", ".join(f"{_param(k.name)}: Value" + (" | tuple[Value, Value]" if k.match != "exact" else "")
                            for k in t.keys)
-    params = ", ".join([key_params, *(f"{_param(v.name)}: Value" for v in t.values)])
     names = [k.name for k in t.keys]
+    prio = ""  # ternary / range tables: the entry's priority (the higher wins), part of its identity
+    if t.match in ("ternary", "range"):
+        prio = "entry_priority" if "priority" in names + [v.name for v in t.values] else "priority"
+    entry_params = key_params + (f", {prio}: int" if prio else "")  # what names one entry
+    params = ", ".join([entry_params, *(f"{_param(v.name)}: Value" for v in t.values)])
     return {"name": t.name, "cls": _camel(t.name), "source": f"{t.span.file}:{t.span.line}", "match": t.match,
             "size": t.size, "state": t.is_state, "key_fields": keys, "value_fields": values,
-            "key_params": key_params, "params": params,
+            "key_params": key_params, "entry_params": entry_params, "params": params,
+            "priority": f", {prio}" if prio else "",
             "key_dict": "{" + ", ".join(f'"{n}": {_param(n)}' for n in names) + "}",
             "all_dict": "{" + ", ".join(f'"{n}": {_param(n)}' for n in names + [v.name for v in t.values]) + "}"}
 

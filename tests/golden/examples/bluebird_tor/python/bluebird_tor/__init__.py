@@ -46,7 +46,8 @@ class PortVrf(Table):
 
     def get(self, *, std_ingress_port: Value) -> PortVrfValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return PortVrfValues(**self.read(**{"std_ingress_port": std_ingress_port}))
+        values = self.read(**{"std_ingress_port": std_ingress_port})
+        return PortVrfValues(values["vrf"])
 
 
 class VrfRoutesV4Values(NamedTuple):
@@ -78,7 +79,8 @@ class VrfRoutesV4(Table):
 
     def get(self, *, meta_vrf: Value, ipv4_dst: Value | tuple[Value, Value]) -> VrfRoutesV4Values:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return VrfRoutesV4Values(**self.read(**{"meta_vrf": meta_vrf, "ipv4_dst": ipv4_dst}))
+        values = self.read(**{"meta_vrf": meta_vrf, "ipv4_dst": ipv4_dst})
+        return VrfRoutesV4Values(values["to_vnet"], values["port"], values["next_hop_mac"])
 
 
 class VrfRoutesV6Values(NamedTuple):
@@ -109,7 +111,8 @@ class VrfRoutesV6(Table):
 
     def get(self, *, meta_vrf: Value, ipv6_dst: Value | tuple[Value, Value]) -> VrfRoutesV6Values:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return VrfRoutesV6Values(**self.read(**{"meta_vrf": meta_vrf, "ipv6_dst": ipv6_dst}))
+        values = self.read(**{"meta_vrf": meta_vrf, "ipv6_dst": ipv6_dst})
+        return VrfRoutesV6Values(values["port"], values["next_hop_mac"])
 
 
 class CaToPaValues(NamedTuple):
@@ -141,7 +144,8 @@ class CaToPa(Table):
 
     def get(self, *, meta_vrf: Value, ca: Value) -> CaToPaValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return CaToPaValues(**self.read(**{"meta_vrf": meta_vrf, "ca": ca}))
+        values = self.read(**{"meta_vrf": meta_vrf, "ca": ca})
+        return CaToPaValues(values["vtep"], values["vni"], values["vm_mac"])
 
 
 class PaRoutesValues(NamedTuple):
@@ -171,7 +175,8 @@ class PaRoutes(Table):
 
     def get(self, *, outer_ipv4_dst: Value | tuple[Value, Value]) -> PaRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return PaRoutesValues(**self.read(**{"outer_ipv4_dst": outer_ipv4_dst}))
+        values = self.read(**{"outer_ipv4_dst": outer_ipv4_dst})
+        return PaRoutesValues(values["port"], values["next_hop_mac"])
 
 
 class VniToVrfValues(NamedTuple):
@@ -200,7 +205,8 @@ class VniToVrf(Table):
 
     def get(self, *, vxlan_vni: Value) -> VniToVrfValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return VniToVrfValues(**self.read(**{"vxlan_vni": vxlan_vni}))
+        values = self.read(**{"vxlan_vni": vxlan_vni})
+        return VniToVrfValues(values["vrf"])
 
 
 class BareMetalHostsValues(NamedTuple):
@@ -231,7 +237,8 @@ class BareMetalHosts(Table):
 
     def get(self, *, meta_vrf: Value, host: Value) -> BareMetalHostsValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return BareMetalHostsValues(**self.read(**{"meta_vrf": meta_vrf, "host": host}))
+        values = self.read(**{"meta_vrf": meta_vrf, "host": host})
+        return BareMetalHostsValues(values["port"], values["mac"])
 
 
 class BluebirdTor(Runtime):

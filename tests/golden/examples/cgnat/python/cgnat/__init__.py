@@ -46,7 +46,8 @@ class SubnetToExternal(Table):
 
     def get(self, *, ipv4_src: Value | tuple[Value, Value]) -> SubnetToExternalValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return SubnetToExternalValues(**self.read(**{"ipv4_src": ipv4_src}))
+        values = self.read(**{"ipv4_src": ipv4_src})
+        return SubnetToExternalValues(values["ext_ip"])
 
 
 class NatOutValues(NamedTuple):
@@ -77,7 +78,8 @@ class NatOut(Table):
 
     def get(self, *, int_ip: Value, meta_int_port: Value, ipv4_protocol: Value) -> NatOutValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return NatOutValues(**self.read(**{"int_ip": int_ip, "meta_int_port": meta_int_port, "ipv4_protocol": ipv4_protocol}))
+        values = self.read(**{"int_ip": int_ip, "meta_int_port": meta_int_port, "ipv4_protocol": ipv4_protocol})
+        return NatOutValues(values["ext_port"])
 
 
 class NatInValues(NamedTuple):
@@ -109,7 +111,8 @@ class NatIn(Table):
 
     def get(self, *, meta_ext_ip: Value, meta_ext_port: Value, ipv4_protocol: Value) -> NatInValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return NatInValues(**self.read(**{"meta_ext_ip": meta_ext_ip, "meta_ext_port": meta_ext_port, "ipv4_protocol": ipv4_protocol}))
+        values = self.read(**{"meta_ext_ip": meta_ext_ip, "meta_ext_port": meta_ext_port, "ipv4_protocol": ipv4_protocol})
+        return NatInValues(values["int_ip"], values["int_port"])
 
 
 class UpstreamRoutesValues(NamedTuple):
@@ -139,7 +142,8 @@ class UpstreamRoutes(Table):
 
     def get(self, *, ipv4_dst: Value | tuple[Value, Value]) -> UpstreamRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return UpstreamRoutesValues(**self.read(**{"ipv4_dst": ipv4_dst}))
+        values = self.read(**{"ipv4_dst": ipv4_dst})
+        return UpstreamRoutesValues(values["port"], values["next_hop_mac"])
 
 
 class SubscriberRoutesValues(NamedTuple):
@@ -169,7 +173,8 @@ class SubscriberRoutes(Table):
 
     def get(self, *, ipv4_dst: Value | tuple[Value, Value]) -> SubscriberRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return SubscriberRoutesValues(**self.read(**{"ipv4_dst": ipv4_dst}))
+        values = self.read(**{"ipv4_dst": ipv4_dst})
+        return SubscriberRoutesValues(values["port"], values["next_hop_mac"])
 
 
 class Cgnat(Runtime):

@@ -46,7 +46,8 @@ class SpiSteering(Table):
 
     def get(self, *, esp_spi: Value) -> SpiSteeringValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return SpiSteeringValues(**self.read(**{"esp_spi": esp_spi}))
+        values = self.read(**{"esp_spi": esp_spi})
+        return SpiSteeringValues(values["tunnel"])
 
 
 class InboundSaValues(NamedTuple):
@@ -79,7 +80,8 @@ class InboundSa(Table):
 
     def get(self, *, esp_spi: Value) -> InboundSaValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return InboundSaValues(**self.read(**{"esp_spi": esp_spi}))
+        values = self.read(**{"esp_spi": esp_spi})
+        return InboundSaValues(values["key"], values["salt"], values["sa_index"], values["vnet_port"], values["vnet_mac"])
 
 
 class TrafficSelectorsValues(NamedTuple):
@@ -97,21 +99,22 @@ class TrafficSelectors(Table):
     ipv4_protocol: bit<8>, range ((low, high))
     """
 
-    def add(self, *, std_ingress_port: Value, ipv4_src: Value | tuple[Value, Value], ipv4_dst: Value | tuple[Value, Value], ipv4_protocol: Value | tuple[Value, Value], tunnel: Value) -> None:
+    def add(self, *, std_ingress_port: Value, ipv4_src: Value | tuple[Value, Value], ipv4_dst: Value | tuple[Value, Value], ipv4_protocol: Value | tuple[Value, Value], priority: int, tunnel: Value) -> None:
         """Add an entry; EntryExists if its key is present."""
-        self._apply("add", {"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol, "tunnel": tunnel})
+        self._apply("add", {"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol, "tunnel": tunnel}, priority)
 
-    def modify(self, *, std_ingress_port: Value, ipv4_src: Value | tuple[Value, Value], ipv4_dst: Value | tuple[Value, Value], ipv4_protocol: Value | tuple[Value, Value], tunnel: Value) -> None:
+    def modify(self, *, std_ingress_port: Value, ipv4_src: Value | tuple[Value, Value], ipv4_dst: Value | tuple[Value, Value], ipv4_protocol: Value | tuple[Value, Value], priority: int, tunnel: Value) -> None:
         """Replace the values of an entry; EntryNotFound if its key is absent."""
-        self._apply("modify", {"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol, "tunnel": tunnel})
+        self._apply("modify", {"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol, "tunnel": tunnel}, priority)
 
-    def delete(self, *, std_ingress_port: Value, ipv4_src: Value | tuple[Value, Value], ipv4_dst: Value | tuple[Value, Value], ipv4_protocol: Value | tuple[Value, Value]) -> None:
+    def delete(self, *, std_ingress_port: Value, ipv4_src: Value | tuple[Value, Value], ipv4_dst: Value | tuple[Value, Value], ipv4_protocol: Value | tuple[Value, Value], priority: int) -> None:
         """Delete an entry; EntryNotFound if its key is absent."""
-        self._apply("delete", {"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol})
+        self._apply("delete", {"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol}, priority)
 
     def get(self, *, std_ingress_port: Value, ipv4_src: Value | tuple[Value, Value], ipv4_dst: Value | tuple[Value, Value], ipv4_protocol: Value | tuple[Value, Value]) -> TrafficSelectorsValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return TrafficSelectorsValues(**self.read(**{"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol}))
+        values = self.read(**{"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol})
+        return TrafficSelectorsValues(values["tunnel"])
 
 
 class OutboundSaValues(NamedTuple):
@@ -143,7 +146,8 @@ class OutboundSa(Table):
 
     def get(self, *, meta_tunnel: Value) -> OutboundSaValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return OutboundSaValues(**self.read(**{"meta_tunnel": meta_tunnel}))
+        values = self.read(**{"meta_tunnel": meta_tunnel})
+        return OutboundSaValues(values["spi"], values["key"], values["salt"], values["peer"])
 
 
 class InternetRoutesValues(NamedTuple):
@@ -173,7 +177,8 @@ class InternetRoutes(Table):
 
     def get(self, *, outer_dst: Value | tuple[Value, Value]) -> InternetRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return InternetRoutesValues(**self.read(**{"outer_dst": outer_dst}))
+        values = self.read(**{"outer_dst": outer_dst})
+        return InternetRoutesValues(values["port"], values["next_hop_mac"])
 
 
 class IpsecGateway(Runtime):

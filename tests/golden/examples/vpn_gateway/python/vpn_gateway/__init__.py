@@ -49,7 +49,8 @@ class OverlayRoutes(Table):
 
     def get(self, *, meta_customer: Value, meta_overlay: Value, vm_ip: Value) -> OverlayRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return OverlayRoutesValues(**self.read(**{"meta_customer": meta_customer, "meta_overlay": meta_overlay, "vm_ip": vm_ip}))
+        values = self.read(**{"meta_customer": meta_customer, "meta_overlay": meta_overlay, "vm_ip": vm_ip})
+        return OverlayRoutesValues(values["host_ip"], values["vni"])
 
 
 class UnderlayRoutesValues(NamedTuple):
@@ -79,7 +80,8 @@ class UnderlayRoutes(Table):
 
     def get(self, *, outer_ipv4_dst: Value | tuple[Value, Value]) -> UnderlayRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return UnderlayRoutesValues(**self.read(**{"outer_ipv4_dst": outer_ipv4_dst}))
+        values = self.read(**{"outer_ipv4_dst": outer_ipv4_dst})
+        return UnderlayRoutesValues(values["port"], values["next_hop_mac"])
 
 
 class VniToQinqValues(NamedTuple):
@@ -110,7 +112,8 @@ class VniToQinq(Table):
 
     def get(self, *, vxlan_vni: Value) -> VniToQinqValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        return VniToQinqValues(**self.read(**{"vxlan_vni": vxlan_vni}))
+        values = self.read(**{"vxlan_vni": vxlan_vni})
+        return VniToQinqValues(values["s_tag"], values["c_tag"], values["port"])
 
 
 class VpnGateway(Runtime):
