@@ -14,10 +14,11 @@ from typing import Any
 
 from compiler.manifest import Direction
 
-__all__ = ["EGRESS", "Bridge", "BridgeField", "Direction", "MissPath", "Placement", "Segment", "UnitPlacement",
-           "find_bridge"]
+__all__ = ["EGRESS", "EGRESS_SET", "Bridge", "BridgeField", "Direction", "MissPath", "Placement", "Segment",
+           "UnitPlacement", "find_bridge"]
 
 EGRESS = "egress_port"  # the bridge field that carries an egress port chosen before the cut
+EGRESS_SET = "egress_set"  # beside it, 1 bit: whether a port was chosen (0 is a port, not "none")
 
 
 class Segment(enum.IntEnum):

@@ -124,7 +124,7 @@ def test_spec_and_nfc_run_agree(example, target, tmp_path):
 # E071/E080/E100, see tests/test_c_warnings.py); all_switch fits a Tofino alone
 CORPUS = {"all_switch": ALL_COMBOS, "accepted_oddities": ("tofino+dpdk", "dpdk"), "flow_state": ("tofino+dpdk", "dpdk"),
           "hash13": ("tofino+dpdk", "dpdk"), "lpm_routes": ("tofino+dpdk", "dpdk"), "acl_ternary": ("tofino+dpdk",),
-          "counters_meters": ("tofino+dpdk",)}
+          "counters_meters": ("tofino+dpdk",), "egress_before_cut": WITH_SERVER}
 
 
 # issue 17: a table value may forward a packet to a server port (hash13's backends port 32); the spec

@@ -135,3 +135,18 @@ def test_nfc_verify_cli(tmp_path):
                        cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert "customer_to_cloud: proved" in r.stdout and "cloud_to_customer: proved" in r.stdout
+
+
+def test_a_bridge_that_forgets_whether_the_egress_was_chosen_is_not_equal():
+    """The egress port chosen before a cut crosses with a bit saying it was chosen (port 0 is a
+    port).  Without the bit the server cannot tell "port 0" from "none" (issue 17: it sent such
+    packets back to port 0); verify must see that, and replaying its counterexample through the
+    split reference must show the difference."""
+    c = compile_file(str(ROOT / "tests/corpus/egress_before_cut.nfp"))
+    assert all(r.proved for r in verify_partition(c.program, c.placement, c.bridges))
+    assert all({"egress_port", "egress_set"} <= {f.name for f in b.fields} for b in c.bridges)
+    bridges = tuple(replace(b, fields=tuple(f for f in b.fields if f.name != "egress_set")) for b in c.bridges)
+    (r,) = verify_partition(c.program, c.placement, bridges)
+    assert not r.proved and r.counterexample is not None, r.what
+    want, got = _replay(c, c.program, bridges, r.counterexample)
+    assert (want.kind, want.port, want.reason) != (got.kind, got.port, got.reason), r.counterexample

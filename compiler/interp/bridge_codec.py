@@ -7,7 +7,7 @@ from __future__ import annotations
 from compiler import ir
 from compiler.interp.bits import mask, unpack
 from compiler.interp.exec import Ctx
-from compiler.placement import EGRESS, Bridge
+from compiler.placement import EGRESS, EGRESS_SET, Bridge
 
 __all__ = ["BridgeError", "decode", "encode", "pack_ctx", "unpack_into"]
 
@@ -54,6 +54,8 @@ def pack_ctx(b: Bridge, ctx: Ctx) -> bytes:
         kind, _, name = f.name.partition(".")
         if f.name == EGRESS:
             values[f.name] = ctx.egress or 0
+        elif f.name == EGRESS_SET:
+            values[f.name] = int(ctx.egress is not None)
         else:
             values[f.name] = ctx.meta.get(name, 0) if kind == "meta" else ctx.std.get(name, 0)
     return encode(b, valid, values)
@@ -76,7 +78,9 @@ def unpack_into(b: Bridge, data: bytes, ctx: Ctx, program: ir.Program) -> None:
     for name, value in values.items():
         kind, _, field = name.partition(".")
         if name == EGRESS:
-            ctx.egress = value
+            ctx.egress = value if values.get(EGRESS_SET) else None
+        elif name == EGRESS_SET:
+            continue
         elif kind == "meta":
             ctx.meta[field] = value
         else:

@@ -11,7 +11,8 @@ Header fields travel in the packet itself; the bridge carries what does not:
   drops a bridge with one of them clear as ``bad_bridge``;
 * every metadata / std field that is live at the cut: read by a later stage before a
   later stage writes it unconditionally;
-* the egress port when it was chosen before the cut and may not be chosen again after.
+* the egress port when it was chosen before the cut and may not be chosen again after, with
+  a bit that says whether it was chosen on this packet's path (port 0 is a port).
 
 Fields are laid out in order (cut id, validity bits, then fields by name), padded to
 whole bytes.
@@ -22,7 +23,7 @@ from __future__ import annotations
 from compiler import ir
 from compiler.analysis import expr_reads, loc_of, stage_units, stmt_exprs
 from compiler.passes.validity import must_be_valid
-from compiler.placement import EGRESS, Bridge, BridgeField, Direction, Placement, Segment
+from compiler.placement import EGRESS, EGRESS_SET, Bridge, BridgeField, Direction, Placement, Segment
 from lang.symbols import STD_FIELDS
 
 __all__ = ["EGRESS", "Bridge", "BridgeField", "compute_bridges"]
@@ -83,7 +84,7 @@ def _layout(cut_id: int, p: ir.Pipeline, miss: str | None, direction: Direction,
             fields.append((f"std.{loc[1]}", STD_FIELDS[loc[1]]))
     if ("std", "egress") in live and any(("std", "egress") in u.writes for s in before
                                          for u in stage_units(prog, prog.stages[s])):
-        fields.append((EGRESS, 16))
+        fields += [(EGRESS, 16), (EGRESS_SET, 1)]
     valid_bits = tuple(i.name for i in prog.instances if i.name in valid)
     required = tuple(i for i in valid_bits if i in must)
     offset = 8 + len(valid_bits)

@@ -21,7 +21,7 @@ import z3
 
 from compiler import ir
 from compiler.interp.bits import pack
-from compiler.placement import EGRESS, Bridge, Direction, Placement, Segment, find_bridge
+from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
 from compiler.verify.symbolic import Semantics, SymState, Unsupported
 
 __all__ = ["Counterexample", "PipelineProof", "verify_partition"]
@@ -129,7 +129,7 @@ class _Placed:
             st.std[n] = z3.If(go, cross(f"std.{n}", v), v)
         if EGRESS in carried:
             st.egress = z3.If(go, cross(EGRESS, st.egress), st.egress)
-        else:
+        if EGRESS not in carried or EGRESS_SET not in carried:  # whether a port was chosen does not cross
             st.egress_set = z3.And(st.egress_set, st.done)
         st.locals = {}
         st.results = {}

@@ -24,7 +24,7 @@ from typing import assert_never
 from compiler import ir
 from compiler.analysis import drop_reasons, stage_units, walk_expr
 from compiler.ir import Span
-from compiler.placement import EGRESS, Bridge, Direction, Placement, Segment, find_bridge
+from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
 from targets.c import syntax as c
 from targets.c.unused import names_used, void_unused_params
 from targets.generator import GeneratorError
@@ -251,6 +251,8 @@ def _decode(x: _Ctx, b: Bridge) -> list[c.Stmt]:
 def _field_target(x: _Ctx, name: str) -> c.Expr:
     if name == EGRESS:
         return _p("egress")
+    if name == EGRESS_SET:
+        return _p("egress_set")
     kind, _, fname = name.partition(".")
     if kind == "meta":
         return c.Name(f"p->meta[{x.meta_slot(fname)}]")

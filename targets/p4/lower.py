@@ -27,7 +27,7 @@ from compiler import ir
 from compiler.analysis import drop_reasons, walk_expr, walk_stmts
 from compiler.ir import Span
 from compiler.passes.validity import must_be_valid, must_branches, must_step
-from compiler.placement import EGRESS, Bridge, Direction, Placement, Segment, find_bridge
+from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
 from targets.generator import GeneratorError
 from targets.p4 import syntax as p
 from targets.p4.arch import Arch
@@ -391,8 +391,11 @@ def _from_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
     body: list[p.Stmt] = [p.Comment(f"back from the server at bridge #{b.cut_id} ({b.path})")]
     for f in b.fields:
         src = p.ref(f"hdr.nfc_bridge{b.cut_id}.{_bridge_field(f.name)}")
-        if f.name == EGRESS:
-            body += _forward(c, src)
+        if f.name == EGRESS:  # chosen before the cut: forward there again (it is the same switch pass)
+            chosen = p.Bin("==", p.ref(f"hdr.nfc_bridge{b.cut_id}.{_bridge_field(EGRESS_SET)}"), p.Const(1, 1))
+            body.append(p.If(chosen, tuple(_forward(c, src))))
+        elif f.name == EGRESS_SET:
+            continue
         else:
             body.append(p.Assign(_bridge_target(c, f.name), src))
     body.append(p.CallStmt(p.Call(p.ref(f"hdr.nfc_bridge{b.cut_id}.setInvalid"))))
@@ -418,8 +421,9 @@ def _to_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
         out.append(p.Assign(p.ref(f"{h}.v_{inst}"),
                             p.Cast(p.Bits(1), p.Call(p.ref(f"hdr.{inst}.isValid")))))
     for f in b.fields:
-        if f.name == EGRESS:
-            out.append(p.Assign(p.ref(f"{h}.{_bridge_field(f.name)}"), c.meta("nfc_egress", p.Bits(16))))
+        if f.name in (EGRESS, EGRESS_SET):
+            chosen = c.meta("nfc_egress", p.Bits(16)) if f.name == EGRESS else p.ref("meta.nfc_forwarded")
+            out.append(p.Assign(p.ref(f"{h}.{_bridge_field(f.name)}"), chosen))
             continue
         kind, _, name = f.name.partition(".")
         src = p.ref(f"meta.{name}") if kind == "meta" else c.arch.std_field(name)

@@ -90,9 +90,10 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
         uint64_t f11 = p->meta[5];
         uint64_t f12 = p->meta[4];
         uint64_t f13 = p->egress_set ? p->egress : 0ull;
+        uint64_t f14 = p->egress_set;
         nfc_set64(out, ((((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 1ull) << 0x35u)) | ((f8 & 0xffffffffffffull) << 5u)) | ((f9 >> 0xbu) & 0x1full));
         nfc_set64(out + 8u, ((((f9 & 0x7ffull) << 0x35u) | ((f10 & 1ull) << 0x34u)) | ((f11 & 0xffffffull) << 0x1cu)) | ((f12 >> 4u) & 0xfffffffull));
-        nfc_store_be(out + 0x10u, 3u, ((f12 & 0xfull) << 0x14u) | ((f13 & 0xffffull) << 4u));
+        nfc_store_be(out + 0x10u, 3u, (((f12 & 0xfull) << 0x14u) | ((f13 & 0xffffull) << 4u)) | ((f14 & 1ull) << 3u));
         n = 0x13u;
     }
     if (p->valid[0]) {
@@ -208,9 +209,9 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f14 = p->meta[0];
-        uint64_t f15 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
-        nfc_set64(key, ((f14 & 0xffffull) << 0x30u) | ((f15 & 0xffffffffull) << 0x10u));
+        uint64_t f15 = p->meta[0];
+        uint64_t f16 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
+        nfc_set64(key, ((f15 & 0xffffull) << 0x30u) | ((f16 & 0xffffffffull) << 0x10u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
@@ -246,6 +247,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->meta[0] = nfc_get(data, 0x64u, 0x10u);
         p->meta[4] = nfc_get(data, 0x74u, 0x20u);
         p->egress = nfc_get(data, 0x94u, 0x10u);
+        p->egress_set = nfc_get(data, 0xa4u, 1u);
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
                 return 0xc;

@@ -113,7 +113,8 @@ header nfc_bridge1_h {
     bit<16> meta_vrf;
     bit<32> meta_vtep;
     bit<16> egress_port;
-    bit<4> pad;
+    bit<1> egress_set;
+    bit<3> pad;
 }
 
 // bridge #2: pipeline bare_metal_to_vnet, miss:ca_to_pa, server->switch
@@ -128,7 +129,8 @@ header nfc_bridge2_h {
     bit<24> meta_vni;
     bit<32> meta_vtep;
     bit<16> egress_port;
-    bit<4> pad;
+    bit<1> egress_set;
+    bit<3> pad;
 }
 
 // bridge headers lead the packet on the server link; then the .nfp packet layout, in order
@@ -630,9 +632,11 @@ control Ingress(
                 meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
                 meta.vni = hdr.nfc_bridge2.meta_vni;
                 meta.vtep = hdr.nfc_bridge2.meta_vtep;
-                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                meta.nfc_forwarded = 1w1;
+                if (hdr.nfc_bridge2.egress_set == 1w1) {
+                    meta.nfc_egress = hdr.nfc_bridge2.egress_port;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                }
                 hdr.nfc_bridge2.setInvalid();
                 meta.nfc_pipeline = 8w1;
                 meta.nfc_resume = 8w3;
@@ -713,7 +717,8 @@ control Ingress(
                         hdr.nfc_bridge1.meta_vrf = meta.vrf;
                         hdr.nfc_bridge1.meta_vtep = meta.vtep;
                         hdr.nfc_bridge1.egress_port = meta.nfc_egress;
-                        hdr.nfc_bridge1.pad = 4w0;
+                        hdr.nfc_bridge1.egress_set = meta.nfc_forwarded;
+                        hdr.nfc_bridge1.pad = 3w0;
                         meta.nfc_egress = 16w0x40;
                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;

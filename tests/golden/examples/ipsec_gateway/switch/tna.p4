@@ -104,7 +104,8 @@ header nfc_bridge2_h {
     bit<1> v_outer;
     bit<1> v_esp;
     bit<16> egress_port;
-    bit<5> pad;
+    bit<1> egress_set;
+    bit<4> pad;
 }
 
 // bridge #3: pipeline outbound, main, switch->server
@@ -537,9 +538,11 @@ control Ingress(
             }
             if (meta.nfc_cut == 8w2) {
                 // back from the server at bridge #2 (main)
-                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                meta.nfc_forwarded = 1w1;
+                if (hdr.nfc_bridge2.egress_set == 1w1) {
+                    meta.nfc_egress = hdr.nfc_bridge2.egress_port;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                }
                 hdr.nfc_bridge2.setInvalid();
                 meta.nfc_pipeline = 8w1;
                 meta.nfc_resume = 8w2;
