@@ -18,6 +18,7 @@ from compiler.lower import lower
 from compiler.partition import partition
 from compiler.passes.bridge import compute_bridges
 from compiler.passes.capabilities import check_capabilities
+from compiler.passes.ports import check_ports
 from compiler.passes.server_fit import check_server_fit
 from compiler.passes.validity import check_validity
 from compiler.placement import Bridge, Placement
@@ -86,6 +87,10 @@ def without_caches(prog: ir.Program) -> ir.Program:
     return replace(prog, tables=tables)
 
 
+def _ports(c: Compilation, d: Diagnostics) -> Compilation:
+    return replace(c, targets=check_ports(c.need_program(), c.need_targets(), d))
+
+
 def _capabilities(c: Compilation, d: Diagnostics) -> Compilation:
     check_capabilities(c.need_program(), c.need_targets(), d)
     return c
@@ -145,6 +150,7 @@ PASSES: list[Pass] = [
     Pass("check-validity", _validity, _dump_validity, "check header validity"),
     Pass("resolve-targets", _targets, _dump_targets, "resolve target profiles"),
     Pass("check-capabilities", _capabilities, _dump_ir, "check target capabilities"),
+    Pass("check-ports", _ports, _dump_targets, "check port numbers against the switch"),
     Pass("partition", _partition, _dump_placement, "place stages (Z3 Optimize)"),
     Pass("check-server-fit", _server_fit, _dump_server_load, "check server memory, cores and link"),
     Pass("bridge", _bridge, _dump_bridges, "lay out bridge headers"),

@@ -78,10 +78,12 @@ CODES: dict[str, str] = {
     "E071": "unsupported on the chosen target",
     "E080": "does not fit",
     "E081": "does not fit the servers",
+    "E083": "port number does not fit the switch or the deployment",
     "E090": "numeric value out of range",
     "E100": "not supported by the code generator yet",
     "W001": "declared but never used",
     "W002": "unreachable parser state",
+    "W083": "server port assumed (no deployment)",
     "W081": "servers over-committed (--allow-overcommit)",
 }
 

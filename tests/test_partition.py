@@ -141,7 +141,7 @@ def test_nfc_build_writes_manifest_with_artifact_paths(tmp_path):
     assert "server_c (server/nf.c)" in (out / "report.txt").read_text()
     for rel in plan["generated"].values():
         assert (out / rel).is_file()
-    assert "[5/7] place stages" in r.stderr
+    assert "[6/8] place stages" in r.stderr
 
 
 def test_dump_after_prints_the_pass_output():

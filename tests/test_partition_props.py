@@ -31,7 +31,7 @@ def program(tables: list[tuple[str, int, int]]) -> str:
         names.append(f"s{i}")
     out.append(f"stage out {{ forward(bit<16>(meta.m{len(tables)}[15:0])); }}")
     out.append(f"pipeline main {{ ports = [0..7]; parser = p; stages = [{', '.join([*names, 'out'])}]; }}")
-    out.append("deployment d { switch = tofino1; servers = [dpdk_server]; rate = 1Mpps; }")
+    out.append("deployment d { switch = tofino1; servers = [dpdk_server]; server_ports = [32]; rate = 1Mpps; }")
     return "\n".join(out) + "\n"
 
 

@@ -25,7 +25,7 @@ pipeline ip_traffic { ports = all; parser = p; stages = [mark, route]; when vali
 pipeline rest { ports = all; parser = p; stages = [other]; }
 target big = dpdk_server { cores = 32; clock = 3GHz; memory = 256GiB; link = 100Gbps; }
 target bad = dpdk_server { colour = 3; }
-deployment d { switch = tofino2; servers = [big]; rate = 10Mpps; }
+deployment d { switch = tofino2; servers = [big]; server_ports = [32]; rate = 10Mpps; }
 """
 
 
@@ -72,7 +72,7 @@ def test_deployment_link_is_each_servers_bandwidth_and_unknown_properties_are_E0
         compile_file(write(tmp_path, linked.replace("link = 25Gbps;", "links = 25Gbps;")))
     (d,) = e.value.diagnostics
     assert d.code == "E060" and "unknown deployment property 'links'" in d.message
-    assert (d.span.line, d.span.col) == (15, 66)  # the deployment line, at "links"
+    assert (d.span.line, d.span.col) == (15, 87)  # the deployment line, at "links"
 
 
 def test_unknown_target_name(tmp_path):
@@ -87,7 +87,7 @@ def test_pin_forces_the_server(tmp_path):
     assert c.placement.where("route") == "server"
     # the stage before it stays on the switch, so meta.tag crosses in the bridge... only if read later:
     # route does not read meta.tag, so the bridge carries no fields
-    assert [f.name for b in c.bridges for f in b.fields] == ["egress_port"]
+    assert [f.name for b in c.bridges for f in b.fields] == ["egress_port", "egress_set"]
 
 
 @pytest.mark.parametrize(("pin", "target"), [("server", "tofino"), ("switch", "dpdk")])
@@ -124,3 +124,31 @@ def test_bridge_carries_ingress_port_when_the_server_reads_it(tmp_path):
 
 def test_examples_root_exists():
     assert (ROOT / "examples" / "vpn_gateway.nfp").exists()
+
+
+PORTS = PROG.replace("PIN", "").replace("target bad = dpdk_server { colour = 3; }\n", "")
+
+
+@pytest.mark.parametrize(("change", "line", "message"), [
+    (("stage other { forward(std.ingress_port + 100); }", "stage other { forward(600); }"), 10,
+     "forward to port 600 does not fit tofino2's 9-bit port numbers (0..511)"),
+    (("ports all = [0..7];", "ports all = [0..700];"), 12, "takes port 700 does not fit tofino2's 9-bit port"),
+    (("server_ports = [32]", "server_ports = [512]"), 15, "server port 512 does not fit"),
+    (("server_ports = [32]", "server_ports = [7]"), 15, "server port 7 also take a pipeline's packets"),
+    (("server_ports = [32]; ", ""), 15, "must name the switch ports wired to the servers"),
+])
+def test_ports_are_checked_against_the_switch(tmp_path, change, line, message):
+    """A port the switch cannot number would be truncated by the generated program (600 -> 88);
+    a server port that is also an ingress port, or none at all, leaves the server's share
+    nowhere to go: E083 at the construct."""
+    with pytest.raises(CompileError) as e:
+        compile_file(write(tmp_path, PORTS.replace(*change)), "tofino+dpdk", allow_overcommit=True)
+    d = e.value.diagnostics[0]
+    assert d.code == "E083" and message in d.message and d.span.line == line, (d.span.line, d.message)
+
+
+def test_without_a_deployment_the_server_port_is_assumed_and_said(tmp_path):
+    src = PORTS[:PORTS.index("deployment d")]
+    c = compile_file(write(tmp_path, src), "tofino+dpdk", allow_overcommit=True)
+    assert c.targets.server_ports == (8,)  # the first after the pipelines' 0..7
+    assert compile_file(write(tmp_path, PORTS.replace("server_ports = [32]; ", "")), "dpdk").placement is not None

@@ -1,0 +1,65 @@
+"""Pass ``check-ports``: every port a program names fits the switch's port number, and a
+build with a switch and servers says which switch ports lead to the servers.
+
+Precondition: resolved targets.  A switch profile's ``port_bits`` (9 on Tofino: ``PortId_t``
+is ``bit<9>``) bounds the pipelines' ``ports``, every constant ``forward(N)`` and the
+deployment's ``server_ports``; a larger number would be truncated by the generated program
+(600 leaves on port 88), so it is E083 at its span.  With a switch and a server the
+deployment must name at least one server port (else the switch has nowhere to send the
+server's share: E083; a program without any deployment gets the first port after its
+pipelines' with a warning, W083), and a server port may not also be a pipeline's ingress port.
+
+Before: ``forward(600);`` builds, the TNA program sends to port 88.  After:
+``t.nfp:12:5: error[E083]: port 600 does not fit tofino1's 9-bit port numbers (0..511)``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from compiler import ir
+from compiler.analysis import walk_stmts
+from compiler.profiles import TargetSet
+from lang.diagnostics import Diagnostics, Span
+
+__all__ = ["check_ports"]
+
+
+def check_ports(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> TargetSet:
+    """``targets``, with the server port assumed when a program has no deployment (W083)."""
+    sw = targets.switch
+    if sw is None:
+        return targets
+    bits = int(sw.resources.get("port_bits", 9))
+    top = (1 << bits) - 1
+    where = prog.deployment.span if prog.deployment else Span(prog.file, 1, 1, 1, 1)
+
+    def fits(port: int, span: Span, what: str) -> None:
+        if not 0 <= port <= top:
+            diags.error("E083", f"{what} {port} does not fit {sw.name}'s {bits}-bit port numbers (0..{top})", span,
+                        notes=("the generated switch program would send it to another port",))
+
+    for p in prog.pipelines:
+        for _lo, hi in p.ports:  # ascending: the front end checks (E090)
+            fits(hi, p.span, f"pipeline '{p.name}' takes port")
+    for stage in prog.stages.values():
+        for s in walk_stmts(stage.body):
+            if isinstance(s, ir.Forward) and isinstance(s.port, ir.Const):
+                fits(s.port.value, s.span, "forward to port")
+    for port in targets.server_ports:
+        fits(port, where, "server port")
+    if targets.server is None:
+        return targets
+    if not targets.server_ports and prog.deployment is None:  # a sketch without a deployment: say what is assumed
+        port = max((hi for p in prog.pipelines for _lo, hi in p.ports), default=-1) + 1
+        diags.warning("W083", f"no deployment names the switch ports wired to the servers: assuming port {port}, "
+                      "the first port after the pipelines'", where)
+        return replace(targets, server_ports=(port,))
+    if not targets.server_ports:
+        diags.error("E083", "the deployment must name the switch ports wired to the servers "
+                    "(server_ports = [32..33];): the switch has nowhere to send the servers' share", where)
+    shared = sorted({port for port in targets.server_ports for p in prog.pipelines if p.has_port(port)})
+    if shared:
+        diags.error("E083", f"server port{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))} "
+                    "also take a pipeline's packets: a port leads to a server or to the network, not both", where)
+    return targets
