@@ -6,7 +6,7 @@ from typing import assert_never
 
 from targets.c import syntax as c
 
-__all__ = ["expr", "print_unit"]
+__all__ = ["comment", "expr", "print_unit", "string_literal"]
 
 IND = "    "
 
@@ -60,7 +60,7 @@ def _stmt(s: c.Stmt, n: int) -> list[str]:
         case c.ExprStmt():
             return [f"{pad}{expr(s.expr)};"]
         case c.Comment():
-            return [f"{pad}/* {s.text} */"]
+            return [f"{pad}{comment(s.text)}"]
         case c.Block():
             return [f"{pad}{{", *_stmts(s.stmts, n + 1), f"{pad}}}"]
         case c.Goto():
@@ -76,27 +76,43 @@ def _item(i: c.Include | c.Global | c.Func) -> list[str]:
         case c.Include():
             return [f"#include {i.header}"]
         case c.Global() if isinstance(i.init, tuple):
-            comment = [f"/* {i.comment} */"] if i.comment else []
+            above = [comment(i.comment)] if i.comment else []
             rows = []
             for e in i.init:
-                rows += [f"{IND}/* {e.comment} */"] if e.comment else []
+                rows += [f"{IND}{comment(e.comment)}"] if e.comment else []
                 rows += [f"{IND}{{", *[f"{IND * 2}.{f} = {v}," for f, v in e.fields], f"{IND}}},"]
-            return [*comment, f"{i.text_type} {i.name} = {{", *rows, "};"]
+            return [*above, f"{i.text_type} {i.name} = {{", *rows, "};"]
         case c.Global():
-            comment = [f"/* {i.comment} */"] if i.comment else []
+            above = [comment(i.comment)] if i.comment else []
             init = f" = {i.init}" if i.init else ""
-            return [*comment, f"{i.text_type} {i.name}{init};"]
+            return [*above, f"{i.text_type} {i.name}{init};"]
         case c.Func():
-            comment = [f"/* {i.comment} */"] if i.comment else []
+            above = [comment(i.comment)] if i.comment else []
             static = "static " if i.static else ""
             params = ", ".join(i.params) or "void"
-            return [*comment, f"{static}{i.ret} {i.name}({params})", "{", *_stmts(i.body, 1), "}"]
+            return [*above, f"{static}{i.ret} {i.name}({params})", "{", *_stmts(i.body, 1), "}"]
         case _:
             assert_never(i)
 
 
+def comment(text: str) -> str:
+    """``/* text */`` that stays one comment whatever ``text`` holds (a source path with ``*/``
+    or a line break must not end it and inject code)."""
+    return "/* " + " ".join(text.replace("*/", "* /").splitlines()) + " */"
+
+
+def string_literal(text: str) -> str:
+    """A C string literal of ``text``: quotes, backslashes, ``?`` (trigraphs) and every byte outside
+    printable ASCII escaped, so a file name cannot close the string and inject code."""
+    out = []
+    for b in text.encode():
+        ch = chr(b)
+        out.append(f"\\{ch}" if ch in '"\\?' else ch if 0x20 <= b < 0x7F else f"\\{b:03o}")
+    return '"' + "".join(out) + '"'
+
+
 def print_unit(u: c.Unit) -> str:
-    parts = [f"/* {u.comment} */"]
+    parts = [comment(u.comment)]
     prev: type | None = None
     for item in u.items:
         if prev is not None and (type(item) is not c.Include or prev is not c.Include):

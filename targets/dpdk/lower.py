@@ -26,6 +26,7 @@ from compiler.analysis import drop_reasons, stage_units, walk_expr
 from compiler.ir import Span
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
 from targets.c import syntax as c
+from targets.c.printer import string_literal
 from targets.c.unused import names_used, void_unused_params
 from targets.generator import GeneratorError
 
@@ -104,7 +105,7 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
         c.Global("const int", "nfc_software", "1" if software else "0",
                  "1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers"),
     ]
-    items += [c.Global("const char", "nfc_program[]", f'"{Path(prog.file).stem}"',
+    items += [c.Global("const char", "nfc_program[]", string_literal(Path(prog.file).stem),
                        "the NF, as the control channel names it"),
               c.Global("const int", "nfc_ntables", str(len(tables))),
               c.Global("struct nfc_table", f"nfc_tables[{max(1, len(tables))}]",

@@ -88,12 +88,13 @@ def _stmt(s: p.Stmt, n: int) -> list[str]:
         case p.Exit():
             return [f"{pad}exit;"]
         case p.Comment():
-            return [f"{pad}// {s.text}"]
+            return _comment(s.text, n)
         case _:
             assert_never(s)
 
 
 def _comment(text: str, n: int) -> list[str]:
+    """One ``//`` line per line of ``text`` (every kind of line break), so no text ends a comment."""
     return [f"{IND * n}// {line}" for line in text.splitlines()] if text else []
 
 

@@ -5,6 +5,7 @@ key and value fields) on top of :mod:`runtime.api`.  It reads the IR's tables on
 from __future__ import annotations
 
 import keyword
+import re
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,15 @@ __all__ = ["PythonApiGenerator", "render"]
 
 _ENV = jinja2.Environment(loader=jinja2.FileSystemLoader(Path(__file__).parent), keep_trailing_newline=True,
                           undefined=jinja2.StrictUndefined, autoescape=False)
+
+
+def _docstring_text(text: str) -> str:
+    """``text`` safe inside a ``\"\"\"`` docstring: backslashes, quotes and line breaks escaped (a source
+    path must not end the docstring or start an escape sequence)."""
+    return text.encode("unicode_escape").decode("ascii").replace('"', '\\"')
+
+
+_ENV.filters["doc"] = _docstring_text
 
 
 def _camel(name: str) -> str:
@@ -47,9 +57,16 @@ def _table(t: ir.Table) -> dict[str, Any]:
             "all_dict": "{" + ", ".join(f'"{n}": {_param(n)}' for n in names + [v.name for v in t.values]) + "}"}
 
 
+def package_name(prog: ir.Program) -> str:
+    """The package's name: the source file's stem as a Python identifier (other characters ``_``)."""
+    name = re.sub(r"\W", "_", Path(prog.file).stem, flags=re.ASCII) or "nf"
+    name = f"_{name}" if name[0].isdigit() else name
+    return f"{name}_" if keyword.iskeyword(name) else name
+
+
 def render(prog: ir.Program) -> str:
-    nf = Path(prog.file).stem
-    return _ENV.get_template("api.py.j2").render(nf=nf, cls=_camel(nf), source=prog.file,
+    nf = package_name(prog)
+    return _ENV.get_template("api.py.j2").render(nf=nf, cls=_camel(nf) or "Nf", source=prog.file,
                                                  tables=[_table(t) for t in prog.tables.values()])
 
 
@@ -58,7 +75,7 @@ class PythonApiGenerator:
     what = "runtime API"
 
     def emit(self, placed: Placed, plan: Plan, out: Path) -> dict[str, str]:
-        nf = Path(placed.program.file).stem
+        nf = package_name(placed.program)
         folder = out / "python" / nf
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "__init__.py").write_text(render(placed.program))
