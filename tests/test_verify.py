@@ -17,7 +17,7 @@ from compiler.placement import Direction
 from compiler.verify.partition_eq import Counterexample, verify_partition
 from emulator.switchmodel.reference import SwitchReference
 from emulator.switchmodel.server_ref import ServerReference
-from tests.conftest import ROOT, compile_file, run_split
+from tests.conftest import ROOT, compile_file, run_split, write
 
 SUPPORTED = ["vpn_gateway", "cgnat", "bluebird_tor", "dsr_router"]
 
@@ -150,3 +150,15 @@ def test_a_bridge_that_forgets_whether_the_egress_was_chosen_is_not_equal():
     assert not r.proved and r.counterexample is not None, r.what
     want, got = _replay(c, c.program, bridges, r.counterexample)
     assert (want.kind, want.port, want.reason) != (got.kind, got.port, got.reason), r.counterexample
+
+
+@pytest.mark.parametrize("body", ["let b: bool = ipv4.ttl > 3; if (b) { ipv4.dscp = r.dscp; }",
+                                  "ipv4.dscp = r.dscp + bit<6>(ipv4.ttl == 0);"])
+def test_booleans_stored_or_cast_as_bits_are_encoded(tmp_path, body):
+    """A bool local and a comparison cast to bits become 0/1 bit-vectors in the proof's own Z3
+    context (issue 17: 'Context mismatch', an internal error in nfc build)."""
+    src = (ROOT / "tests/corpus/egress_before_cut.nfp").read_text()
+    src = src.replace("hit(r) { ipv4.dscp = r.dscp; }", f"hit(r) {{ {body} }}")
+    assert body in src
+    c = compile_file(write(tmp_path, src))
+    assert all(r.proved for r in verify_partition(c.program, c.placement, c.bridges))

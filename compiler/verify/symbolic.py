@@ -70,7 +70,7 @@ class SymState:
 def _bv(v: z3.ExprRef, width: int) -> z3.BitVecRef:
     """A value as a bit-vector of ``width`` (Booleans as 0/1)."""
     if z3.is_bool(v):
-        return z3.If(v, z3.BitVecVal(1, width), z3.BitVecVal(0, width))
+        return z3.If(v, z3.BitVecVal(1, width, v.ctx), z3.BitVecVal(0, width, v.ctx))  # each proof has its own context
     assert isinstance(v, z3.BitVecRef)
     w = v.size()
     if w == width:
