@@ -87,8 +87,8 @@ def _stmt(s: p.Stmt, n: int) -> list[str]:
             return [f"{pad}{expr(s.call)};"]
         case p.Exit():
             return [f"{pad}exit;"]
-        case p.Comment():
-            return _comment(s.text, n)
+        case p.Comment():  # one // line per line of the text (an empty comment is one empty line)
+            return [f"{pad}// {line}" for line in s.text.splitlines() or [""]]
         case _:
             assert_never(s)
 
