@@ -37,7 +37,8 @@ def _spec(t: TargetSpec | None) -> dict[str, Any] | None:
 
 
 def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | None) -> dict[str, Any]:
-    stage = next((s for s in prog.stages.values() for u in stage_units(prog, s) if t.name in u.tables), None)
+    stage = next((s for s in prog.stages.values() for u in stage_units(prog, s) if t.name in u.tables
+                  and s.name in pl.segment), None)  # a stage in no pipeline (W001) is placed nowhere
     where = TablePlacement.UNUSED
     if stage is not None:
         where = TablePlacement(pl.where(stage.name))

@@ -23,7 +23,7 @@ MAX_SOURCE_BYTES = 4 * 1024 * 1024
 def load(path: str, diags: Diagnostics, sources: SourceMap) -> CheckedProgram:
     """Parse ``path`` and its imports, then resolve names and check types."""
     modules: list[ast.Module] = []
-    _read(path, Path(path), diags, sources, modules, set(), None)
+    _read(path, Path(path), diags, sources, modules, set(), None, [])
     return check(modules, path, diags)
 
 
@@ -35,8 +35,17 @@ def _read(
     modules: list[ast.Module],
     seen: set[Path],
     at: Span | None,
+    reading: list[tuple[Path, str]],
 ) -> None:
+    """``reading``: the files whose imports are being read, outermost first (an import of one
+    of them is a cycle, E003)."""
     key = path.resolve()
+    open_keys = [p for p, _ in reading]
+    if key in open_keys and at is not None:
+        cycle = [name for _, name in reading[open_keys.index(key):]]
+        diags.error("E003", f"import cycle: {' imports '.join([*cycle, shown])}", at,
+                    notes=("move what both files need into a third file that both import",))
+        return
     if key in seen:
         return
     seen.add(key)
@@ -48,7 +57,7 @@ def _read(
     for decl in module.decls:
         if isinstance(decl, ast.Import):
             target, target_shown = _resolve(decl.path, path, shown)
-            _read(target_shown, target, diags, sources, modules, seen, decl.span)
+            _read(target_shown, target, diags, sources, modules, seen, decl.span, [*reading, (key, shown)])
     modules.append(module)
 
 

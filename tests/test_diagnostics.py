@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
 from lang.parser import MAX_NESTING
+from tests.conftest import ROOT
 
 PRELUDE = 'import "std/headers.nfp";\nimport "std/ops.nfp";\npacket { eth: ethernet; ip: ipv4; }\n'
 PRE = PRELUDE.count("\n")
@@ -130,3 +136,28 @@ def test_one_mistake_does_not_cascade(front):
 def test_table_property_values(front, prop, msg):
     _, diags, _ = front.load(PRELUDE + f"table t {{ key {{ ip.dst: exact; }} size = 4; {prop} }}")
     assert [(d.code, d.message) for d in diags.errors()] == [("E032", msg)]
+
+
+def test_an_import_cycle_is_E003_at_the_import_that_closes_it(front, tmp_path):
+    """docs/errors.md promised it; cyclic imports used to be accepted silently (issue 17)."""
+    (tmp_path / "b.nfp").write_text('import "c.nfp";\n')
+    (tmp_path / "c.nfp").write_text('\nimport "t.nfp";\n')
+    _prog, diags, _sources = front.load('import "b.nfp";\n')
+    (d,) = [d for d in diags.items if d.code == "E003"]
+    assert (Path(d.span.file).name, d.span.line, d.span.col) == ("c.nfp", 2, 1)
+    assert d.message.startswith("import cycle: ") and d.message.count(" imports ") == 3, d.message
+    _prog, diags, _sources = front.load('import "t.nfp";\n', "t.nfp")
+    assert [d.code for d in diags.items] == ["E003"]  # a file importing itself
+
+
+def test_a_stage_in_no_pipeline_builds_with_W001(tmp_path):
+    """A stage no pipeline uses (its table pinned to the server) is reported and placed nowhere;
+    nfc build used to stop with an internal error (KeyError in the plan; issue 17)."""
+    src = (ROOT / "tests/corpus/egress_before_cut.nfp").read_text().replace("stages = [choose, mark];",
+                                                                           "stages = [choose];")
+    (tmp_path / "t.nfp").write_text(src)
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "t.nfp"), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0 and "warning[W001]: stage 'mark' is in no pipeline" in r.stderr, r.stderr[-2000:]
+    plan = json.loads((tmp_path / "o/plan.json").read_text())
+    assert {t["name"]: t["placement"] for t in plan["tables"]}["remark"] == "unused"
