@@ -62,6 +62,21 @@ def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
 
 
+def reference_outputs(spec: Any, inputs: dict[int, list[bytes]]) -> tuple[dict[int, Counter[bytes]], Counter[str]]:
+    """What the reference interpreter ``spec`` does with the packets of each input port, in the
+    shape ``nfc_run`` returns: packets per egress port (multisets) and drops by reason."""
+    out: dict[int, Counter[bytes]] = {}
+    drops: Counter[str] = Counter()
+    for port, pkts in inputs.items():
+        for data in pkts:
+            o = spec.process(data, port)
+            if o.kind == "forward":
+                out.setdefault(o.port or 0, Counter())[o.data] += 1
+            else:
+                drops[o.reason or o.kind] += 1
+    return out, drops
+
+
 def nfc_run(out: Path, entries: dict[str, Any], inputs: dict[int, list[bytes]], work: Path
             ) -> tuple[dict[int, Counter[bytes]], Counter[str]]:
     """``nfc run OUT`` with ``entries`` (the --entries JSON) and one pcap per input port:

@@ -29,7 +29,7 @@ from scapy.layers.vxlan import VXLAN
 from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -116,16 +116,7 @@ def _reference(tables, inputs: dict[int, list[bytes]], target: str) -> Outputs:
         t = c.program.tables[e.table]
         spec.tables[e.table].insert(Entry(tuple(Match(*e.match[k.name]) for k in t.keys), e.values, e.priority))
     path.unlink()
-    out: dict[int, Counter[bytes]] = {}
-    drops: Counter[str] = Counter()
-    for port, pkts in inputs.items():
-        for data in pkts:
-            o = spec.process(data, port)
-            if o.kind == "forward":
-                out.setdefault(o.port or 0, Counter())[o.data] += 1
-            else:
-                drops[o.reason] += 1
-    return out, drops
+    return reference_outputs(spec, inputs)
 
 
 def _write(path: Path, pkts: list[bytes]) -> None:

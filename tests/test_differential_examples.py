@@ -24,7 +24,7 @@ from collections import Counter
 import pytest
 
 from compiler.interp import Entry, Interpreter
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs
 from tests.fuzz import Fuzzer
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
@@ -92,17 +92,7 @@ def _learn(c, fz: Fuzzer, tables: dict[str, list[Entry]], inputs: dict[int, list
 
 
 def _spec(c, tables: dict[str, list[Entry]], inputs: dict[int, list[bytes]]) -> Outputs:
-    spec = _loaded(c, tables)
-    out: dict[int, Counter[bytes]] = {}
-    drops: Counter[str] = Counter()
-    for port, pkts in inputs.items():
-        for data in pkts:
-            o = spec.process(data, port)
-            if o.kind == "forward":
-                out.setdefault(o.port or 0, Counter())[o.data] += 1
-            else:
-                drops[o.reason or o.kind] += 1
-    return out, drops
+    return reference_outputs(_loaded(c, tables), inputs)
 
 
 def _nfc(*args: str) -> subprocess.CompletedProcess[str]:
