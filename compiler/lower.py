@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from compiler import ir
+from compiler.forward_ports import guard_forwards
 from lang import ast
 from lang.diagnostics import InternalError
 from lang.symbols import (
@@ -57,8 +58,9 @@ class _Lower:
                    for t in sym.targets.values()}
         deployment = next((ir.TargetDecl(d.name, None, tuple(_prop(p) for p in d.props), d.span)
                            for d in sym.deployments.values()), None)
-        return ir.Program(self.p.main_file, headers, instances, metadata, parsers, tables, registers, counters,
+        prog = ir.Program(self.p.main_file, headers, instances, metadata, parsers, tables, registers, counters,
                           externs, stages, pipelines, targets, deployment, tuple(sorted(self.reasons)))
+        return guard_forwards(prog)
 
     # ---- declarations ----------------------------------------------------------------------
 

@@ -79,6 +79,7 @@ CODES: dict[str, str] = {
     "E080": "does not fit",
     "E081": "does not fit the servers",
     "E083": "port number does not fit the switch or the deployment",
+    "E084": "forward to a port no pipeline takes",
     "E090": "numeric value out of range",
     "E100": "not supported by the code generator yet",
     "W001": "declared but never used",

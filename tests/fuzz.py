@@ -16,6 +16,7 @@ from collections import defaultdict
 
 from compiler import ir
 from compiler.analysis import stmt_exprs, walk_expr, walk_stmts
+from compiler.forward_ports import declared_ports
 from compiler.interp import Entry, Match
 from compiler.interp.bits import internet_checksum, pack
 
@@ -44,6 +45,7 @@ class Fuzzer:
                         if isinstance(x, ir.Const) and x.width > 0:
                             self.consts[x.width].add(x.value)
         self.pools: dict[int, list[int]] = {}
+        self.declared = declared_ports(prog) or ((0, 0),)
 
     def value(self, width: int) -> int:
         if width not in self.pools:
@@ -102,10 +104,14 @@ class Fuzzer:
         lo, hi = self.rnd.choice(pl.ports)
         return self.rnd.randint(lo, hi)
 
-    def _port(self) -> int:
-        """A port number a switch has: .nfp ports are bit<16>, a Tofino port is 9 bits wide; what
-        a forward() to port 1766 does differs by target (a known gap, docs/switch.md)."""
-        return self.rnd.randint(0, 70)
+    def _port(self, width: int) -> int:
+        """Mostly one of the program's ports; else any number of the value's width (a server
+        port, one past the last, one a 9-bit switch port would truncate), which forward()
+        drops as ``no_such_port`` on every target."""
+        if self.rnd.random() < 0.8:
+            lo, hi = self.rnd.choice(self.declared)
+            return self.rnd.randint(lo, hi)
+        return self.value(width)
 
     # ---- table contents --------------------------------------------------------------------
 
@@ -155,5 +161,5 @@ class Fuzzer:
         # distinct priorities: overlapping entries of equal priority have no defined winner on a switch
         prio = self.rnd.randint(1, 5) * 10_000 + len(out) if table.match in ("ternary", "range") else 0
         ident = (tuple((m.value, m.arg) for m in key), prio)
-        values = {v.name: self._port() if "port" in v.name else self.value(v.width) for v in table.values}
+        values = {v.name: self._port(v.width) if "port" in v.name else self.value(v.width) for v in table.values}
         out.setdefault(ident, Entry(tuple(key), values, prio))

@@ -117,17 +117,8 @@ CORPUS = {"all_switch": ALL_COMBOS, "accepted_oddities": ("tofino+dpdk", "dpdk")
           "counters_meters": ("tofino+dpdk",), "egress_before_cut": WITH_SERVER}
 
 
-# issue 17: a table value may forward a packet to a server port (hash13's backends port 32); the spec
-# forwards it there, the split program hands it to the server as if it crossed a cut
-SERVER_PORT_AS_EGRESS = {("hash13", "tofino+dpdk")}
 
-
-def _corpus_cases() -> list[object]:
-    return [pytest.param(p, t, marks=pytest.mark.xfail(strict=True, reason="issue 17: forwarding to a server port"))
-            if (p, t) in SERVER_PORT_AS_EGRESS else (p, t) for p, ts in CORPUS.items() for t in ts]
-
-
-@pytest.mark.parametrize(("program", "target"), _corpus_cases())
+@pytest.mark.parametrize(("program", "target"), [(p, t) for p, ts in CORPUS.items() for t in ts])
 def test_corpus_programs_agree_on_every_combination_they_build_for(program, target, tmp_path):
     src = ROOT / f"tests/corpus/{program}.nfp"
     out = tmp_path / "build"

@@ -16,6 +16,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.ipsec import ESP, SecurityAssociation
 from scapy.layers.l2 import Ether
 
+from compiler import ir
 from compiler.interp import Entry, Interpreter, Match, MeterConfig, TableError
 from tests.conftest import compile_ir
 from tests.oracles import crc16_arc
@@ -32,7 +33,7 @@ parser p { state start { extract eth; transition select(eth.ethertype) { ETH_IPV
 
 def interp(tmp_path: Path, body: str, stages: str = "s1") -> Interpreter:
     path = tmp_path / "o.nfp"
-    path.write_text(HEAD + body + f"\npipeline main {{ ports = [0..7]; parser = p; stages = [{stages}]; }}\n")
+    path.write_text(HEAD + body + f"\npipeline main {{ ports = [0..15]; parser = p; stages = [{stages}]; }}\n")
     return Interpreter(compile_ir(str(path)))
 
 
@@ -155,6 +156,22 @@ def test_no_egress_drops(tmp_path):
     it = interp(tmp_path, "stage s1 { meta.a = 1; }")
     assert it.process(ip_pkt(), 0).reason == "no_egress"
 
+
+
+@pytest.mark.parametrize(("port", "kind"), [(0, "forward"), (15, "forward"), (16, "drop"), (32, "drop"),
+                                            (600, "drop"), (600 - 512, "drop"), (65535, "drop")])
+def test_forward_to_a_port_no_pipeline_takes_drops_no_such_port(tmp_path, port, kind):
+    """Ports 0..15 are the program's; any other number (a server port, 600 which a 9-bit switch
+    port would truncate to 88) is no port of the network function: dropped, counted."""
+    it = interp(tmp_path, f"stage s1 {{ meta.port = {port}; forward(meta.port); }}")
+    out = it.process(ip_pkt(), 0)
+    assert out.kind == kind and (out.port == port if kind == "forward" else out.reason == "no_such_port")
+
+
+def test_forward_of_the_ingress_port_is_not_guarded(tmp_path):
+    it = interp(tmp_path, "stage s1 { forward(std.ingress_port); }")
+    assert [it.process(ip_pkt(), p).port for p in (0, 5, 15)] == [0, 5, 15]
+    assert not any(isinstance(s, ir.If) for s in it.program.stages["s1"].body)
 
 # ---- counters, meters, registers ---------------------------------------------------------
 

@@ -105,7 +105,8 @@ def test_when_selects_among_pipelines_on_the_same_ports(tmp_path):
 
     it = Interpreter(compile_ir(good(tmp_path)))
     out = it.process(bytes(Ether() / ARP()), 3)
-    assert (out.kind, out.port) == ("forward", 103)  # not IPv4: the second pipeline, port = ingress + 100
+    # not IPv4: the second pipeline, port = ingress + 100, which is no port of the program's (0..7)
+    assert (out.kind, out.reason) == ("drop", "no_such_port")
     out = it.process(bytes(Ether() / IP(dst="1.2.3.4")), 3)
     assert (out.kind, out.reason) == ("drop", "no_route")  # IPv4: the first pipeline
 
@@ -129,22 +130,25 @@ def test_examples_root_exists():
 PORTS = PROG.replace("PIN", "").replace("target bad = dpdk_server { colour = 3; }\n", "")
 
 
-@pytest.mark.parametrize(("change", "line", "message"), [
-    (("stage other { forward(std.ingress_port + 100); }", "stage other { forward(600); }"), 10,
-     "forward to port 600 does not fit tofino2's 9-bit port numbers (0..511)"),
-    (("ports all = [0..7];", "ports all = [0..700];"), 12, "takes port 700 does not fit tofino2's 9-bit port"),
-    (("server_ports = [32]", "server_ports = [512]"), 15, "server port 512 does not fit"),
-    (("server_ports = [32]", "server_ports = [7]"), 15, "server port 7 also take a pipeline's packets"),
-    (("server_ports = [32]; ", ""), 15, "must name the switch ports wired to the servers"),
+@pytest.mark.parametrize(("change", "code", "line", "message"), [
+    (("stage other { forward(std.ingress_port + 100); }", "stage other { forward(600); }"), "E084", 10,
+     "forward to port 600, which no pipeline takes"),
+    (("stage other { forward(std.ingress_port + 100); }", "stage other { forward(32); }"), "E084", 10,
+     "forward to port 32, which no pipeline takes"),
+    (("ports all = [0..7];", "ports all = [0..700];"), "E083", 12, "takes port 700 does not fit tofino2's 9-bit port"),
+    (("server_ports = [32]", "server_ports = [512]"), "E083", 15, "server port 512 does not fit"),
+    (("server_ports = [32]", "server_ports = [7]"), "E083", 15, "server port 7 also take a pipeline's packets"),
+    (("server_ports = [32]; ", ""), "E083", 15, "must name the switch ports wired to the servers"),
 ])
-def test_ports_are_checked_against_the_switch(tmp_path, change, line, message):
+def test_ports_are_checked_against_the_switch(tmp_path, change, code, line, message):
     """A port the switch cannot number would be truncated by the generated program (600 -> 88);
     a server port that is also an ingress port, or none at all, leaves the server's share
-    nowhere to go: E083 at the construct."""
+    nowhere to go: E083 at the construct.  A constant forward to a port no pipeline takes (a
+    server port, a number past every pipeline's) would drop every packet there: E084."""
     with pytest.raises(CompileError) as e:
         compile_file(write(tmp_path, PORTS.replace(*change)), "tofino+dpdk", allow_overcommit=True)
     d = e.value.diagnostics[0]
-    assert d.code == "E083" and message in d.message and d.span.line == line, (d.span.line, d.message)
+    assert d.code == code and message in d.message and d.span.line == line, (d.span.line, d.message)
 
 
 def test_without_a_deployment_the_server_port_is_assumed_and_said(tmp_path):

@@ -1,16 +1,17 @@
 """Pass ``check-ports``: every port a program names fits the switch's port number, and a
 build with a switch and servers says which switch ports lead to the servers.
 
-Precondition: resolved targets.  A switch profile's ``port_bits`` (9 on Tofino: ``PortId_t``
-is ``bit<9>``) bounds the pipelines' ``ports``, every constant ``forward(N)`` and the
-deployment's ``server_ports``; a larger number would be truncated by the generated program
-(600 leaves on port 88), so it is E083 at its span.  With a switch and a server the
+Precondition: resolved targets.  A constant ``forward(N)`` names a port some pipeline takes
+(any other is dropped as ``no_such_port``, compiler/forward_ports.py): E084 otherwise, on every
+target.  A switch profile's ``port_bits`` (9 on Tofino: ``PortId_t`` is ``bit<9>``) bounds the
+pipelines' ``ports`` and the deployment's ``server_ports``; a larger number would be truncated
+by the generated program (600 leaves on port 88), so it is E083 at its span.  With a switch and a server the
 deployment must name at least one server port (else the switch has nowhere to send the
 server's share: E083; a program without any deployment gets the first port after its
 pipelines' with a warning, W083), and a server port may not also be a pipeline's ingress port.
 
-Before: ``forward(600);`` builds, the TNA program sends to port 88.  After:
-``t.nfp:12:5: error[E083]: port 600 does not fit tofino1's 9-bit port numbers (0..511)``.
+Before: ``ports all = [0..600];`` builds, the TNA program takes port 88 for 600.  After:
+``t.nfp:12:5: error[E083]: pipeline 'main' takes port 600 does not fit tofino1's 9-bit port numbers (0..511)``.
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = ["check_ports"]
 
 def check_ports(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> TargetSet:
     """``targets``, with the server port assumed when a program has no deployment (W083)."""
+    _check_constant_forwards(prog, diags)
     sw = targets.switch
     if sw is None:
         return targets
@@ -42,10 +44,6 @@ def check_ports(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> Tar
     for p in prog.pipelines:
         for _lo, hi in p.ports:  # ascending: the front end checks (E090)
             fits(hi, p.span, f"pipeline '{p.name}' takes port")
-    for stage in prog.stages.values():
-        for s in walk_stmts(stage.body):
-            if isinstance(s, ir.Forward) and isinstance(s.port, ir.Const):
-                fits(s.port.value, s.span, "forward to port")
     for port in targets.server_ports:
         fits(port, where, "server port")
     if targets.server is None:
@@ -63,3 +61,15 @@ def check_ports(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> Tar
         diags.error("E083", f"server port{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))} "
                     "also take a pipeline's packets: a port leads to a server or to the network, not both", where)
     return targets
+
+
+def _check_constant_forwards(prog: ir.Program, diags: Diagnostics) -> None:
+    """A constant ``forward(N)`` names one of the pipelines' ports: any other number would drop
+    every packet there (``no_such_port``, compiler/forward_ports.py), certainly a mistake."""
+    for stage in prog.stages.values():
+        for s in walk_stmts(stage.body):
+            if isinstance(s, ir.Forward) and isinstance(s.port, ir.Const) \
+                    and not any(p.has_port(s.port.value) for p in prog.pipelines):
+                diags.error("E084", f"forward to port {s.port.value}, which no pipeline takes", s.span,
+                            notes=("a packet forwarded to a port outside every pipeline's `ports` is dropped "
+                                   "(no_such_port)",))

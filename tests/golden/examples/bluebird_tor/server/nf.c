@@ -7,7 +7,7 @@
 #include <rte_lcore.h>
 #include "nfc_rt.h"
 
-const int nfc_nreasons = 15;
+const int nfc_nreasons = 16;
 
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
@@ -179,27 +179,30 @@ const char * nfc_reason(int code)
         return "no_route";
     }
     if (code == 8) {
-        return "no_underlay_route";
+        return "no_such_port";
     }
     if (code == 9) {
-        return "not_ip";
+        return "no_underlay_route";
     }
     if (code == 0xa) {
-        return "not_vxlan";
+        return "not_ip";
     }
     if (code == 0xb) {
-        return "parser_no_match";
+        return "not_vxlan";
     }
     if (code == 0xc) {
-        return "truncated";
+        return "parser_no_match";
     }
     if (code == 0xd) {
-        return "unknown_host";
+        return "truncated";
     }
     if (code == 0xe) {
-        return "unknown_port";
+        return "unknown_host";
     }
     if (code == 0xf) {
+        return "unknown_port";
+    }
+    if (code == 0x10) {
         return "unknown_vni";
     }
     return "unknown";
@@ -250,7 +253,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->egress_set = nfc_get(data, 0xa4u, 1u);
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0xc;
+                return 0xd;
             }
             memcpy(p->hdr[4], data + off, 0xe);
             p->valid[4] = 1;
@@ -258,7 +261,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xc;
+                return 0xd;
             }
             memcpy(p->hdr[5], data + off, 0x14);
             p->valid[5] = 1;
@@ -266,7 +269,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 0xau, 1u)) {
             if ((off + 0x28u) > len) {
-                return 0xc;
+                return 0xd;
             }
             memcpy(p->hdr[6], data + off, 0x28);
             p->valid[6] = 1;

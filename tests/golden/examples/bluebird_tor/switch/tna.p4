@@ -16,21 +16,23 @@ const bit<8> NFC_DROP_NO_PIPELINE = 8w6;
 
 const bit<8> NFC_DROP_NO_ROUTE = 8w7;
 
-const bit<8> NFC_DROP_NO_UNDERLAY_ROUTE = 8w8;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w8;
 
-const bit<8> NFC_DROP_NOT_IP = 8w9;
+const bit<8> NFC_DROP_NO_UNDERLAY_ROUTE = 8w9;
 
-const bit<8> NFC_DROP_NOT_VXLAN = 8w0xa;
+const bit<8> NFC_DROP_NOT_IP = 8w0xa;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xb;
+const bit<8> NFC_DROP_NOT_VXLAN = 8w0xb;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0xc;
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xc;
 
-const bit<8> NFC_DROP_UNKNOWN_HOST = 8w0xd;
+const bit<8> NFC_DROP_TRUNCATED = 8w0xd;
 
-const bit<8> NFC_DROP_UNKNOWN_PORT = 8w0xe;
+const bit<8> NFC_DROP_UNKNOWN_HOST = 8w0xe;
 
-const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0xf;
+const bit<8> NFC_DROP_UNKNOWN_PORT = 8w0xf;
+
+const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0x10;
 
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0xc0;
@@ -681,9 +683,16 @@ control Ingress(
                             meta.nfc_rd_ipv6_hop_limit = hdr.ipv6.hop_limit;
                         }
                         hdr.ipv6.hop_limit = meta.nfc_rd_ipv6_hop_limit - 8w1;
-                        meta.nfc_egress = meta.vrf_routes_v6__port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
+                        if (meta.vrf_routes_v6__port <= 16w0x3f) {
+                            meta.nfc_egress = meta.vrf_routes_v6__port;
+                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                            ig_dprsr_md.drop_ctl = 3w1;
+                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            exit;
+                        }
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_ROUTE;
                         ig_dprsr_md.drop_ctl = 3w1;
@@ -789,9 +798,16 @@ control Ingress(
                     }
                     if (pa_routes.apply().hit) {
                         hdr.outer_eth.dst = meta.pa_routes__next_hop_mac;
-                        meta.nfc_egress = meta.pa_routes__port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
+                        if (meta.pa_routes__port <= 16w0x3f) {
+                            meta.nfc_egress = meta.pa_routes__port;
+                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                            ig_dprsr_md.drop_ctl = 3w1;
+                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            exit;
+                        }
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_UNDERLAY_ROUTE;
                         ig_dprsr_md.drop_ctl = 3w1;
@@ -802,9 +818,16 @@ control Ingress(
                     if (hdr.ipv4.isValid()) {
                         hdr.eth.dst = meta.next_hop_mac;
                         hdr.eth.src = 48w0x122354a29f;
-                        meta.nfc_egress = meta.port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
+                        if (meta.port <= 16w0x3f) {
+                            meta.nfc_egress = meta.port;
+                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                            ig_dprsr_md.drop_ctl = 3w1;
+                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            exit;
+                        }
                     }
                 }
             }
@@ -830,9 +853,16 @@ control Ingress(
                 if (bare_metal_hosts.apply().hit) {
                     hdr.eth.dst = meta.bare_metal_hosts__mac;
                     hdr.eth.src = 48w0x122354a29f;
-                    meta.nfc_egress = meta.bare_metal_hosts__port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    if (meta.bare_metal_hosts__port <= 16w0x3f) {
+                        meta.nfc_egress = meta.bare_metal_hosts__port;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        ig_dprsr_md.drop_ctl = 3w1;
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_HOST;
                     ig_dprsr_md.drop_ctl = 3w1;

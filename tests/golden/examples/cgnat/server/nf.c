@@ -7,7 +7,7 @@
 #include <rte_lcore.h>
 #include "nfc_rt.h"
 
-const int nfc_nreasons = 14;
+const int nfc_nreasons = 15;
 
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
@@ -145,7 +145,7 @@ int nfc_run(struct nfc_pkt *p)
                 p->stats->misses[0] = p->stats->misses[0] + 1;
                 p->meta[2] = nfc_alloc_port(p->meta[0]) & 0xffffull;
                 if (p->meta[2] == 0ull) {
-                    return 0xc;
+                    return 0xd;
                 }
                 {
                     /* insert into nat_out, examples/cgnat.nfp:135 */
@@ -292,18 +292,21 @@ const char * nfc_reason(int code)
         return "no_route";
     }
     if (code == 0xa) {
-        return "not_ipv4";
+        return "no_such_port";
     }
     if (code == 0xb) {
-        return "parser_no_match";
+        return "not_ipv4";
     }
     if (code == 0xc) {
-        return "ports_exhausted";
+        return "parser_no_match";
     }
     if (code == 0xd) {
-        return "truncated";
+        return "ports_exhausted";
     }
     if (code == 0xe) {
+        return "truncated";
+    }
+    if (code == 0xf) {
         return "unsupported_protocol";
     }
     return "unknown";
@@ -358,7 +361,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0xd;
+                return 0xe;
             }
             memcpy(p->hdr[0], data + off, 0xe);
             p->valid[0] = 1;
@@ -366,7 +369,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xd;
+                return 0xe;
             }
             memcpy(p->hdr[1], data + off, 0x14);
             p->valid[1] = 1;
@@ -374,7 +377,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 0xau, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xd;
+                return 0xe;
             }
             memcpy(p->hdr[2], data + off, 0x14);
             p->valid[2] = 1;
@@ -382,7 +385,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 0xbu, 1u)) {
             if ((off + 8u) > len) {
-                return 0xd;
+                return 0xe;
             }
             memcpy(p->hdr[3], data + off, 8);
             p->valid[3] = 1;
@@ -409,7 +412,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->meta[3] = nfc_get(data, 0x3cu, 0x20u);
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0xd;
+                return 0xe;
             }
             memcpy(p->hdr[0], data + off, 0xe);
             p->valid[0] = 1;
@@ -417,7 +420,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xd;
+                return 0xe;
             }
             memcpy(p->hdr[1], data + off, 0x14);
             p->valid[1] = 1;
@@ -425,7 +428,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 0xau, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xd;
+                return 0xe;
             }
             memcpy(p->hdr[2], data + off, 0x14);
             p->valid[2] = 1;
@@ -433,7 +436,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 0xbu, 1u)) {
             if ((off + 8u) > len) {
-                return 0xd;
+                return 0xe;
             }
             memcpy(p->hdr[3], data + off, 8);
             p->valid[3] = 1;

@@ -20,15 +20,17 @@ const bit<8> NFC_DROP_NO_PIPELINE = 8w8;
 
 const bit<8> NFC_DROP_NO_ROUTE = 8w9;
 
-const bit<8> NFC_DROP_NOT_IPV4 = 8w0xa;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xa;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xb;
+const bit<8> NFC_DROP_NOT_IPV4 = 8w0xb;
 
-const bit<8> NFC_DROP_PORTS_EXHAUSTED = 8w0xc;
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xc;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0xd;
+const bit<8> NFC_DROP_PORTS_EXHAUSTED = 8w0xd;
 
-const bit<8> NFC_DROP_UNSUPPORTED_PROTOCOL = 8w0xe;
+const bit<8> NFC_DROP_TRUNCATED = 8w0xe;
+
+const bit<8> NFC_DROP_UNSUPPORTED_PROTOCOL = 8w0xf;
 
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0xc0;
@@ -724,9 +726,16 @@ control NfcIngress(
                 if (upstream_routes.apply().hit) {
                     hdr.eth.src = 48w0x200004e4154;
                     hdr.eth.dst = meta.upstream_routes__next_hop_mac;
-                    meta.nfc_egress = meta.upstream_routes__port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    if (meta.upstream_routes__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.upstream_routes__port;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        mark_to_drop(standard_metadata);
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_ROUTE;
                     mark_to_drop(standard_metadata);
@@ -810,9 +819,16 @@ control NfcIngress(
                 if (subscriber_routes.apply().hit) {
                     hdr.eth.src = 48w0x200004e4154;
                     hdr.eth.dst = meta.subscriber_routes__next_hop_mac;
-                    meta.nfc_egress = meta.subscriber_routes__port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    if (meta.subscriber_routes__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.subscriber_routes__port;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        mark_to_drop(standard_metadata);
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_ROUTE;
                     mark_to_drop(standard_metadata);

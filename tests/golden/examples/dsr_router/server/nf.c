@@ -7,7 +7,7 @@
 #include <rte_lcore.h>
 #include "nfc_rt.h"
 
-const int nfc_nreasons = 13;
+const int nfc_nreasons = 14;
 
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
@@ -173,24 +173,27 @@ const char * nfc_reason(int code)
         return "no_route";
     }
     if (code == 7) {
-        return "not_gre";
+        return "no_such_port";
     }
     if (code == 8) {
-        return "not_ipv4";
+        return "not_gre";
     }
     if (code == 9) {
-        return "not_vxlan";
+        return "not_ipv4";
     }
     if (code == 0xa) {
-        return "parser_no_match";
+        return "not_vxlan";
     }
     if (code == 0xb) {
-        return "truncated";
+        return "parser_no_match";
     }
     if (code == 0xc) {
-        return "unknown_tenant";
+        return "truncated";
     }
     if (code == 0xd) {
+        return "unknown_tenant";
+    }
+    if (code == 0xe) {
         return "unknown_tunnel";
     }
     return "unknown";
@@ -237,7 +240,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->meta[0] = nfc_get(data, 0xau, 0xeu);
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0xb;
+                return 0xc;
             }
             memcpy(p->hdr[6], data + off, 0xe);
             p->valid[6] = 1;
@@ -245,7 +248,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xb;
+                return 0xc;
             }
             memcpy(p->hdr[7], data + off, 0x14);
             p->valid[7] = 1;

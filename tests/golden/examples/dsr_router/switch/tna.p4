@@ -14,19 +14,21 @@ const bit<8> NFC_DROP_NO_PIPELINE = 8w5;
 
 const bit<8> NFC_DROP_NO_ROUTE = 8w6;
 
-const bit<8> NFC_DROP_NOT_GRE = 8w7;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w7;
 
-const bit<8> NFC_DROP_NOT_IPV4 = 8w8;
+const bit<8> NFC_DROP_NOT_GRE = 8w8;
 
-const bit<8> NFC_DROP_NOT_VXLAN = 8w9;
+const bit<8> NFC_DROP_NOT_IPV4 = 8w9;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xa;
+const bit<8> NFC_DROP_NOT_VXLAN = 8w0xa;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0xb;
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xb;
 
-const bit<8> NFC_DROP_UNKNOWN_TENANT = 8w0xc;
+const bit<8> NFC_DROP_TRUNCATED = 8w0xc;
 
-const bit<8> NFC_DROP_UNKNOWN_TUNNEL = 8w0xd;
+const bit<8> NFC_DROP_UNKNOWN_TENANT = 8w0xd;
+
+const bit<8> NFC_DROP_UNKNOWN_TUNNEL = 8w0xe;
 
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0xc0;
@@ -597,9 +599,16 @@ control Ingress(
                 // stage fabric, examples/dsr_router.nfp:146
                 if (fabric_routes.apply().hit) {
                     hdr.outer_eth.dst = meta.fabric_routes__next_hop_mac;
-                    meta.nfc_egress = meta.fabric_routes__port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    if (meta.fabric_routes__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.fabric_routes__port;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        ig_dprsr_md.drop_ctl = 3w1;
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_FABRIC_ROUTE;
                     ig_dprsr_md.drop_ctl = 3w1;
@@ -636,9 +645,16 @@ control Ingress(
                     hdr.vxlan.reserved2 = 8w0;
                     hdr.outer_eth.src = 48w0x2000ac80001;
                     hdr.outer_eth.dst = meta.key_to_access__next_hop_mac;
-                    meta.nfc_egress = meta.key_to_access__port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    if (meta.key_to_access__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.key_to_access__port;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        ig_dprsr_md.drop_ctl = 3w1;
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_TUNNEL;
                     ig_dprsr_md.drop_ctl = 3w1;

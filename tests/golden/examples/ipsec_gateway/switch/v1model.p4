@@ -16,21 +16,23 @@ const bit<8> NFC_DROP_NO_PIPELINE = 8w6;
 
 const bit<8> NFC_DROP_NO_ROUTE = 8w7;
 
-const bit<8> NFC_DROP_NO_TRAFFIC_SELECTOR = 8w8;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w8;
 
-const bit<8> NFC_DROP_NOT_IPV4 = 8w9;
+const bit<8> NFC_DROP_NO_TRAFFIC_SELECTOR = 8w9;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xa;
+const bit<8> NFC_DROP_NOT_IPV4 = 8w0xa;
 
-const bit<8> NFC_DROP_RATE_LIMITED = 8w0xb;
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xb;
 
-const bit<8> NFC_DROP_REPLAYED = 8w0xc;
+const bit<8> NFC_DROP_RATE_LIMITED = 8w0xc;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0xd;
+const bit<8> NFC_DROP_REPLAYED = 8w0xd;
 
-const bit<8> NFC_DROP_UNKNOWN_SA = 8w0xe;
+const bit<8> NFC_DROP_TRUNCATED = 8w0xe;
 
-const bit<8> NFC_DROP_UNKNOWN_SPI = 8w0xf;
+const bit<8> NFC_DROP_UNKNOWN_SA = 8w0xf;
+
+const bit<8> NFC_DROP_UNKNOWN_SPI = 8w0x10;
 
 const bit<8> NFC_PUNT_NOT_ESP = 8w1;
 
@@ -643,9 +645,16 @@ control NfcIngress(
                 if (internet_routes.apply().hit) {
                     hdr.eth.dst = meta.internet_routes__next_hop_mac;
                     hdr.eth.src = 48w0x200cb007101;
-                    meta.nfc_egress = meta.internet_routes__port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    if (meta.internet_routes__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.internet_routes__port;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        mark_to_drop(standard_metadata);
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_ROUTE;
                     mark_to_drop(standard_metadata);

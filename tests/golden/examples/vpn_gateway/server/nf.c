@@ -7,7 +7,7 @@
 #include <rte_lcore.h>
 #include "nfc_rt.h"
 
-const int nfc_nreasons = 13;
+const int nfc_nreasons = 14;
 
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
@@ -171,24 +171,27 @@ const char * nfc_reason(int code)
         return "no_pipeline";
     }
     if (code == 7) {
-        return "no_underlay_route";
+        return "no_such_port";
     }
     if (code == 8) {
-        return "not_ipv4";
+        return "no_underlay_route";
     }
     if (code == 9) {
-        return "not_qinq";
+        return "not_ipv4";
     }
     if (code == 0xa) {
-        return "not_vxlan";
+        return "not_qinq";
     }
     if (code == 0xb) {
-        return "parser_no_match";
+        return "not_vxlan";
     }
     if (code == 0xc) {
-        return "truncated";
+        return "parser_no_match";
     }
     if (code == 0xd) {
+        return "truncated";
+    }
+    if (code == 0xe) {
         return "unknown_vni";
     }
     return "unknown";
@@ -237,7 +240,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->meta[1] = nfc_get(data, 0x16u, 0xcu);
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0xc;
+                return 0xd;
             }
             memcpy(p->hdr[4], data + off, 0xe);
             p->valid[4] = 1;
@@ -245,7 +248,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xc;
+                return 0xd;
             }
             memcpy(p->hdr[7], data + off, 0x14);
             p->valid[7] = 1;

@@ -14,19 +14,21 @@ const bit<8> NFC_DROP_NO_OVERLAY_ROUTE = 8w5;
 
 const bit<8> NFC_DROP_NO_PIPELINE = 8w6;
 
-const bit<8> NFC_DROP_NO_UNDERLAY_ROUTE = 8w7;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w7;
 
-const bit<8> NFC_DROP_NOT_IPV4 = 8w8;
+const bit<8> NFC_DROP_NO_UNDERLAY_ROUTE = 8w8;
 
-const bit<8> NFC_DROP_NOT_QINQ = 8w9;
+const bit<8> NFC_DROP_NOT_IPV4 = 8w9;
 
-const bit<8> NFC_DROP_NOT_VXLAN = 8w0xa;
+const bit<8> NFC_DROP_NOT_QINQ = 8w0xa;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xb;
+const bit<8> NFC_DROP_NOT_VXLAN = 8w0xb;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0xc;
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xc;
 
-const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0xd;
+const bit<8> NFC_DROP_TRUNCATED = 8w0xd;
+
+const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0xe;
 
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0xc0;
@@ -534,9 +536,16 @@ control Ingress(
                 // stage underlay_route, examples/vpn_gateway.nfp:145
                 if (underlay_routes.apply().hit) {
                     hdr.outer_eth.dst = meta.underlay_routes__next_hop_mac;
-                    meta.nfc_egress = meta.underlay_routes__port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    if (meta.underlay_routes__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.underlay_routes__port;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        ig_dprsr_md.drop_ctl = 3w1;
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_UNDERLAY_ROUTE;
                     ig_dprsr_md.drop_ctl = 3w1;
@@ -564,9 +573,16 @@ control Ingress(
                     hdr.cvlan.vid = meta.vni_to_qinq__c_tag;
                     hdr.cvlan.ethertype = hdr.eth.ethertype;
                     hdr.eth.ethertype = 16w0x88a8;
-                    meta.nfc_egress = meta.vni_to_qinq__port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    if (meta.vni_to_qinq__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.vni_to_qinq__port;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        ig_dprsr_md.drop_ctl = 3w1;
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
                     ig_dprsr_md.drop_ctl = 3w1;
