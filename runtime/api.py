@@ -62,7 +62,7 @@ def _check(s: TableSchema, fields: Mapping[str, Any], with_values: bool, priorit
     try:
         for k in s.keys:
             match[k.name] = _key(k, fields[k.name])
-        values = {v.name: parse_value(fields[v.name]) for v in s.values} if with_values else {}
+        values = {v.name: parse_value(fields[v.name], v.width) for v in s.values} if with_values else {}
     except (EntriesError, ValueError, TypeError) as e:
         raise InvalidEntry(f"{s.name}: {e}") from e
     for v in s.values if with_values else ():
@@ -85,8 +85,8 @@ def _key(k: Field, raw: Any) -> tuple[int, int | None]:
             raise InvalidEntry(f"{k.name}: prefix length {arg} out of 0..{k.width}")
     elif k.match in ("ternary", "range"):
         raw, second = raw if isinstance(raw, tuple) else (raw, None)
-        arg = None if second is None else parse_value(second)
-    value = parse_value(raw)
+        arg = None if second is None else parse_value(second, k.width)
+    value = parse_value(raw, k.width)
     if not 0 <= value < 1 << k.width or (arg is not None and k.match != "lpm" and not 0 <= arg < 1 << k.width):
         raise InvalidEntry(f"{k.name} = {raw} does not fit in {k.width} bits")
     if k.match == "lpm" and arg is not None:  # host bits beyond the prefix are not part of the key

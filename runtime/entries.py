@@ -12,21 +12,25 @@ switch model's batch mode, in ``.nfp`` names.
         priority: 10
         values: {action: 1}
 
-Values are integers, dotted IPv4, colon MAC or hex strings.  Only the file format and
-parsing live here; the caller puts entries where the plan says.
+Values are integers, dotted IPv4, colon MAC, IPv6 or hex strings.  An address keeps its
+kind (:class:`Address`): it fits only a field of its own width, IPv4 ``bit<32>``, MAC
+``bit<48>``, IPv6 ``bit<128>``, which the caller checks with ``parse_value(v, width)`` once
+it knows the field.  Only the file format and parsing live here; the caller puts entries
+where the plan says.
 """
 
 from __future__ import annotations
 
 import ipaddress
 import json
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-__all__ = ["EntriesError", "EntrySpec", "load_entries", "parse_value"]
+__all__ = ["Address", "EntriesError", "EntrySpec", "load_entries", "parse_value"]
 
 
 class EntriesError(ValueError):
@@ -41,19 +45,46 @@ class EntrySpec:
     priority: int = 0
 
 
-def parse_value(v: Any) -> int:
+_MAC = re.compile(r"[0-9a-fA-F]{1,2}(?::[0-9a-fA-F]{1,2}){5}")
+
+
+class Address(int):
+    """An integer written as an address: it remembers its kind, whose width is the only field
+    width it fits (an IPv6 address that happens to be small is still not a 32-bit value)."""
+
+    kind: str
+    bits: int
+
+    def __new__(cls, value: int, kind: str, bits: int) -> Address:
+        self = super().__new__(cls, value)
+        self.kind, self.bits = kind, bits
+        return self
+
+
+def _address(s: str) -> Address | None:
+    if s.count(".") == 3 and ":" not in s:
+        return Address(int(ipaddress.IPv4Address(s)), "an IPv4 address", 32)
+    if _MAC.fullmatch(s):
+        return Address(int.from_bytes(bytes(int(g, 16) for g in s.split(":")), "big"), "a MAC address", 48)
+    if ":" in s:
+        return Address(int(ipaddress.IPv6Address(s)), "an IPv6 address", 128)
+    return None
+
+
+def parse_value(v: Any, width: int | None = None) -> int:
+    """An integer, or a string: dotted IPv4, colon MAC, IPv6, or a number in any Python base
+    (``0x..``).  With ``width``, an address must be one of that width (ValueError if not)."""
     if isinstance(v, bool):
         raise EntriesError(f"{v!r} is not a number")
     if isinstance(v, int):
-        return v
-    s = str(v).strip()
-    if s.count(".") == 3:
-        return int(ipaddress.IPv4Address(s))
-    if ":" in s and len(s.split(":")) == 6:
-        return int(s.replace(":", ""), 16)
-    if ":" in s:
-        return int(ipaddress.IPv6Address(s))
-    return int(s, 0)
+        value = v
+    else:
+        s = str(v).strip()
+        addr = _address(s)  # "0.0.0.0" is a falsy Address: compare with None
+        value = addr if addr is not None else int(s, 0)
+    if width is not None and isinstance(value, Address) and value.bits != width:
+        raise EntriesError(f"{v!r} is {value.kind} ({value.bits} bits): it does not fit a bit<{width}> field")
+    return value
 
 
 def _match(v: Any) -> tuple[int, int | None]:

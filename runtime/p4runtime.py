@@ -1,8 +1,10 @@
 """The runtime's P4Runtime client: the switch side of the runtime API.  The same code drives
 the switch model (``nfc switch-model --p4runtime``) and a real switch's P4Runtime endpoint:
-arbitration on the stream channel (§5), the pipeline config (§7), Write with per-update
-error details (§12) and Read (§11), translated through the build's name map
-(``OUT/switch/name_map.json``) from ``.nfp`` names to P4Runtime IDs."""
+arbitration on the stream channel (§5), the pipeline config (§14), Write with per-update
+error details (§12) and Read (§13), translated through the build's name map
+(``OUT/switch/name_map.json``) from ``.nfp`` names to P4Runtime IDs.  What it sends is
+canonical (§8.4 shortest bytestrings, §9.1.1 don't-care matches left out), over TLS or
+mutual TLS when given certificates (§3.1.1)."""
 
 from __future__ import annotations
 
@@ -24,13 +26,14 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry, RuntimeApiError, TableFull
 
-__all__ = ["SwitchClient", "SwitchUpdate"]
+__all__ = ["ClientTls", "SwitchClient", "SwitchUpdate"]
 
 _TYPES = {"add": p4runtime_pb2.Update.INSERT, "modify": p4runtime_pb2.Update.MODIFY,
           "delete": p4runtime_pb2.Update.DELETE}
-_CODES: dict[int, type[RuntimeApiError]] = {code_pb2.ALREADY_EXISTS: EntryExists, code_pb2.NOT_FOUND: EntryNotFound,
-                                            code_pb2.RESOURCE_EXHAUSTED: TableFull,
-                                            code_pb2.INVALID_ARGUMENT: InvalidEntry}
+_CODES: dict[int, type[RuntimeApiError]] = {
+    code_pb2.ALREADY_EXISTS: EntryExists, code_pb2.NOT_FOUND: EntryNotFound, code_pb2.RESOURCE_EXHAUSTED: TableFull,
+    code_pb2.INVALID_ARGUMENT: InvalidEntry, code_pb2.OUT_OF_RANGE: InvalidEntry}
+Match = tuple[int, int | None]  # value, and prefix length / mask / high bound (None: the whole field)
 
 
 @dataclass(frozen=True)
@@ -40,27 +43,85 @@ class SwitchUpdate:
 
     op: str  # add / modify / delete
     table: str
-    match: dict[str, tuple[int, int | None]]
+    match: dict[str, Match]
     values: dict[str, int]
     priority: int = 0
 
 
-def _bytes(value: int, width: int) -> bytes:
-    return value.to_bytes(max(1, (width + 7) // 8), "big")
+@dataclass(frozen=True)
+class ClientTls:
+    """TLS to a switch's P4Runtime endpoint: the CA that signed the switch's certificate; with
+    ``cert`` and ``key``, this client's own certificate for mutual TLS.  ``server_name``: the
+    name to check the switch's certificate against, when it is not the address's host."""
+
+    ca: Path
+    cert: Path | None = None
+    key: Path | None = None
+    server_name: str | None = None
+
+    def channel(self, address: str) -> grpc.Channel:
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=self.ca.read_bytes(),
+            private_key=self.key.read_bytes() if self.key is not None else None,
+            certificate_chain=self.cert.read_bytes() if self.cert is not None else None)
+        options = [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
+        return grpc.secure_channel(address, creds, options=options)
+
+
+def _bytes(value: int) -> bytes:
+    """The canonical bytestring of ``value``: the shortest (§8.4)."""
+    return value.to_bytes(max(1, (value.bit_length() + 7) // 8), "big")
+
+
+def _put_match(fm: Any, spec: dict[str, Any], value: int, arg: int | None) -> bool:
+    """Fill ``fm``; False for a don't-care match, which P4Runtime wants left out (§9.1.1)."""
+    w = spec["bitwidth"]
+    fm.field_id = spec["id"]
+    if spec["match"] == "exact":
+        fm.exact.value = _bytes(value)
+    elif spec["match"] == "lpm":
+        fm.lpm.value = _bytes(value)
+        fm.lpm.prefix_len = w if arg is None else arg
+        return arg != 0
+    elif spec["match"] == "ternary":
+        fm.ternary.value = _bytes(value)
+        fm.ternary.mask = _bytes((1 << w) - 1 if arg is None else arg)
+        return arg != 0
+    else:
+        high = value if arg is None else arg
+        fm.range.low, fm.range.high = _bytes(value), _bytes(high)
+        return (value, high) != (0, (1 << w) - 1)
+    return True
+
+
+def _get_match(fm: Any | None, spec: dict[str, Any]) -> Match:
+    """A read field match; an omitted (None) one is the field's don't-care match."""
+    kind, w = spec["match"], spec["bitwidth"]
+    if fm is None:
+        return (0, (1 << w) - 1) if kind == "range" else (0, 0)
+    if kind == "exact":
+        return int.from_bytes(fm.exact.value, "big"), None
+    if kind == "lpm":
+        return int.from_bytes(fm.lpm.value, "big"), fm.lpm.prefix_len
+    if kind == "ternary":
+        return int.from_bytes(fm.ternary.value, "big"), int.from_bytes(fm.ternary.mask, "big")
+    return int.from_bytes(fm.range.low, "big"), int.from_bytes(fm.range.high, "big")
 
 
 class SwitchClient:
-    """A primary P4Runtime client of one device."""
+    """A primary P4Runtime client of one device (plain gRPC, or TLS / mutual TLS with ``tls``)."""
 
     def __init__(self, address: str, name_map: dict[str, Any], arch: str = "tna", device_id: int = 0,
-                 election_id: tuple[int, int] = (0, 1), p4info: Path | None = None, timeout: float = 10.0) -> None:
+                 election_id: tuple[int, int] = (0, 1), p4info: Path | None = None, timeout: float = 10.0,
+                 tls: ClientTls | None = None) -> None:
         self.names = name_map[arch]
         self.device_id = device_id
         self.election = election_id
         self.timeout = timeout
-        self.channel = grpc.insecure_channel(address)
+        self.channel = tls.channel(address) if tls is not None else grpc.insecure_channel(address)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self._requests: queue.Queue[Any] = queue.Queue()
+        self._stream_error = "closed"
         self._responses: queue.Queue[Any] = queue.Queue()
         self._stream = self.stub.StreamChannel(iter(self._requests.get, None))
         threading.Thread(target=self._pump, daemon=True).start()
@@ -73,7 +134,10 @@ class SwitchClient:
         except queue.Empty:
             self.close()
             raise ChannelError(f"no arbitration answer from the P4Runtime endpoint {address}") from None
-        if resp is None or resp.arbitration.status.code != code_pb2.OK:
+        if resp is None:
+            self.close()
+            raise ChannelError(f"{address}: the P4Runtime endpoint ended the stream: {self._stream_error}")
+        if resp.arbitration.status.code != code_pb2.OK:
             self.close()
             raise ChannelError(f"{address}: this client is not the primary (another controller holds the device)")
         if p4info is not None:
@@ -83,8 +147,8 @@ class SwitchClient:
         try:
             for msg in self._stream:
                 self._responses.put(msg)
-        except grpc.RpcError:
-            pass
+        except grpc.RpcError as e:
+            self._stream_error = f"{e.code().name}: {e.details()}"
         self._responses.put(None)
 
     def _set_pipeline(self, p4info: Path) -> None:
@@ -111,21 +175,8 @@ class SwitchClient:
         te.table_id = info["id"]
         te.priority = u.priority
         for key, spec in info["match_fields"].items():
-            value, arg = u.match[key]
-            w = spec["bitwidth"]
-            fm = te.match.add()
-            fm.field_id = spec["id"]
-            if spec["match"] == "exact":
-                fm.exact.value = _bytes(value, w)
-            elif spec["match"] == "lpm":
-                fm.lpm.value = _bytes(value, w)
-                fm.lpm.prefix_len = w if arg is None else arg
-            elif spec["match"] == "ternary":
-                fm.ternary.value = _bytes(value, w)
-                fm.ternary.mask = _bytes((1 << w) - 1 if arg is None else arg, w)
-            else:
-                fm.range.low = _bytes(value, w)
-                fm.range.high = _bytes(value if arg is None else arg, w)
+            if not _put_match(te.match.add(), spec, *u.match[key]):
+                del te.match[-1]
         if u.op == "delete":
             return
         act = self.names["p4runtime"]["actions"][t["p4_action"]]
@@ -133,7 +184,7 @@ class SwitchClient:
         for pname, p in act["params"].items():
             prm = te.action.action.params.add()
             prm.param_id = p["id"]
-            prm.value = _bytes(u.values[pname.removeprefix("v_")], p["bitwidth"])
+            prm.value = _bytes(u.values[pname.removeprefix("v_")])
 
     def write(self, updates: Sequence[SwitchUpdate]) -> list[RuntimeApiError | None]:
         """Send one WriteRequest; the error of each update (None: applied)."""
@@ -167,11 +218,11 @@ class SwitchClient:
                                                                           index=i))
         return out
 
-    def read(self, table: str) -> Iterator[tuple[dict[str, tuple[int, int | None]], dict[str, int], int]]:
-        """Every entry of a table: (match, values, priority) in ``.nfp`` names."""
+    def read(self, table: str) -> Iterator[tuple[dict[str, Match], dict[str, int], int]]:
+        """Every entry of a table: (match, values, priority) in ``.nfp`` names; a field the
+        switch left out is its don't-care match (ternary mask 0, prefix length 0, full range)."""
         t = self.names["tables"][table]
         info = self.names["p4runtime"]["tables"][t["p4_table"]]
-        by_id = {spec["id"]: (k, spec) for k, spec in info["match_fields"].items()}
         params = {p["id"]: k.removeprefix("v_") for k, p in self.names["p4runtime"]["actions"][t["p4_action"]]
                   ["params"].items()}
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
@@ -180,15 +231,8 @@ class SwitchClient:
             for resp in self.stub.Read(req, timeout=self.timeout):
                 for ent in resp.entities:
                     te = ent.table_entry
-                    match: dict[str, tuple[int, int | None]] = {}
-                    for fm in te.match:
-                        key, spec = by_id[fm.field_id]
-                        kind = spec["match"]
-                        match[key] = ((int.from_bytes(fm.exact.value, "big"), None) if kind == "exact" else
-                                      (int.from_bytes(fm.lpm.value, "big"), fm.lpm.prefix_len) if kind == "lpm" else
-                                      (int.from_bytes(fm.ternary.value, "big"), int.from_bytes(fm.ternary.mask, "big"))
-                                      if kind == "ternary" else
-                                      (int.from_bytes(fm.range.low, "big"), int.from_bytes(fm.range.high, "big")))
+                    given = {fm.field_id: fm for fm in te.match}
+                    match = {key: _get_match(given.get(spec["id"]), spec) for key, spec in info["match_fields"].items()}
                     values = {params[p.param_id]: int.from_bytes(p.value, "big") for p in te.action.action.params}
                     yield match, values, te.priority
         except grpc.RpcError as e:

@@ -23,6 +23,7 @@ from emulator.switchmodel.server import P4RuntimeServer, serve
 from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.cache import CachePolicy
+from runtime.entries import load_entries, parse_value
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess
@@ -232,35 +233,90 @@ def test_runtime_refuses_a_server_program_of_another_nf(tmp_path):
         Runtime(tmp_path, server=FakeHello())  # type: ignore[arg-type]
 
 
-def test_ternary_entries_keep_their_priority_through_the_generated_api(tmp_path):
-    """A ternary/range table's typed methods take the entry's priority (P4Runtime §9.1: the
-    higher wins, and it is part of the entry's identity); the switch gets it, so an entry
-    added later with a lower priority does not win a packet both match."""
-    out = tmp_path / "acl"
+@pytest.fixture(scope="module")
+def acl_build(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("acl") / "acl"
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "tests/corpus/acl_ternary.nfp", "-o", str(out),
                         "--no-verify"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    plan, _placed, model = open_build(out)
-    names = json.loads(plan.path(out, "name_map").read_text())
+    return out
+
+
+@pytest.fixture
+def acl(acl_build):
+    """A fresh switch model of tests/corpus/acl_ternary.nfp (table acl: ternary ipv4_src and
+    ipv4_dst bit<32>, range udp_dport bit<16>; value class bit<8>) behind P4Runtime, and the
+    generated package's object driving it."""
+    plan, _placed, model = open_build(acl_build)
+    names = json.loads(plan.path(acl_build, "name_map").read_text())
     grpc_server, port = serve(P4RuntimeServer(model, names, "tna"))
     switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")
-    try:
-        sys.path.insert(0, str(out / "python"))
-        nf = importlib.import_module("acl_ternary").AclTernary(out, switch=switch)
-        assert "priority" in inspect.signature(nf.acl.add).parameters
-        anything = (0, 0)
-        nf.acl.add(ipv4_src=anything, ipv4_dst=anything, udp_dport=(0, 65535), priority=20, class_=7)
-        nf.acl.add(ipv4_src=anything, ipv4_dst=anything, udp_dport=(0, 65535), priority=10, class_=9)
-        assert sorted(p for _m, _v, p in switch.read("acl")) == [10, 20]
-        pkt = bytes(Ether() / IP(src="1.2.3.4", dst="5.6.7.8") / UDP(sport=1, dport=2) / b"x")
-        o = model.process(pkt, 3)
-        bridge = next(b for b in json.loads((out / "plan.json").read_text())["bridges"]
-                      if b["direction"] == "switch->server")
-        field = next(f for f in bridge["fields"] if f["name"] == "meta.class")
-        bits = int.from_bytes(o.data[:bridge["bytes"]], "big")
-        assert (bits >> (bridge["bytes"] * 8 - field["offset"] - field["width"])) & 0xFF == 7
-        nf.acl.delete(ipv4_src=anything, ipv4_dst=anything, udp_dport=(0, 65535), priority=20)
-        assert [p for _m, _v, p in switch.read("acl")] == [10]
-    finally:
-        switch.close()
-        grpc_server.stop(0)
+    sys.path.insert(0, str(acl_build / "python"))
+    yield importlib.import_module("acl_ternary").AclTernary(acl_build, switch=switch), switch, model
+    switch.close()
+    grpc_server.stop(0)
+
+
+def test_ternary_entries_keep_their_priority_through_the_generated_api(acl, acl_build):
+    """A ternary/range table's typed methods take the entry's priority (P4Runtime §9.1: the
+    higher wins, and it is part of the entry's identity); the switch gets it, so an entry
+    added later with a lower priority does not win a packet both match."""
+    nf, switch, model = acl
+    assert "priority" in inspect.signature(nf.acl.add).parameters
+    anything = (0, 0)
+    nf.acl.add(ipv4_src=anything, ipv4_dst=anything, udp_dport=(0, 65535), priority=20, class_=7)
+    nf.acl.add(ipv4_src=anything, ipv4_dst=anything, udp_dport=(0, 65535), priority=10, class_=9)
+    assert sorted(p for _m, _v, p in switch.read("acl")) == [10, 20]
+    pkt = bytes(Ether() / IP(src="1.2.3.4", dst="5.6.7.8") / UDP(sport=1, dport=2) / b"x")
+    o = model.process(pkt, 3)
+    bridge = next(b for b in json.loads((acl_build / "plan.json").read_text())["bridges"]
+                  if b["direction"] == "switch->server")
+    field = next(f for f in bridge["fields"] if f["name"] == "meta.class")
+    bits = int.from_bytes(o.data[:bridge["bytes"]], "big")
+    assert (bits >> (bridge["bytes"] * 8 - field["offset"] - field["width"])) & 0xFF == 7
+    nf.acl.delete(ipv4_src=anything, ipv4_dst=anything, udp_dport=(0, 65535), priority=20)
+    assert [p for _m, _v, p in switch.read("acl")] == [10]
+
+
+@pytest.mark.parametrize("fields", [
+    {"ipv4_src": ("::a00:1", "255.255.255.255")},  # an IPv6 address, small enough for 32 bits
+    {"ipv4_src": ("00:00:0a:00:00:01", "255.255.255.255")},  # a MAC address, small enough too
+    {"ipv4_src": ("10.0.0.1", "::ffff:ffff")},  # an IPv6 mask
+    {"class_": "0.0.0.7"},  # an IPv4 address for a bit<8> value
+])
+def test_address_strings_fit_only_fields_of_their_width(acl, fields):
+    """An address string is a value of its address's width — dotted IPv4 32 bits, colon MAC
+    48, IPv6 128 — not any integer that happens to fit: for a field of another width it is
+    InvalidEntry, and nothing is written."""
+    nf, switch, _model = acl
+    row = {"ipv4_src": ("10.0.0.1", "255.255.255.255"), "ipv4_dst": (0, 0), "udp_dport": (0, 65535), "class_": 1}
+    with pytest.raises(InvalidEntry):
+        nf.acl.add(**(row | fields), priority=5)
+    assert list(switch.read("acl")) == []
+    nf.acl.add(**row, priority=5)  # the same row with addresses of the right width
+    assert [m["ipv4_src"] for m, _v, _p in switch.read("acl")] == [(0x0A000001, 0xFFFFFFFF)]
+
+
+def test_address_strings_in_an_entries_file_fit_only_fields_of_their_width(acl, tmp_path):
+    """The same rule for an ``--entries`` file: the IPv6 "::a00:1" for a bit<32> key is
+    refused by the runtime, not loaded as 10.0.0.1."""
+    nf, switch, _model = acl
+    path = tmp_path / "e.yaml"
+    for src in ("::a00:1", "10.0.0.1"):
+        path.write_text(f'acl:\n  - match: {{ipv4_src: ["{src}", 255.255.255.255], ipv4_dst: [0, 0], '
+                        'udp_dport: "0..65535"}\n    priority: 5\n    values: {class: 1}\n')
+        if src == "::a00:1":
+            with pytest.raises(InvalidEntry, match="IPv6"):
+                nf.load(load_entries(path))
+            assert list(switch.read("acl")) == []
+        else:  # the same file with an IPv4 address loads
+            assert nf.load(load_entries(path)) == 1
+
+
+@pytest.mark.parametrize(("text", "width", "value"), [
+    ("0.0.0.0", 32, 0), ("00:00:00:00:00:00", 48, 0), ("::", 128, 0), ("10.0.0.1", 32, 0x0A000001),
+    ("2:0:0:0:0:99", 48, 0x020000000099)])
+def test_all_zero_addresses_parse_as_addresses(text, width, value):
+    """An all-zero address is a valid address of its width (it was a falsy value that fell
+    through to int("0.0.0.0", 0) and failed)."""
+    assert parse_value(text, width) == value

@@ -10,11 +10,24 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["Match", "P4Table", "TableEntry", "TableError"]
+__all__ = ["DuplicateEntry", "Match", "MissingEntry", "P4Table", "TableEntry", "TableError", "TableFull",
+           "TableState"]
 
 
 class TableError(ValueError):
     """A bad write: wrong key, value out of range, unknown action, duplicate, missing, full."""
+
+
+class DuplicateEntry(TableError):
+    """insert() of an entry whose key (match and priority) is already present."""
+
+
+class MissingEntry(TableError):
+    """delete() or modify() of a key that is not present."""
+
+
+class TableFull(TableError):
+    """insert() into a table that holds ``size`` entries."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,6 +49,10 @@ class KeyField:
     name: str
     match: str  # exact | lpm | ternary | range
     width: int
+
+
+# a table's contents, as snapshot() took them: its entries in insertion order and the exact index
+TableState = tuple[tuple[TableEntry, ...], dict[tuple[int, ...], TableEntry] | None]
 
 
 def _m(w: int) -> int:
@@ -83,33 +100,53 @@ class P4Table:
             return self._exact.get(tuple(m.value for m in probe.key))
         return next((x for x in self.entries if self._ident(x) == self._ident(probe)), None)
 
+    def get(self, key: tuple[Match, ...], priority: int = 0) -> TableEntry | None:
+        """The entry with this key (match and priority), if there is one."""
+        return self._find(TableEntry(key, "", {}, priority))
+
     def insert(self, e: TableEntry) -> None:
         self._check(e)
         if self._find(e) is not None:
-            raise TableError(f"{self.name}: an entry with this key already exists")
+            raise DuplicateEntry(f"{self.name}: an entry with this key already exists")
         if len(self.entries) >= self.size:
-            raise TableError(f"{self.name}: table is full ({self.size} entries)")
+            raise TableFull(f"{self.name}: table is full ({self.size} entries)")
         self.entries.append(e)
         if self._exact is not None:
             self._exact[tuple(m.value for m in e.key)] = e
 
     def delete(self, key: tuple[Match, ...], priority: int = 0) -> TableEntry:
-        found = self._find(TableEntry(key, "", {}, priority))
+        found = self.get(key, priority)
         if found is None:
-            raise TableError(f"{self.name}: no entry with this key")
+            raise MissingEntry(f"{self.name}: no entry with this key")
         self.entries.remove(found)
         if self._exact is not None:
             del self._exact[tuple(m.value for m in found.key)]
         return found
 
     def modify(self, e: TableEntry) -> None:
+        """The entry with ``e``'s key gets ``e``'s action, in place (its rank among entries of
+        equal priority stays)."""
         self._check(e)
-        old = self.delete(e.key, e.priority)
-        try:
-            self.insert(e)
-        except TableError:
-            self.insert(old)
-            raise
+        old = self._find(e)
+        if old is None:
+            raise MissingEntry(f"{self.name}: no entry with this key")
+        self.entries[next(i for i, x in enumerate(self.entries) if x is old)] = e
+        if self._exact is not None:
+            self._exact[tuple(m.value for m in e.key)] = e
+
+    def snapshot(self) -> TableState:
+        """The contents now, for restore(): a batch of writes that must be all or nothing
+        (P4Runtime ROLLBACK_ON_ERROR) goes back to it, entries in their original order, which
+        decides between overlapping entries of equal priority."""
+        return tuple(self.entries), None if self._exact is None else dict(self._exact)
+
+    def restore(self, state: TableState) -> None:
+        entries, exact = state
+        self.entries = list(entries)
+        self._exact = None if exact is None else dict(exact)
+
+    def clear(self) -> None:
+        self.restore(((), None if self._exact is None else {}))
 
     def lookup(self, values: tuple[int, ...]) -> TableEntry | None:
         if self._exact is not None:
