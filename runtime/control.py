@@ -4,6 +4,8 @@ docs/control.md): a UNIX stream socket, one reply per request, little-endian fra
 Records are lists of integers in the table's ``.nfp`` order (key fields, an LPM table's
 prefix length, then values).  Every failure raises a typed :class:`runtime.errors` error
 carrying the record at fault; ADD/MODIFY/DELETE messages are all-or-nothing on the server.
+A server that does not let this process's user in answers the connection with one REFUSED
+reply and closes it: :class:`ControlRefused`.
 """
 
 from __future__ import annotations
@@ -25,16 +27,23 @@ from runtime.errors import (
     TableFull,
 )
 
-__all__ = ["OP", "ControlChannel", "ServerTable"]
+__all__ = ["OP", "ControlChannel", "ControlRefused", "ServerTable"]
 
 VERSION = 1
 REQ = struct.Struct("<4sBBHII")
 REP = struct.Struct("<4sBBHII")
 OP = {"hello": 1, "add": 2, "modify": 3, "delete": 4, "read": 5, "dump": 6, "counters": 7, "clear": 8, "start": 9}
 MAX_RECORDS = 1 << 20
+
+
+class ControlRefused(ChannelError):
+    """The server program does not let this process's user (uid, groups) use its control
+    channel: REFUSED, sent as the connection is accepted (docs/control.md, "Who may connect")."""
+
+
 _ERRORS: dict[int, type[RuntimeApiError]] = {
     1: ChannelError, 2: ChannelError, 3: InvalidEntry, 4: InvalidEntry, 5: InvalidEntry, 6: EntryExists,
-    7: EntryNotFound, 8: TableFull, 9: TableFull, 10: InvalidEntry,
+    7: EntryNotFound, 8: TableFull, 9: TableFull, 10: InvalidEntry, 11: ControlRefused, 12: ChannelError,
 }
 
 
@@ -67,7 +76,11 @@ class ControlChannel:
         except OSError as e:
             self.sock.close()
             raise ChannelError(f"cannot connect to the server program's control socket {self.path}: {e}") from e
-        hello = json.loads(self._call("hello"))
+        try:
+            hello = json.loads(self._call("hello"))
+        except RuntimeApiError:
+            self.sock.close()
+            raise
         if hello.get("version") != VERSION:
             raise ChannelError(f"the server program speaks control protocol {hello.get('version')}, not {VERSION}")
         self.program: str = hello["program"]
@@ -98,11 +111,18 @@ class ControlChannel:
         return bytes(buf)
 
     def raw(self, header: bytes, body: bytes = b"") -> tuple[int, int, bytes]:
-        """Send a request as given (tests use it to send malformed ones); (status, index, body)."""
+        """Send a request as given (tests use it to send malformed ones); (status, index, body).
+        A reply the server sent before closing (a refusal) is read even if the send failed."""
         try:
             self.sock.sendall(header + body)
         except OSError as e:
-            raise ChannelError(f"control socket: {e}") from e
+            try:
+                return self._reply()
+            except ChannelError:
+                raise ChannelError(f"control socket: {e}") from e
+        return self._reply()
+
+    def _reply(self) -> tuple[int, int, bytes]:
         magic, version, status, _op, index, length = REP.unpack(self._recv(REP.size))
         if magic != b"NFCR" or version != VERSION:
             raise ChannelError("not a control channel reply")

@@ -16,7 +16,7 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
-from runtime.control import ControlChannel
+from runtime.control import ControlChannel, ControlRefused
 from runtime.errors import ChannelError
 
 __all__ = ["ServerProcess", "eal_args", "hugepages"]
@@ -82,6 +82,9 @@ class ServerProcess:
             if self.socket.exists():
                 try:
                     return ControlChannel(self.socket)
+                except ControlRefused:  # asking again changes nothing
+                    self.stop()
+                    raise
                 except ChannelError:
                     pass
             time.sleep(0.05)

@@ -1,18 +1,27 @@
 /* nfc server runtime: the control channel (protocol in nfc_ctl.h and docs/control.md), served
- * by one control thread on a UNIX socket, one request at a time from up to 16 clients: the
- * control thread is the tables' only writer while the forwarding lcores run.  Hand-written,
- * shared by every generated program. */
+ * by one control thread on a UNIX socket to up to NFC_CTL_MAX_CLIENTS clients.  The thread is
+ * the tables' only writer while the forwarding lcores run, and it never waits for a client:
+ * every socket is non-blocking, a request is read as its bytes arrive and served once whole,
+ * and its reply is written as the client reads it.  A client is not read from while its
+ * reply is unsent (one reply in flight each; a DUMP reply is a page of at most
+ * NFC_CTL_MAX_PAGE bytes, copied out of the table), and a client that takes longer than
+ * --control-timeout-ms to send a request or to read a reply is closed.  Only peers whose
+ * credentials (SO_PEERCRED) are allowed are served.  Hand-written, shared by every generated
+ * program. */
+#define _GNU_SOURCE /* accept4, struct ucred */
 #include <errno.h>
+#include <grp.h>
 #include <inttypes.h>
 #include <poll.h>
-#include <stdarg.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <sys/time.h>
+#include <sys/stat.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rte_hash.h>
@@ -21,58 +30,65 @@
 #include "nfc_ctl.h"
 #include "nfc_rt.h"
 
+#define MAX_ALLOW 16  /* --control-allow-uid flags */
+#define MAX_LOGGED 8  /* refusals reported on stderr (a full stderr pipe would block the thread) */
+
+/* the command line (nfc_control_arg) */
+static const char *sock_arg, *group_arg;
+static uid_t allow[MAX_ALLOW];
+static int nallow;
+static uint64_t timeout_ms = NFC_CTL_TIMEOUT_MS;
+
+static gid_t group; /* --control-group's */
 static int listen_fd = -1;
 static volatile int stopping;
 static pthread_t thread;
 static char sock_path[108];
 
-static int read_all(int fd, void *buf, size_t n)
+/* One connection: the request being read (header, then body) and the reply being written. */
+struct client {
+    int fd;
+    struct nfc_ctl_req q;
+    uint64_t *body;    /* q.length bytes, once the header is in */
+    size_t got;        /* bytes of the request read */
+    uint8_t *out;      /* the reply, header and body; NULL: none */
+    size_t out_len, sent;
+    int close_after;   /* close once the reply is out (BAD_REQUEST) */
+    uint64_t deadline; /* now_ms() by which the request or reply under way is done; 0: idle */
+};
+
+static uint64_t now_ms(void)
 {
-    uint8_t *p = buf;
-    while (n > 0) {
-        ssize_t r = recv(fd, p, n, 0);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
 }
 
-static int write_all(int fd, const void *buf, size_t n)
-{
-    const uint8_t *p = buf;
-    while (n > 0) {
-        ssize_t r = send(fd, p, n, MSG_NOSIGNAL);
-        if (r < 0 && errno == EINTR)
-            continue;
-        if (r <= 0)
-            return -1;
-        p += r;
-        n -= (size_t)r;
-    }
-    return 0;
-}
-
-static int reply(int fd, uint8_t op, uint8_t status, uint32_t index, const void *body, uint32_t len)
+/* Queue the reply to c's request (written as c reads it); no memory: c is closed. */
+static void reply(struct client *c, uint8_t status, uint32_t index, const void *body, uint32_t len)
 {
     struct nfc_ctl_rep r;
     memcpy(r.magic, NFC_CTL_REP_MAGIC, 4);
     r.version = NFC_CTL_VERSION;
     r.status = status;
-    r.op = op;
+    r.op = c->q.op;
     r.index = index;
     r.length = len;
-    if (write_all(fd, &r, sizeof r) != 0)
-        return -1;
-    return len ? write_all(fd, body, len) : 0;
+    c->out = malloc(sizeof r + len);
+    if (c->out == NULL) {
+        c->close_after = 1;
+        return;
+    }
+    memcpy(c->out, &r, sizeof r);
+    if (len)
+        memcpy(c->out + sizeof r, body, len);
+    c->out_len = sizeof r + len;
+    c->sent = 0;
 }
 
-static int fail(int fd, uint8_t op, uint8_t status, uint32_t index, const char *why)
+static void fail(struct client *c, uint8_t status, uint32_t index, const char *why)
 {
-    return reply(fd, op, status, index, why, (uint32_t)strlen(why));
+    reply(c, status, index, why, (uint32_t)strlen(why));
 }
 
 /* A growing text buffer for the JSON replies. */
@@ -161,44 +177,6 @@ int nfc_counters_json(char *buf, int cap)
     return n < cap ? n : cap - 1;
 }
 
-/* The keys of an entry back as the control channel's fields. */
-static int unpack_key(const struct nfc_table *t, const uint8_t *key, uint64_t *out)
-{
-    unsigned off = 0;
-    for (int i = 0; i < t->nkeys; i++) {
-        out[i] = nfc_get(key, off, t->key_width[i]);
-        off += t->key_width[i];
-    }
-    if (t->lpm >= 0)
-        out[t->nkeys] = nfc_get(key, off, 8);
-    return t->nkeys + (t->lpm >= 0);
-}
-
-static int dump(int fd, const struct nfc_ctl_req *q, const uint64_t *body)
-{
-    const struct nfc_table *t = &nfc_tables[q->table];
-    int nk = t->nkeys + (t->lpm >= 0), stride = nk + t->nvalues;
-    uint32_t max = q->count ? q->count : NFC_CTL_MAX_COUNT;
-    if ((uint64_t)max * (uint64_t)stride * 8 + 8 > NFC_CTL_MAX_BODY)
-        max = (NFC_CTL_MAX_BODY - 8) / ((uint32_t)stride * 8);
-    uint64_t *out = malloc(8 + (size_t)max * (size_t)stride * 8);
-    if (out == NULL)
-        return fail(fd, q->op, NFC_E_NO_MEMORY, 0, "no memory for the reply");
-    uint32_t next = q->length >= 8 ? (uint32_t)body[0] : 0, n = 0;
-    const void *key;
-    void *data;
-    while (n < max && rte_hash_iterate(t->h, &key, &data, &next) >= 0) {
-        uint64_t *r = out + 1 + (size_t)n * (size_t)stride;
-        unpack_key(t, key, r);
-        nfc_values_of(t, data, r + nk);
-        n++;
-    }
-    out[0] = n == max ? next : 0; /* where to resume; 0: done */
-    int rc = reply(fd, q->op, NFC_OK, n, out, 8 + n * (uint32_t)stride * 8);
-    free(out);
-    return rc;
-}
-
 static const char *why(int st)
 {
     switch (st) {
@@ -219,125 +197,343 @@ static const char *why(int st)
     }
 }
 
-/* One request; -1: close the connection. */
-static int serve_one(int fd)
+/* A page of DUMP: at most `count` entries (0: any) and NFC_CTL_MAX_PAGE bytes, copied out of
+ * the table (nfc_table_copy), from the position in the request body. */
+static void dump(struct client *c)
 {
-    struct nfc_ctl_req q;
-    if (read_all(fd, &q, sizeof q) != 0)
-        return -1;
-    if (memcmp(q.magic, NFC_CTL_REQ_MAGIC, 4) != 0 || q.version != NFC_CTL_VERSION || q.length > NFC_CTL_MAX_BODY ||
-        q.length % 8 != 0) {
-        fail(fd, q.op, NFC_E_BAD_REQUEST, 0, "bad magic, version or length (this program speaks version 1)");
-        return -1;
+    const struct nfc_table *t = &nfc_tables[c->q.table];
+    uint32_t stride = (uint32_t)(t->nkeys + (t->lpm >= 0) + t->nvalues);
+    uint32_t max = (NFC_CTL_MAX_PAGE - 8) / (stride * 8);
+    if (c->q.count != 0 && c->q.count < max)
+        max = c->q.count;
+    uint64_t *out = malloc(8 + (size_t)max * stride * 8);
+    if (out == NULL) {
+        fail(c, NFC_E_NO_MEMORY, 0, "no memory for the reply");
+        return;
     }
-    uint64_t *body = q.length ? malloc(q.length) : NULL;
-    if (q.length && (body == NULL || read_all(fd, body, q.length) != 0)) {
-        free(body);
-        return -1;
+    uint32_t next = c->q.length >= 8 ? (uint32_t)c->body[0] : 0;
+    uint32_t n = nfc_table_copy(t, &next, max, out + 1);
+    if (n == UINT32_MAX) {
+        fail(c, NFC_E_BUSY, 0, "the forwarding lcore did not answer in time: try again");
+    } else {
+        out[0] = n == max ? next : 0; /* where to resume; 0: done */
+        reply(c, NFC_OK, n, out, 8 + n * stride * 8);
     }
-    int rc = 0;
+    free(out);
+}
+
+static void read_entries(struct client *c, const struct nfc_table *tb, uint32_t stride)
+{
+    uint64_t *out = malloc((size_t)c->q.count * tb->nvalues * 8 + 8);
+    uint32_t i = 0;
+    int st = out == NULL ? NFC_E_NO_MEMORY : NFC_OK;
+    for (; i < c->q.count && st == NFC_OK; i++)
+        st = nfc_entry_read(tb, c->body + (size_t)i * stride, out + (size_t)i * tb->nvalues);
+    if (st == NFC_OK)
+        reply(c, NFC_OK, c->q.count, out, c->q.count * tb->nvalues * 8);
+    else
+        fail(c, (uint8_t)st, i - 1, why(st));
+    free(out);
+}
+
+/* Delete every entry: a copy of the keys, then one all-or-nothing DELETE. */
+static void clear(struct client *c, struct nfc_table *tb)
+{
+    uint32_t stride = (uint32_t)(tb->nkeys + (tb->lpm >= 0) + tb->nvalues);
+    uint32_t n = (uint32_t)rte_hash_count(tb->h), next = 0, bad = 0;
+    uint64_t *rec = malloc((size_t)(n ? n : 1) * stride * 8);
+    uint32_t got = rec != NULL ? nfc_table_copy(tb, &next, n, rec) : 0;
+    int st = rec == NULL ? NFC_E_NO_MEMORY : nfc_batch(tb, NFC_OP_DELETE, rec, got, stride, &bad);
+    if (st == NFC_OK)
+        reply(c, NFC_OK, got, NULL, 0);
+    else
+        fail(c, (uint8_t)st, bad, why(st));
+    free(rec);
+}
+
+/* ADD, MODIFY, DELETE, READ, CLEAR of a control-plane table. */
+static void entries(struct client *c, struct nfc_table *tb)
+{
+    const struct nfc_ctl_req *q = &c->q;
+    uint32_t stride = (uint32_t)(tb->nkeys + (tb->lpm >= 0));
+    if (q->op == NFC_OP_ADD || q->op == NFC_OP_MODIFY)
+        stride += tb->nvalues;
+    if (q->op == NFC_OP_CLEAR)
+        stride = 0;
+    uint32_t bad = 0;
+    int st;
+    if (q->count > NFC_CTL_MAX_COUNT || (uint64_t)q->count * stride * 8 != q->length) {
+        fail(c, NFC_E_BAD_REQUEST, 0, "the body is not `count` records of this table");
+    } else if (q->op == NFC_OP_READ) {
+        read_entries(c, tb, stride);
+    } else if (q->op == NFC_OP_CLEAR) {
+        clear(c, tb);
+    } else if ((st = nfc_batch(tb, q->op, c->body, q->count, stride, &bad)) == NFC_OK) {
+        reply(c, NFC_OK, bad, NULL, 0);
+    } else {
+        fail(c, (uint8_t)st, bad, why(st));
+    }
+}
+
+/* The whole request in c: queue its reply. */
+static void serve(struct client *c)
+{
+    const struct nfc_ctl_req *q = &c->q;
     struct text t = {0};
-    if (q.op == NFC_OP_START) {
+    if (q->op == NFC_OP_START) {
         nfc_started = 1;
-        rc = reply(fd, q.op, NFC_OK, 0, NULL, 0);
-    } else if (q.op == NFC_OP_HELLO || q.op == NFC_OP_COUNTERS) {
-        if (q.op == NFC_OP_HELLO)
+        reply(c, NFC_OK, 0, NULL, 0);
+    } else if (q->op == NFC_OP_HELLO || q->op == NFC_OP_COUNTERS) {
+        if (q->op == NFC_OP_HELLO)
             hello(&t);
         else
             nfc_counters_text(&t);
-        rc = t.s ? reply(fd, q.op, NFC_OK, 0, t.s, (uint32_t)t.n) : fail(fd, q.op, NFC_E_NO_MEMORY, 0, "no memory");
-    } else if (q.op < NFC_OP_ADD || q.op > NFC_OP_CLEAR) {
-        rc = fail(fd, q.op, NFC_E_BAD_OP, 0, "unknown operation");
-    } else if (q.table >= nfc_ntables) {
-        rc = fail(fd, q.op, NFC_E_NO_TABLE, 0, "no such table");
-    } else if (q.op == NFC_OP_DUMP) {
-        rc = dump(fd, &q, body);
-    } else if (nfc_tables[q.table].state) {
-        rc = fail(fd, q.op, NFC_E_READ_ONLY, 0, "data-plane state: written by the forwarding lcore only");
+        if (t.s != NULL)
+            reply(c, NFC_OK, 0, t.s, (uint32_t)t.n);
+        else
+            fail(c, NFC_E_NO_MEMORY, 0, "no memory");
+    } else if (q->op < NFC_OP_ADD || q->op > NFC_OP_CLEAR) {
+        fail(c, NFC_E_BAD_OP, 0, "unknown operation");
+    } else if (q->table >= nfc_ntables) {
+        fail(c, NFC_E_NO_TABLE, 0, "no such table");
+    } else if (q->op == NFC_OP_DUMP) {
+        dump(c);
+    } else if (nfc_tables[q->table].state) {
+        fail(c, NFC_E_READ_ONLY, 0, "data-plane state: written by the forwarding lcore only");
     } else {
-        struct nfc_table *tb = &nfc_tables[q.table];
-        uint32_t nk = (uint32_t)(tb->nkeys + (tb->lpm >= 0)), stride = nk;
-        if (q.op == NFC_OP_ADD || q.op == NFC_OP_MODIFY)
-            stride += tb->nvalues;
-        if (q.op == NFC_OP_CLEAR) {
-            stride = 0;
-        }
-        if (q.count > NFC_CTL_MAX_COUNT || (uint64_t)q.count * stride * 8 != q.length) {
-            rc = fail(fd, q.op, NFC_E_BAD_REQUEST, 0, "the body is not `count` records of this table");
-        } else if (q.op == NFC_OP_READ) {
-            uint64_t *out = malloc((size_t)q.count * tb->nvalues * 8 + 8);
-            uint32_t i = 0;
-            int st = out == NULL ? NFC_E_NO_MEMORY : NFC_OK;
-            for (; i < q.count && st == NFC_OK; i++)
-                st = nfc_entry_read(tb, body + (size_t)i * stride, out + (size_t)i * tb->nvalues);
-            rc = st == NFC_OK ? reply(fd, q.op, NFC_OK, q.count, out, q.count * tb->nvalues * 8)
-                              : fail(fd, q.op, (uint8_t)st, i - 1, why(st));
-            free(out);
-        } else if (q.op == NFC_OP_CLEAR) {
-            uint32_t n = (uint32_t)rte_hash_count(tb->h), got = 0, next = 0;
-            uint64_t *keys = malloc((size_t)(n ? n : 1) * nk * 8);
-            const void *key;
-            void *data;
-            while (keys != NULL && got < n && rte_hash_iterate(tb->h, &key, &data, &next) >= 0)
-                unpack_key(tb, key, keys + (size_t)got++ * nk);
-            uint32_t bad = 0;
-            int st = keys == NULL ? NFC_E_NO_MEMORY : nfc_batch(tb, NFC_OP_DELETE, keys, got, nk, &bad);
-            rc = st == NFC_OK ? reply(fd, q.op, NFC_OK, got, NULL, 0) : fail(fd, q.op, (uint8_t)st, bad, why(st));
-            free(keys);
-        } else {
-            uint32_t bad = 0;
-            int st = nfc_batch(tb, q.op, body, q.count, stride, &bad);
-            rc = st == NFC_OK ? reply(fd, q.op, NFC_OK, bad, NULL, 0) : fail(fd, q.op, (uint8_t)st, bad, why(st));
-        }
+        entries(c, &nfc_tables[q->table]);
     }
     free(t.s);
-    free(body);
-    return rc;
 }
 
-#define MAX_CLIENTS 16
+/* ---- the connections ------------------------------------------------------------------------ */
 
-/* Serve every connected client, one whole request at a time: one thread, one writer.  A
- * client that stops half-way through a request is dropped after SO_RCVTIMEO. */
+/* Write what c takes of its reply; -1: close c (an error, or a reply that ends the connection). */
+static int flush(struct client *c)
+{
+    while (c->out != NULL && c->sent < c->out_len) {
+        ssize_t r = send(c->fd, c->out + c->sent, c->out_len - c->sent, MSG_NOSIGNAL);
+        if (r < 0)
+            return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+        c->sent += (size_t)r;
+    }
+    free(c->out);
+    c->out = NULL;
+    c->deadline = 0;
+    return c->close_after ? -1 : 0;
+}
+
+/* The header just read names a request this program takes, and its body has room; else the
+ * reply says why and the connection closes after it. */
+static int header_ok(struct client *c)
+{
+    const struct nfc_ctl_req *q = &c->q;
+    if (memcmp(q->magic, NFC_CTL_REQ_MAGIC, 4) != 0 || q->version != NFC_CTL_VERSION ||
+        q->length > NFC_CTL_MAX_BODY || q->length % 8 != 0) {
+        fail(c, NFC_E_BAD_REQUEST, 0, "bad magic, version or length (this program speaks version 1)");
+    } else if (q->length != 0 && (c->body = malloc(q->length)) == NULL) {
+        fail(c, NFC_E_NO_MEMORY, 0, "no memory for the request");
+    } else {
+        return 1;
+    }
+    c->close_after = 1;
+    return 0;
+}
+
+/* Read what has arrived of c's request, never past its end, and serve it once whole; -1:
+ * close c.  The request's first byte starts its deadline; the reply gets a deadline anew. */
+static int receive(struct client *c, uint64_t now)
+{
+    const size_t hdr = sizeof c->q;
+    uint8_t *dst = c->got < hdr ? (uint8_t *)&c->q + c->got : (uint8_t *)c->body + (c->got - hdr);
+    size_t want = c->got < hdr ? hdr - c->got : hdr + c->q.length - c->got;
+    ssize_t r = recv(c->fd, dst, want, 0);
+    if (r < 0)
+        return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR ? 0 : -1;
+    if (r == 0)
+        return -1;
+    if (c->got == 0)
+        c->deadline = now + timeout_ms;
+    c->got += (size_t)r;
+    if (c->got == hdr && !header_ok(c))
+        return flush(c);
+    if (c->got < hdr || c->got < hdr + c->q.length)
+        return 0;
+    serve(c);
+    free(c->body);
+    c->body = NULL;
+    c->got = 0;
+    c->deadline = now + timeout_ms;
+    return flush(c);
+}
+
+/* Advance c by what poll reported; nonzero: close it (end of stream, an error, a reply that
+ * ends the connection, or its deadline passed). */
+static int step(struct client *c, short ev, uint64_t now)
+{
+    int rc = 0;
+    if (ev & POLLNVAL)
+        return -1;
+    if (c->out != NULL && (ev & (POLLOUT | POLLERR | POLLHUP)))
+        rc = flush(c);
+    else if (c->out == NULL && (ev & (POLLIN | POLLERR | POLLHUP)))
+        rc = receive(c, now);
+    return rc != 0 || (c->deadline != 0 && now >= c->deadline);
+}
+
+static void drop(struct client *c)
+{
+    close(c->fd);
+    free(c->body);
+    free(c->out);
+}
+
+/* Is --control-group among the peer's supplementary groups (SO_PEERGROUPS, Linux 4.13)? */
+static int in_peer_groups(int fd)
+{
+    gid_t some[64], *g = some;
+    socklen_t len = sizeof some;
+    int rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len);
+    if (rc != 0 && errno == ERANGE && (g = malloc(len)) != NULL)
+        rc = getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, g, &len);
+    int found = 0;
+    for (size_t i = 0; rc == 0 && i < len / sizeof *g; i++)
+        found |= g[i] == group;
+    if (g != some)
+        free(g);
+    return found;
+}
+
+/* May the peer on fd use the channel: an allowed uid, or a member of --control-group. */
+static int allowed(int fd, uid_t *uid)
+{
+    struct ucred cr;
+    socklen_t len = sizeof cr;
+    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0)
+        return 0;
+    *uid = cr.uid;
+    for (int i = 0; i < nallow; i++)
+        if (cr.uid == allow[i])
+            return 1;
+    return group_arg != NULL && (cr.gid == group || in_peer_groups(fd));
+}
+
+/* One reply, unasked and without waiting, then close: a peer that is not served. */
+static void turn_away(int fd, uint8_t status, const char *why)
+{
+    struct client c = {.fd = fd};
+    fail(&c, status, 0, why);
+    if (c.out != NULL)
+        (void)send(fd, c.out, c.out_len, MSG_DONTWAIT | MSG_NOSIGNAL);
+    drop(&c);
+}
+
+/* Take the connections waiting on the socket: allowed peers become clients (cl[0..n)), the
+ * others are turned away; the new n. */
+static int admit(struct client *cl, int n)
+{
+    static unsigned refused;
+    int fd;
+    while ((fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+        uid_t uid = (uid_t)-1;
+        char msg[80];
+        if (!allowed(fd, &uid)) {
+            snprintf(msg, sizeof msg, "uid %ld may not use this control channel", uid == (uid_t)-1 ? -1L : (long)uid);
+            if (refused++ < MAX_LOGGED)
+                fprintf(stderr, "nfc: control connection refused: %s\n", msg);
+            turn_away(fd, NFC_E_REFUSED, msg);
+        } else if (n == NFC_CTL_MAX_CLIENTS) {
+            turn_away(fd, NFC_E_BAD_REQUEST, "too many control connections");
+        } else {
+            cl[n++] = (struct client){.fd = fd};
+        }
+    }
+    return n;
+}
+
+/* How long poll may wait: until the nearest deadline, at most 100 ms (to see `stopping`). */
+static int poll_ms(const struct client *cl, int n, uint64_t now)
+{
+    uint64_t wait = 100;
+    for (int i = 0; i < n; i++)
+        if (cl[i].deadline != 0)
+            wait = cl[i].deadline <= now ? 0 : (cl[i].deadline - now < wait ? cl[i].deadline - now : wait);
+    return (int)wait;
+}
+
+/* Poll every client and the socket; each round advances every client by what it has sent or
+ * can take, and closes those past their deadline. */
 static void *control_main(void *arg)
 {
     (void)arg;
-    struct pollfd fds[MAX_CLIENTS + 1];
-    int n = 1;
-    fds[0].fd = listen_fd;
-    fds[0].events = POLLIN;
+    static struct client cl[NFC_CTL_MAX_CLIENTS];
+    struct pollfd fds[NFC_CTL_MAX_CLIENTS + 1];
+    int n = 0;
     while (!stopping) {
-        if (poll(fds, (nfds_t)n, 100) <= 0)
-            continue;
-        for (int i = n - 1; i >= 1; i--) {
-            if (fds[i].revents == 0)
-                continue;
-            if ((fds[i].revents & POLLIN) == 0 || serve_one(fds[i].fd) != 0) {
-                close(fds[i].fd);
-                fds[i] = fds[--n];
+        fds[0] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
+        for (int i = 0; i < n; i++)
+            fds[i + 1] = (struct pollfd){.fd = cl[i].fd, .events = cl[i].out != NULL ? POLLOUT : POLLIN};
+        if (poll(fds, (nfds_t)n + 1, poll_ms(cl, n, now_ms())) < 0 && errno != EINTR)
+            break;
+        uint64_t now = now_ms();
+        for (int i = n - 1; i >= 0; i--) /* the last client moves into a closed one's place: seen already */
+            if (step(&cl[i], fds[i + 1].revents, now) != 0) {
+                drop(&cl[i]);
+                cl[i] = cl[--n];
             }
-        }
-        if (fds[0].revents & POLLIN) {
-            int fd = accept(listen_fd, NULL, NULL);
-            if (fd >= 0 && n <= MAX_CLIENTS) {
-                struct timeval tv = {.tv_sec = 5, .tv_usec = 0};
-                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
-                fds[n].fd = fd;
-                fds[n].events = POLLIN;
-                fds[n].revents = 0;
-                n++;
-            } else if (fd >= 0) {
-                fail(fd, 0, NFC_E_BAD_REQUEST, 0, "too many control connections");
-                close(fd);
-            }
-        }
+        if (fds[0].revents & POLLIN)
+            n = admit(cl, n);
     }
-    for (int i = 1; i < n; i++)
-        close(fds[i].fd);
+    for (int i = 0; i < n; i++)
+        drop(&cl[i]);
     return NULL;
 }
 
-int nfc_control_start(const char *path)
+/* ---- start-up ------------------------------------------------------------------------------ */
+
+static int number(const char *flag, const char *v, uint64_t max, uint64_t *out)
+{
+    char *end = NULL;
+    errno = 0;
+    unsigned long long x = strtoull(v, &end, 10);
+    if (errno != 0 || end == v || *end != '\0' || *v == '-' || x > max) {
+        fprintf(stderr, "nfc: %s takes a number up to %" PRIu64 ", not %s\n", flag, max, v);
+        return -1;
+    }
+    *out = x;
+    return 0;
+}
+
+int nfc_control_arg(int argc, char **argv)
+{
+    const char *f = argv[0], *v = argc > 1 ? argv[1] : NULL;
+    uint64_t x = 0;
+    if (strcmp(f, "--control") != 0 && strcmp(f, "--control-group") != 0 &&
+        strcmp(f, "--control-allow-uid") != 0 && strcmp(f, "--control-timeout-ms") != 0)
+        return 0;
+    if (v == NULL) {
+        fprintf(stderr, "nfc: %s takes a value\n", f);
+        return -1;
+    }
+    if (strcmp(f, "--control") == 0) {
+        sock_arg = v;
+    } else if (strcmp(f, "--control-group") == 0) {
+        group_arg = v;
+    } else if (strcmp(f, "--control-allow-uid") == 0) {
+        if (nallow == MAX_ALLOW || number(f, v, UINT32_MAX - 1, &x) != 0)
+            return -1;
+        allow[nallow++] = (uid_t)x;
+    } else {
+        if (number(f, v, 3600000, &x) != 0 || x == 0)
+            return -1;
+        timeout_ms = x;
+    }
+    return 2;
+}
+
+/* Listen on `path`: the socket file is owner-only from the moment it exists (umask), then
+ * with --control-group handed to the group, 0660. */
+static int listen_on(const char *path)
 {
     struct sockaddr_un a;
     memset(&a, 0, sizeof a);
@@ -349,11 +545,37 @@ int nfc_control_start(const char *path)
     strcpy(a.sun_path, path);
     snprintf(sock_path, sizeof sock_path, "%s", path);
     unlink(path);
-    listen_fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    if (listen_fd < 0 || bind(listen_fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(listen_fd, 4) != 0) {
+    listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    mode_t umask_was = umask(0177);
+    int ok = listen_fd >= 0 && bind(listen_fd, (struct sockaddr *)&a, sizeof a) == 0;
+    umask(umask_was);
+    if (ok && group_arg != NULL)
+        ok = chown(path, (uid_t)-1, group) == 0 && chmod(path, 0660) == 0;
+    if (!ok || listen(listen_fd, 16) != 0) {
         fprintf(stderr, "nfc: cannot listen on %s: %s\n", path, strerror(errno));
         return -1;
     }
+    return 0;
+}
+
+int nfc_control_start(void)
+{
+    if (sock_arg == NULL)
+        return 0;
+    if (nallow == 0) { /* the program's own uid, and root */
+        allow[nallow++] = geteuid();
+        allow[nallow++] = 0;
+    }
+    if (group_arg != NULL) {
+        struct group *g = getgrnam(group_arg); /* start-up, one thread asks */
+        if (g == NULL) {
+            fprintf(stderr, "nfc: --control-group %s: no such group\n", group_arg);
+            return -1;
+        }
+        group = g->gr_gid;
+    }
+    if (listen_on(sock_arg) != 0)
+        return -1;
     /* a control thread runs on the cores EAL does not forward on (not the main lcore's) */
     if (rte_ctrl_thread_create(&thread, "nfc-control", NULL, control_main, NULL) != 0) {
         fprintf(stderr, "nfc: cannot start the control thread\n");

@@ -9,7 +9,13 @@
  * DELETE of `count` records are all-or-nothing: a message with one bad record changes
  * nothing and its reply names the record (`index`) and why (status, message text).
  * Readers (forwarding lcores) never lock: the tables are lock-free rte_hash tables and
- * replaced or deleted entries are freed after an RCU grace period (rte_rcu_qsbr). */
+ * replaced or deleted entries are freed after an RCU grace period (rte_rcu_qsbr).
+ *
+ * Who may connect: the socket file is owner-only (0600), or 0660 with --control-group; a
+ * peer whose uid (SO_PEERCRED) is not allowed gets one REFUSED reply, unasked, and is closed.
+ * No client holds up another: a request must arrive whole, and a reply be read whole, within
+ * --control-timeout-ms of its first byte, or the client is closed; a client is not read from
+ * while its reply is unsent, and a DUMP reply holds at most NFC_CTL_MAX_PAGE bytes. */
 #ifndef NFC_CTL_H
 #define NFC_CTL_H
 
@@ -20,6 +26,9 @@
 #define NFC_CTL_REP_MAGIC "NFCR"
 #define NFC_CTL_MAX_BODY (64u << 20)
 #define NFC_CTL_MAX_COUNT (1u << 20)
+#define NFC_CTL_MAX_PAGE (1u << 20)     /* body bytes of one DUMP reply */
+#define NFC_CTL_MAX_CLIENTS 64
+#define NFC_CTL_TIMEOUT_MS 5000         /* default --control-timeout-ms */
 
 struct nfc_ctl_req {
     char magic[4];
@@ -45,7 +54,7 @@ enum nfc_ctl_op {
     NFC_OP_MODIFY = 3,   /* every key present: its values replaced */
     NFC_OP_DELETE = 4,   /* every key present */
     NFC_OP_READ = 5,     /* reply body: the values of each key */
-    NFC_OP_DUMP = 6,     /* reply body: every entry (keys, values); index = entries */
+    NFC_OP_DUMP = 6,     /* body: u64 position; reply: u64 next (0: done), a page of entries (keys, values) */
     NFC_OP_COUNTERS = 7, /* reply body: JSON {forwarded, no_port, drops: {reason: n}, tables: {name: {hits, misses, entries}}} */
     NFC_OP_CLEAR = 8,    /* delete every entry of the table */
     NFC_OP_START = 9,    /* start forwarding (a program started with --wait) */
@@ -63,12 +72,19 @@ enum nfc_ctl_status {
     NFC_E_FULL = 8,
     NFC_E_NO_MEMORY = 9,
     NFC_E_DUPLICATE = 10, /* the same key twice in one message */
+    NFC_E_REFUSED = 11,   /* the peer's uid may not use the channel: sent on accept, then closed */
+    NFC_E_BUSY = 12,      /* DUMP of data-plane state: the forwarding lcore did not answer */
 };
 
 extern volatile int nfc_started;
 
-/* Serve the channel on a UNIX socket at `path` from a control thread; 0 or -1. */
-int nfc_control_start(const char *path);
+/* The channel's command-line flags: --control PATH, --control-group NAME, --control-allow-uid
+ * UID (repeatable; default: the program's own uid and root), --control-timeout-ms N.  How many
+ * of argv[0..argc) the flag at argv[0] takes; 0: not one of them, -1: a bad value. */
+int nfc_control_arg(int argc, char **argv);
+/* Serve the channel on the --control socket from a control thread (no --control: nothing);
+ * 0 or -1. */
+int nfc_control_start(void);
 void nfc_control_stop(void);
 
 /* The counters as JSON (also printed on exit); returns the length written, at most cap - 1. */

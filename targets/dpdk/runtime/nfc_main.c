@@ -3,7 +3,8 @@
  * in the generated nf.c.
  *
  * usage: nf <EAL args> -- [--entries FILE] [--control SOCKET] [--live] [--idle-ms N] [--ports L0,L1,...]
- *                         [--tagged] [--wait] [--attach VDEV,ARGS]...
+ *                         [--tagged] [--wait] [--attach VDEV,ARGS]... [--control-group NAME]
+ *                         [--control-allow-uid UID]... [--control-timeout-ms N]
  * Every EAL lcore (-l) forwards, run to completion: lcore k polls queue k of every port.
  * Behind a switch: one port, the switch-facing NIC (e.g. --vdev=net_pcap0,rx_pcap=in.pcap,
  * tx_pcap=out.pcap); packets go back where they came from.  Software-only programs
@@ -15,9 +16,10 @@
  * Without --live, the first empty burst after traffic means end of input (pcap files have no
  * end-of-file signal, dpdk-here.md) and --idle-ms (default 3000) without any packet stops
  * it; with --live it runs until SIGINT/SIGTERM.  --control serves the control channel
- * (nfc_ctl.h) on a UNIX socket.  --wait holds forwarding until the control channel's START
- * (entries are loaded first); --attach hot-plugs a virtual device then (e.g. a net_pcap whose
- * input file is written after the entries are in).  The counters are printed as one JSON
+ * (nfc_ctl.h) on a UNIX socket; the --control-* flags say who may use it and how long a
+ * client may take (nfc_control_arg, docs/control.md).  --wait holds forwarding until the
+ * control channel's START (entries are loaded first); --attach hot-plugs a virtual device
+ * then (e.g. a net_pcap whose input file is written after the entries are in).  The counters are printed as one JSON
  * line on exit. */
 #include <errno.h>
 #include <inttypes.h>
@@ -211,11 +213,15 @@ int main(int argc, char **argv)
     }
     argc -= used;
     argv += used;
-    const char *entries = NULL, *control = NULL, *attach[MAX_PORTS];
+    const char *entries = NULL, *attach[MAX_PORTS];
     int nattach = 0;
     for (int i = 1; i < argc; i++) {
-        int more = i + 1 < argc;
-        if (strcmp(argv[i], "--live") == 0) {
+        int more = i + 1 < argc, taken = nfc_control_arg(argc - i, argv + i);
+        if (taken < 0)
+            return 2;
+        if (taken > 0) {
+            i += taken - 1;
+        } else if (strcmp(argv[i], "--live") == 0) {
             live = 1;
         } else if (strcmp(argv[i], "--tagged") == 0) {
             tagged = 1;
@@ -225,8 +231,6 @@ int main(int argc, char **argv)
             attach[nattach++] = argv[++i];
         } else if (more && strcmp(argv[i], "--entries") == 0) {
             entries = argv[++i];
-        } else if (more && strcmp(argv[i], "--control") == 0) {
-            control = argv[++i];
         } else if (more && strcmp(argv[i], "--idle-ms") == 0) {
             idle_ms = strtoull(argv[++i], NULL, 10);
         } else if (more && strcmp(argv[i], "--ports") == 0) {
@@ -248,7 +252,7 @@ int main(int argc, char **argv)
     uint16_t lcores = (uint16_t)rte_lcore_count();
     if (nfc_tables_init(lcores) != 0 || (entries != NULL && nfc_load_entries(entries) < 0))
         return 1;
-    if (control != NULL && nfc_control_start(control) != 0)
+    if (nfc_control_start() != 0)
         return 1;
     while (!nfc_started && !quit)
         rte_delay_us_sleep(1000);

@@ -386,6 +386,11 @@ int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *val
 int nfc_entry_read(const struct nfc_table *t, const uint64_t *keys, uint64_t *values);
 void nfc_values_of(const struct nfc_table *t, const void *data, uint64_t *values);
 int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint32_t stride, uint32_t *bad);
+/* Up to max entries of t from rte_hash_iterate position *next (0: the start; advanced) into
+ * out, each its keys then its values; how many (fewer than max: the end), UINT32_MAX: the
+ * forwarding lcore did not answer.  No pointer into t is kept: data-plane state is copied by
+ * its forwarding lcore between bursts, so nothing it frees is read (see nfc_tables.c). */
+uint32_t nfc_table_copy(const struct nfc_table *t, uint32_t *next, uint32_t max, uint64_t *out);
 void nfc_rcu_online(unsigned lcore);
 void nfc_rcu_quiescent(unsigned lcore);
 void nfc_rcu_offline(unsigned lcore);

@@ -4,23 +4,29 @@
  * control thread).  Control-plane tables are lock-free rte_hash tables
  * (RW_CONCURRENCY_LF): a replaced value or a deleted key is freed only after every
  * forwarding lcore has passed a quiescent state (rte_rcu_qsbr), so a reader never sees freed
- * memory.  Hand-written, shared by every generated program. */
+ * memory.  Data-plane state is the other way round: its one writer is the forwarding lcore,
+ * which deletes and frees expired entries at once, so the control thread never walks it
+ * while that lcore forwards; it asks the lcore for a copy instead (nfc_table_copy).
+ * Hand-written, shared by every generated program. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include <rte_branch_prediction.h>
 #include <rte_errno.h>
 #include <rte_hash.h>
 #include <rte_hash_crc.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_rcu_qsbr.h>
+#include <rte_spinlock.h>
 
 #include "nfc_ctl.h"
 #include "nfc_rt.h"
 
 static struct rte_rcu_qsbr *rcu;
+static int have_state; /* some table is data-plane state (then exactly one lcore forwards) */
 
 int nfc_tables_init(int lcores)
 {
@@ -32,6 +38,7 @@ int nfc_tables_init(int lcores)
     }
     for (int i = 0; i < nfc_ntables; i++) {
         struct nfc_table *t = &nfc_tables[i];
+        have_state |= t->state;
         if (t->state && lcores > 1) {
             fprintf(stderr, "nfc: table %s (%s) is data-plane state: run on one forwarding lcore\n", t->name,
                     t->src);
@@ -66,8 +73,116 @@ int nfc_table_find(const char *name)
     return -1;
 }
 
+/* ---- copies of a table for the control channel (DUMP, CLEAR) -------------------------------
+ * A data-plane state table changes under the forwarding lcore's hands (insert, expire and
+ * free, all without locks), so it is copied only where that lcore cannot be writing: by the
+ * lcore itself between two bursts (nfc_rcu_quiescent, which serves a posted `state_copy`), or
+ * by the control thread while no lcore forwards (`state_owner` free: before START, after the
+ * end of input).  The lcore holds `state_owner` from nfc_rcu_online to nfc_rcu_offline. */
+
+#define STATE_CHUNK 1024u   /* entries the forwarding lcore copies per burst at most ... */
+#define STATE_SLOTS 16384u  /* ... and slots it looks at: a pause of tens of us, even in a sparse table */
+#define STATE_WAIT_MS 1000u /* the lcore takes a copy request by then, or DUMP fails (NFC_E_BUSY) */
+
+struct state_copy {
+    const struct nfc_table *t;
+    uint32_t next; /* rte_hash_iterate position (one per slot), advanced by the copy */
+    uint32_t max, n;
+    uint64_t *out;
+    int end; /* the iterator reached the end of the table */
+    int done;
+};
+
+static rte_spinlock_t state_owner = RTE_SPINLOCK_INITIALIZER;
+static struct state_copy *state_req; /* posted by the control thread; __atomic only */
+
+/* The keys of an entry back as the control channel's fields; how many. */
+static int unpack_key(const struct nfc_table *t, const uint8_t *key, uint64_t *out)
+{
+    unsigned off = 0;
+    for (int i = 0; i < t->nkeys; i++) {
+        out[i] = nfc_get(key, off, t->key_width[i]);
+        off += t->key_width[i];
+    }
+    if (t->lpm >= 0)
+        out[t->nkeys] = nfc_get(key, off, 8);
+    return t->nkeys + (t->lpm >= 0);
+}
+
+/* Up to max entries from iterator position *next, looking at about `slots` slots at most, by
+ * whoever may walk t now; *end: the table's end was reached. */
+static uint32_t copy_entries(const struct nfc_table *t, uint32_t *next, uint32_t max, uint32_t slots,
+                             uint64_t *out, int *end)
+{
+    size_t stride = (size_t)(t->nkeys + (t->lpm >= 0) + t->nvalues);
+    uint32_t n = 0, first = *next;
+    const void *key;
+    void *data;
+    *end = 0;
+    while (n < max && *next - first < slots) {
+        if (rte_hash_iterate(t->h, &key, &data, next) < 0) {
+            *end = 1;
+            break;
+        }
+        uint64_t *r = out + n * stride;
+        nfc_values_of(t, data, r + unpack_key(t, key, r));
+        n++;
+    }
+    return n;
+}
+
+static void serve_copy(struct state_copy *r)
+{
+    r->n = copy_entries(r->t, &r->next, r->max, STATE_SLOTS, r->out, &r->end);
+    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+}
+
+/* One chunk of a state table, copied where the forwarding lcore cannot write meanwhile;
+ * UINT32_MAX: the lcore did not take the request within STATE_WAIT_MS (it is stuck). */
+static uint32_t state_chunk(const struct nfc_table *t, uint32_t *next, uint32_t max, uint64_t *out, int *end)
+{
+    struct state_copy r = {.t = t, .next = *next, .max = max, .out = out};
+    struct state_copy *mine = &r;
+    uint64_t start = rte_get_timer_cycles(), wait = rte_get_timer_hz() / 1000 * STATE_WAIT_MS;
+    __atomic_store_n(&state_req, &r, __ATOMIC_RELEASE);
+    while (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE)) {
+        if (rte_spinlock_trylock(&state_owner)) { /* nobody forwards: copy here */
+            if (__atomic_compare_exchange_n(&state_req, &mine, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+                serve_copy(&r); /* else the lcore served it before it went offline */
+            rte_spinlock_unlock(&state_owner);
+        } else if (rte_get_timer_cycles() - start > wait &&
+                   __atomic_compare_exchange_n(&state_req, &mine, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+            return UINT32_MAX; /* withdrawn before the lcore took it */
+        } else {
+            rte_delay_us_sleep(20);
+        }
+        mine = &r;
+    }
+    *next = r.next;
+    *end = r.end;
+    return r.n;
+}
+
+uint32_t nfc_table_copy(const struct nfc_table *t, uint32_t *next, uint32_t max, uint64_t *out)
+{
+    int end = 0;
+    if (!t->state) /* the control thread is the only writer */
+        return copy_entries(t, next, max, UINT32_MAX, out, &end);
+    size_t stride = (size_t)(t->nkeys + (t->lpm >= 0) + t->nvalues);
+    uint32_t n = 0;
+    while (n < max && !end) {
+        uint32_t got = state_chunk(t, next, max - n < STATE_CHUNK ? max - n : STATE_CHUNK, out + n * stride, &end);
+        if (got == UINT32_MAX)
+            return UINT32_MAX;
+        n += got;
+    }
+    return n;
+}
+
 void nfc_rcu_online(unsigned lcore)
 {
+    if (have_state)
+        rte_spinlock_lock(&state_owner);
     rte_rcu_qsbr_thread_register(rcu, lcore);
     rte_rcu_qsbr_thread_online(rcu, lcore);
 }
@@ -75,12 +190,18 @@ void nfc_rcu_online(unsigned lcore)
 void nfc_rcu_quiescent(unsigned lcore)
 {
     rte_rcu_qsbr_quiescent(rcu, lcore);
+    struct state_copy *r = __atomic_load_n(&state_req, __ATOMIC_ACQUIRE);
+    if (unlikely(r != NULL) &&
+        __atomic_compare_exchange_n(&state_req, &r, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+        serve_copy(r); /* between bursts: no packet is inserting or expiring state */
 }
 
 void nfc_rcu_offline(unsigned lcore)
 {
     rte_rcu_qsbr_thread_offline(rcu, lcore);
     rte_rcu_qsbr_thread_unregister(rcu, lcore);
+    if (have_state)
+        rte_spinlock_unlock(&state_owner);
 }
 
 static int fits(uint64_t v, unsigned width)
