@@ -18,6 +18,7 @@ from compiler.lower import lower
 from compiler.partition import partition
 from compiler.passes.bridge import compute_bridges
 from compiler.passes.capabilities import check_capabilities
+from compiler.passes.names import check_names
 from compiler.passes.ports import check_ports
 from compiler.passes.server_fit import check_server_fit
 from compiler.passes.validity import check_validity
@@ -68,6 +69,11 @@ class Pass:
 
 def _lower(c: Compilation, d: Diagnostics) -> Compilation:
     return replace(c, program=lower(c.checked))
+
+
+def _names(c: Compilation, d: Diagnostics) -> Compilation:
+    check_names(c.need_program(), d)
+    return c
 
 
 def _validity(c: Compilation, d: Diagnostics) -> Compilation:
@@ -147,6 +153,7 @@ def _dump_bridges(c: Compilation) -> str:
 
 PASSES: list[Pass] = [
     Pass("lower", _lower, _dump_ir, "build the typed IR"),
+    Pass("check-names", _names, _dump_ir, "check names against the names nfc generates"),
     Pass("check-validity", _validity, _dump_validity, "check header validity"),
     Pass("resolve-targets", _targets, _dump_targets, "resolve target profiles"),
     Pass("check-capabilities", _capabilities, _dump_ir, "check target capabilities"),

@@ -62,6 +62,7 @@ CODES: dict[str, str] = {
     "E011": "unknown name",
     "E012": "unknown field",
     "E013": "wrong kind of name",
+    "E014": "reserved name",
     "E020": "type or width mismatch",
     "E021": "literal does not fit its width",
     "E022": "invalid width",

@@ -19,6 +19,7 @@ from lang import Diagnostics, SourceMap, Span, load
 from lang.diagnostics import InternalError
 from nfc._build_dir import source_sha256
 from nfc.verify import report, verify_placed
+from targets.names import NameClash
 from targets.registry import ALWAYS, GeneratorError, lookup
 
 __all__ = ["build"]
@@ -100,6 +101,9 @@ def _generate(placed: Placed, plan: Plan, out: Path, diags: Diagnostics) -> dict
             generated |= gen.emit(placed, plan, out)
         except GeneratorError as e:
             span = e.span if isinstance(e.span, Span) else Span(placed.program.file, 1, 1, 1, 1)
-            diags.error("E100", f"the {name} generator does not support {e.what} yet", span)
+            if isinstance(e, NameClash):
+                diags.error(e.code, e.what, span)
+            else:
+                diags.error("E100", f"the {name} generator does not support {e.what} yet", span)
     return generated
 

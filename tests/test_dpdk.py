@@ -293,3 +293,16 @@ def test_cgnat_state_on_the_server(tmp_path):
     assert got == [o.data for o in outs if o.kind == "forward"]
     assert [o.kind for o in outs] == ["forward"] * 5 + ["drop"]
     assert json.loads(run.stdout.strip().splitlines()[-1])["drops"] == {"no_mapping": 1}
+
+
+def test_a_sub_second_state_timeout_is_not_truncated_to_zero(tmp_path):
+    """A table's ``timeout = 1500ms`` is 1,500,000,000 ns in the generated insert (it was
+    int(1.5) s = 1 s; ``1ms`` became 0 and every entry expired at once)."""
+    src = tmp_path / "t.nfp"
+    src.write_text((ROOT / "tests/corpus/flow_state.nfp").read_text().replace("timeout = 120s;", "timeout = 1500ms;"))
+    out = tmp_path / "build"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(src), "-o", str(out), "--target", "dpdk",
+                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    nf = (out / "server/nf.c").read_text()
+    assert f"= {1_500_000_000:#x}ull;" in nf  # the C printer writes large constants in hex

@@ -508,7 +508,7 @@ def test_a_read_after_the_server_is_guarded_or_required():
     direct.  Removing the guard, or the requirement, is a P4L050."""
     bluebird = generated("bluebird_tor", "tna")
     reads = [n for n in walk(bluebird) if isinstance(n, p.If) and n.cond == p.Call(p.ref("hdr.ipv4.isValid"))
-             and n.then == (p.Assign(p.ref("meta.nfc_rd_ipv4_total_len"), p.ref("hdr.ipv4.total_len")),)]
+             and n.then == (p.Assign(p.ref("meta.nfc_rd_ipv4__total_len"), p.ref("hdr.ipv4.total_len")),)]
     assert reads
     bare = rewrite(bluebird, lambda n: n.then[0] if n in reads else n)
     found = _new(bare, "tna", bluebird)

@@ -148,7 +148,7 @@ def _table_desc(t: ir.Table) -> c.Init:
         ("key_bytes", str(_key_bytes(t))),
         ("key_width", "{" + ", ".join(str(k.expr.width) for k in t.keys) + "}"),
         ("value_width", "{" + ", ".join(str(v.width) for v in t.values) + "}" if t.values else "{0}"),
-        ("timeout_ns", f"{int((t.timeout or 300) * 1e9)}ull"),
+        ("timeout_ns", f"{timeout_ns_of(t)}ull"),
     ), f"table {t.name}, {_src(t.span)}")
 
 
@@ -604,6 +604,11 @@ def _key_fields(x: _Ctx, t: ir.Table) -> list[tuple[int, int, c.Expr]]:
     return fields
 
 
+def timeout_ns_of(t: ir.Table) -> int:
+    """A state table's idle timeout in ns (300 s when it names none), rounded, not truncated."""
+    return round((t.timeout or 300.0) * 1e9)
+
+
 def _insert(x: _Ctx, s: ir.Insert) -> c.Stmt:
     """Create or overwrite the entry of the current key: values, then expiry and timeout (ns)."""
     t = x.prog.tables[s.state]
@@ -612,7 +617,9 @@ def _insert(x: _Ctx, s: ir.Insert) -> c.Stmt:
     key, data, v = f"key{x.temps}", f"old{x.temps}", f"v{x.temps}"
     n = len(t.values)
     given = dict(s.values)
-    timeout = _expr(x, s.timeout) if s.timeout is not None else c.Int(int(t.timeout or 300), "ull")
+    # the entry's timeout in ns: an insert's own (whole seconds) or the table's (1ms is 1000000, not 0)
+    timeout_ns: c.Expr = (c.Bin("*", _expr(x, s.timeout), c.Int(1_000_000_000, "ull")) if s.timeout is not None
+                          else c.Int(timeout_ns_of(t), "ull"))
     body: list[c.Stmt] = [c.Comment(f"insert into {t.name}, {_src(s.span)}"), *_key(x, t, key, size)]
     body += [c.Decl("void *", data, c.Name("NULL")),
              c.Decl("uint64_t *", v, c.Cond(c.Bin(">=", c.Call("rte_hash_lookup_data",
@@ -623,7 +630,7 @@ def _insert(x: _Ctx, s: ir.Insert) -> c.Stmt:
              c.If(c.Bin("==", c.Name(v), c.Name("NULL")), (c.Return(c.Int(x.reasons["bad_bridge"], "")),))]
     for i, f in enumerate(t.values):
         body.append(c.Assign(c.Index(c.Name(v), c.Int(i, "")), c.Bin("&", _expr(x, given[f.name]), _mask(f.width))))
-    body += [c.Assign(c.Index(c.Name(v), c.Int(n + 1, "")), c.Bin("*", timeout, c.Int(1_000_000_000, "ull"))),
+    body += [c.Assign(c.Index(c.Name(v), c.Int(n + 1, "")), timeout_ns),
              c.Assign(c.Index(c.Name(v), c.Int(n, "")), c.Bin("+", c.Call("nfc_now_ns"),
                                                                c.Index(c.Name(v), c.Int(n + 1, "")))),
              c.If(c.Bin("&&", c.Bin("!=", c.Name(v), c.Name(data)),

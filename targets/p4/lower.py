@@ -184,7 +184,7 @@ def _parser(c: _Ctx) -> p.Parser:
             cases.append(p.Case((key,), f"nfc_enter_{pl.name}"))
         states.append(p.State(f"nfc_enter_{pl.name}",
                               (p.Assign(p.ref("meta.nfc_pipeline"), p.Const(c.names.pipelines[pl.name], 8)),),
-                              next=f"{pl.parser}_start", comment=f"pipeline {pl.name}, {_src(pl.span)}"))
+                              next=_state_name(pl.parser, "start"), comment=f"pipeline {pl.name}, {_src(pl.span)}"))
     cases.append(p.Case((p.Default(),), "nfc_no_pipeline"))
     start = p.State("start", arch.parser_start(), (arch.ingress_port(),), tuple(cases))
     states.insert(0, start)
@@ -261,7 +261,7 @@ def _pstate(c: _Ctx, g: ir.ParserGraph, st: ir.ParserState) -> p.State:
             c.verifies.append((g.name, last_extracted, s))
         else:
             raise Unsupported("statements other than extract and verify in parser states", s.span)
-    name = f"{g.name}_{st.name}"
+    name = _state_name(g.name, st.name)
     comment = f"{g.name}.{st.name}, {_src(st.span)}"
     if not st.select:
         return p.State(name, tuple(body), next=_target(g, st.default), comment=comment)
@@ -295,7 +295,13 @@ def _target(g: ir.ParserGraph, t: ir.PTarget) -> str:
         return f"nfc_drop_{t.name}"
     if t.kind == "punt":
         return f"nfc_punt_{t.name}"
-    return f"{g.name}_{t.name}"
+    return _state_name(g.name, t.name)
+
+
+def _state_name(parser: str, state: str) -> str:
+    """``<parser>__<state>``: a double underscore, which no .nfp name contains (check-names),
+    so parser ``a`` state ``b_c`` and parser ``a_b`` state ``c`` stay apart."""
+    return f"{parser}__{state}"
 
 
 # ---- ingress ---------------------------------------------------------------------------------
@@ -533,7 +539,7 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
         raise Unsupported(f"data-plane state '{t.name}' on the switch", s.span)
     params = tuple((f"v_{v.name}", _bits(v.width)) for v in t.values)
     body = tuple(p.Assign(c.meta(f"{t.name}__{v.name}", _bits(v.width)), p.ref(f"v_{v.name}")) for v in t.values)
-    action = p.Action(f"{t.name}_hit", params, body, f"entry of table {t.name}, {_src(t.span)}")
+    action = p.Action(f"{t.name}__hit", params, body, f"entry of table {t.name}, {_src(t.span)}")
     keys = tuple(p.Key(_expr(c, k.expr), k.match, k.name) for k in t.keys)
     size = c.placement.cache_entries.get(t.name, t.size)
     table = p.Table(t.name, keys, (action.name, "nfc_miss"), "nfc_miss", size,
@@ -576,7 +582,7 @@ def _read(c: _Ctx, e: ir.HeaderField) -> p.Expr:
     every path, the read goes through a metadata copy zeroed unless ``isValid()``."""
     if c.must is None or e.inst in c.must:
         return _lvalue(c, e)
-    copy = c.meta(f"nfc_rd_{e.inst}_{e.field}", _bits(e.width))
+    copy = c.meta(f"nfc_rd_{e.inst}__{e.field}", _bits(e.width))
     c.hoisted += [p.Assign(copy, p.Const(0, e.width)),
                   p.If(p.Call(p.ref(f"hdr.{e.inst}.isValid")), (p.Assign(copy, _lvalue(c, e)),), ())]
     return copy

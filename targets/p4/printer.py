@@ -40,7 +40,7 @@ def expr(e: p.Expr) -> str:
         case p.Path():
             return e.name
         case p.Member():
-            return f"{_operand(e.base)}.{e.field}"
+            return f"{_operand(e.base)}.{field_name(e.field)}"
         case p.Bin():
             return f"{_operand(e.left)} {e.op} {_operand(e.right)}"
         case p.Un():
@@ -51,7 +51,9 @@ def expr(e: p.Expr) -> str:
             return f"{_operand(e.base)}[{e.hi}:{e.lo}]"
         case p.Call():
             targs = f"<{', '.join(type_(t) for t in e.type_args)}>" if e.type_args else ""
-            return f"{_operand(e.target)}{targs}({', '.join(expr(a) for a in e.args)})"
+            callee = f"{_operand(e.target.base)}.{e.target.field}" if isinstance(e.target, p.Member) \
+                else _operand(e.target)  # a method (t.apply, h.isValid): the architecture's name, as it is
+            return f"{callee}{targs}({', '.join(expr(a) for a in e.args)})"
         case p.ListExpr():
             return "{" + ", ".join(expr(i) for i in e.items) + "}"
         case p.Mask():
@@ -99,7 +101,15 @@ def _comment(text: str, n: int) -> list[str]:
 
 
 def _fields(fields: tuple[tuple[str, p.Type], ...], n: int) -> list[str]:
-    return [f"{IND * n}{type_(t)} {name};" for name, t in fields]
+    return [f"{IND * n}{type_(t)} {field_name(name)};" for name, t in fields]
+
+
+def field_name(name: str) -> str:
+    """A struct or header field as P4 spells it: a ``.nfp`` field named like a P4 keyword the
+    grammar does not take as a name (``int``, ``bit``, ``default``; ``type`` and ``key`` it
+    takes) gets ``__`` appended, which no ``.nfp`` name contains (check-names), so it meets
+    no other field."""
+    return f"{name}__" if name in p.P4_KEYWORDS and name not in p.P4_FIELD_KEYWORDS else name
 
 
 def _instance(i: p.Instance, n: int) -> list[str]:

@@ -13,6 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 __all__ = [
+    "P4_FIELD_KEYWORDS",
+    "P4_KEYWORDS",
     "Action",
     "Annotation",
     "Assign",
@@ -58,6 +60,17 @@ __all__ = [
 
 # ---- types --------------------------------------------------------------------------------
 
+
+# P4_16 v1.2.4 §6.4 "Keywords" (and the grammar's reserved words), plus core.p4 names the lexer
+# treats as type names or reserved states
+P4_KEYWORDS = frozenset((
+    "abstract action actions apply bit bool break const continue control default else entries enum error "
+    "exit extern false for header header_union if in inout int key list match_kind out package parser "
+    "priority return select state string struct switch table this transition true tuple type typedef "
+    "varbit value_set void packet_in packet_out NoAction accept reject verify").split())
+# the keywords the grammar also takes as a field or member name (P4_16 ``name: nonTypeName |
+# LIST``, ``nonTypeName: IDENTIFIER | APPLY | KEY | ACTIONS | STATE | ENTRIES | TYPE | PRIORITY``)
+P4_FIELD_KEYWORDS = frozenset("apply key actions state entries type priority list".split())
 
 @dataclass(frozen=True, slots=True)
 class Bits:

@@ -17,6 +17,7 @@ from targets.generator import GeneratorError
 from targets.p4.arch import Arch
 from targets.p4.lint import LintError, lint
 from targets.p4.lower import lower_switch
+from targets.p4.names import check_p4_names
 from targets.p4.p4info import build_p4info, p4info_text
 from targets.p4.printer import print_program
 from targets.tofino.arch import TNA
@@ -46,6 +47,7 @@ def emit(placed: Placed, plan: Plan, out: Path) -> dict[str, str]:
     for arch, file in archs:
         p4, names = lower_switch(prog, placement, placed.bridges, targets.server_ports, arch, cpu_port)
         lint_arch = "t2na" if arch.name == "tna" and chip == 2 else arch.name
+        check_p4_names(prog, p4, arch, lint_arch)
         findings += [(file, e) for e in lint(p4, lint_arch)]
         (folder / file).write_text(print_program(p4))
         info, runtime = build_p4info(p4, arch.name, key_widths)

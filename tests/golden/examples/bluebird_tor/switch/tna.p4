@@ -171,13 +171,13 @@ struct metadata_t {
     bit<16> nfc_hash1;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
-    bit<32> nfc_rd_ipv4_dst;
-    bit<8> nfc_rd_ipv4_protocol;
-    bit<32> nfc_rd_ipv4_src;
-    bit<16> nfc_rd_ipv4_total_len;
-    bit<128> nfc_rd_ipv6_dst;
-    bit<8> nfc_rd_ipv6_hop_limit;
-    bit<32> nfc_rd_outer_ipv4_dst;
+    bit<32> nfc_rd_ipv4__dst;
+    bit<8> nfc_rd_ipv4__protocol;
+    bit<32> nfc_rd_ipv4__src;
+    bit<16> nfc_rd_ipv4__total_len;
+    bit<128> nfc_rd_ipv6__dst;
+    bit<8> nfc_rd_ipv6__hop_limit;
+    bit<32> nfc_rd_outer_ipv4__dst;
     bit<8> nfc_resume;
     bit<48> pa_routes__next_hop_mac;
     bit<16> pa_routes__port;
@@ -221,13 +221,13 @@ parser IngressParser(
         meta.nfc_hash1 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
-        meta.nfc_rd_ipv4_dst = 32w0;
-        meta.nfc_rd_ipv4_protocol = 8w0;
-        meta.nfc_rd_ipv4_src = 32w0;
-        meta.nfc_rd_ipv4_total_len = 16w0;
-        meta.nfc_rd_ipv6_dst = 128w0;
-        meta.nfc_rd_ipv6_hop_limit = 8w0;
-        meta.nfc_rd_outer_ipv4_dst = 32w0;
+        meta.nfc_rd_ipv4__dst = 32w0;
+        meta.nfc_rd_ipv4__protocol = 8w0;
+        meta.nfc_rd_ipv4__src = 32w0;
+        meta.nfc_rd_ipv4__total_len = 16w0;
+        meta.nfc_rd_ipv6__dst = 128w0;
+        meta.nfc_rd_ipv6__hop_limit = 8w0;
+        meta.nfc_rd_outer_ipv4__dst = 32w0;
         meta.nfc_resume = 8w0;
         meta.pa_routes__next_hop_mac = 48w0;
         meta.pa_routes__port = 16w0;
@@ -251,13 +251,13 @@ parser IngressParser(
     // pipeline bare_metal_to_vnet, examples/bluebird_tor.nfp:290
     state nfc_enter_bare_metal_to_vnet {
         meta.nfc_pipeline = 8w1;
-        transition from_bare_metal_start;
+        transition from_bare_metal__start;
     }
 
     // pipeline vnet_to_bare_metal, examples/bluebird_tor.nfp:297
     state nfc_enter_vnet_to_bare_metal {
         meta.nfc_pipeline = 8w2;
-        transition from_fabric_start;
+        transition from_fabric__start;
     }
 
     // packets back from a server start with a bridge header; its first byte is the cut id (bad_bridge stands until the whole bridge header has been read)
@@ -323,17 +323,17 @@ parser IngressParser(
     }
 
     // from_bare_metal.start, examples/bluebird_tor.nfp:38
-    state from_bare_metal_start {
+    state from_bare_metal__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
-            16w0x800: from_bare_metal_v4;
-            16w0x86dd: from_bare_metal_v6;
+            16w0x800: from_bare_metal__v4;
+            16w0x86dd: from_bare_metal__v6;
             default: nfc_drop_not_ip;
         }
     }
 
     // from_bare_metal.v4, examples/bluebird_tor.nfp:46
-    state from_bare_metal_v4 {
+    state from_bare_metal__v4 {
         pkt.extract(hdr.ipv4);
         nfc_csum_ipv4.add(hdr.ipv4);
         meta.nfc_csum_ok_ipv4 = nfc_csum_ipv4.verify();
@@ -341,52 +341,52 @@ parser IngressParser(
     }
 
     // from_bare_metal.v6, examples/bluebird_tor.nfp:52
-    state from_bare_metal_v6 {
+    state from_bare_metal__v6 {
         pkt.extract(hdr.ipv6);
         transition accept;
     }
 
     // from_fabric.start, examples/bluebird_tor.nfp:208
-    state from_fabric_start {
+    state from_fabric__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
-            16w0x800: from_fabric_outer_ip;
+            16w0x800: from_fabric__outer_ip;
             default: nfc_drop_not_vxlan;
         }
     }
 
     // from_fabric.outer_ip, examples/bluebird_tor.nfp:215
-    state from_fabric_outer_ip {
+    state from_fabric__outer_ip {
         pkt.extract(hdr.outer_ipv4);
         nfc_csum_outer_ipv4.add(hdr.outer_ipv4);
         meta.nfc_csum_ok_outer_ipv4 = nfc_csum_outer_ipv4.verify();
         transition select(hdr.outer_ipv4.protocol) {
-            8w0x11: from_fabric_outer_l4;
+            8w0x11: from_fabric__outer_l4;
             default: nfc_drop_not_vxlan;
         }
     }
 
     // from_fabric.outer_l4, examples/bluebird_tor.nfp:223
-    state from_fabric_outer_l4 {
+    state from_fabric__outer_l4 {
         pkt.extract(hdr.outer_udp);
         transition select(hdr.outer_udp.dport) {
-            16w0x12b5: from_fabric_tunnel;
+            16w0x12b5: from_fabric__tunnel;
             default: nfc_drop_not_vxlan;
         }
     }
 
     // from_fabric.tunnel, examples/bluebird_tor.nfp:230
-    state from_fabric_tunnel {
+    state from_fabric__tunnel {
         pkt.extract(hdr.vxlan);
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
-            16w0x800: from_fabric_inner_v4;
+            16w0x800: from_fabric__inner_v4;
             default: nfc_drop_not_ip;
         }
     }
 
     // from_fabric.inner_v4, examples/bluebird_tor.nfp:238
-    state from_fabric_inner_v4 {
+    state from_fabric__inner_v4 {
         pkt.extract(hdr.ipv4);
         nfc_csum_ipv4.add(hdr.ipv4);
         meta.nfc_csum_ok_ipv4 = nfc_csum_ipv4.verify();
@@ -431,7 +431,7 @@ control Ingress(
     }
 
     // entry of table port_vrf, examples/bluebird_tor.nfp:59
-    action port_vrf_hit(bit<16> v_vrf) {
+    action port_vrf__hit(bit<16> v_vrf) {
         meta.port_vrf__vrf = v_vrf;
     }
 
@@ -441,7 +441,7 @@ control Ingress(
             (bit<16>)ig_intr_md.ingress_port : exact @name("std_ingress_port");
         }
         actions = {
-            port_vrf_hit;
+            port_vrf__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -449,7 +449,7 @@ control Ingress(
     }
 
     // entry of table vrf_routes_v4, examples/bluebird_tor.nfp:74
-    action vrf_routes_v4_hit(bit<1> v_to_vnet, bit<16> v_port, bit<48> v_next_hop_mac) {
+    action vrf_routes_v4__hit(bit<1> v_to_vnet, bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.vrf_routes_v4__to_vnet = v_to_vnet;
         meta.vrf_routes_v4__port = v_port;
         meta.vrf_routes_v4__next_hop_mac = v_next_hop_mac;
@@ -462,7 +462,7 @@ control Ingress(
             hdr.ipv4.dst : lpm @name("ipv4_dst");
         }
         actions = {
-            vrf_routes_v4_hit;
+            vrf_routes_v4__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -470,7 +470,7 @@ control Ingress(
     }
 
     // entry of table vrf_routes_v6, examples/bluebird_tor.nfp:89
-    action vrf_routes_v6_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
+    action vrf_routes_v6__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.vrf_routes_v6__port = v_port;
         meta.vrf_routes_v6__next_hop_mac = v_next_hop_mac;
     }
@@ -479,10 +479,10 @@ control Ingress(
     table vrf_routes_v6 {
         key = {
             meta.vrf : exact @name("meta_vrf");
-            meta.nfc_rd_ipv6_dst : lpm @name("ipv6_dst");
+            meta.nfc_rd_ipv6__dst : lpm @name("ipv6_dst");
         }
         actions = {
-            vrf_routes_v6_hit;
+            vrf_routes_v6__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -490,7 +490,7 @@ control Ingress(
     }
 
     // entry of table ca_to_pa, examples/bluebird_tor.nfp:127
-    action ca_to_pa_hit(bit<32> v_vtep, bit<24> v_vni, bit<48> v_vm_mac) {
+    action ca_to_pa__hit(bit<32> v_vtep, bit<24> v_vni, bit<48> v_vm_mac) {
         meta.ca_to_pa__vtep = v_vtep;
         meta.ca_to_pa__vni = v_vni;
         meta.ca_to_pa__vm_mac = v_vm_mac;
@@ -500,10 +500,10 @@ control Ingress(
     table ca_to_pa {
         key = {
             meta.vrf : exact @name("meta_vrf");
-            meta.nfc_rd_ipv4_dst : exact @name("ca");
+            meta.nfc_rd_ipv4__dst : exact @name("ca");
         }
         actions = {
-            ca_to_pa_hit;
+            ca_to_pa__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -513,7 +513,7 @@ control Ingress(
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
 
     // entry of table pa_routes, examples/bluebird_tor.nfp:178
-    action pa_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
+    action pa_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.pa_routes__port = v_port;
         meta.pa_routes__next_hop_mac = v_next_hop_mac;
     }
@@ -521,10 +521,10 @@ control Ingress(
     // table pa_routes, examples/bluebird_tor.nfp:178
     table pa_routes {
         key = {
-            meta.nfc_rd_outer_ipv4_dst : lpm @name("outer_ipv4_dst");
+            meta.nfc_rd_outer_ipv4__dst : lpm @name("outer_ipv4_dst");
         }
         actions = {
-            pa_routes_hit;
+            pa_routes__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -532,7 +532,7 @@ control Ingress(
     }
 
     // entry of table vni_to_vrf, examples/bluebird_tor.nfp:244
-    action vni_to_vrf_hit(bit<16> v_vrf) {
+    action vni_to_vrf__hit(bit<16> v_vrf) {
         meta.vni_to_vrf__vrf = v_vrf;
     }
 
@@ -542,7 +542,7 @@ control Ingress(
             hdr.vxlan.vni : exact @name("vxlan_vni");
         }
         actions = {
-            vni_to_vrf_hit;
+            vni_to_vrf__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -550,7 +550,7 @@ control Ingress(
     }
 
     // entry of table bare_metal_hosts, examples/bluebird_tor.nfp:251
-    action bare_metal_hosts_hit(bit<16> v_port, bit<48> v_mac) {
+    action bare_metal_hosts__hit(bit<16> v_port, bit<48> v_mac) {
         meta.bare_metal_hosts__port = v_port;
         meta.bare_metal_hosts__mac = v_mac;
     }
@@ -562,7 +562,7 @@ control Ingress(
             hdr.ipv4.dst : exact @name("host");
         }
         actions = {
-            bare_metal_hosts_hit;
+            bare_metal_hosts__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -671,18 +671,18 @@ control Ingress(
                         exit;
                     }
                 } else {
-                    meta.nfc_rd_ipv6_dst = 128w0;
+                    meta.nfc_rd_ipv6__dst = 128w0;
                     if (hdr.ipv6.isValid()) {
-                        meta.nfc_rd_ipv6_dst = hdr.ipv6.dst;
+                        meta.nfc_rd_ipv6__dst = hdr.ipv6.dst;
                     }
                     if (vrf_routes_v6.apply().hit) {
                         hdr.eth.dst = meta.vrf_routes_v6__next_hop_mac;
                         hdr.eth.src = 48w0x122354a29f;
-                        meta.nfc_rd_ipv6_hop_limit = 8w0;
+                        meta.nfc_rd_ipv6__hop_limit = 8w0;
                         if (hdr.ipv6.isValid()) {
-                            meta.nfc_rd_ipv6_hop_limit = hdr.ipv6.hop_limit;
+                            meta.nfc_rd_ipv6__hop_limit = hdr.ipv6.hop_limit;
                         }
-                        hdr.ipv6.hop_limit = meta.nfc_rd_ipv6_hop_limit - 8w1;
+                        hdr.ipv6.hop_limit = meta.nfc_rd_ipv6__hop_limit - 8w1;
                         if (meta.vrf_routes_v6__port <= 16w0x3f) {
                             meta.nfc_egress = meta.vrf_routes_v6__port;
                             ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
@@ -704,9 +704,9 @@ control Ingress(
             if (meta.nfc_resume <= 8w2) {
                 // stage map_ca_to_pa, examples/bluebird_tor.nfp:143
                 if (meta.to_vnet == 1w1) {
-                    meta.nfc_rd_ipv4_dst = 32w0;
+                    meta.nfc_rd_ipv4__dst = 32w0;
                     if (hdr.ipv4.isValid()) {
-                        meta.nfc_rd_ipv4_dst = hdr.ipv4.dst;
+                        meta.nfc_rd_ipv4__dst = hdr.ipv4.dst;
                     }
                     if (ca_to_pa.apply().hit) {
                         meta.vtep = meta.ca_to_pa__vtep;
@@ -742,16 +742,16 @@ control Ingress(
                     hdr.outer_eth.dst = 48w0;
                     hdr.outer_eth.src = 48w0x122354a29f;
                     hdr.outer_eth.ethertype = 16w0x800;
-                    meta.nfc_rd_ipv4_total_len = 16w0;
+                    meta.nfc_rd_ipv4__total_len = 16w0;
                     if (hdr.ipv4.isValid()) {
-                        meta.nfc_rd_ipv4_total_len = hdr.ipv4.total_len;
+                        meta.nfc_rd_ipv4__total_len = hdr.ipv4.total_len;
                     }
                     hdr.outer_ipv4.setValid();
                     hdr.outer_ipv4.version = 4w4;
                     hdr.outer_ipv4.ihl = 4w5;
                     hdr.outer_ipv4.dscp = 6w0;
                     hdr.outer_ipv4.ecn = 2w0;
-                    hdr.outer_ipv4.total_len = meta.nfc_rd_ipv4_total_len + 16w0x32;
+                    hdr.outer_ipv4.total_len = meta.nfc_rd_ipv4__total_len + 16w0x32;
                     hdr.outer_ipv4.identification = 16w0;
                     hdr.outer_ipv4.flags = 3w0;
                     hdr.outer_ipv4.frag_offset = 13w0;
@@ -760,27 +760,27 @@ control Ingress(
                     hdr.outer_ipv4.hdr_checksum = 16w0;
                     hdr.outer_ipv4.src = 32w0xa640001;
                     hdr.outer_ipv4.dst = meta.vtep;
-                    meta.nfc_rd_ipv4_src = 32w0;
+                    meta.nfc_rd_ipv4__src = 32w0;
                     if (hdr.ipv4.isValid()) {
-                        meta.nfc_rd_ipv4_src = hdr.ipv4.src;
+                        meta.nfc_rd_ipv4__src = hdr.ipv4.src;
                     }
-                    meta.nfc_rd_ipv4_dst = 32w0;
+                    meta.nfc_rd_ipv4__dst = 32w0;
                     if (hdr.ipv4.isValid()) {
-                        meta.nfc_rd_ipv4_dst = hdr.ipv4.dst;
+                        meta.nfc_rd_ipv4__dst = hdr.ipv4.dst;
                     }
-                    meta.nfc_rd_ipv4_protocol = 8w0;
+                    meta.nfc_rd_ipv4__protocol = 8w0;
                     if (hdr.ipv4.isValid()) {
-                        meta.nfc_rd_ipv4_protocol = hdr.ipv4.protocol;
+                        meta.nfc_rd_ipv4__protocol = hdr.ipv4.protocol;
                     }
-                    meta.nfc_hash1 = nfc_hash1.get({meta.nfc_rd_ipv4_src, meta.nfc_rd_ipv4_dst, meta.nfc_rd_ipv4_protocol});
-                    meta.nfc_rd_ipv4_total_len = 16w0;
+                    meta.nfc_hash1 = nfc_hash1.get({meta.nfc_rd_ipv4__src, meta.nfc_rd_ipv4__dst, meta.nfc_rd_ipv4__protocol});
+                    meta.nfc_rd_ipv4__total_len = 16w0;
                     if (hdr.ipv4.isValid()) {
-                        meta.nfc_rd_ipv4_total_len = hdr.ipv4.total_len;
+                        meta.nfc_rd_ipv4__total_len = hdr.ipv4.total_len;
                     }
                     hdr.outer_udp.setValid();
                     hdr.outer_udp.sport = 16w0xf000 | (meta.nfc_hash1 & 16w0xfff);
                     hdr.outer_udp.dport = 16w0x12b5;
-                    hdr.outer_udp.length = meta.nfc_rd_ipv4_total_len + 16w0x1e;
+                    hdr.outer_udp.length = meta.nfc_rd_ipv4__total_len + 16w0x1e;
                     hdr.outer_udp.checksum = 16w0;
                     hdr.vxlan.setValid();
                     hdr.vxlan.flags = 8w8;
@@ -792,9 +792,9 @@ control Ingress(
             if (meta.nfc_resume <= 8w4) {
                 // stage underlay, examples/bluebird_tor.nfp:187
                 if (meta.to_vnet == 1w1) {
-                    meta.nfc_rd_outer_ipv4_dst = 32w0;
+                    meta.nfc_rd_outer_ipv4__dst = 32w0;
                     if (hdr.outer_ipv4.isValid()) {
-                        meta.nfc_rd_outer_ipv4_dst = hdr.outer_ipv4.dst;
+                        meta.nfc_rd_outer_ipv4__dst = hdr.outer_ipv4.dst;
                     }
                     if (pa_routes.apply().hit) {
                         hdr.outer_eth.dst = meta.pa_routes__next_hop_mac;

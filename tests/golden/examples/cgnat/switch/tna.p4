@@ -176,9 +176,9 @@ struct metadata_t {
     bit<1> nfc_forwarded;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
-    bit<16> nfc_rd_udp_checksum;
-    bit<16> nfc_rd_udp_dport;
-    bit<16> nfc_rd_udp_sport;
+    bit<16> nfc_rd_udp__checksum;
+    bit<16> nfc_rd_udp__dport;
+    bit<16> nfc_rd_udp__sport;
     bit<8> nfc_resume;
     bit<32> subnet_to_external__ext_ip;
     bit<48> subscriber_routes__next_hop_mac;
@@ -219,9 +219,9 @@ parser IngressParser(
         meta.nfc_forwarded = 1w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
-        meta.nfc_rd_udp_checksum = 16w0;
-        meta.nfc_rd_udp_dport = 16w0;
-        meta.nfc_rd_udp_sport = 16w0;
+        meta.nfc_rd_udp__checksum = 16w0;
+        meta.nfc_rd_udp__dport = 16w0;
+        meta.nfc_rd_udp__sport = 16w0;
         meta.nfc_resume = 8w0;
         meta.subnet_to_external__ext_ip = 32w0;
         meta.subscriber_routes__next_hop_mac = 48w0;
@@ -245,13 +245,13 @@ parser IngressParser(
     // pipeline outbound, examples/cgnat.nfp:229
     state nfc_enter_outbound {
         meta.nfc_pipeline = 8w1;
-        transition ip_l4_start;
+        transition ip_l4__start;
     }
 
     // pipeline inbound, examples/cgnat.nfp:236
     state nfc_enter_inbound {
         meta.nfc_pipeline = 8w2;
-        transition ip_l4_start;
+        transition ip_l4__start;
     }
 
     // packets back from a server start with a bridge header; its first byte is the cut id (bad_bridge stands until the whole bridge header has been read)
@@ -384,34 +384,34 @@ parser IngressParser(
     }
 
     // ip_l4.start, examples/cgnat.nfp:35
-    state ip_l4_start {
+    state ip_l4__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
-            16w0x800: ip_l4_ip;
+            16w0x800: ip_l4__ip;
             default: nfc_drop_not_ipv4;
         }
     }
 
     // ip_l4.ip, examples/cgnat.nfp:42
-    state ip_l4_ip {
+    state ip_l4__ip {
         pkt.extract(hdr.ipv4);
         nfc_csum_ipv4.add(hdr.ipv4);
         meta.nfc_csum_ok_ipv4 = nfc_csum_ipv4.verify();
         transition select(hdr.ipv4.protocol) {
-            8w6: ip_l4_l4_tcp;
-            8w0x11: ip_l4_l4_udp;
+            8w6: ip_l4__l4_tcp;
+            8w0x11: ip_l4__l4_udp;
             default: nfc_drop_unsupported_protocol;
         }
     }
 
     // ip_l4.l4_tcp, examples/cgnat.nfp:53
-    state ip_l4_l4_tcp {
+    state ip_l4__l4_tcp {
         pkt.extract(hdr.tcp);
         transition accept;
     }
 
     // ip_l4.l4_udp, examples/cgnat.nfp:57
-    state ip_l4_l4_udp {
+    state ip_l4__l4_udp {
         pkt.extract(hdr.udp);
         transition accept;
     }
@@ -454,7 +454,7 @@ control Ingress(
     }
 
     // entry of table subnet_to_external, examples/cgnat.nfp:67
-    action subnet_to_external_hit(bit<32> v_ext_ip) {
+    action subnet_to_external__hit(bit<32> v_ext_ip) {
         meta.subnet_to_external__ext_ip = v_ext_ip;
     }
 
@@ -464,7 +464,7 @@ control Ingress(
             hdr.ipv4.src : lpm @name("ipv4_src");
         }
         actions = {
-            subnet_to_external_hit;
+            subnet_to_external__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -472,7 +472,7 @@ control Ingress(
     }
 
     // entry of table nat_out, examples/cgnat.nfp:94
-    action nat_out_hit(bit<16> v_ext_port) {
+    action nat_out__hit(bit<16> v_ext_port) {
         meta.nat_out__ext_port = v_ext_port;
     }
 
@@ -484,7 +484,7 @@ control Ingress(
             hdr.ipv4.protocol : exact @name("ipv4_protocol");
         }
         actions = {
-            nat_out_hit;
+            nat_out__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -492,7 +492,7 @@ control Ingress(
     }
 
     // entry of table upstream_routes, examples/cgnat.nfp:157
-    action upstream_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
+    action upstream_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.upstream_routes__port = v_port;
         meta.upstream_routes__next_hop_mac = v_next_hop_mac;
     }
@@ -503,7 +503,7 @@ control Ingress(
             hdr.ipv4.dst : lpm @name("ipv4_dst");
         }
         actions = {
-            upstream_routes_hit;
+            upstream_routes__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -511,7 +511,7 @@ control Ingress(
     }
 
     // entry of table nat_in, examples/cgnat.nfp:108
-    action nat_in_hit(bit<32> v_int_ip, bit<16> v_int_port) {
+    action nat_in__hit(bit<32> v_int_ip, bit<16> v_int_port) {
         meta.nat_in__int_ip = v_int_ip;
         meta.nat_in__int_port = v_int_port;
     }
@@ -524,7 +524,7 @@ control Ingress(
             hdr.ipv4.protocol : exact @name("ipv4_protocol");
         }
         actions = {
-            nat_in_hit;
+            nat_in__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -532,7 +532,7 @@ control Ingress(
     }
 
     // entry of table subscriber_routes, examples/cgnat.nfp:206
-    action subscriber_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
+    action subscriber_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.subscriber_routes__port = v_port;
         meta.subscriber_routes__next_hop_mac = v_next_hop_mac;
     }
@@ -543,7 +543,7 @@ control Ingress(
             hdr.ipv4.dst : lpm @name("ipv4_dst");
         }
         actions = {
-            subscriber_routes_hit;
+            subscriber_routes__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -642,11 +642,11 @@ control Ingress(
                         meta.timeout = 32w0x1d10;
                     }
                 } else {
-                    meta.nfc_rd_udp_sport = 16w0;
+                    meta.nfc_rd_udp__sport = 16w0;
                     if (hdr.udp.isValid()) {
-                        meta.nfc_rd_udp_sport = hdr.udp.sport;
+                        meta.nfc_rd_udp__sport = hdr.udp.sport;
                     }
-                    meta.int_port = meta.nfc_rd_udp_sport;
+                    meta.int_port = meta.nfc_rd_udp__sport;
                     meta.timeout = 32w0x12c;
                 }
             }
@@ -685,28 +685,28 @@ control Ingress(
                     hdr.tcp.checksum = ~meta.nfc_csum2[15:0];
                     hdr.tcp.sport = meta.ext_port;
                 } else {
-                    meta.nfc_rd_udp_checksum = 16w0;
+                    meta.nfc_rd_udp__checksum = 16w0;
                     if (hdr.udp.isValid()) {
-                        meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                        meta.nfc_rd_udp__checksum = hdr.udp.checksum;
                     }
-                    if (meta.nfc_rd_udp_checksum != 16w0) {
-                        meta.nfc_rd_udp_checksum = 16w0;
+                    if (meta.nfc_rd_udp__checksum != 16w0) {
+                        meta.nfc_rd_udp__checksum = 16w0;
                         if (hdr.udp.isValid()) {
-                            meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                            meta.nfc_rd_udp__checksum = hdr.udp.checksum;
                         }
-                        meta.nfc_csum3 = (((((bit<32>)(~meta.nfc_rd_udp_checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
+                        meta.nfc_csum3 = (((((bit<32>)(~meta.nfc_rd_udp__checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
                         meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
                         meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum3[15:0];
-                        meta.nfc_rd_udp_checksum = 16w0;
+                        meta.nfc_rd_udp__checksum = 16w0;
                         if (hdr.udp.isValid()) {
-                            meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                            meta.nfc_rd_udp__checksum = hdr.udp.checksum;
                         }
-                        meta.nfc_rd_udp_sport = 16w0;
+                        meta.nfc_rd_udp__sport = 16w0;
                         if (hdr.udp.isValid()) {
-                            meta.nfc_rd_udp_sport = hdr.udp.sport;
+                            meta.nfc_rd_udp__sport = hdr.udp.sport;
                         }
-                        meta.nfc_csum4 = (((bit<32>)(~meta.nfc_rd_udp_checksum)) + ((bit<32>)(~meta.nfc_rd_udp_sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
+                        meta.nfc_csum4 = (((bit<32>)(~meta.nfc_rd_udp__checksum)) + ((bit<32>)(~meta.nfc_rd_udp__sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
                         meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
                         meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum4[15:0];
@@ -746,11 +746,11 @@ control Ingress(
                 if (hdr.tcp.isValid()) {
                     meta.ext_port = hdr.tcp.dport;
                 } else {
-                    meta.nfc_rd_udp_dport = 16w0;
+                    meta.nfc_rd_udp__dport = 16w0;
                     if (hdr.udp.isValid()) {
-                        meta.nfc_rd_udp_dport = hdr.udp.dport;
+                        meta.nfc_rd_udp__dport = hdr.udp.dport;
                     }
-                    meta.ext_port = meta.nfc_rd_udp_dport;
+                    meta.ext_port = meta.nfc_rd_udp__dport;
                 }
                 if (nat_in.apply().hit) {
                     if (hdr.tcp.isValid()) {
@@ -764,28 +764,28 @@ control Ingress(
                         hdr.tcp.checksum = ~meta.nfc_csum6[15:0];
                         hdr.tcp.dport = meta.nat_in__int_port;
                     } else {
-                        meta.nfc_rd_udp_checksum = 16w0;
+                        meta.nfc_rd_udp__checksum = 16w0;
                         if (hdr.udp.isValid()) {
-                            meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                            meta.nfc_rd_udp__checksum = hdr.udp.checksum;
                         }
-                        if (meta.nfc_rd_udp_checksum != 16w0) {
-                            meta.nfc_rd_udp_checksum = 16w0;
+                        if (meta.nfc_rd_udp__checksum != 16w0) {
+                            meta.nfc_rd_udp__checksum = 16w0;
                             if (hdr.udp.isValid()) {
-                                meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                                meta.nfc_rd_udp__checksum = hdr.udp.checksum;
                             }
-                            meta.nfc_csum7 = (((((bit<32>)(~meta.nfc_rd_udp_checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                            meta.nfc_csum7 = (((((bit<32>)(~meta.nfc_rd_udp__checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
                             meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
                             meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
                             hdr.udp.checksum = ~meta.nfc_csum7[15:0];
-                            meta.nfc_rd_udp_checksum = 16w0;
+                            meta.nfc_rd_udp__checksum = 16w0;
                             if (hdr.udp.isValid()) {
-                                meta.nfc_rd_udp_checksum = hdr.udp.checksum;
+                                meta.nfc_rd_udp__checksum = hdr.udp.checksum;
                             }
-                            meta.nfc_rd_udp_dport = 16w0;
+                            meta.nfc_rd_udp__dport = 16w0;
                             if (hdr.udp.isValid()) {
-                                meta.nfc_rd_udp_dport = hdr.udp.dport;
+                                meta.nfc_rd_udp__dport = hdr.udp.dport;
                             }
-                            meta.nfc_csum8 = (((bit<32>)(~meta.nfc_rd_udp_checksum)) + ((bit<32>)(~meta.nfc_rd_udp_dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                            meta.nfc_csum8 = (((bit<32>)(~meta.nfc_rd_udp__checksum)) + ((bit<32>)(~meta.nfc_rd_udp__dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
                             meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
                             meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
                             hdr.udp.checksum = ~meta.nfc_csum8[15:0];

@@ -207,13 +207,13 @@ parser IngressParser(
     // pipeline access_to_vpc, examples/dsr_router.nfp:223
     state nfc_enter_access_to_vpc {
         meta.nfc_pipeline = 8w1;
-        transition from_access_start;
+        transition from_access__start;
     }
 
     // pipeline vpc_to_access, examples/dsr_router.nfp:230
     state nfc_enter_vpc_to_access {
         meta.nfc_pipeline = 8w2;
-        transition from_vpc_start;
+        transition from_vpc__start;
     }
 
     // packets back from a server start with a bridge header; its first byte is the cut id (bad_bridge stands until the whole bridge header has been read)
@@ -264,81 +264,81 @@ parser IngressParser(
     }
 
     // from_access.start, examples/dsr_router.nfp:35
-    state from_access_start {
+    state from_access__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
-            16w0x800: from_access_outer_ip;
+            16w0x800: from_access__outer_ip;
             default: nfc_drop_not_ipv4;
         }
     }
 
     // from_access.outer_ip, examples/dsr_router.nfp:42
-    state from_access_outer_ip {
+    state from_access__outer_ip {
         pkt.extract(hdr.outer_ipv4);
         nfc_csum_outer_ipv4.add(hdr.outer_ipv4);
         meta.nfc_csum_ok_outer_ipv4 = nfc_csum_outer_ipv4.verify();
         transition select(hdr.outer_ipv4.protocol) {
-            8w0x11: from_access_outer_l4;
+            8w0x11: from_access__outer_l4;
             default: nfc_drop_not_vxlan;
         }
     }
 
     // from_access.outer_l4, examples/dsr_router.nfp:50
-    state from_access_outer_l4 {
+    state from_access__outer_l4 {
         pkt.extract(hdr.outer_udp);
         transition select(hdr.outer_udp.dport) {
-            16w0x12b5: from_access_tunnel;
+            16w0x12b5: from_access__tunnel;
             default: nfc_drop_not_vxlan;
         }
     }
 
     // from_access.tunnel, examples/dsr_router.nfp:57
-    state from_access_tunnel {
+    state from_access__tunnel {
         pkt.extract(hdr.vxlan);
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
-            16w0x800: from_access_inner;
+            16w0x800: from_access__inner;
             default: nfc_drop_not_ipv4;
         }
     }
 
     // from_access.inner, examples/dsr_router.nfp:65
-    state from_access_inner {
+    state from_access__inner {
         pkt.extract(hdr.ipv4);
         transition accept;
     }
 
     // from_vpc.start, examples/dsr_router.nfp:159
-    state from_vpc_start {
+    state from_vpc__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
-            16w0x800: from_vpc_outer_ip;
+            16w0x800: from_vpc__outer_ip;
             default: nfc_drop_not_ipv4;
         }
     }
 
     // from_vpc.outer_ip, examples/dsr_router.nfp:166
-    state from_vpc_outer_ip {
+    state from_vpc__outer_ip {
         pkt.extract(hdr.outer_ipv4);
         nfc_csum_outer_ipv4.add(hdr.outer_ipv4);
         meta.nfc_csum_ok_outer_ipv4 = nfc_csum_outer_ipv4.verify();
         transition select(hdr.outer_ipv4.protocol) {
-            8w0x2f: from_vpc_tunnel;
+            8w0x2f: from_vpc__tunnel;
             default: nfc_drop_not_gre;
         }
     }
 
     // from_vpc.tunnel, examples/dsr_router.nfp:174
-    state from_vpc_tunnel {
+    state from_vpc__tunnel {
         pkt.extract(hdr.gre);
         transition select(hdr.gre.key_present, hdr.gre.protocol) {
-            (1w1, 16w0x800): from_vpc_keyed;
+            (1w1, 16w0x800): from_vpc__keyed;
             default: nfc_drop_not_gre;
         }
     }
 
     // from_vpc.keyed, examples/dsr_router.nfp:181
-    state from_vpc_keyed {
+    state from_vpc__keyed {
         pkt.extract(hdr.gre_key);
         pkt.extract(hdr.ipv4);
         transition accept;
@@ -387,7 +387,7 @@ control Ingress(
     }
 
     // entry of table vni_to_vrf, examples/dsr_router.nfp:72
-    action vni_to_vrf_hit(bit<14> v_vrf) {
+    action vni_to_vrf__hit(bit<14> v_vrf) {
         meta.vni_to_vrf__vrf = v_vrf;
     }
 
@@ -397,7 +397,7 @@ control Ingress(
             hdr.vxlan.vni : exact @name("vxlan_vni");
         }
         actions = {
-            vni_to_vrf_hit;
+            vni_to_vrf__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -405,7 +405,7 @@ control Ingress(
     }
 
     // entry of table vrf_fib, examples/dsr_router.nfp:94
-    action vrf_fib_hit(bit<32> v_tunnel_dst, bit<24> v_tunnel_key) {
+    action vrf_fib__hit(bit<32> v_tunnel_dst, bit<24> v_tunnel_key) {
         meta.vrf_fib__tunnel_dst = v_tunnel_dst;
         meta.vrf_fib__tunnel_key = v_tunnel_key;
     }
@@ -417,7 +417,7 @@ control Ingress(
             hdr.ipv4.dst : lpm @name("ipv4_dst");
         }
         actions = {
-            vrf_fib_hit;
+            vrf_fib__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -425,7 +425,7 @@ control Ingress(
     }
 
     // entry of table fabric_routes, examples/dsr_router.nfp:137
-    action fabric_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
+    action fabric_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.fabric_routes__port = v_port;
         meta.fabric_routes__next_hop_mac = v_next_hop_mac;
     }
@@ -436,7 +436,7 @@ control Ingress(
             hdr.outer_ipv4.dst : lpm @name("outer_ipv4_dst");
         }
         actions = {
-            fabric_routes_hit;
+            fabric_routes__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -444,7 +444,7 @@ control Ingress(
     }
 
     // entry of table key_to_access, examples/dsr_router.nfp:188
-    action key_to_access_hit(bit<24> v_vni, bit<32> v_vtep, bit<16> v_port, bit<48> v_next_hop_mac) {
+    action key_to_access__hit(bit<24> v_vni, bit<32> v_vtep, bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.key_to_access__vni = v_vni;
         meta.key_to_access__vtep = v_vtep;
         meta.key_to_access__port = v_port;
@@ -457,7 +457,7 @@ control Ingress(
             hdr.gre_key.vsid : exact @name("tunnel_key");
         }
         actions = {
-            key_to_access_hit;
+            key_to_access__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();

@@ -159,7 +159,7 @@ struct metadata_t {
     bit<1> nfc_forwarded;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
-    bit<32> nfc_rd_outer_dst;
+    bit<32> nfc_rd_outer__dst;
     bit<8> nfc_resume;
     bit<16> spi_steering__tunnel;
     bit<16> traffic_selectors__tunnel;
@@ -190,7 +190,7 @@ parser IngressParser(
         meta.nfc_forwarded = 1w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
-        meta.nfc_rd_outer_dst = 32w0;
+        meta.nfc_rd_outer__dst = 32w0;
         meta.nfc_resume = 8w0;
         meta.spi_steering__tunnel = 16w0;
         meta.traffic_selectors__tunnel = 16w0;
@@ -207,13 +207,13 @@ parser IngressParser(
     // pipeline inbound, examples/ipsec_gateway.nfp:199
     state nfc_enter_inbound {
         meta.nfc_pipeline = 8w1;
-        transition from_internet_start;
+        transition from_internet__start;
     }
 
     // pipeline outbound, examples/ipsec_gateway.nfp:206
     state nfc_enter_outbound {
         meta.nfc_pipeline = 8w2;
-        transition from_vnet_start;
+        transition from_vnet__start;
     }
 
     // packets back from a server start with a bridge header; its first byte is the cut id (bad_bridge stands until the whole bridge header has been read)
@@ -337,42 +337,42 @@ parser IngressParser(
     }
 
     // from_internet.start, examples/ipsec_gateway.nfp:31
-    state from_internet_start {
+    state from_internet__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
-            16w0x800: from_internet_outer_ip;
+            16w0x800: from_internet__outer_ip;
             default: nfc_drop_not_ipv4;
         }
     }
 
     // from_internet.outer_ip, examples/ipsec_gateway.nfp:38
-    state from_internet_outer_ip {
+    state from_internet__outer_ip {
         pkt.extract(hdr.outer);
         nfc_csum_outer.add(hdr.outer);
         meta.nfc_csum_ok_outer = nfc_csum_outer.verify();
         transition select(hdr.outer.protocol) {
-            8w0x32: from_internet_esp_hdr;
+            8w0x32: from_internet__esp_hdr;
             default: nfc_punt_not_esp;
         }
     }
 
     // from_internet.esp_hdr, examples/ipsec_gateway.nfp:47
-    state from_internet_esp_hdr {
+    state from_internet__esp_hdr {
         pkt.extract(hdr.esp);
         transition accept;
     }
 
     // from_vnet.start, examples/ipsec_gateway.nfp:110
-    state from_vnet_start {
+    state from_vnet__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
-            16w0x800: from_vnet_inner_ip;
+            16w0x800: from_vnet__inner_ip;
             default: nfc_drop_not_ipv4;
         }
     }
 
     // from_vnet.inner_ip, examples/ipsec_gateway.nfp:117
-    state from_vnet_inner_ip {
+    state from_vnet__inner_ip {
         pkt.extract(hdr.ipv4);
         nfc_csum_ipv4.add(hdr.ipv4);
         meta.nfc_csum_ok_ipv4 = nfc_csum_ipv4.verify();
@@ -417,7 +417,7 @@ control Ingress(
     }
 
     // entry of table spi_steering, examples/ipsec_gateway.nfp:54
-    action spi_steering_hit(bit<16> v_tunnel) {
+    action spi_steering__hit(bit<16> v_tunnel) {
         meta.spi_steering__tunnel = v_tunnel;
     }
 
@@ -427,7 +427,7 @@ control Ingress(
             hdr.esp.spi : exact @name("esp_spi");
         }
         actions = {
-            spi_steering_hit;
+            spi_steering__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -438,7 +438,7 @@ control Ingress(
     Meter<bit<32>>(64000, MeterType_t.BYTES) tunnel_in_rate;
 
     // entry of table traffic_selectors, examples/ipsec_gateway.nfp:126
-    action traffic_selectors_hit(bit<16> v_tunnel) {
+    action traffic_selectors__hit(bit<16> v_tunnel) {
         meta.traffic_selectors__tunnel = v_tunnel;
     }
 
@@ -451,7 +451,7 @@ control Ingress(
             hdr.ipv4.protocol : range @name("ipv4_protocol");
         }
         actions = {
-            traffic_selectors_hit;
+            traffic_selectors__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -462,7 +462,7 @@ control Ingress(
     Meter<bit<32>>(64000, MeterType_t.BYTES) tunnel_out_rate;
 
     // entry of table internet_routes, examples/ipsec_gateway.nfp:176
-    action internet_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
+    action internet_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.internet_routes__port = v_port;
         meta.internet_routes__next_hop_mac = v_next_hop_mac;
     }
@@ -470,10 +470,10 @@ control Ingress(
     // table internet_routes, examples/ipsec_gateway.nfp:176
     table internet_routes {
         key = {
-            meta.nfc_rd_outer_dst : lpm @name("outer_dst");
+            meta.nfc_rd_outer__dst : lpm @name("outer_dst");
         }
         actions = {
-            internet_routes_hit;
+            internet_routes__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -629,9 +629,9 @@ control Ingress(
             }
             if (meta.nfc_resume <= 8w2) {
                 // stage route_out, examples/ipsec_gateway.nfp:185
-                meta.nfc_rd_outer_dst = 32w0;
+                meta.nfc_rd_outer__dst = 32w0;
                 if (hdr.outer.isValid()) {
-                    meta.nfc_rd_outer_dst = hdr.outer.dst;
+                    meta.nfc_rd_outer__dst = hdr.outer.dst;
                 }
                 if (internet_routes.apply().hit) {
                     hdr.eth.dst = meta.internet_routes__next_hop_mac;

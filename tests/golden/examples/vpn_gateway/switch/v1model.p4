@@ -194,13 +194,13 @@ parser NfcParser(
     // pipeline customer_to_cloud, examples/vpn_gateway.nfp:232
     state nfc_enter_customer_to_cloud {
         meta.nfc_pipeline = 8w1;
-        transition from_customer_start;
+        transition from_customer__start;
     }
 
     // pipeline cloud_to_customer, examples/vpn_gateway.nfp:239
     state nfc_enter_cloud_to_customer {
         meta.nfc_pipeline = 8w2;
-        transition from_cloud_start;
+        transition from_cloud__start;
     }
 
     // packets back from a server start with a bridge header; its first byte is the cut id (bad_bridge stands until the whole bridge header has been read)
@@ -251,67 +251,67 @@ parser NfcParser(
     }
 
     // from_customer.start, examples/vpn_gateway.nfp:37
-    state from_customer_start {
+    state from_customer__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
-            16w0x88a8: from_customer_s_tag;
+            16w0x88a8: from_customer__s_tag;
             default: nfc_drop_not_qinq;
         }
     }
 
     // from_customer.s_tag, examples/vpn_gateway.nfp:44
-    state from_customer_s_tag {
+    state from_customer__s_tag {
         pkt.extract(hdr.svlan);
         transition select(hdr.svlan.ethertype) {
-            16w0x8100: from_customer_c_tag;
+            16w0x8100: from_customer__c_tag;
             default: nfc_drop_not_qinq;
         }
     }
 
     // from_customer.c_tag, examples/vpn_gateway.nfp:51
-    state from_customer_c_tag {
+    state from_customer__c_tag {
         pkt.extract(hdr.cvlan);
         transition select(hdr.cvlan.ethertype) {
-            16w0x800: from_customer_inner_ip;
+            16w0x800: from_customer__inner_ip;
             default: nfc_drop_not_ipv4;
         }
     }
 
     // from_customer.inner_ip, examples/vpn_gateway.nfp:58
-    state from_customer_inner_ip {
+    state from_customer__inner_ip {
         pkt.extract(hdr.ipv4);
         transition accept;
     }
 
     // from_cloud.start, examples/vpn_gateway.nfp:160
-    state from_cloud_start {
+    state from_cloud__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
-            16w0x800: from_cloud_outer_ip;
+            16w0x800: from_cloud__outer_ip;
             default: nfc_drop_not_ipv4;
         }
     }
 
     // from_cloud.outer_ip, examples/vpn_gateway.nfp:167
-    state from_cloud_outer_ip {
+    state from_cloud__outer_ip {
         pkt.extract(hdr.outer_ipv4);
         transition select(hdr.outer_ipv4.protocol) {
-            8w0x11: from_cloud_outer_l4;
+            8w0x11: from_cloud__outer_l4;
             default: nfc_drop_not_vxlan;
         }
     }
 
     // from_cloud.outer_l4, examples/vpn_gateway.nfp:176
-    state from_cloud_outer_l4 {
+    state from_cloud__outer_l4 {
         pkt.extract(hdr.outer_udp);
         transition select(hdr.outer_udp.dport) {
-            16w0x12b5: from_cloud_tunnel;
+            16w0x12b5: from_cloud__tunnel;
             default: nfc_drop_not_vxlan;
         }
     }
 
     // from_cloud.tunnel, examples/vpn_gateway.nfp:183
-    state from_cloud_tunnel {
+    state from_cloud__tunnel {
         pkt.extract(hdr.vxlan);
         pkt.extract(hdr.eth);
         transition accept;
@@ -371,7 +371,7 @@ control NfcIngress(
     }
 
     // entry of table underlay_routes, examples/vpn_gateway.nfp:133
-    action underlay_routes_hit(bit<16> v_port, bit<48> v_next_hop_mac) {
+    action underlay_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.underlay_routes__port = v_port;
         meta.underlay_routes__next_hop_mac = v_next_hop_mac;
     }
@@ -382,7 +382,7 @@ control NfcIngress(
             hdr.outer_ipv4.dst : lpm @name("outer_ipv4_dst");
         }
         actions = {
-            underlay_routes_hit;
+            underlay_routes__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
@@ -390,7 +390,7 @@ control NfcIngress(
     }
 
     // entry of table vni_to_qinq, examples/vpn_gateway.nfp:191
-    action vni_to_qinq_hit(bit<12> v_s_tag, bit<12> v_c_tag, bit<16> v_port) {
+    action vni_to_qinq__hit(bit<12> v_s_tag, bit<12> v_c_tag, bit<16> v_port) {
         meta.vni_to_qinq__s_tag = v_s_tag;
         meta.vni_to_qinq__c_tag = v_c_tag;
         meta.vni_to_qinq__port = v_port;
@@ -402,7 +402,7 @@ control NfcIngress(
             hdr.vxlan.vni : exact @name("vxlan_vni");
         }
         actions = {
-            vni_to_qinq_hit;
+            vni_to_qinq__hit;
             nfc_miss;
         }
         const default_action = nfc_miss();
