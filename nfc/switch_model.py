@@ -1,8 +1,9 @@
 """``nfc switch-model OUT``: run the switch part of a build in software.
 
 Batch: ``--inject PORT=in.pcap ... --capture DIR [--entries FILE]`` writes one pcap per
-egress port and ``counters.json``.  Live: ``--p4runtime 127.0.0.1:9559`` serves P4Runtime
-(for ``--serve-seconds`` seconds, or until interrupted).
+egress port and ``counters.json``.  Live: ``--p4runtime [ADDR]`` serves P4Runtime (for
+``--serve-seconds`` seconds, or until interrupted) on ADDR, on loopback when ADDR is only a
+port or not given; ``--p4rt-cert/--p4rt-key [--p4rt-client-ca]`` make it TLS (mutual TLS).
 """
 
 from __future__ import annotations
@@ -13,13 +14,18 @@ import sys
 import time
 from pathlib import Path
 
+from compiler.interp import TableError
 from emulator.switchmodel.batch import load_into, run_batch
-from emulator.switchmodel.server import P4RuntimeServer, serve
+from emulator.switchmodel.server import P4RuntimeServer, ServeError, ServerTls, serve
 from lang import SourceMap
 from nfc._build_dir import open_build, parse_injects
-from runtime.entries import load_entries
+from nfc._p4rt_tls import FlagError, add_tls_flags, security, server_tls
+from runtime.entries import EntriesError, load_entries
+from runtime.errors import RuntimeApiError
 
 __all__ = ["add_parser", "switch_model"]
+
+DEFAULT_P4RUNTIME = "127.0.0.1:9559"  # P4Runtime's IANA port, on loopback
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -28,31 +34,52 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     s.add_argument("--inject", action="append", default=[], metavar="PORT=PCAP")
     s.add_argument("--capture", metavar="DIR")
     s.add_argument("--entries", metavar="FILE", help="table entries (YAML or JSON, .nfp names)")
-    s.add_argument("--p4runtime", metavar="ADDR", help="serve P4Runtime on ADDR (loopback), e.g. 127.0.0.1:9559")
+    s.add_argument("--p4runtime", metavar="ADDR", nargs="?", const=DEFAULT_P4RUNTIME,
+                   help=f"serve P4Runtime on ADDR (HOST:PORT, or PORT on loopback; default {DEFAULT_P4RUNTIME})")
     s.add_argument("--serve-seconds", type=float, default=0.0, help="with --p4runtime: stop after this long")
+    add_tls_flags(s, "--p4runtime")
     s.add_argument("--arch", default="tna", choices=("tna", "v1model"),
                    help="which generated program runs (and whose P4Info names are served)")
     s.set_defaults(func=switch_model)
 
 
+def bind_address(arg: str) -> str:
+    """``--p4runtime``'s address: a bare port is a port on loopback, so only this machine
+    can drive the switch unless another host is named."""
+    return f"127.0.0.1:{arg}" if arg.isdigit() else arg
+
+
 def switch_model(args: argparse.Namespace, sources: SourceMap) -> int:
+    try:
+        tls = server_tls(args, args.p4runtime is not None, "--p4runtime")
+    except FlagError as e:
+        print(f"nfc switch-model: {e}", file=sys.stderr)
+        return 2
     out = Path(args.out)
     plan, _placed, model = open_build(out, args.arch)
-    if args.entries:
-        load_into(model, load_entries(args.entries))
-    if args.inject:
-        counters = run_batch(model, parse_injects(args.inject), Path(args.capture or "capture"))
-        print(json.dumps(counters, sort_keys=True))
-    if args.p4runtime:
-        names = json.loads(plan.path(out, "name_map").read_text())
-        grpc_server, port = serve(P4RuntimeServer(model, names, args.arch), args.p4runtime)
-        host = args.p4runtime.rsplit(":", 1)[0]
-        print(f"P4Runtime on {host}:{port}", file=sys.stderr, flush=True)
-        try:
-            deadline = time.monotonic() + args.serve_seconds if args.serve_seconds else None
-            while deadline is None or time.monotonic() < deadline:
-                time.sleep(0.2)
-        except KeyboardInterrupt:
-            pass
-        grpc_server.stop(0)
+    try:
+        if args.entries:
+            load_into(model, {t.name: t for t in plan.tables}, load_entries(args.entries))
+        if args.inject:
+            counters = run_batch(model, parse_injects(args.inject), Path(args.capture or "capture"))
+            print(json.dumps(counters, sort_keys=True))
+        if args.p4runtime is not None:
+            _serve(P4RuntimeServer(model, json.loads(plan.path(out, "name_map").read_text()), args.arch),
+                   bind_address(args.p4runtime), tls, args.serve_seconds)
+    except (EntriesError, RuntimeApiError, TableError, ServeError) as e:
+        print(f"nfc switch-model: {e}", file=sys.stderr)
+        return 1
     return 0
+
+
+def _serve(server: P4RuntimeServer, address: str, tls: ServerTls | None, seconds: float) -> None:
+    """Serve until ``seconds`` have passed (0: until interrupted); the bound address on stderr."""
+    grpc_server, port = serve(server, address, tls)
+    print(f"P4Runtime{security(tls)} on {address.rsplit(':', 1)[0]}:{port}", file=sys.stderr, flush=True)
+    try:
+        deadline = time.monotonic() + seconds if seconds else None
+        while deadline is None or time.monotonic() < deadline:
+            time.sleep(0.2)
+    except KeyboardInterrupt:
+        pass
+    grpc_server.stop(0)

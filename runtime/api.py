@@ -13,7 +13,8 @@ leaves the switch cache before the server.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -23,9 +24,9 @@ from runtime.cache import CacheDecision, CachePolicy
 from runtime.control import ControlChannel
 from runtime.entries import EntriesError, EntrySpec, parse_value
 from runtime.errors import ChannelError, EntryNotFound, InvalidEntry, RuntimeApiError
-from runtime.p4runtime import SwitchClient, SwitchUpdate
+from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 
-__all__ = ["Field", "Runtime", "Table", "TableSchema", "Value"]
+__all__ = ["Field", "Runtime", "Table", "TableSchema", "Value", "check_entry"]
 
 Value = int | str  # an integer, dotted IPv4, colon MAC, hex string; LPM keys also "a.b.c.d/len" or (value, len)
 
@@ -59,16 +60,30 @@ def _check(s: TableSchema, fields: Mapping[str, Any], with_values: bool, priorit
             ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) +
             ([f"missing field(s) {', '.join(missing)}"] if missing else [])))
     match: dict[str, tuple[int, int | None]] = {}
-    try:
-        for k in s.keys:
+    values: dict[str, int] = {}
+    for k in s.keys:
+        with _naming(s, k):
             match[k.name] = _key(k, fields[k.name])
-        values = {v.name: parse_value(fields[v.name], v.width) for v in s.values} if with_values else {}
-    except (EntriesError, ValueError, TypeError) as e:
-        raise InvalidEntry(f"{s.name}: {e}") from e
     for v in s.values if with_values else ():
-        if not 0 <= values[v.name] < 1 << v.width:
-            raise InvalidEntry(f"{s.name}: {v.name} = {values[v.name]} does not fit in {v.width} bits")
+        with _naming(s, v):
+            values[v.name] = _value(v, fields[v.name])
     return _Entry(match, values, priority)
+
+
+@contextmanager
+def _naming(s: TableSchema, f: Field) -> Iterator[None]:
+    """What the check of one field refuses is InvalidEntry naming the table and the field."""
+    try:
+        yield
+    except (EntriesError, ValueError, TypeError) as e:
+        raise InvalidEntry(f"{s.name}.{f.name}: {e}") from e
+
+
+def _value(v: Field, raw: Any) -> int:
+    value = parse_value(raw, v.width)
+    if not 0 <= value < 1 << v.width:
+        raise ValueError(f"{value} does not fit in {v.width} bits")
+    return value
 
 
 def _key(k: Field, raw: Any) -> tuple[int, int | None]:
@@ -82,16 +97,30 @@ def _key(k: Field, raw: Any) -> tuple[int, int | None]:
         else:
             arg = k.width
         if not 0 <= arg <= k.width:
-            raise InvalidEntry(f"{k.name}: prefix length {arg} out of 0..{k.width}")
+            raise ValueError(f"prefix length {arg} out of 0..{k.width}")
     elif k.match in ("ternary", "range"):
         raw, second = raw if isinstance(raw, tuple) else (raw, None)
         arg = None if second is None else parse_value(second, k.width)
     value = parse_value(raw, k.width)
     if not 0 <= value < 1 << k.width or (arg is not None and k.match != "lpm" and not 0 <= arg < 1 << k.width):
-        raise InvalidEntry(f"{k.name} = {raw} does not fit in {k.width} bits")
+        raise ValueError(f"{raw} does not fit in {k.width} bits")
     if k.match == "lpm" and arg is not None:  # host bits beyond the prefix are not part of the key
         value &= ((1 << k.width) - 1) ^ ((1 << (k.width - arg)) - 1)
     return value, arg
+
+
+def _fields(spec: EntrySpec) -> dict[str, Any]:
+    """An entries-file entry as the keyword arguments of a call (an LPM key ``(value, length)``)."""
+    return {k: (v, a) if a is not None else v for k, (v, a) in spec.match.items()} | spec.values
+
+
+def check_entry(s: TableSchema, spec: EntrySpec) -> EntrySpec:
+    """An entries-file entry of table ``s`` checked as a call to the runtime API is (fields
+    exactly the table's, values and addresses of the fields' widths, InvalidEntry naming the
+    table and field otherwise) and in canonical form (an LPM value without host bits); for a
+    writer that puts entries in place without the API (``nfc switch-model --entries``)."""
+    e = _check(s, _fields(spec), True, spec.priority)
+    return EntrySpec(s.name, e.match, e.values, e.priority)
 
 
 class Runtime:
@@ -120,13 +149,16 @@ class Runtime:
 
     @classmethod
     def connect(cls, out: str | Path, *, p4runtime: str | None = None, control: str | Path | None = None,
-                arch: str = "tna") -> Runtime:
-        """Connect to a switch's P4Runtime endpoint and/or a server program's control socket."""
+                arch: str = "tna", tls: ClientTls | None = None) -> Runtime:
+        """Connect to a switch's P4Runtime endpoint and/or a server program's control socket;
+        with ``tls``, to the switch over TLS (mutual TLS when it holds a client certificate)."""
         out = Path(out)
         switch = None
         if p4runtime is not None:
             names = json.loads(load_plan(out).path(out, "name_map").read_text())
-            switch = SwitchClient(p4runtime, names, arch)
+            switch = SwitchClient(p4runtime, names, arch, tls=tls)
+        elif tls is not None:
+            raise ChannelError("tls= is for the switch's P4Runtime endpoint: give p4runtime= too")
         return cls(out, switch=switch, server=ControlChannel(control) if control is not None else None)
 
     def close(self) -> None:
@@ -144,8 +176,7 @@ class Runtime:
         """Add entries given as data (an entries file), table by table; all or nothing per table."""
         by_table: dict[str, list[tuple[dict[str, Any], int]]] = {}
         for e in entries:
-            fields: dict[str, Any] = {k: (v, a) if a is not None else v for k, (v, a) in e.match.items()}
-            by_table.setdefault(e.table, []).append((fields | e.values, e.priority))
+            by_table.setdefault(e.table, []).append((_fields(e), e.priority))
         return sum(self.table(t).add_many([r for r, _ in rows], [p for _, p in rows]) for t, rows in by_table.items())
 
     # ---- the two sides -----------------------------------------------------------------------

@@ -48,8 +48,14 @@ def client(addr: str, out: Path, commands: list[dict]) -> list[dict]:
     return [json.loads(line) for line in r.stdout.splitlines() if line.startswith("{")]
 
 
-VNI = {"op": "insert", "table": "vni_to_qinq", "action": "vni_to_qinq_hit",
-       "match": {"vxlan_vni": "5000"}, "params": {"v_s_tag": "7", "v_c_tag": "42", "v_port": "3"}}
+def hit(out: Path, table: str) -> str:
+    """The P4 action an entry of ``.nfp`` table ``table`` takes, by the build's name map."""
+    return json.loads((out / "switch/name_map.json").read_text())["tna"]["tables"][table]["p4_action"]
+
+
+def vni(out: Path) -> dict:
+    return {"op": "insert", "table": "vni_to_qinq", "action": hit(out, "vni_to_qinq"),
+            "match": {"vxlan_vni": "5000"}, "params": {"v_s_tag": "7", "v_c_tag": "42", "v_port": "3"}}
 
 
 def test_entries_written_by_an_independent_client_change_forwarding(switch):
@@ -58,7 +64,7 @@ def test_entries_written_by_an_independent_client_change_forwarding(switch):
     pkt = bytes(Ether() / IP(src="172.16.5.5", dst="10.255.0.1") / UDP(sport=5555, dport=4789) / VXLAN(vni=5000)
                 / inner)
     assert server.inject(17, pkt).reason == "unknown_vni"
-    assert client(addr, out, [VNI]) == [{"ok": True}]
+    assert client(addr, out, [vni(out)]) == [{"ok": True}]
     got = server.inject(17, pkt)
     want = Ether(src="00:00:00:00:00:0a", dst="00:00:00:00:00:0b") / Dot1AD(vlan=7) / Dot1Q(vlan=42) / inner[IP]
     assert (got.kind, got.port, got.data) == ("forward", 3, bytes(want))
@@ -69,9 +75,9 @@ def test_bad_entries_are_rejected_and_change_nothing(switch):
     clears the forwarding state (P4Runtime §14): the duplicate is one this session wrote."""
     server, addr, out = switch
     results = client(addr, out, [
-        {**VNI, "match": {"vxlan_vni": "6000"}, "params": {"v_s_tag": "7", "v_c_tag": "42", "v_port": "70000"}},
-        VNI,
-        VNI,  # a duplicate of an installed entry
+        {**vni(out), "match": {"vxlan_vni": "6000"}, "params": {"v_s_tag": "7", "v_c_tag": "42", "v_port": "70000"}},
+        vni(out),
+        vni(out),  # a duplicate of an installed entry
         {"op": "delete", "table": "vni_to_qinq", "match": {"vxlan_vni": "4242"}},
         {"op": "read", "table": "vni_to_qinq"},
     ])
@@ -85,7 +91,8 @@ def test_bad_entries_are_rejected_and_change_nothing(switch):
 
 def test_lpm_entries_and_customer_path_to_the_server(switch):
     server, addr, out = switch
-    res = client(addr, out, [{"op": "insert", "table": "underlay_routes", "action": "underlay_routes_hit",
+    res = client(addr, out, [{"op": "insert", "table": "underlay_routes",
+                              "action": hit(out, "underlay_routes"),
                               "match": {"outer_ipv4_dst": "172.16.0.0/16"},
                               "params": {"v_port": "21", "v_next_hop_mac": "02:00:00:00:00:99"}}])
     assert res == [{"ok": True}]

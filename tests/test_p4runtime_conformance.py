@@ -8,7 +8,6 @@ mutual TLS with certificates made here for the test."""
 
 from __future__ import annotations
 
-import datetime
 import ipaddress
 import json
 import os
@@ -34,6 +33,7 @@ from emulator.switchmodel.server import P4RuntimeServer, ServerTls, serve
 from runtime.errors import ChannelError
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from tests.conftest import ROOT
+from tests.p4rt_helpers import listening, make_pki
 
 OK, INVALID, OUT_OF_RANGE, NOT_FOUND = code_pb2.OK, code_pb2.INVALID_ARGUMENT, code_pb2.OUT_OF_RANGE, code_pb2.NOT_FOUND
 
@@ -89,7 +89,8 @@ class Device:
     def __init__(self, out: Path) -> None:
         self.out = out
         self.model = SwitchModel.from_build(out)
-        self.server = P4RuntimeServer(self.model, json.loads((out / "switch/name_map.json").read_text()), "tna")
+        self.names = json.loads((out / "switch/name_map.json").read_text())
+        self.server = P4RuntimeServer(self.model, self.names, "tna")
         self.grpc, port = serve(self.server)
         self.addr = f"127.0.0.1:{port}"
         self.channel = grpc.insecure_channel(self.addr)
@@ -103,6 +104,10 @@ class Device:
 
     def action(self, name: str) -> int:
         return next(a.preamble.id for a in self.p4info.actions if a.preamble.alias == name)
+
+    def hit(self, table: str) -> int:
+        """The ID of the action an entry of ``.nfp`` table ``table`` takes (its name from the name map)."""
+        return self.action(self.names["tna"]["tables"][table]["p4_action"])
 
     def write(self, *entries: tuple[int, Any], atomicity: int = pb.WriteRequest.CONTINUE_ON_ERROR,
               election: tuple[int, int] = (0, 1), device_id: int = 0) -> list[int]:
@@ -196,7 +201,7 @@ def entry(table_id: int, match: list[Any], action_id: int | None = None, params:
 
 def qinq(d: Device, vni: bytes = b"\x13\x88", params: list[tuple[int, bytes]] | None = None) -> Any:
     """An entry of vni_to_qinq (exact vxlan_vni: bit<24>; s_tag, c_tag: bit<12>, port: bit<16>)."""
-    return entry(d.table("vni_to_qinq"), [exact(1, vni)], d.action("vni_to_qinq_hit"),
+    return entry(d.table("vni_to_qinq"), [exact(1, vni)], d.hit("vni_to_qinq"),
                  [(1, b"\x07"), (2, b"\x2a"), (3, b"\x03")] if params is None else params)
 
 
@@ -204,12 +209,12 @@ def route(d: Device, prefix: str, **kw: Any) -> Any:
     """An entry of underlay_routes (lpm outer_ipv4_dst: bit<32>; port: bit<16>, next_hop_mac: bit<48>)."""
     net = ipaddress.IPv4Interface(prefix)
     return entry(d.table("underlay_routes"), [lpm(1, net.ip.packed, net.network.prefixlen)],
-                 d.action("underlay_routes_hit"), [(1, b"\x15"), (2, b"\x02\x00\x00\x00\x00\x99")], **kw)
+                 d.hit("underlay_routes"), [(1, b"\x15"), (2, b"\x02\x00\x00\x00\x00\x99")], **kw)
 
 
 def rule(d: Device, match: list[Any], priority: int = 10) -> Any:
     """An entry of acl (ternary ipv4_src, ternary ipv4_dst: bit<32>; range udp_dport: bit<16>)."""
-    return entry(d.table("acl"), match, d.action("acl_hit"), [(1, b"\x07")], priority)
+    return entry(d.table("acl"), match, d.hit("acl"), [(1, b"\x07")], priority)
 
 
 INSERT, MODIFY, DELETE = pb.Update.INSERT, pb.Update.MODIFY, pb.Update.DELETE
@@ -332,7 +337,7 @@ def test_write_batch_reports_one_error_per_update_in_order(vpn):
     twice = qinq(vpn, b"\x00\x01")
     twice.match.append(exact(1, b"\x00\x02"))
     other_action = qinq(vpn, b"\x00\x03")
-    other_action.action.action.action_id = vpn.action("underlay_routes_hit")
+    other_action.action.action.action_id = vpn.hit("underlay_routes")
     assert vpn.write((INSERT, qinq(vpn)), (INSERT, qinq(vpn)), (MODIFY, qinq(vpn, b"\x00\x09")),
                      (DELETE, qinq(vpn, b"\x00\x09")), (INSERT, other_action), (INSERT, twice)) \
         == [OK, code_pb2.ALREADY_EXISTS, NOT_FOUND, NOT_FOUND, INVALID, INVALID]
@@ -480,30 +485,14 @@ def test_commit_without_a_saved_config_is_not_found(vpn):
 
 # ---- §3.1.1 who may talk to the switch ----------------------------------------------------------
 
-def _listening(port: int) -> set[ipaddress.IPv4Address | ipaddress.IPv6Address]:
-    """The local addresses of the TCP sockets listening on ``port`` (Linux /proc/net; an IPv4
-    address mapped into IPv6 as itself)."""
-    found = set()
-    for table, size in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
-        for line in Path(table).read_text().splitlines()[1:]:
-            local, state = line.split()[1], line.split()[3]
-            addr, hexport = local.split(":")
-            if state == "0A" and int(hexport, 16) == port:  # 0A: LISTEN
-                raw = bytes.fromhex(addr)
-                words = b"".join(raw[i:i + 4][::-1] for i in range(0, size, 4))  # host-order 32-bit words
-                ip = ipaddress.ip_address(words)
-                found.add(getattr(ip, "ipv4_mapped", None) or ip)
-    return found
-
-
 def test_default_bind_is_loopback(vpn):
     """§3.1.1 (firewalling the endpoint): unless told otherwise, only this machine can reach
     the switch model's P4Runtime endpoint."""
-    bound = _listening(int(vpn.addr.rsplit(":", 1)[1]))
+    bound = listening(int(vpn.addr.rsplit(":", 1)[1]))
     assert bound and all(a.is_loopback for a in bound), bound
     grpc_server, port = serve(vpn.server, "0.0.0.0:0")  # told otherwise: every interface
     try:
-        assert all(a.is_unspecified for a in _listening(port))
+        assert all(a.is_unspecified for a in listening(port))
     finally:
         grpc_server.stop(0)
 
@@ -511,38 +500,9 @@ def test_default_bind_is_loopback(vpn):
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory) -> Path:
     """Two CAs; the switch's certificate (for 127.0.0.1) and a client's from CA 1; another
-    client's from CA 2.  PEM files ``<name>.crt`` / ``<name>.key``."""
-    x509 = pytest.importorskip("cryptography.x509", reason="the cryptography package makes the test certificates")
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    folder = tmp_path_factory.mktemp("pki")
-    now = datetime.datetime.now(datetime.UTC)
-
-    def make(name: str, issuer: tuple[Any, Any] | None, ca: bool = False, ip: str | None = None) -> tuple[Any, Any]:
-        key = ec.generate_private_key(ec.SECP256R1())
-        subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-        cert = (x509.CertificateBuilder().subject_name(subject)
-                .issuer_name(issuer[0].subject if issuer else subject).public_key(key.public_key())
-                .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
-                .not_valid_after(now + datetime.timedelta(days=1))
-                .add_extension(x509.BasicConstraints(ca=ca, path_length=None), critical=True))
-        if ip is not None:
-            cert = cert.add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address(ip))]),
-                                      critical=False)
-        cert = cert.sign(issuer[1] if issuer else key, hashes.SHA256())
-        (folder / f"{name}.crt").write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-        (folder / f"{name}.key").write_bytes(key.private_bytes(serialization.Encoding.PEM,
-                                                               serialization.PrivateFormat.PKCS8,
-                                                               serialization.NoEncryption()))
-        return cert, key
-
-    ca1, ca2 = make("ca1", None, ca=True), make("ca2", None, ca=True)
-    make("switch", ca1, ip="127.0.0.1")
-    make("client", ca1)
-    make("stranger", ca2)
-    return folder
+    client's from CA 2 (tests/p4rt_helpers.py)."""
+    pytest.importorskip("cryptography.x509", reason="the cryptography package makes the test certificates")
+    return make_pki(tmp_path_factory.mktemp("pki"))
 
 
 def _tls_device(builds: dict[str, Path], pki: Path, mutual: bool) -> tuple[Any, str, dict[str, Any]]:

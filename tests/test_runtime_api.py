@@ -19,15 +19,16 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from compiler.manifest import PLAN_VERSION
-from emulator.switchmodel.server import P4RuntimeServer, serve
+from emulator.switchmodel.server import P4RuntimeServer, ServerTls, serve
 from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.cache import CachePolicy
 from runtime.entries import load_entries, parse_value
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
-from runtime.p4runtime import SwitchClient
+from runtime.p4runtime import ClientTls, SwitchClient
 from runtime.server_proc import ServerProcess
 from tests.conftest import HAVE_DPDK, ROOT
+from tests.p4rt_helpers import make_pki
 
 needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -320,3 +321,32 @@ def test_all_zero_addresses_parse_as_addresses(text, width, value):
     """An all-zero address is a valid address of its width (it was a falsy value that fell
     through to int("0.0.0.0", 0) and failed)."""
     assert parse_value(text, width) == value
+
+
+def test_generated_connect_reaches_a_switch_that_serves_mutual_tls(acl_build, tmp_path):
+    """``connect(..., tls=ClientTls(...))`` of the generated package (Runtime.connect)
+    drives a switch that serves mutual TLS; without ``tls`` the same endpoint refuses it
+    (P4Runtime §3.1.1), and ``tls`` without a switch address is a mistake, not ignored."""
+    pytest.importorskip("cryptography.x509", reason="the cryptography package makes the test certificates")
+    pki = make_pki(tmp_path)
+    plan, _placed, model = open_build(acl_build)
+    names = json.loads(plan.path(acl_build, "name_map").read_text())
+    grpc_server, port = serve(P4RuntimeServer(model, names, "tna"),
+                              tls=ServerTls(pki / "switch.crt", pki / "switch.key", pki / "ca1.crt"))
+    sys.path.insert(0, str(acl_build / "python"))
+    generated = importlib.import_module("acl_ternary").AclTernary
+    try:
+        with pytest.raises(ChannelError):
+            generated.connect(acl_build, p4runtime=f"127.0.0.1:{port}")
+        with pytest.raises(ChannelError):
+            generated.connect(acl_build, tls=ClientTls(pki / "ca1.crt"))
+        nf = generated.connect(acl_build, p4runtime=f"127.0.0.1:{port}",
+                               tls=ClientTls(pki / "ca1.crt", pki / "client.crt", pki / "client.key"))
+        try:
+            nf.acl.add(ipv4_src=("10.0.0.0", "255.0.0.0"), ipv4_dst=(0, 0), udp_dport=(0, 65535), priority=5,
+                       class_=3)
+        finally:
+            nf.close()
+        assert [(e.key[0].value, e.priority) for e in model.p4_tables["acl"].entries] == [(0x0A000000, 5)]
+    finally:
+        grpc_server.stop(0)

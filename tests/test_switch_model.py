@@ -5,6 +5,8 @@ the plan's layout description, not by the codec under test."""
 
 from __future__ import annotations
 
+import ipaddress
+import random
 import subprocess
 import sys
 
@@ -13,9 +15,9 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 
-from compiler.interp import Entry, Match
+from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
-from tests.conftest import ROOT
+from tests.conftest import ROOT, compile_ir
 from tests.oracles import crc16_arc, ip2int, mac2int
 
 NH_MAC, GW_MAC, GW_IP = "02:00:00:00:00:99", "02:00:0a:ff:00:01", "10.255.0.1"
@@ -96,3 +98,64 @@ def test_truncated_at_every_boundary_on_the_switch(model):
     for n in range(14 + 20 + 8 + 8 + 14):
         out = model.process(data[:n], 17)
         assert (out.kind, out.reason) == ("drop", "truncated"), n
+
+
+# ---- a key with an lpm and a ternary field ranks entries by priority -----------------------
+
+MIXED = """import "std/headers.nfp";
+packet { eth: ethernet; ipv4: ipv4; }
+parser p {
+  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: ip; default: drop(not_ipv4); } }
+  state ip { extract ipv4; transition accept; }
+}
+table routes { key { ipv4.dst: lpm; ipv4.src: ternary; } value { port: bit<16>; } size = 64; }
+stage route { lookup routes { hit(r) { forward(r.port); } miss { drop(no_route); } } }
+pipeline main { ports = [0..31]; parser = p; stages = [route]; }
+"""
+
+
+def _winner(entries: list[tuple[ipaddress.IPv4Network, int, int, int, int]], dst: str, src: str) -> int | None:
+    """P4Runtime §9.1 by first principles: a table whose key has a ternary field gives every
+    entry a priority, and the matching entry with the highest one wins — however long its
+    prefix.  Entries are (dst network, src value, src mask, priority, port); the port, or
+    None for a miss."""
+    s = ip2int(src)
+    hits = [(prio, port) for net, value, mask, prio, port in entries
+            if ipaddress.IPv4Address(dst) in net and s & mask == value]
+    return max(hits)[1] if hits else None
+
+
+def test_lpm_and_ternary_key_ranks_by_priority_in_model_and_interpreter(tmp_path):
+    """A longer prefix with a lower priority loses; the switch model (both architectures)
+    and the reference interpreter agree with the priority rule on random entries."""
+    (tmp_path / "mixed.nfp").write_text(MIXED)
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "mixed.nfp"), "--target", "tofino",
+                        "-o", str(out), "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    rng = random.Random(7)
+    entries = [(ipaddress.IPv4Network("10.0.0.0/8"), 0, 0, 20, 1),  # short prefix, high priority
+               (ipaddress.IPv4Network("10.1.0.0/16"), 0, 0, 10, 2)]  # longer prefix, lower priority
+    for prio in rng.sample(range(30, 1000), 20):
+        net = ipaddress.IPv4Network((rng.choice([0x0A000000, 0x0A010000, 0x0A010200]), rng.choice([8, 16, 24])),
+                                    strict=False)
+        mask = rng.choice([0, 0xFF000000, 0xFFFF0000])
+        value = rng.choice([0xC0A80000, 0x01010101]) & mask
+        entries.append((net, value, mask, prio, len(entries) + 1))
+    entries = list({(e[0], e[1], e[2], e[3]): e for e in entries}.values())
+    targets = [SwitchModel.from_build(out, "tna"), SwitchModel.from_build(out, "v1model"),
+               Interpreter(compile_ir(str(tmp_path / "mixed.nfp")))]
+    for t in targets:
+        for net, value, mask, prio, port in entries:
+            t.tables["routes"].insert(Entry((Match(int(net.network_address), net.prefixlen), Match(value, mask)),
+                                            {"port": port}, prio))
+    probes = [("10.1.2.3", "1.1.1.1")] + [
+        (str(ipaddress.IPv4Address(rng.choice([0x0A010203, 0x0A01FF01, 0x0AFF0001, 0x0B000001]))),
+         str(ipaddress.IPv4Address(rng.choice([0xC0A80505, 0x01010101, 0xC0A90101])))) for _ in range(40)]
+    assert _winner(entries, "10.1.2.3", "1.1.1.1") is not None
+    for dst, src in probes:
+        want = _winner(entries, dst, src)
+        pkt = bytes(Ether() / IP(src=src, dst=dst) / b"x")
+        for t in targets:
+            o = t.process(pkt, 0)
+            assert (o.kind, o.port) == (("forward", want) if want is not None else ("drop", None)), (type(t), dst, src)

@@ -4,9 +4,10 @@ An entry gives, per key field, a ``Match``: exact value, value/prefix length (lp
 value/mask (ternary) or low/high (range).  A lookup returns the winning entry:
 
 * exact-only tables: the entry equal on every field (keys are unique);
-* with an lpm field: the matching entry with the longest prefix;
-* with ternary or range fields: the matching entry with the highest ``priority``; among
-  equal priorities the one inserted first.
+* with a ternary or range field, whatever else the key has (an lpm field too): the
+  matching entry with the highest ``priority`` (P4Runtime §9.1 gives such a table's
+  entries a priority); among equal priorities the one inserted first;
+* otherwise, with an lpm field: the matching entry with the longest prefix.
 """
 
 from __future__ import annotations
@@ -118,7 +119,7 @@ class TableContents:
         return best
 
     def _rank(self, e: Entry) -> int:
-        if self.table.match == "lpm":
+        if self.table.match == "lpm":  # the key's most general kind: no ternary or range field
             k, m = next((k, m) for k, m in zip(self.table.keys, e.key, strict=True) if k.match == "lpm")
             return k.expr.width if m.arg is None else m.arg
         return e.priority

@@ -1,17 +1,20 @@
 """Match-action table contents, as a P4Runtime server writes them (P4Runtime spec §9.1).
 
 An entry matches per key field: exact value, value/prefix length (lpm), value/mask
-(ternary) or low/high (range).  The winner is the only exact match, the longest prefix
-(a table with an lpm field), or the highest priority (ternary/range; equal priorities: the
-entry inserted first).
+(ternary) or low/high (range).  The winner is the only exact match; in a table whose key
+has a ternary, range or optional field, the highest priority (P4Runtime §9.1: such a
+table's entries carry one, whatever other fields the key has; equal priorities: the entry
+inserted first); otherwise, with an lpm field, the longest prefix.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-__all__ = ["DuplicateEntry", "Match", "MissingEntry", "P4Table", "TableEntry", "TableError", "TableFull",
-           "TableState"]
+__all__ = ["PRIORITY_KINDS", "DuplicateEntry", "KeyField", "Match", "MissingEntry", "P4Table", "TableEntry",
+           "TableError", "TableFull", "TableState"]
+
+PRIORITY_KINDS = frozenset({"ternary", "range", "optional"})  # a key with one of these ranks by priority
 
 
 class TableError(ValueError):
@@ -70,7 +73,9 @@ class P4Table:
         self.entries: list[TableEntry] = []
         self._exact: dict[tuple[int, ...], TableEntry] | None = (
             {} if all(k.match == "exact" for k in keys) else None)
-        self._lpm = next((i for i, k in enumerate(keys) if k.match == "lpm"), None)
+        # the lpm field whose prefix length ranks entries: only in a table without priorities
+        self._lpm = None if any(k.match in PRIORITY_KINDS for k in keys) else next(
+            (i for i, k in enumerate(keys) if k.match == "lpm"), None)
 
     def _check(self, e: TableEntry) -> None:
         if len(e.key) != len(self.keys):

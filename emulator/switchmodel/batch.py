@@ -5,30 +5,41 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 
 from scapy.utils import RawPcapReader, RawPcapWriter
 
-from compiler.interp import Entry, Match, TableError
+from compiler.interp import Entry, Match
+from compiler.manifest import TableInfo
+from emulator.switchmodel._p4rt_entries import check_values
+from emulator.switchmodel._p4rt_status import Reject
 from emulator.switchmodel.model import SwitchModel
+from runtime.api import check_entry
 from runtime.entries import EntrySpec
+from runtime.errors import InvalidEntry
 
 __all__ = ["load_into", "run_batch"]
 
 
-def load_into(model: SwitchModel, entries: list[EntrySpec]) -> None:
-    """Put entries of switch-resident tables into the model (others are not the switch's)."""
+def load_into(model: SwitchModel, schemas: Mapping[str, TableInfo], entries: list[EntrySpec]) -> None:
+    """Put entries of switch-resident tables into the model (others are not the switch's),
+    checked as they would be on their way through the runtime API and P4Runtime, so a file
+    that ``nfc run`` refuses is refused here too: the API's checks of ``schemas`` (the
+    plan's tables: fields, widths, address kinds; LPM host bits cleared), then §9.1's rules
+    (priority, ternary mask, range).  InvalidEntry names the table and field; a duplicate or
+    a full table is the model's TableError."""
     for spec in entries:
         table = model.tables.get(spec.table)
         if table is None:
             continue
-        keys = []
-        for k in table.keys:
-            if k not in spec.match:
-                raise TableError(f"{spec.table}: entry has no value for key {k}")
-            value, arg = spec.match[k]
-            keys.append(Match(value, arg))
-        table.insert(Entry(tuple(keys), dict(spec.values), spec.priority))
+        spec = check_entry(schemas[spec.table], spec)
+        match = [spec.match[k] for k in table.keys]
+        try:
+            check_values(spec.table, table.p4.keys, match, spec.priority)
+        except Reject as r:
+            raise InvalidEntry(f"{spec.table}: {r.message}") from r
+        table.insert(Entry(tuple(Match(v, a) for v, a in match), dict(spec.values), spec.priority))
 
 
 def _write(path: Path, packets: list[bytes]) -> None:
