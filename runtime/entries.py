@@ -54,20 +54,27 @@ class Address(int):
 
     kind: str
     bits: int
+    text: str
 
-    def __new__(cls, value: int, kind: str, bits: int) -> Address:
+    def __new__(cls, value: int, kind: str, bits: int, text: str) -> Address:
         self = super().__new__(cls, value)
-        self.kind, self.bits = kind, bits
+        self.kind, self.bits, self.text = kind, bits, text
         return self
+
+    def __repr__(self) -> str:  # messages show the address as written, not its integer
+        return repr(self.text)
+
+    def __str__(self) -> str:  # still the integer where a number is printed (int's str is its repr)
+        return int.__repr__(self)
 
 
 def _address(s: str) -> Address | None:
     if s.count(".") == 3 and ":" not in s:
-        return Address(int(ipaddress.IPv4Address(s)), "an IPv4 address", 32)
+        return Address(int(ipaddress.IPv4Address(s)), "an IPv4 address", 32, s)
     if _MAC.fullmatch(s):
-        return Address(int.from_bytes(bytes(int(g, 16) for g in s.split(":")), "big"), "a MAC address", 48)
+        return Address(int.from_bytes(bytes(int(g, 16) for g in s.split(":")), "big"), "a MAC address", 48, s)
     if ":" in s:
-        return Address(int(ipaddress.IPv6Address(s)), "an IPv6 address", 128)
+        return Address(int(ipaddress.IPv6Address(s)), "an IPv6 address", 128, s)
     return None
 
 

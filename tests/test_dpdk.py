@@ -15,10 +15,10 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.utils import RawPcapReader, RawPcapWriter
 
-from compiler.interp import Entry, Match
+from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server_ref import ServerReference
-from tests.conftest import HAVE_DPDK, ROOT, compile_file
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
@@ -306,3 +306,57 @@ def test_a_sub_second_state_timeout_is_not_truncated_to_zero(tmp_path):
     assert r.returncode == 0, r.stderr
     nf = (out / "server/nf.c").read_text()
     assert f"= {1_500_000_000:#x}ull;" in nf  # the C printer writes large constants in hex
+
+
+def test_cgnat_gives_ports_on_more_external_addresses_than_the_old_256_pools(tmp_path):
+    """300 subscribers, each mapped to its own external address: the spec allocates port 1024
+    on each; the server used to cap the pools at 256 (the 257th got ports_exhausted)."""
+    from scapy.layers.inet import TCP
+
+    out = tmp_path / "cgn"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/cgnat.nfp", "-o", str(out), "--no-verify"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    c = compile_file(str(ROOT / "examples/cgnat.nfp"))
+    n = 300
+    subs = [Entry((Match(0x0A010000 + i, 32),), {"ext_ip": 0xC6336400 + i}) for i in range(n)]
+    route = Entry((Match(0, 0),), {"port": 24, "next_hop_mac": 0x020000000099})
+    pkts = [bytes(Ether() / IP(src=f"10.1.{i >> 8}.{i & 255}", dst="93.184.216.34") / TCP(sport=40000, dport=443)
+                  / b"x") for i in range(n)]
+    spec = Interpreter(c.program)
+    for e in subs:
+        spec.tables["subnet_to_external"].insert(e)
+    spec.tables["upstream_routes"].insert(route)
+    want = reference_outputs(spec, {1: pkts})
+    assert sum(want[0][24].values()) == n and not want[1]  # every one forwarded, on its own address
+    entries = {"subnet_to_external": [{"match": {"ipv4_src": f"{e.key[0].value}/32"}, "values": e.values}
+                                      for e in subs],
+               "upstream_routes": [{"match": {"ipv4_dst": "0/0"}, "values": route.values}]}
+    assert nfc_run(out, entries, {1: pkts}, tmp_path / "run") == want
+
+
+def test_jumbo_frames_cross_the_server_whole(built, tmp_path):
+    """Frames of 2,049 to 9,000 payload bytes (over one 2 KiB mbuf) are encapsulated like any
+    other, as the reference does; they were dropped as server_no_buffer (multi-segment)."""
+    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
+    switch = SwitchModel.from_build(built)
+    ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
+    cu, ov, vm, host, vni = ROUTES[0]
+    ref.tables["overlay_routes"].insert(Entry((Match(cu), Match(ov), Match(vm)), {"host_ip": host, "vni": vni}))
+    (tmp_path / "entries.txt").write_text(f"overlay_routes {cu} {ov} {vm} : {host} {vni}\n")
+    customer = [Ether(src="00:00:00:00:00:01") / Dot1AD(vlan=cu) / Dot1Q(vlan=ov)
+                / IP(src="10.0.0.9", dst="192.168.1.10") / UDP(sport=1000) / (bytes(range(256)) * 36)[:n]
+                for n in (1400, 1990, 2049, 4000, 9000)]  # 1990: one 2 KiB mbuf in, too big for one out
+    inputs = [switch.process(bytes(p), 1).data for p in customer]
+    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
+        for x in inputs:
+            w.write(x)
+    run = subprocess.run([str(built / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
+                          "--no-telemetry", "--log-level=warning", "-l", "0",
+                          f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}",
+                          "--", "--entries", str(tmp_path / "entries.txt")],
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    want = [ref.process(x) for x in inputs]
+    assert all(o.kind == "forward" for o in want) and len(want[-1].data) > 9000
+    assert [bytes(d) for d, _ in RawPcapReader(str(tmp_path / "out.pcap"))] == [o.data for o in want]

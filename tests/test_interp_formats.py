@@ -39,7 +39,7 @@ parser p {
   state l4i { extract icmp; transition accept; }
 }
 STAGE
-pipeline main { ports = [0..7]; parser = p; stages = [s1]; }
+pipeline main { ports = [0..65535]; parser = p; stages = [s1]; }  // forward() reports values
 """
 
 
@@ -119,7 +119,7 @@ parser p {
   state e { extract esp; transition accept; }
 }
 STAGE
-pipeline main { ports = [0..7]; parser = p; stages = [s1]; }
+pipeline main { ports = [0..65535]; parser = p; stages = [s1]; }  // forward() reports values
 """
 
 

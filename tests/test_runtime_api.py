@@ -350,3 +350,10 @@ def test_generated_connect_reaches_a_switch_that_serves_mutual_tls(acl_build, tm
         assert [(e.key[0].value, e.priority) for e in model.p4_tables["acl"].entries] == [(0x0A000000, 5)]
     finally:
         grpc_server.stop(0)
+
+
+def test_an_address_of_the_wrong_width_is_named_as_written():
+    """The message quotes the address as the user wrote it ("::a00:1"), not its integer."""
+    with pytest.raises(ValueError, match=r"'::a00:1' is an IPv6 address \(128 bits\)"):
+        parse_value(parse_value("::a00:1"), 32)
+    assert str(parse_value("10.0.0.1")) == "167772161" and f"{parse_value('10.0.0.1')}" == "167772161"

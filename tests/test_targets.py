@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
 from compiler.interp import Interpreter
@@ -156,3 +159,30 @@ def test_without_a_deployment_the_server_port_is_assumed_and_said(tmp_path):
     c = compile_file(write(tmp_path, src), "tofino+dpdk", allow_overcommit=True)
     assert c.targets.server_ports == (8,)  # the first after the pipelines' 0..7
     assert compile_file(write(tmp_path, PORTS.replace("server_ports = [32]; ", "")), "dpdk").placement is not None
+
+
+SMALL = (ROOT / "tests/corpus/all_switch.nfp").read_text()
+
+
+def _server_build(tmp_path, text: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "nfc.cli", "build", write(tmp_path, text), "-o", str(tmp_path / "b"),
+                           "--target", "dpdk", "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+
+
+def test_a_header_over_the_servers_64_byte_slot_is_named_at_its_declaration(tmp_path):
+    """nfc_rt.h keeps a header in a 64-byte slot: a 65-byte header was memcpy'd past it."""
+    big = "header big { " + " ".join(f"f{i}: bit<8>;" for i in range(65)) + " }\n"
+    text = SMALL.replace("packet {\n", big + "packet {\n  b: big;\n")
+    r = _server_build(tmp_path, text)
+    line = text.splitlines().index(big.rstrip("\n")) + 1
+    assert r.returncode == 1 and f"t.nfp:{line}:1: error[E100]: " in r.stderr, r.stderr
+    assert "a header over 64 bytes ('big' is 65)" in r.stderr
+
+
+def test_more_than_32_header_instances_are_named_at_the_33rd(tmp_path):
+    extra = "".join(f"  v{i}: vlan_tag;\n" for i in range(32))
+    text = SMALL.replace("packet {\n", "header vlan_tag { tci: bit<16>; tpid: bit<16>; }\npacket {\n")
+    text = text.replace("  ipv4: ipv4;\n}", "  ipv4: ipv4;\n" + extra + "}")
+    r = _server_build(tmp_path, text)
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if s.strip().startswith("v30:"))
+    assert r.returncode == 1 and f"t.nfp:{line}:" in r.stderr and "more than 32 header instances" in r.stderr, r.stderr

@@ -36,6 +36,8 @@ MAX_WIDTH = 64
 MAX_TABLES = 64  # NFC_MAX_TABLES
 MAX_FIELDS = 16  # NFC_MAX_FIELDS
 MAX_KEY = 64  # NFC_MAX_KEY: key bytes
+MAX_INST = 32  # NFC_MAX_INST: header instances of a packet
+MAX_HDR = 64  # NFC_MAX_HDR: bytes of one header
 
 
 class Unsupported(GeneratorError):
@@ -72,6 +74,17 @@ class _Ctx:
         return self.meta[name]
 
 
+def _check_instances(prog: ir.Program) -> None:
+    """The packet's header slots (nfc_rt.h): at most MAX_INST instances of at most MAX_HDR bytes
+    each; a bigger header would be copied past its slot."""
+    if len(prog.instances) > MAX_INST:
+        raise Unsupported(f"more than {MAX_INST} header instances in a packet", prog.instances[MAX_INST].span)
+    for i in prog.instances:
+        h = prog.headers[i.header]
+        if h.bits > 8 * MAX_HDR:
+            raise Unsupported(f"a header over {MAX_HDR} bytes ('{h.name}' is {(h.bits + 7) // 8})", h.span)
+
+
 SOFTWARE_CUT = 100  # p->cut of a raw packet in software-only mode: SOFTWARE_CUT + pipeline index
 
 
@@ -79,6 +92,7 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
                  software: bool = False) -> c.Unit:
     """``software``: no switch; packets arrive raw on logical ports and run whole pipelines."""
     x = _Ctx(prog, placement, bridges, software=software)
+    _check_instances(prog)
     x.inst = {i.name: k for k, i in enumerate(prog.instances)}
     x.reasons = {r: i + 1 for i, r in enumerate(drop_reasons(prog))}
     for f in prog.metadata:
@@ -141,8 +155,9 @@ def _check_table(t: ir.Table) -> None:
 def _table_desc(t: ir.Table) -> c.Init:
     """A table's entry in nfc_tables[]: what nfc_tables.c needs to create it and check entries."""
     lpm = [i for i, k in enumerate(t.keys) if k.match == "lpm"]
+    size = min(t.size, 0xFFFFFFFF)  # a uint32_t; the capacity is min(size, NFC_TABLE_CAP) anyway
     return c.Init((
-        ("name", f'"{t.name}"'), ("src", f'"{_src(t.span)}"'), ("size", f"{t.size}u"),
+        ("name", f'"{t.name}"'), ("src", f'"{_src(t.span)}"'), ("size", f"{size}u"),
         ("nkeys", str(len(t.keys))), ("nvalues", str(len(t.values))), ("lpm", str(lpm[0] if lpm else -1)),
         ("state", "1" if t.is_state else "0"), ("inline_values", "1" if _inline(t) else "0"),
         ("key_bytes", str(_key_bytes(t))),

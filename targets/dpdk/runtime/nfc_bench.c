@@ -179,7 +179,7 @@ static double run_io(int mode, uint64_t cycles, struct nfc_pkt *p, uint8_t *out)
                 k = k + 1 == ntpl ? 0 : k + 1;
             }
             pk[0].stats = p->stats;
-            nfc_burst(in, n, port, port, pk, out, pool, out_port, done, to);
+            nfc_burst(in, n, port, port, pk, out, pool, NULL, out_port, done, to);
             for (uint16_t i = 0; i < n; i++)
                 if (done[i] != NULL)
                     o[nout++] = done[i];

@@ -15,26 +15,48 @@
 /* The DPDK port a processed packet leaves by (-1: none), given the port it came in on. */
 typedef int (*nfc_out_port_fn)(uint16_t in_port, const struct nfc_pkt *p);
 
+/* A frame received over several segments, copied into one jumbo mbuf (the chain is freed);
+ * NULL, with the chain left, when there is no jumbo pool, no free mbuf, or over NFC_MAX_PKT. */
+static inline struct rte_mbuf *nfc_linearize(struct rte_mbuf *m, struct rte_mempool *jumbo)
+{
+    uint32_t len = rte_pktmbuf_pkt_len(m);
+    struct rte_mbuf *j = jumbo != NULL && len <= NFC_MAX_PKT ? rte_pktmbuf_alloc(jumbo) : NULL;
+    char *dst = j != NULL ? rte_pktmbuf_append(j, (uint16_t)len) : NULL;
+    if (dst == NULL) {
+        rte_pktmbuf_free(j);
+        return NULL;
+    }
+    const void *src = rte_pktmbuf_read(m, 0, len, dst);
+    if (src != dst)
+        memcpy(dst, src, len);
+    rte_pktmbuf_free(m);
+    return j;
+}
+
 /* Process in[0..n) received on DPDK port `port` (the NF's logical port `logical`); out[i] is
- * the packet to send on port to[i], or NULL (dropped and counted in pkt[0].stats). */
+ * the packet to send on port to[i], or NULL (dropped and counted in pkt[0].stats).  `jumbo`
+ * (may be NULL): the pool of NFC_MBUF_ROOM mbufs for frames over one mbuf of `pool`. */
 static inline void nfc_burst(struct rte_mbuf **in, uint16_t n, uint16_t port, uint32_t logical, struct nfc_pkt *pkt,
-                             uint8_t *scratch, struct rte_mempool *pool, nfc_out_port_fn out_port,
-                             struct rte_mbuf **out, int *to)
+                             uint8_t *scratch, struct rte_mempool *pool, struct rte_mempool *jumbo,
+                             nfc_out_port_fn out_port, struct rte_mbuf **out, int *to)
 {
     int code[NFC_BURST];
     struct nfc_stats *st = pkt[0].stats;
     for (uint16_t i = 0; i < n; i++) {
         pkt[i].stats = st;
-        code[i] = in[i]->nb_segs != 1 ? -1
-                                      : nfc_from_switch(&pkt[i], rte_pktmbuf_mtod(in[i], const uint8_t *),
-                                                        rte_pktmbuf_data_len(in[i]), logical);
+        struct rte_mbuf *whole = in[i]->nb_segs == 1 ? in[i] : nfc_linearize(in[i], jumbo);
+        if (whole != NULL)
+            in[i] = whole;
+        code[i] = whole == NULL ? -1
+                                : nfc_from_switch(&pkt[i], rte_pktmbuf_mtod(in[i], const uint8_t *),
+                                                  rte_pktmbuf_data_len(in[i]), logical);
     }
     nfc_prefetch(pkt, code, n);
     for (uint16_t i = 0; i < n; i++) {
         int c = code[i];
         out[i] = NULL;
         to[i] = -1;
-        if (c < 0) { /* a multi-segment mbuf: not handled */
+        if (c < 0) { /* a multi-segment frame that could not be made one */
             rte_pktmbuf_free(in[i]);
             st->drops[0]++;
             continue;
@@ -46,7 +68,7 @@ static inline void nfc_burst(struct rte_mbuf **in, uint16_t n, uint16_t port, ui
         } else if ((to[i] = out_port(port, &pkt[i])) < 0) {
             st->no_port++;
         } else {
-            out[i] = nfc_output(in[i], &pkt[i], pool, scratch); /* consumes in[i] */
+            out[i] = nfc_output(in[i], &pkt[i], pool, jumbo, scratch); /* consumes in[i] */
             if (out[i] != NULL)
                 st->forwarded++;
             else

@@ -52,6 +52,7 @@ static int tagged; /* --tagged: every frame carries its logical port in NFC_TAG 
 #define NFC_TAG 4
 static uint64_t idle_ms = 3000;
 static struct rte_mempool *pool;
+static struct rte_mempool *jumbo; /* frames over one mbuf of `pool` (nfc_burst.h), 9.5 KiB each */
 volatile int nfc_started = 1; /* --wait: 0 until the control channel's START */
 
 static void on_signal(int sig)
@@ -122,7 +123,7 @@ static void process(struct rte_mbuf **in, uint16_t n, uint16_t port, struct nfc_
             end++;
         if (!tagged)
             end = n;
-        nfc_burst(in + start, (uint16_t)(end - start), port, logical_in, pkt + start, scratch, pool, out_port,
+        nfc_burst(in + start, (uint16_t)(end - start), port, logical_in, pkt + start, scratch, pool, jumbo, out_port,
                   done + start, to + start);
     }
     for (uint16_t i = 0; i < n; i++) {
@@ -270,9 +271,11 @@ int main(int argc, char **argv)
     if (rte_eth_dev_count_avail() < 1)
         fprintf(stderr, "nfc: no port (check the --vdev arguments and input files)\n");
     else if ((pool = rte_pktmbuf_pool_create("nfc_mbufs", 8191 * lcores, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                             (int)rte_socket_id())) == NULL)
-        fprintf(stderr, "nfc: cannot create the mbuf pool: %s\n", rte_strerror(rte_errno));
-    if (pool == NULL || start_ports(lcores) != 0) {
+                                             (int)rte_socket_id())) == NULL ||
+             (jumbo = rte_pktmbuf_pool_create("nfc_jumbo", 511 * lcores, 32, 0, NFC_MBUF_ROOM,
+                                              (int)rte_socket_id())) == NULL)
+        fprintf(stderr, "nfc: cannot create the mbuf pools: %s\n", rte_strerror(rte_errno));
+    if (jumbo == NULL || start_ports(lcores) != 0) {
         nfc_control_stop();
         return 1;
     }

@@ -4,6 +4,7 @@
 #define NFC_RT_H
 
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <rte_byteorder.h>
@@ -16,6 +17,10 @@
 #define NFC_MAX_META 64
 #define NFC_MAX_RES 64
 #define NFC_MAX_PKT 9216
+/* a jumbo mbuf holds a whole frame up to NFC_MAX_PKT (9216 bytes) in one segment: the packet
+ * path reads contiguous bytes, so a frame received over several 2 KiB segments is copied into
+ * one first (nfc_burst.h), and an output too big for a 2 KiB mbuf is written into one */
+#define NFC_MBUF_ROOM (NFC_MAX_PKT + RTE_PKTMBUF_HEADROOM)
 #ifndef NFC_TABLE_CAP /* tables hold min(size estimate, NFC_TABLE_CAP) entries: -DNFC_TABLE_CAP=... */
 #define NFC_TABLE_CAP (1u << 20)
 #endif
@@ -294,25 +299,62 @@ static inline uint64_t nfc_csum_update(uint64_t csum, uint64_t old, uint64_t new
     return (uint64_t)(~s & 0xffff);
 }
 
-/* Port pools of a carrier-grade NAT: the lowest free port >= 1024 of an external address. */
-#define NFC_POOLS 256
+/* Port pools of a carrier-grade NAT: the lowest free port >= 1024 of an external address, 0
+ * when its 64512 ports are taken (the reference semantics, compiler/interp/state.py).  One
+ * pool (a 65536-bit map, 8 KiB) per external address, made on its first use and found by
+ * open addressing, so the number of addresses is bounded by memory only (it was a fixed 256:
+ * the 257th address got 0 while the reference allocated).  0 too if memory runs out.  Called
+ * by the forwarding lcore only. */
+struct nfc_pool {
+    uint64_t addr;
+    uint64_t *used; /* NULL: a free slot */
+};
+
+static inline struct nfc_pool *nfc_pool_slot(struct nfc_pool *pools, size_t cap, uint64_t addr)
+{
+    size_t i = (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
+    while (pools[i].used != NULL && pools[i].addr != addr)
+        i = (i + 1) & (cap - 1);
+    return &pools[i];
+}
+
+static inline uint64_t *nfc_pool_of(uint64_t ext_ip)
+{
+    static struct nfc_pool *pools;
+    static size_t cap, n;
+    if (2 * (n + 1) > cap) { /* keep the table at most half full: grow and rehash */
+        size_t bigger = cap ? 2 * cap : 64;
+        struct nfc_pool *fresh = calloc(bigger, sizeof *fresh);
+        if (fresh == NULL)
+            return NULL;
+        for (size_t i = 0; i < cap; i++)
+            if (pools[i].used != NULL)
+                *nfc_pool_slot(fresh, bigger, pools[i].addr) = pools[i];
+        free(pools);
+        pools = fresh;
+        cap = bigger;
+    }
+    struct nfc_pool *slot = nfc_pool_slot(pools, cap, ext_ip);
+    if (slot->used == NULL) {
+        slot->used = calloc(1024, sizeof(uint64_t));
+        if (slot->used == NULL)
+            return NULL;
+        slot->addr = ext_ip;
+        n++;
+    }
+    return slot->used;
+}
+
 static inline uint64_t nfc_alloc_port(uint64_t ext_ip)
 {
-    static uint64_t addr[NFC_POOLS];
-    static uint64_t used[NFC_POOLS][1024];
-    static int npools;
-    int k = 0;
-    while (k < npools && addr[k] != ext_ip)
-        k++;
-    if (k == npools) {
-        if (npools == NFC_POOLS)
-            return 0;
-        addr[npools++] = ext_ip;
-    }
-    for (unsigned port = 1024; port < 65536; port++)
-        if (!((used[k][port >> 6] >> (port & 63)) & 1)) {
-            used[k][port >> 6] |= 1ull << (port & 63);
-            return port;
+    uint64_t *used = nfc_pool_of(ext_ip);
+    if (used == NULL)
+        return 0;
+    for (unsigned w = 1024 / 64; w < 1024; w++) /* ports below 1024 are never given out */
+        if (used[w] != ~0ull) {
+            unsigned bit = (unsigned)__builtin_ctzll(~used[w]);
+            used[w] |= 1ull << bit;
+            return w * 64u + bit;
         }
     return 0;
 }
@@ -403,11 +445,11 @@ extern struct nfc_stats nfc_stats[];
  * NULL: no room.  m is consumed: sent on as the result, or freed.  The payload is still in
  * m where it arrived, so when m is ours alone and the bridge and headers fit in front of
  * the payload, only they are written, in place; otherwise a new mbuf from `pool` gets the
- * whole packet.  The packets dropped for want of room are exactly those of that path:
- * nothing to send, more than NFC_MAX_PKT bytes, or more than a new mbuf of `pool` holds.
- * `out`: scratch of NFC_MAX_PKT bytes. */
+ * whole packet (from `jumbo` when it is too big for one of `pool`, if there is a jumbo pool).
+ * The packets dropped for want of room are exactly those of that path: nothing to send, more
+ * than NFC_MAX_PKT bytes, or more than a new mbuf holds.  `out`: scratch of NFC_MAX_PKT bytes. */
 static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p, struct rte_mempool *pool,
-                                          uint8_t *out)
+                                          struct rte_mempool *jumbo, uint8_t *out)
 {
     uint8_t *buf = (uint8_t *)m->buf_addr;
     uint32_t plen = p->payload_len;
@@ -429,7 +471,7 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
         }
     }
     uint32_t n = nfc_to_switch(p, out, NFC_MAX_PKT);
-    struct rte_mbuf *o = rte_pktmbuf_alloc(pool);
+    struct rte_mbuf *o = rte_pktmbuf_alloc(n > room && jumbo != NULL ? jumbo : pool);
     char *dst = o != NULL && n > 0 ? rte_pktmbuf_append(o, (uint16_t)n) : NULL;
     if (dst != NULL)
         memcpy(dst, out, n);
