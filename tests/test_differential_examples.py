@@ -17,14 +17,22 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 from collections import Counter
 
 import pytest
 
-from compiler.interp import Entry, Interpreter
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs
+from compiler.interp import Entry
+from tests.conftest import (
+    HAVE_DPDK,
+    ROOT,
+    compile_file,
+    entry_json,
+    learn_entries,
+    loaded_spec,
+    nfc_cli,
+    nfc_run,
+    reference_outputs,
+)
 from tests.fuzz import Fuzzer
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
@@ -46,66 +54,17 @@ def _cases() -> list[object]:
 Outputs = tuple[dict[int, Counter[bytes]], Counter[str]]
 
 
-def _entry_json(c, table: str, e: Entry) -> dict[str, object]:
-    t = c.program.tables[table]
-    match: dict[str, object] = {}
-    for k, m in zip(t.keys, e.key, strict=True):
-        if k.match == "lpm":
-            match[k.name] = f"{m.value}/{k.expr.width if m.arg is None else m.arg}"
-        elif k.match == "ternary":
-            match[k.name] = [m.value, (1 << k.expr.width) - 1 if m.arg is None else m.arg]
-        elif k.match == "range":
-            match[k.name] = f"{m.value}..{m.value if m.arg is None else m.arg}"
-        else:
-            match[k.name] = m.value
-    return {"match": match, "values": dict(e.values), "priority": e.priority}
-
-
-def _loaded(c, tables: dict[str, list[Entry]]) -> Interpreter:
-    spec = Interpreter(c.program)
-    for name, rows in tables.items():
-        for e in rows:
-            spec.tables[name].insert(e)
-    return spec
-
-
-def _learn(c, fz: Fuzzer, tables: dict[str, list[Entry]], inputs: dict[int, list[bytes]]) -> None:
-    """Add entries for half the keys the spec looked up and missed, so packets get past the
-    wide exact tables (the servers' big tables) too, not only through their miss paths."""
-    spec = _loaded(c, tables)
-    missed: dict[str, set[tuple[int, ...]]] = {name: set() for name in tables}
-    for name in tables:
-        contents = spec.tables[name]
-
-        def record(values, lookup=contents.lookup, name=name):
-            e = lookup(values)
-            if e is None:
-                missed[name].add(tuple(values))
-            return e
-        contents.lookup = record
-    for port, pkts in inputs.items():
-        for data in pkts:
-            spec.process(data, port)
-    for name, keys in missed.items():
-        chosen = [k for k in sorted(keys) if fz.rnd.random() < 0.5]
-        tables[name] += fz.entries_at(c.program.tables[name], chosen)
-
-
 def _spec(c, tables: dict[str, list[Entry]], inputs: dict[int, list[bytes]]) -> Outputs:
-    return reference_outputs(_loaded(c, tables), inputs)
-
-
-def _nfc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    return reference_outputs(loaded_spec(c, tables), inputs)
 
 
 @pytest.mark.parametrize(("example", "target"), _cases())
 def test_spec_and_nfc_run_agree(example, target, tmp_path):
     out = tmp_path / "build"
     over = ["--allow-overcommit"] if (example, target) in OVERCOMMITTED else []
-    r = _nfc("build", f"examples/{example}.nfp", "-o", str(out), "--target", target, "--no-verify", *over)
+    r = nfc_cli("build", f"examples/{example}.nfp", "-o", str(out), "--target", target, "--no-verify", *over)
     assert r.returncode == 0, r.stderr[-3000:]
-    r = _nfc("verify", str(out))
+    r = nfc_cli("verify", str(out))
     assert r.returncode == 0 and "proved equal" in r.stderr, r.stdout + r.stderr
     _agree(example, ROOT / f"examples/{example}.nfp", out, tmp_path, N if target == "tofino+dpdk" else N // 3)
 
@@ -114,7 +73,8 @@ def test_spec_and_nfc_run_agree(example, target, tmp_path):
 # E071/E080/E100, see tests/test_c_warnings.py); all_switch fits a Tofino alone
 CORPUS = {"all_switch": ALL_COMBOS, "accepted_oddities": ("tofino+dpdk", "dpdk"), "flow_state": ("tofino+dpdk", "dpdk"),
           "hash13": ("tofino+dpdk", "dpdk"), "lpm_routes": ("tofino+dpdk", "dpdk"), "acl_ternary": ("tofino+dpdk",),
-          "counters_meters": ("tofino+dpdk",), "egress_before_cut": WITH_SERVER}
+          "counters_meters": ("tofino+dpdk",), "egress_before_cut": WITH_SERVER,
+          "unused_parts": ("tofino+dpdk", "dpdk")}
 
 
 
@@ -122,9 +82,9 @@ CORPUS = {"all_switch": ALL_COMBOS, "accepted_oddities": ("tofino+dpdk", "dpdk")
 def test_corpus_programs_agree_on_every_combination_they_build_for(program, target, tmp_path):
     src = ROOT / f"tests/corpus/{program}.nfp"
     out = tmp_path / "build"
-    r = _nfc("build", str(src), "-o", str(out), "--target", target, "--no-verify")
+    r = nfc_cli("build", str(src), "-o", str(out), "--target", target, "--no-verify")
     assert r.returncode == 0, r.stderr[-3000:]
-    r = _nfc("verify", str(out))
+    r = nfc_cli("verify", str(out))
     assert r.returncode == 0 and "proved equal" in r.stderr, r.stdout + r.stderr
     _agree(program, src, out, tmp_path, N)
 
@@ -133,7 +93,7 @@ def test_corpus_programs_agree_on_every_combination_they_build_for(program, targ
 def test_switch_alone_names_what_does_not_fit(example, tmp_path):
     """No example fits a Tofino alone (tables of millions of entries, ESP, data-plane inserts):
     the build says which stage and why, at its source line."""
-    r = _nfc("build", f"examples/{example}.nfp", "-o", str(tmp_path / "build"), "--target", "tofino")
+    r = nfc_cli("build", f"examples/{example}.nfp", "-o", str(tmp_path / "build"), "--target", "tofino")
     assert r.returncode == 1
     assert re.search(rf"^examples/{example}\.nfp:\d+:\d+: error\[E0(80|71)\]: .*stage '\w+'", r.stderr, re.M), r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
@@ -147,9 +107,9 @@ def _agree(label: str, src, out, tmp_path, packets: int) -> None:
     for _ in range(packets):
         pl = fz.rnd.choice(c.program.pipelines)
         inputs.setdefault(fz.port(pl), []).append(fz.packet(pl))
-    _learn(c, fz, tables, inputs)
+    learn_entries(c, fz, tables, inputs)
     want = _spec(c, tables, inputs)
     forwarded = sum(sum(n.values()) for n in want[0].values())
     assert forwarded >= 10 and len(want[1]) >= 2, f"the inputs reach too few outcomes: {forwarded}, {want[1]}"
-    entries = {name: [_entry_json(c, name, e) for e in rows] for name, rows in tables.items()}
+    entries = {name: [entry_json(c, name, e) for e in rows] for name, rows in tables.items()}
     assert nfc_run(out, entries, inputs, tmp_path / "run") == want

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import assert_never
 
 from compiler import ir
-from compiler.analysis import drop_reasons, stage_units, walk_expr
+from compiler.analysis import drop_reasons, stage_units, walk_expr, walk_stmts
 from compiler.ir import Span
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
 from targets.c import syntax as c
@@ -131,14 +131,19 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
 
 
 def _server_tables(x: _Ctx) -> list[str]:
-    if x.software:
-        return [u_t for st in x.prog.stages.values() for u in stage_units(x.prog, st) for u_t in u.tables]
     names: list[str] = []
     for st in x.prog.stages.values():
-        if x.placement.segment.get(st.name) is Segment.SERVER or any(m.stage == st.name for m in x.placement.misses):
-            for u in stage_units(x.prog, st):
-                names += [t for t in u.tables if t not in names]
+        if x.software or x.placement.segment.get(st.name) is Segment.SERVER or \
+                any(m.stage == st.name for m in x.placement.misses):
+            names += [t for t in _stage_tables(x.prog, st) if t not in names]
     return names
+
+
+def _stage_tables(prog: ir.Program, st: ir.Stage) -> list[str]:
+    """The tables a stage looks up, then the state it writes without looking it up (an insert
+    into a seen-set no stage reads still needs its table)."""
+    names = [t for u in stage_units(prog, st) for t in u.tables]
+    return names + [s.state for s in walk_stmts(st.body) if isinstance(s, ir.Insert | ir.Remove)]
 
 
 def _check_table(t: ir.Table) -> None:

@@ -316,6 +316,8 @@ def _ingress(c: _Ctx) -> p.Control:
         if inst:
             cond = p.Bin("&&", p.Call(p.ref(f"hdr.{inst}.isValid")), cond)
         users = [c.names.pipelines[pl.name] for pl in c.prog.pipelines if pl.parser == parser]
+        if not users:  # a parser no pipeline uses (W001) parses no packet
+            continue
         if len(users) < len(c.prog.pipelines):  # only packets this parser parsed
             which: p.Expr = p.Bin("==", p.ref("meta.nfc_pipeline"), p.Const(users[0], 8))
             for k in users[1:]:
