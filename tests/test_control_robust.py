@@ -296,3 +296,14 @@ def test_members_of_the_control_group_are_served_on_a_group_socket(nf_san: Path)
         assert stat.S_IMODE(st.st_mode) == 0o660 and st.st_gid == os.getegid()
         assert srv.control.counters()["forwarded"] >= 0  # not by uid: by the group
     _assert_clean_exit(srv)
+
+
+def test_a_control_path_that_is_a_regular_file_is_not_deleted(nf_san: Path, tmp_path: Path) -> None:
+    """--control pointing at an existing file (a mistyped path) is refused, the file kept;
+    it was unlinked before bind."""
+    precious = tmp_path / "notes.txt"
+    precious.write_text("keep me")
+    r = subprocess.run([str(nf_san), *eal_args(), "--vdev=net_null0", "--", "--live", "--control", str(precious)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode != 0 and "exists and is not a socket" in r.stderr, r.stderr[-2000:]
+    assert precious.read_text() == "keep me"

@@ -543,8 +543,13 @@ static int listen_on(const char *path)
         return -1;
     }
     strcpy(a.sun_path, path);
+    struct stat was;
+    if (lstat(path, &was) == 0 && !S_ISSOCK(was.st_mode)) { /* a mistyped path must not delete a file */
+        fprintf(stderr, "nfc: --control %s exists and is not a socket: not replacing it\n", path);
+        return -1;
+    }
     snprintf(sock_path, sizeof sock_path, "%s", path);
-    unlink(path);
+    unlink(path); /* a socket an earlier run left */
     listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     mode_t umask_was = umask(0177);
     int ok = listen_fd >= 0 && bind(listen_fd, (struct sockaddr *)&a, sizeof a) == 0;
