@@ -27,6 +27,22 @@ ROUTES = [(7, 42, 0xC0A8010A, 0xAC100505, 5000), (7, 43, 0xC0A8010A, 0xAC100506,
           (8, 42, 0xC0A80164, 0xAC100507, 77)]
 
 
+def _run_pcap(binary, packets: list[bytes], work, entries: bool = True, env: dict[str, str] | None = None):
+    """The server program ``binary`` on one net_pcap port fed ``packets`` (with
+    ``work/entries.txt`` when ``entries``): its counters (the last stdout line) and what it sent."""
+    with RawPcapWriter(str(work / "in.pcap"), linktype=1) as w:
+        for x in packets:
+            w.write(x)
+    more = ["--", "--entries", str(work / "entries.txt")] if entries else []
+    run = subprocess.run([str(binary), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
+                          "--log-level=warning", "-l", "0",
+                          f"--vdev=net_pcap0,rx_pcap={work / 'in.pcap'},tx_pcap={work / 'out.pcap'}", *more],
+                         capture_output=True, text=True, timeout=120, env=env)
+    assert run.returncode == 0, run.stderr[-3000:]
+    counters = json.loads(run.stdout.strip().splitlines()[-1])
+    return counters, [bytes(data) for data, _ in RawPcapReader(str(work / "out.pcap"))]
+
+
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("vpn")
@@ -75,18 +91,8 @@ def test_server_program_equals_the_reference(built, tmp_path, binary):
     no_ipv4 = bridged[0][:1] + bytes([bridged[0][1] & ~0x40]) + bridged[0][2:]  # required v_ipv4 bit clear
     # unknown cut, truncated, short bridge, a bridge without the ipv4 every packet has at this cut
     inputs = [*bridged, b"\x09garbage", bridged[0][:12], b"\x01", no_ipv4]
-    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
-        for x in inputs:
-            w.write(x)
     env = {**os.environ, "ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1"}
-    run = subprocess.run([str(built / "server" / binary), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
-                          "--no-telemetry", "--log-level=warning", "-l", "0",
-                          f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}",
-                          "--", "--entries", str(tmp_path / "entries.txt")],
-                         capture_output=True, text=True, timeout=120, env=env)
-    assert run.returncode == 0, run.stderr[-3000:]
-    counters = json.loads(run.stdout.strip().splitlines()[-1])
-    got = [bytes(data) for data, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    counters, got = _run_pcap(built / "server" / binary, inputs, tmp_path, env=env)
     want, drops = [], {}
     for x in inputs:
         o = ref.process(x)
@@ -123,19 +129,10 @@ def test_bluebird_cache_miss_path_on_the_server(tmp_path):
     pkts = [Ether() / IP(src="10.0.0.1", dst=dst, ttl=9) / UDP() / b"bm" for dst in
             ("192.168.0.5", "192.168.0.6", "192.168.0.7")]
     bridged = [switch.process(bytes(p), 1).data for p in pkts]  # the cache is empty: every packet misses
-    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
-        for x in bridged:
-            w.write(x)
-    run = subprocess.run([str(out / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
-                          "--no-telemetry", "--log-level=warning", "-l", "0",
-                          f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}",
-                          "--", "--entries", str(tmp_path / "entries.txt")],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    got = [bytes(data) for data, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    counters, got = _run_pcap(out / "server/nf", bridged, tmp_path)
     want = [o.data for o in (ref.process(x) for x in bridged) if o.kind == "forward"]
     assert len(want) == 2 and got == want
-    assert json.loads(run.stdout.strip().splitlines()[-1])["drops"] == {"no_mapping": 1}
+    assert counters["drops"] == {"no_mapping": 1}
 
 
 def test_dsr_lpm_miss_path_matches_the_reference(tmp_path):
@@ -177,21 +174,11 @@ def test_dsr_lpm_miss_path_matches_the_reference(tmp_path):
     bridged = [switch.process(bytes(p), 1) for p in pkts]
     to_server = [o.data for o in bridged if o.kind == "forward" and o.port in c.targets.server_ports]
     assert len(to_server) == len(pkts)
-    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
-        for x in to_server:
-            w.write(x)
-    run = subprocess.run([str(out / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
-                          "--no-telemetry", "--log-level=warning", "-l", "0",
-                          f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}",
-                          "--", "--entries", str(tmp_path / "entries.txt")],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    got = [bytes(data) for data, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    counters, got = _run_pcap(out / "server/nf", to_server, tmp_path)
     outs = [ref.process(x) for x in to_server]
     want = [o.data for o in outs if o.kind == "forward"]
     assert got == want and len(want) > 50
-    drops = json.loads(run.stdout.strip().splitlines()[-1])["drops"]
-    assert drops == ({"no_route": len(pkts) - len(want)} if len(want) < len(pkts) else {})
+    assert counters["drops"] == ({"no_route": len(pkts) - len(want)} if len(want) < len(pkts) else {})
 
 
 def test_target_dpdk_alone_gives_the_reference_outputs(tmp_path):
@@ -280,19 +267,11 @@ def test_cgnat_state_on_the_server(tmp_path):
                Ether() / IP(src="6.6.6.6", dst="198.51.100.1") / UDP(sport=1, dport=2000) / b"unsolicited"]
     bridged = [switch.process(bytes(Ether(bytes(p))), 1).data for p in inside] + \
               [switch.process(bytes(Ether(bytes(p))), 25).data for p in outside]
-    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
-        for x in bridged:
-            w.write(x)
-    run = subprocess.run([str(out / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
-                          "--no-telemetry", "--log-level=warning", "-l", "0",
-                          f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}"],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    got = [bytes(data) for data, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    counters, got = _run_pcap(out / "server/nf", bridged, tmp_path, entries=False)
     outs = [ref.process(x) for x in bridged]
     assert got == [o.data for o in outs if o.kind == "forward"]
     assert [o.kind for o in outs] == ["forward"] * 5 + ["drop"]
-    assert json.loads(run.stdout.strip().splitlines()[-1])["drops"] == {"no_mapping": 1}
+    assert counters["drops"] == {"no_mapping": 1}
 
 
 def test_a_sub_second_state_timeout_is_not_truncated_to_zero(tmp_path):
@@ -348,15 +327,7 @@ def test_jumbo_frames_cross_the_server_whole(built, tmp_path):
                 / IP(src="10.0.0.9", dst="192.168.1.10") / UDP(sport=1000) / (bytes(range(256)) * 36)[:n]
                 for n in (1400, 1990, 2049, 4000, 9000)]  # 1990: one 2 KiB mbuf in, too big for one out
     inputs = [switch.process(bytes(p), 1).data for p in customer]
-    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
-        for x in inputs:
-            w.write(x)
-    run = subprocess.run([str(built / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
-                          "--no-telemetry", "--log-level=warning", "-l", "0",
-                          f"--vdev=net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}",
-                          "--", "--entries", str(tmp_path / "entries.txt")],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
+    _counters, got = _run_pcap(built / "server/nf", inputs, tmp_path)
     want = [ref.process(x) for x in inputs]
     assert all(o.kind == "forward" for o in want) and len(want[-1].data) > 9000
-    assert [bytes(d) for d, _ in RawPcapReader(str(tmp_path / "out.pcap"))] == [o.data for o in want]
+    assert got == [o.data for o in want]
