@@ -263,9 +263,11 @@ class _Lower:
 
     def _name(self, e: ast.Name) -> ir.Expr:
         c = self.sym.consts.get(e.ident)
-        if c is not None and e.ident in self.p.const_values:
-            return ir.Const(self.p.const_values[e.ident], self._w(c.type), e.span)
-        return ir.Local(e.ident, self._width_of(e), e.span)
+        if c is None:
+            return ir.Local(e.ident, self._width_of(e), e.span)
+        if e.ident not in self.p.const_values:  # the checker requires a literal and no local hides a const
+            raise InternalError(f"const '{e.ident}' has no value after checking", e.span)
+        return ir.Const(self.p.const_values[e.ident], self._w(c.type), e.span)
 
     def _member(self, e: ast.Member, hits: dict[str, str]) -> ir.Expr:
         base = e.base.ident if isinstance(e.base, ast.Name) else ""

@@ -11,6 +11,7 @@ their TOML): an alias means the deployment's target of that kind, else the profi
 
 from __future__ import annotations
 
+import math
 import tomllib
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -29,6 +30,20 @@ _UNIT_PROPS: dict[str, tuple[str, dict[str, float]]] = {
     "memory": ("memory_gib", {"GiB": 1.0, "MiB": 1 / 1024, "TiB": 1024.0, "": 1.0}),
     "link": ("link_gbps", {"Gbps": 1.0, "Mbps": 1e-3, "": 1.0}),
 }
+
+
+# What a source may set a resource to (a derived target, or a deployment's link): beyond these,
+# later passes would divide by zero, loop over absurd stage counts or shift by absurd port
+# widths.  Keys not listed here keep the generic bound of lang.limits.MAX_PROPERTY_NUMBER.
+RESOURCE_RANGES: dict[str, tuple[float, float]] = {
+    "stages": (1, 64), "sram_blocks": (0, 1024), "sram_words": (1, 2**20), "sram_bits": (1, 4096),
+    "tcam_blocks": (0, 1024), "tcam_entries": (1, 2**20), "tcam_bits": (1, 4096), "tables_per_stage": (1, 1024),
+    "phv_bits": (1, 2**16), "exact_load": (0.01, 1), "ports": (1, 2**16), "port_bits": (1, 16),
+    "port_gbps": (0.001, 1e6), "cpu_port": (0, 2**16 - 1),
+    "cores": (1, 4096), "clock_ghz": (0.001, 100), "memory_gib": (2**-20, 2**20), "link_gbps": (0.001, 1e6),
+}
+MAX_RATE_PPS = 1e12  # a deployment's rate: a thousand times a Tofino's packet rate
+MAX_SERVERS = 1024  # servers in one deployment
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,15 +123,31 @@ def _derive(base: TargetSpec, decl: ir.TargetDecl, diags: Diagnostics) -> Target
                 shown = ", ".join(u for u in units if u)
                 diags.error("E060", f"{p.name} must be a number with one of the units {shown}", p.span)
                 continue
-            resources[key] = p.number * units[p.unit]
+            resources[key] = _in_range(key, p.number * units[p.unit], p, diags)
         elif p.name in resources and p.number is not None:
-            resources[p.name] = p.number
+            resources[p.name] = _in_range(p.name, p.number, p, diags)
         else:
             known = sorted([*resources, *_UNIT_PROPS, "ops", "kinds"])
             diags.error("E060", f"unknown property '{p.name}' for a {base.kind} target (known: {', '.join(known)})",
                         p.span)
     return replace(base, name=decl.name, ops=frozenset(ops), match_kinds=tuple(kinds), resources=resources,
                    source=f"{decl.span.file}:{decl.span.line}", aliases=())
+
+
+def _in_range(key: str, value: float, p: ir.PropVal, diags: Diagnostics) -> float:
+    """``value`` for resource ``key`` if within ``RESOURCE_RANGES``; else E090 (and the value, as the
+    build stops after this pass)."""
+    lo, hi = RESOURCE_RANGES.get(key, (0, math.inf))
+    if not lo <= value <= hi:
+        diags.error("E090", f"{p.name} must be between {_num(lo, p)} and {_num(hi, p)}, "
+                    f"not {p.number:g}{p.unit}", p.span)
+    return value
+
+
+def _num(x: float, p: ir.PropVal) -> str:
+    """A bound in the unit the user wrote ``p`` in."""
+    _, units = _UNIT_PROPS.get(p.name, ("", {"": 1.0}))
+    return f"{x / units.get(p.unit, 1.0):g}{p.unit}"
 
 
 def _catalogue(prog: ir.Program, diags: Diagnostics) -> dict[str, TargetSpec]:
@@ -146,6 +177,12 @@ def _deployment(prog: ir.Program, diags: Diagnostics) -> dict[str, ir.PropVal]:
     if rate is not None and (rate.number is None or rate.unit not in _RATE_UNITS):
         diags.error("E060", "rate must be a number of packets per second with one of the units Mpps, Kpps, pps",
                     rate.span)
+    elif rate is not None and rate.number is not None and rate.number * _RATE_UNITS[rate.unit] > MAX_RATE_PPS:
+        diags.error("E090", f"rate must be at most {MAX_RATE_PPS / 1e6:g}Mpps, not {rate.number:g}{rate.unit}",
+                    rate.span)
+    servers = props.get("servers")
+    if servers is not None and len(servers.names) > MAX_SERVERS:
+        diags.error("E090", f"a deployment has at most {MAX_SERVERS} servers, not {len(servers.names)}", servers.span)
     return props
 
 
@@ -155,7 +192,8 @@ def _with_link(server: TargetSpec, link: ir.PropVal, diags: Diagnostics) -> Targ
     if link.number is None or link.unit not in units:
         diags.error("E060", "link must be a number with one of the units Gbps, Mbps", link.span)
         return server
-    return replace(server, resources={**server.resources, "link_gbps": link.number * units[link.unit]})
+    gbps = _in_range("link_gbps", link.number * units[link.unit], link, diags)
+    return replace(server, resources={**server.resources, "link_gbps": gbps})
 
 
 def _ports(p: ir.PropVal | None) -> tuple[int, ...]:

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 
 from lang import ast
 from lang.check_expr import ExprChecker
+from lang.check_values import check_count, check_number, check_port_list, check_timeout
 from lang.diagnostics import Diagnostics, Span
 from lang.symbols import (
     MATCH_KINDS,
@@ -22,9 +23,7 @@ from lang.symbols import (
     is_field_ref,
     is_hit_ref,
     key_field_name,
-    quantity_count,
     quantity_fraction,
-    quantity_seconds,
 )
 from lang.types import Bits, Bool, IntLiteral, Type, Unknown, show
 
@@ -66,6 +65,7 @@ class _Checker(ExprChecker):
         self.used_tables: set[str] = set()
         self.lookup_stage: dict[str, tuple[str, Span]] = {}  # table -> (stage, span) of its lookup
         self._stage = ""
+        self._stage_locals: dict[str, tuple[Type, Span]] = {}  # every 'let' of the stage being checked
     # ---- collection ----------------------------------------------------------------------
 
     def collect(self, modules: Iterable[ast.Module]) -> None:
@@ -141,12 +141,16 @@ class _Checker(ExprChecker):
             if e.ret:
                 self._width(e.ret)
         for s in self.sym.stages.values():
-            self._stage = s.name
+            self._stage, self._stage_locals = s.name, {}
             self._block(s.body, Scope())
         self._stage = ""
         self._check_pipelines()
         for pd in self.sym.ports.values():
-            self._check_ports(pd.ports)
+            check_port_list(pd.ports, self.d)
+        settings: list[ast.TargetDecl | ast.DeploymentDecl] = [*self.sym.targets.values(),
+                                                                *self.sym.deployments.values()]
+        for decl in settings:
+            self._check_settings(decl.props)
         self._warn_unused()
 
     def _warn_unused(self) -> None:
@@ -186,22 +190,23 @@ class _Checker(ExprChecker):
                 self.d.error("E020", f"checksum field must be bit<16>, not bit<{fd.type.width}>", span)
 
     def _check_const(self, c: ast.ConstDecl) -> None:
+        """A const is a named literal (lowering replaces every use by its value)."""
         t = self._width(c.type)
+        if not isinstance(c.value, ast.IntLit | ast.BoolLit):
+            self.d.error("E020", f"const '{c.name}' must be a literal (a number, an address, true or false), "
+                         "not an expression", c.value.span)
+            return
         self._expect(c.value, t, Scope())
-        if isinstance(c.value, ast.IntLit) and c.value.value >= 0:
-            self.const_values[c.name] = c.value.value
+        self.const_values[c.name] = int(c.value.value)
 
     def _count(self, v: ast.PropValue, what: str) -> int:
-        n = quantity_count(v)
-        if n is None or n <= 0:
-            self.d.error("E032", f"{what} must be a positive count like 4096 or 16M", v.span)
-            return 0
-        return n
+        return check_count(v, what, self.d)
 
-    def _check_ports(self, pl: ast.PortList) -> None:
-        for lo, hi in pl.ranges:
-            if hi < lo or hi >= 1 << 16:
-                self.d.error("E090", f"port range {lo}..{hi} must be ascending and below 65536", pl.span)
+    def _check_settings(self, props: tuple[ast.Property, ...]) -> None:
+        """Target and deployment properties: their meaning is lang-independent (compiler.profiles
+        checks names and units), but every number and port list must be in range."""
+        for p in props:
+            check_number(p, self.d)
 
     # ---- parse graphs --------------------------------------------------------------------
 
@@ -236,9 +241,14 @@ class _Checker(ExprChecker):
                 self.d.error("E023", f"select case has {len(case.keys)} values, expected {len(types)}", case.span)
                 continue
             for key, t in zip(case.keys, types, strict=True):
-                self._expect(key.value, t, scope)
-                if key.mask is not None:
-                    self._expect(key.mask, t, scope)
+                for value in (key.value, key.mask):
+                    if value is not None and not isinstance(self._expect(value, t, scope), Unknown):
+                        self._constant(value)
+
+    def _constant(self, e: ast.Expr) -> None:
+        """Select values and masks are matched as constants: a literal or a const."""
+        if not isinstance(e, ast.IntLit | ast.BoolLit) and not (isinstance(e, ast.Name) and e.ident in self.sym.consts):
+            self.d.error("E020", "a select value must be a number or a const, not an expression", e.span)
 
     def _check_cycles(self, p: ast.ParserDecl, states: dict[str, ast.ParserState]) -> None:
         """A cycle would extract one header instance twice: there are no header stacks."""
@@ -316,14 +326,16 @@ class _Checker(ExprChecker):
         if "size" not in seen:
             self.d.error("E030", f"table '{t.name}' needs a size estimate (size = N;)", t.span)
         for p in t.props:
+            if p.name not in ("size", "timeout") and not check_number(p, self.d):
+                continue  # size and timeout have tighter bounds of their own
             if p.name == "size":
                 self._count(p.value, "size")
             elif p.name in ("active", "traffic"):
                 self._fraction(p)
-            elif p.name == "timeout" and quantity_seconds(p.value) is None:
-                self.d.error("E032", "timeout must be a duration like 120s", p.value.span)
             elif p.name == "timeout" and not t.is_state:
                 self.d.error("E032", "only data-plane state has a timeout", p.span)
+            elif p.name == "timeout":
+                check_timeout(p.value, self.d)
             elif p.name == "pin" and not (isinstance(p.value, ast.NameValue) and p.value.name in ("switch", "server")):
                 self.d.error("E032", "pin must be switch or server", p.value.span)
             elif p.name in ("cache", "refresh") and not isinstance(p.value, ast.BoolLit):
@@ -345,6 +357,7 @@ class _Checker(ExprChecker):
             for p in pl.props:
                 if p.name not in PIPELINE_PROPS:
                     self.d.error("E032", f"unknown pipeline property '{p.name}'", p.span)
+                check_number(p, self.d)
             for need in ("ports", "parser", "stages"):
                 if need not in props:
                     self.d.error("E050", f"pipeline '{pl.name}' needs '{need} = ...'", pl.span)
@@ -358,6 +371,8 @@ class _Checker(ExprChecker):
         ports = props.get("ports")
         if ports and isinstance(ports.value, ast.NameValue) and ports.value.name not in self.sym.ports:
             self._unknown(ports.value.name, "port group", ports.value.span)
+        elif ports and not isinstance(ports.value, ast.NameValue | ast.PortList):
+            self.d.error("E050", "ports must be a port group or a list like [0..7]", ports.value.span)
         parser = props.get("parser")
         if parser and (not isinstance(parser.value, ast.NameValue) or parser.value.name not in self.sym.parsers):
             name = parser.value.name if isinstance(parser.value, ast.NameValue) else "?"
@@ -392,6 +407,7 @@ class _Checker(ExprChecker):
                 if isinstance(vt, IntLiteral) and t is None:
                     self.d.error("E020", f"'let {s.name}' needs a type: an integer literal has no width", s.span)
                     vt = Bits(32)
+                self._declare_local(s, t or vt)
                 scope.locals[s.name] = t or vt
             case ast.If():
                 self._expect(s.cond, Bool(), scope)
@@ -420,6 +436,19 @@ class _Checker(ExprChecker):
                 if not scope.in_parser:
                     self.d.error("E013", "extract is only allowed in a parser state", s.span)
                 self._instance(s.header, s.span)
+
+    def _declare_local(self, s: ast.Let, t: Type) -> None:
+        """A stage's locals are one variable per name in the generated code (and in the IR), so a
+        name has one type in the whole stage, and a local may not hide a const (E010)."""
+        const = self.sym.consts.get(s.name)
+        if const is not None:
+            self.d.error("E010", f"local '{s.name}' would hide const '{s.name}'", s.span,
+                         related=((const.span, "the const"),))
+            return
+        prev = self._stage_locals.setdefault(s.name, (t, s.span))
+        if prev[0] != t and not isinstance(prev[0], Unknown) and not isinstance(t, Unknown):
+            self.d.error("E010", f"local '{s.name}' is declared {show(t)} here and {show(prev[0])} before: a local "
+                         "has one type in its stage", s.span, related=((prev[1], "declared before"),))
 
     def _assign(self, s: ast.Assign, scope: Scope) -> None:
         target = s.target

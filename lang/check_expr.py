@@ -77,9 +77,6 @@ class ExprChecker:
     def _infer(self, e: ast.Expr, scope: Scope) -> Type:
         match e:
             case ast.IntLit():
-                if e.value < 0:
-                    self.d.error("E021", "IPv4 address octets must be at most 255", e.span)
-                    return Unknown()
                 if e.width is not None:
                     return Bits(e.width)
                 return IntLiteral(e.value)
@@ -155,15 +152,18 @@ class ExprChecker:
         return Unknown()
 
     def _slice(self, e: ast.Slice, scope: Scope) -> Type:
+        """``x[hi:lo]`` is bit<hi-lo+1>; after an error the slice is Unknown (its bounds may be
+        absurd, e.g. ``x[1099511627776:0]``, and must not become a width)."""
         t = self._expr(e.base, scope)
         if isinstance(t, Unknown):
-            return Bits(max(1, e.hi - e.lo + 1))
+            return t
         if not isinstance(t, Bits):
             self.d.error("E020", f"only bit<N> can be sliced, not {show(t)}", e.span)
-            return Bits(max(1, e.hi - e.lo + 1))
+            return Unknown()
         if not (0 <= e.lo <= e.hi < t.width):
-            self.d.error("E020", f"slice [{e.hi}:{e.lo}] must satisfy {t.width - 1} >= hi >= lo >= 0", e.span)
-            return Bits(max(1, e.hi - e.lo + 1))
+            bounds = f" [{e.hi}:{e.lo}]" if max(e.hi, e.lo) < 1 << 64 else ""
+            self.d.error("E020", f"slice{bounds} must satisfy {t.width - 1} >= hi >= lo >= 0", e.span)
+            return Unknown()
         return Bits(e.hi - e.lo + 1)
 
     def _index(self, e: ast.Index, scope: Scope) -> Type:
@@ -220,6 +220,10 @@ class ExprChecker:
         if op == "++":
             if not isinstance(lt, Bits) or not isinstance(rt, Bits):
                 self.d.error("E020", f"'++' needs sized bit<N> operands, not {show(lt)} and {show(rt)}", e.span)
+                return Unknown()
+            if lt.width + rt.width > MAX_WIDTH:
+                self.d.error("E022", f"'++' of bit<{lt.width}> and bit<{rt.width}> is wider than bit<{MAX_WIDTH}>",
+                             e.span)
                 return Unknown()
             return Bits(lt.width + rt.width)
         t = self._unify(e, lt, rt)

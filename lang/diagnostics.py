@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
+from lang.text import normalize, printable
+
 __all__ = [
     "CODES",
     "CompileError",
@@ -58,6 +60,8 @@ CODES: dict[str, str] = {
     "E001": "syntax error",
     "E002": "unreadable or invalid source text",
     "E003": "import not found or cyclic",
+    "E004": "malformed number",
+    "E005": "nested too deeply",
     "E010": "duplicate definition",
     "E011": "unknown name",
     "E012": "unknown field",
@@ -107,7 +111,8 @@ class SourceMap:
         self._texts: dict[str, list[str]] = {}
 
     def add(self, name: str, text: str) -> None:
-        self._texts[name] = text.splitlines()
+        """Keep ``text`` (lines as ``lang.text`` counts them: only LF, CR LF and CR end a line)."""
+        self._texts[name] = normalize(text).split("\n")
 
     def line(self, name: str, line: int) -> str | None:
         lines = self._texts.get(name)
@@ -128,11 +133,25 @@ class SourceMap:
         text = self.line(span.file, span.line)
         if text is None:
             return []
-        text = text.replace("\t", " ")
         width = span.end_col - span.col if span.end_line == span.line else len(text) - span.col + 1
-        caret = " " * (span.col - 1) + "^" + "~" * max(0, width - 1)
+        shown, start = _window(printable(text), span.col - 1)
+        caret = " " * start + "^" + "~" * max(0, min(width, len(shown) - start) - 1)
         gutter = f"{span.line:>4} | "
-        return [gutter + text, " " * (len(gutter) - 2) + "| " + caret]
+        return [gutter + shown, " " * (len(gutter) - 2) + "| " + caret]
+
+
+QUOTE_WIDTH = 120  # a quoted line longer than this is cut around the caret
+
+
+def _window(text: str, at: int) -> tuple[str, int]:
+    """``text`` cut to about ``QUOTE_WIDTH`` characters around index ``at`` (cuts marked with
+    '…'), and the index of ``at`` in the result."""
+    if len(text) <= QUOTE_WIDTH:
+        return text, at
+    begin = max(0, min(at - QUOTE_WIDTH // 3, len(text) - QUOTE_WIDTH))
+    end = begin + QUOTE_WIDTH
+    head = "…" if begin > 0 else ""
+    return head + text[begin:end] + ("…" if end < len(text) else ""), at - begin + len(head)
 
 
 @dataclass

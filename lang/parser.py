@@ -2,31 +2,42 @@
 
 Syntax errors become E001 diagnostics.  To report several in one run, the parser blanks
 out the top-level declaration holding an error (keeping line and column numbers) and
-parses the rest again.
+parses the rest again.  The same happens to a declaration with a malformed number (E004,
+E021) or nested too deeply (E005).  Lexing, parsing and the tree transformation use no
+recursion, so no input exhausts the Python stack here; ``lang.depth`` bounds the tree for
+the passes after.
 """
 
 from __future__ import annotations
 
+import math
 import re
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import lark
-from lark import Token, Transformer, v_args
+from lark import Token, Transformer_NonRecursive, v_args
 
 from lang import ast
+from lang.depth import too_deep
 from lang.diagnostics import Diagnostics, Span
+from lang.limits import MAX_DEPTH, MAX_LITERAL_BITS, MAX_SOURCE_BYTES
+from lang.text import line_col, normalize
 
-__all__ = ["MAX_NESTING", "parse_text"]
+__all__ = ["MAX_DEPTH", "parse_text"]
 
 GRAMMAR = Path(__file__).with_name("nfp.lark")
-MAX_NESTING = 64
+MAX_ERRORS = 50  # syntax errors reported per file before giving up
+# ... or once this many characters were parsed in all (each error means parsing the file again)
+_PARSE_BUDGET = 4 * MAX_SOURCE_BYTES
 _TOP_KEYWORDS = (
     "import const header packet metadata parser table state register counter meter extern "
     "stage pipeline ports target deployment"
 ).split()
 _TOP_LINE = re.compile(r"^(" + "|".join(_TOP_KEYWORDS) + r")\b", re.M)
+_TOP_GLUED = re.compile(r"(?:" + "|".join(_TOP_KEYWORDS) + r")\w")
 _TOKEN_NAMES = {
     "NAME": "a name",
     "INT": "a number",
@@ -40,6 +51,20 @@ _TOKEN_NAMES = {
     "COMMA": "','",
     "$END": "end of file",
 }
+_NUMBERS = frozenset({"INT", "HEXINT", "BININT", "IPV4", "MAC", "QUANTITY"})
+_WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+# 10**617 > 2**2048: a decimal of more digits is too large for any width, and converting it
+# could hit Python's int-from-string limit (4300 digits) or take quadratic time
+_MAX_DECIMAL_DIGITS = math.ceil(MAX_LITERAL_BITS * math.log10(2))
+
+
+class SourceError(Exception):
+    """A mistake in a declaration found while building its tree (a malformed number, too
+    deep a nesting): reported like a syntax error, and the declaration is skipped."""
+
+    def __init__(self, code: str, message: str, span: Span) -> None:
+        super().__init__(message)
+        self.code, self.message, self.span = code, message, span
 
 
 @lru_cache(maxsize=1)
@@ -47,38 +72,73 @@ def _lark() -> lark.Lark:
     return lark.Lark(GRAMMAR.read_text(), parser="lalr", propagate_positions=True, maybe_placeholders=True)
 
 
+@lru_cache(maxsize=1)
+def _keywords() -> frozenset[str]:
+    """Terminal types of the keywords (``table``, ``hit``, ...): fixed strings ending in a word character."""
+    return frozenset(t.name for t in _lark().terminals
+                     if isinstance(t.pattern, lark.lexer.PatternStr) and _WORD_CHAR.match(t.pattern.value[-1]))
+
+
 def parse_text(text: str, file: str, diags: Diagnostics) -> ast.Module:
     """Parse one file; every syntax error is added to ``diags`` and its declaration skipped."""
-    if _check_nesting(text, file, diags):
-        return ast.Module(file, ())
+    text = normalize(text)
     broken: list[str] = []
-    for _ in range(50):
+    budget = _PARSE_BUDGET
+    for _ in range(MAX_ERRORS):
+        budget -= len(text)
         try:
-            tree = _lark().parse(text)
+            return replace(_parse(text, file), broken=tuple(broken))
         except lark.exceptions.UnexpectedInput as e:
             _report(e, text, file, diags)
-            blanked = _blank_declaration(text, e.line, e.column, broken)
-            if blanked == text:
-                return ast.Module(file, (), tuple(broken))
-            text = blanked
-            continue
-        return ast.Module(file, tuple(_ToAst(file).transform(tree).children), tuple(broken))
+            line, col = e.line, e.column
+        except SourceError as e:
+            diags.error(e.code, e.message, e.span)
+            line, col = e.span.line, e.span.col
+        blanked = _blank_declaration(text, line, col, broken)
+        if blanked == text or budget < len(text):
+            break
+        text = blanked
     return ast.Module(file, (), tuple(broken))
 
 
-def _check_nesting(text: str, file: str, diags: Diagnostics) -> bool:
-    """Refuse absurd nesting before the (recursive) tree builder meets it."""
-    depth, line, col = 0, 1, 1
-    for ch in text:
-        if ch in "({[":
-            depth += 1
-            if depth > MAX_NESTING:
-                diags.error("E002", f"nesting deeper than {MAX_NESTING} levels", Span(file, line, col, line, col + 1))
-                return True
-        elif ch in ")}]":
-            depth -= 1
-        line, col = (line + 1, 1) if ch == "\n" else (line, col + 1)
-    return False
+def _parse(text: str, file: str) -> ast.Module:
+    """One attempt: tokens (checked for glued words), tree, syntax tree, depth."""
+    parser = _lark().parse_interactive(text)
+    last: Token | None = None
+    for last in parser.iter_parse():
+        _check_separated(last, text, file)
+    tree: lark.Tree[Token] = parser.feed_eof(last)  # type: ignore[no-untyped-call]
+    try:
+        decls: list[ast.Decl] = _ToAst(file).transform(tree).children
+    except lark.exceptions.VisitError as e:
+        raise e.orig_exc from None
+    for decl in decls:
+        span = too_deep(decl, MAX_DEPTH)
+        if span is not None:
+            raise SourceError("E005", f"statements and operators nest deeper than {MAX_DEPTH} levels here "
+                              "(split the expression with 'let' or the code into stages)", span)
+    return ast.Module(file, tuple(decls))
+
+
+def _check_separated(tok: Token, text: str, file: str) -> None:
+    """A keyword or number must not run into a name: ``tablefoo`` is a name, not ``table foo``
+    (the contextual lexer would otherwise split it where a name cannot stand), and ``16Q`` is
+    not ``16`` then ``Q``."""
+    end = tok.end_pos
+    if end is None or end >= len(text) or not _WORD_CHAR.match(text[end]):
+        return
+    if tok.type not in _NUMBERS and tok.type not in _keywords():
+        return
+    stop = end
+    while stop < len(text) and _WORD_CHAR.match(text[stop]):
+        stop += 1
+    word = text[tok.start_pos or 0:stop]
+    span = Span(file, tok.line or 1, tok.column or 1, tok.line or 1, (tok.column or 1) + len(word))
+    if tok.type in _NUMBERS:
+        raise SourceError("E004", f"malformed number '{word}' (a number cannot run into letters; "
+                          "known units: see docs/language.md)", span)
+    raise SourceError("E001", f"unexpected name '{word}' (a keyword '{tok}' must be followed by a space "
+                      "or a symbol)", span)
 
 
 def _report(e: lark.exceptions.UnexpectedInput, text: str, file: str, diags: Diagnostics) -> None:
@@ -96,9 +156,8 @@ def _report(e: lark.exceptions.UnexpectedInput, text: str, file: str, diags: Dia
         if expected and len(expected) <= 6:
             msg += f", expected {', '.join(expected)}"
         width = max(1, len(str(tok))) if tok.type != "$END" else 1
-        if tok.type == "$END":
-            lines = text.splitlines() or [""]
-            line, col = len(lines), len(lines[-1]) + 1
+        if tok.type == "$END":  # just after the last token
+            line, col = line_col(text, len(text.rstrip()))
     else:
         msg, width = "unexpected end of input", 1
     diags.error("E001", msg, Span(file, line, col, line, col + width))
@@ -116,7 +175,7 @@ def _describe(terminal: str) -> str:
     return terminal.lower().replace("_", " ")
 
 
-_DECL_NAME = re.compile(r"^\w+\s+(\w+)")
+_DECL_NAME = re.compile(r"^(?:" + "|".join(_TOP_KEYWORDS) + r")\s*(\w+)")  # also "tablefoo" (E001): foo
 
 
 def _blank_declaration(text: str, line: int, col: int, broken: list[str]) -> str:
@@ -124,6 +183,8 @@ def _blank_declaration(text: str, line: int, col: int, broken: list[str]) -> str
     lines = text.split("\n")
     offset = sum(len(x) + 1 for x in lines[: max(line - 1, 0)]) + max(col - 1, 0)
     starts = [m.start() for m in _TOP_LINE.finditer(text)]
+    if _TOP_GLUED.match(text, offset):  # "tablefoo {" (E001) starts a declaration too
+        starts.append(offset)
     begin = max((s for s in starts if s <= offset), default=0)
     end = min((s for s in starts if s > offset), default=len(text))
     if end <= begin:
@@ -146,17 +207,46 @@ def _span(file: str, item: Any) -> Span:
 
 _UNITS = re.compile(r"^([0-9]+(?:\.[0-9]+)?)(.*)$")
 _CHAIN_OPS = {
-    "or_chain": "||",
-    "and_chain": "&&",
-    "bor_chain": "|",
-    "bxor_chain": "^",
-    "band_chain": "&",
-    "concat_chain": "++",
+    "or_expr": "||",
+    "and_expr": "&&",
+    "bor_expr": "|",
+    "bxor_expr": "^",
+    "band_expr": "&",
+    "concat_expr": "++",
 }
+_TOKEN_CHAINS = ("eq_expr", "rel_expr", "shift_expr", "add_expr")  # the operator is a token child
+
+
+def _integer(tok: Token, file: str) -> int:
+    """The value of an INT, HEXINT or BININT token; E004 for a malformed one (``007``, ``0x_``),
+    E021 for one wider than any bit<N>."""
+    text = str(tok).replace("_", "")
+    span = _span(file, tok)
+    base = {"0x": 16, "0b": 2}.get(text[:2], 10)
+    digits = text[2:] if base != 10 else text
+    if not digits:
+        raise SourceError("E004", f"number '{tok}' has no digits after '{text[:2]}'", span)
+    if base == 10:
+        _decimal_digits(digits, span)
+        if len(digits) > _MAX_DECIMAL_DIGITS:
+            raise SourceError("E021", f"a number of {len(digits)} digits is wider than any bit<N> "
+                              f"(at most {MAX_LITERAL_BITS} bits)", span)
+    value = int(digits, base)
+    if value.bit_length() > MAX_LITERAL_BITS:
+        raise SourceError("E021", f"a number of {value.bit_length()} bits is wider than any bit<N> "
+                          f"(at most {MAX_LITERAL_BITS} bits)", span)
+    return value
+
+
+def _decimal_digits(digits: str, span: Span) -> None:
+    """Decimal digits may not start with 0 (``007``): C and P4 would read them as octal."""
+    if len(digits) > 1 and digits[0] == "0":
+        raise SourceError("E004", f"number '{digits}' has a leading zero (write {digits.lstrip('0') or '0'}; "
+                          "octal is not supported, hexadecimal is 0x...)", span)
 
 
 @v_args(meta=True)
-class _ToAst(Transformer[Token, Any]):
+class _ToAst(Transformer_NonRecursive[Token, Any]):
     """Lark parse tree → ``lang.ast`` nodes (one method per grammar rule)."""
 
     def __init__(self, file: str) -> None:
@@ -166,32 +256,39 @@ class _ToAst(Transformer[Token, Any]):
     def sp(self, meta: Any) -> Span:
         return _span(self.file, meta)
 
+    def number(self, tok: Token) -> int:
+        return _integer(tok, self.file)
+
     # types
     def bit_type(self, meta: Any, c: list[Any]) -> ast.TypeRef:
-        return ast.TypeRef(self.sp(meta), int(c[0]))
+        return ast.TypeRef(self.sp(meta), self.number(c[0]))
 
     def bool_type(self, meta: Any, c: list[Any]) -> ast.TypeRef:
         return ast.TypeRef(self.sp(meta), None)
 
     # literals
     def lit_int(self, meta: Any, c: list[Any]) -> ast.IntLit:
-        return ast.IntLit(self.sp(meta), int(str(c[0]).replace("_", ""), 0), None)
+        return ast.IntLit(self.sp(meta), self.number(c[0]), None)
 
     def lit_ipv4(self, meta: Any, c: list[Any]) -> ast.IntLit:
-        parts = [int(p) for p in str(c[0]).split(".")]
+        octets = str(c[0]).split(".")
+        for o in octets:
+            _decimal_digits(o, self.sp(meta))
         value = 0
-        for p in parts:
-            value = (value << 8) | (p & 0x1FF)
-        if any(p > 255 for p in parts):
-            value = -1  # checked (and reported) by lang.check
+        for o in octets:
+            if int(o) > 255:
+                raise SourceError("E021", "IPv4 address octets must be at most 255", self.sp(meta))
+            value = (value << 8) | int(o)
         return ast.IntLit(self.sp(meta), value, 32)
 
     def lit_mac(self, meta: Any, c: list[Any]) -> ast.IntLit:
         return ast.IntLit(self.sp(meta), int(str(c[0]).replace(":", ""), 16), 48)
 
     def lit_quantity(self, meta: Any, c: list[Any]) -> ast.Quantity:
+        """``16M``, ``2.5GHz``: the number is a float (``inf`` if absurdly long; lang.check bounds it)."""
         m = _UNITS.match(str(c[0]))
         assert m
+        _decimal_digits(m.group(1).split(".")[0], self.sp(meta))
         return ast.Quantity(self.sp(meta), float(m.group(1)), m.group(2))
 
     def lit_true(self, meta: Any, c: list[Any]) -> ast.BoolLit:
@@ -211,7 +308,7 @@ class _ToAst(Transformer[Token, Any]):
         return ast.Member(self.sp(meta), c[0], str(c[1]))
 
     def slice(self, meta: Any, c: list[Any]) -> ast.Slice:
-        return ast.Slice(self.sp(meta), c[0], int(c[1]), int(c[2]))
+        return ast.Slice(self.sp(meta), c[0], self.number(c[1]), self.number(c[2]))
 
     def index(self, meta: Any, c: list[Any]) -> ast.Index:
         return ast.Index(self.sp(meta), c[0], c[1])
@@ -236,7 +333,7 @@ class _ToAst(Transformer[Token, Any]):
         rule = str(data)
         if rule in _CHAIN_OPS:
             return self._fold(children, _CHAIN_OPS[rule])
-        if rule in ("eq_chain", "rel_chain", "shift_chain", "add_chain"):
+        if rule in _TOKEN_CHAINS:
             return self._fold_tokens(children)
         return lark.Tree(data, children, meta)
 
@@ -401,8 +498,8 @@ class _ToAst(Transformer[Token, Any]):
         return ast.NameList(self.sp(meta), tuple(str(x) for x in c))
 
     def port_range(self, meta: Any, c: list[Any]) -> tuple[int, int]:
-        lo = int(c[0])
-        return (lo, int(c[1]) if len(c) > 1 else lo)
+        lo = self.number(c[0])
+        return (lo, self.number(c[1]) if len(c) > 1 else lo)
 
     def port_list(self, meta: Any, c: list[Any]) -> ast.PortList:
         return ast.PortList(self.sp(meta), tuple(c))

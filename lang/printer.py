@@ -5,6 +5,7 @@ Expressions are printed with the fewest parentheses the grammar's precedence all
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import assert_never
 
 from lang import ast
@@ -83,7 +84,9 @@ def _int(e: ast.IntLit) -> str:
 
 
 def _num(x: float) -> str:
-    return str(int(x)) if x == int(x) else repr(x)
+    """A quantity's number as the grammar reads it back: digits and a point, never an
+    exponent (``1.5e-07`` would not parse; the shortest repr keeps the value exact)."""
+    return str(int(x)) if x == int(x) else format(Decimal(repr(x)), "f")
 
 
 def _prop_value(v: ast.PropValue) -> str:

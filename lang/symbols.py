@@ -7,6 +7,7 @@ statement is checked in.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 
 from lang import ast
@@ -120,7 +121,7 @@ def quantity_count(v: ast.PropValue) -> int | None:
     """A count: ``4096``, ``16M`` (decimal), ``64Ki`` (binary)."""
     if isinstance(v, ast.IntLit) and v.width is None:
         return v.value
-    if isinstance(v, ast.Quantity) and v.unit in _COUNT_UNITS:
+    if isinstance(v, ast.Quantity) and v.unit in _COUNT_UNITS and math.isfinite(v.number):
         return int(v.number * _COUNT_UNITS[v.unit])
     return None
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from lang.parser import MAX_NESTING
+from lang.parser import MAX_DEPTH
 from tests.conftest import ROOT
 
 PRELUDE = 'import "std/headers.nfp";\nimport "std/ops.nfp";\npacket { eth: ethernet; ip: ipv4; }\n'
@@ -77,7 +78,7 @@ def test_rendering_has_location_line_and_caret(front):
         (b"", None, None),
         (b"\x00\x01\x02binary\xff", "E002", "UTF-8"),
         (b"header h { a: bit<8>", "E001", "end of file"),
-        (b"stage s { x = " + b"(" * (MAX_NESTING + 5) + b"1" + b")" * (MAX_NESTING + 5) + b"; }", "E002", "nesting"),
+        (b"stage s { x = " + b"~" * (MAX_DEPTH + 5) + b"1; }", "E005", "nest deeper than"),
         (b"const c: bit<8> = " + b"9" * 400 + b";", "E021", "value of 1329 bits does not fit in bit<8>"),
         (b"header h { a: bit<99999999999999999999>; }", "E022", "width must be between"),
     ],
@@ -161,3 +162,241 @@ def test_a_stage_in_no_pipeline_builds_with_W001(tmp_path):
     assert r.returncode == 0 and "warning[W001]: stage 'mark' is in no pipeline" in r.stderr, r.stderr[-2000:]
     plan = json.loads((tmp_path / "o/plan.json").read_text())
     assert {t["name"]: t["placement"] for t in plan["tables"]}["remark"] == "unused"
+
+
+# ---- malformed input gets a diagnostic, never an internal error (issue 17) -----------------
+
+def _errors_at(front, src: str) -> list[tuple[str, int, int, str]]:
+    _, diags, _ = front.load(PRELUDE + src)
+    return [(d.code, d.span.line - PRE, d.span.col, d.message) for d in diags.errors()]
+
+
+def _has(found: list[tuple[str, int, int, str]], code: str, line: int, col: int, msg: str) -> bool:
+    return any(c == code and ln == line and cl == col and msg in m for c, ln, cl, m in found)
+
+
+@pytest.mark.parametrize(("src", "code", "line", "col", "msg"), [
+    # was ValueError from int('007', 0) / int('0x', 0): internal errors
+    ("table t { key { ip.dst: exact; } size = 007; }", "E004", 1, 41, "leading zero (write 7"),
+    ("stage s { ip.ttl = 0x_; }", "E004", 1, 20, "no digits after '0x'"),
+    ("stage s { ip.ttl = 0b__; }", "E004", 1, 20, "no digits after '0b'"),
+    ("stage s { ip.dst = 010.0.0.1; }", "E004", 1, 20, "leading zero"),
+    ("table t { key { ip.dst: exact; } size = 16Q; }", "E004", 1, 41, "malformed number '16Q'"),
+    # was ValueError: Python's 4300-digit limit on int(str)
+    ("stage s { ip.ttl = " + "9" * 5000 + "; }", "E021", 1, 20, "5000 digits is wider than any bit<N>"),
+    ("stage s { ip.ttl = ip.ttl[" + "1" * 5000 + ":0]; }", "E021", 1, 27, "wider than any bit<N>"),
+    # was MemoryError: a slice of 2^40 bits became a width, and 1 << width was computed
+    ("stage s { ip.ttl = 1 + ip.ttl[1099511627776:0]; }", "E020", 1, 24, "slice [1099511627776:0] must satisfy"),
+    # "tablefoo" was lexed as "table foo" where a name cannot stand
+    ("table t { key { ip.dst: exact; } size = 4; }\ntablefoo { key { ip.dst: exact; } size = 4; }",
+     "E001", 2, 1, "unexpected name 'tablefoo'"),
+    ("stage s { lookup t { hitx { drop(x); } } }", "E001", 1, 22, "unexpected name 'hitx'"),
+])
+def test_malformed_literals_and_glued_keywords_are_diagnostics(front, src, code, line, col, msg):
+    found = _errors_at(front, src)
+    assert _has(found, code, line, col, msg), found
+
+
+def test_a_long_operator_chain_is_E005_not_a_recursion_error(front):
+    """A 500-term '+' chain nested 500 deep: the checker recursed past Python's stack limit."""
+    found = _errors_at(front, "stage s {\n  ip.ttl = ip.ttl" + " + 1" * 500 + ";\n}")
+    assert [(c, ln) for c, ln, _, _ in found] == [("E005", 2)], found
+    assert "nest deeper than 64 levels" in found[0][3]
+
+
+def test_deeply_nested_statements_are_E005(front):
+    src = "stage s {\n" + "if (ip.ttl == 1) { " * 70 + "ip.ttl = 2;" + " }" * 70 + "\n}"
+    assert [c for c, *_ in _errors_at(front, src)] == ["E005"]
+
+
+def test_parentheses_do_not_count_as_nesting(front):
+    """60 nested parentheses used to exhaust the stack in the parse-tree transformer (each
+    level was ten tree nodes deep); parentheses add no node, so any number is fine."""
+    assert _errors_at(front, "stage s { ip.ttl = " + "(" * 500 + "ip.ttl" + ")" * 500 + "; }") == []
+
+
+@pytest.mark.parametrize(("src", "line", "col", "msg"), [
+    # were OverflowError (int too large to convert to float), IndexError (rate of 1e400) or a
+    # MemoryError (range(32, 99999999999)) in lower, profiles, server_fit and the plan
+    ("table t { key { ip.dst: exact; } size = 1" + "0" * 400 + "; }", 1, 41, "size must be at most 4294967295"),
+    ("table t { key { ip.dst: exact; } size = 1" + "0" * 400 + "G; }", 1, 41, "not infinity"),
+    ("register r: bit<8>[99999999999G];", 1, 20, "register size must be at most 4294967295"),
+    ("target srv = dpdk_server { cores = 1" + "0" * 400 + "; }", 1, 36, "cores must be at most 2^53"),
+    ("deployment d { rate = 1" + "0" * 400 + "Mpps; }", 1, 23, "rate must be at most 2^53"),
+    ("deployment d { server_ports = [32..99999999999]; }", 1, 31, "port range 32..99999999999 must be ascending"),
+    ("pipeline p { ports = [0..70000]; }", 1, 22, "port range 0..70000"),
+    ("state st { key { ip.src: exact; } value { p: bit<8>; } size = 4; timeout = 0s; }", 1, 76,
+     "timeout must be above 0s"),
+])
+def test_numbers_beyond_the_limits_are_E090(front, src, line, col, msg):
+    found = _errors_at(front, src)
+    assert _has(found, "E090", line, col, msg), found
+
+
+def test_pipeline_ports_must_be_a_group_or_a_list(front):
+    """``ports = "s"`` passed the checker and crashed Z3 in nfc build (Z3Exception)."""
+    found = _errors_at(front, 'parser q { state start { transition accept; } }\nstage s { forward(1); }\n'
+                              'pipeline p { ports = "s"; parser = q; stages = [s]; }')
+    assert found == [("E050", 3, 22, "ports must be a port group or a list like [0..7]")]
+
+
+def test_concatenation_wider_than_any_width_is_E022(front):
+    src = "metadata { w: bit<2048>; }\nstage s { let x: bit<8> = (meta.w ++ meta.w)[7:0]; }"
+    assert _has(_errors_at(front, src), "E022", 2, 28, "wider than bit<2048>")
+
+
+@pytest.mark.parametrize(("prop", "msg"), [
+    ("stages = 100000000;", "stages must be between 1 and 64, not 1e+08"),  # was a hang in the partitioner
+    ("sram_bits = 0;", "sram_bits must be between 1 and 4096, not 0"),  # was ZeroDivisionError
+    ("port_bits = 100;", "port_bits must be between 1 and 16, not 100"),
+])
+def test_target_resources_out_of_range_are_E090(tmp_path, prop, msg):
+    src = (ROOT / "tests/corpus/all_switch.nfp").read_text().replace(
+        "target srv", f"target sw = tofino1 {{ {prop} }}\ntarget srv").replace("switch = tofino1;", "switch = sw;")
+    (tmp_path / "t.nfp").write_text(src)
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "t.nfp"), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    line = src[:src.index("target sw")].count("\n") + 1
+    assert r.returncode == 1 and f"t.nfp:{line}:23: error[E090]: {msg}" in r.stderr, r.stderr[-2000:]
+
+
+def _load_file(path: Path) -> list[tuple[str, int, int, str]]:
+    from lang import Diagnostics, SourceMap, load
+
+    diags = Diagnostics()
+    load(str(path), diags, SourceMap())
+    return [(d.code, d.span.line, d.span.col, d.message) for d in diags.errors()]
+
+
+def test_an_import_of_a_device_is_E003_and_not_read(tmp_path):
+    """``import "/dev/zero"`` was read without bound (22.6 GB, OOM)."""
+    (tmp_path / "t.nfp").write_text('\nimport "/dev/zero";\n')
+    assert _load_file(tmp_path / "t.nfp") == [("E003", 2, 1, "cannot read '/dev/zero': not a regular file")]
+
+
+def test_an_import_of_a_fifo_is_E003_without_waiting(tmp_path):
+    """An import of a FIFO blocked forever waiting for a writer."""
+    import signal
+
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "t.nfp").write_text('import "pipe";\n')
+
+    def stuck(*_):
+        raise TimeoutError("load blocked on the FIFO")
+
+    old = signal.signal(signal.SIGALRM, stuck)
+    signal.alarm(10)
+    try:
+        found = _load_file(tmp_path / "t.nfp")
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, old)
+    assert [(c, ln, col) for c, ln, col, _ in found] == [("E003", 1, 1)] and "not a regular file" in found[0][3]
+
+
+def test_a_file_larger_than_the_limit_is_E002(tmp_path):
+    from lang.limits import MAX_SOURCE_BYTES
+
+    (tmp_path / "t.nfp").write_bytes(b"// " + b"x" * MAX_SOURCE_BYTES)
+    assert [(c, m) for c, _, _, m in _load_file(tmp_path / "t.nfp")] == [("E002", "'" + str(tmp_path / "t.nfp")
+                                                                          + "' is larger than 1 MiB")]
+
+
+def test_a_utf8_byte_order_mark_is_skipped(tmp_path):
+    """Was E001 "unexpected character '\\ufeff'" at 1:1; columns do not count the mark."""
+    (tmp_path / "t.nfp").write_bytes(b"\xef\xbb\xbf" + (PRELUDE + "stage s { ip.ttl = 256; }").encode())
+    assert _load_file(tmp_path / "t.nfp") == [("E021", PRE + 1, 20, "value 256 does not fit in bit<8>")]
+
+
+@pytest.mark.parametrize("eol", ["\r", "\r\n"], ids=["CR", "CRLF"])
+def test_cr_and_crlf_end_lines_for_the_lexer_and_the_diagnostic_alike(tmp_path, eol):
+    """With CR-only line ends the lexer saw one line (a leading // comment swallowed the whole
+    file, which then compiled to nothing); now the error is found, on the right line, quoted."""
+    from lang import Diagnostics, SourceMap, load
+
+    text = "// a comment\n" + PRELUDE + "stage s {\n  ip.ttl = 256;\n}\n"
+    (tmp_path / "t.nfp").write_bytes(text.replace("\n", eol).encode())
+    diags, sources = Diagnostics(), SourceMap()
+    load(str(tmp_path / "t.nfp"), diags, sources)
+    (d,) = diags.errors()
+    assert (d.code, d.span.line, d.span.col) == ("E021", PRE + 3, 12)
+    assert sources.render(d).splitlines()[1].endswith("|   ip.ttl = 256;")
+
+
+def test_unicode_line_separators_are_not_line_ends(tmp_path):
+    """U+2028 (and NEL, form feed) ended a line in the quoted source but not for the lexer, so a
+    diagnostic quoted another line than the one it named."""
+    from lang import Diagnostics, SourceMap, load
+
+    text = "// one\u2028two\x85three\x0cfour\n" + PRELUDE + "stage s { ip.ttl = 256; }\n"
+    (tmp_path / "t.nfp").write_text(text)
+    diags, sources = Diagnostics(), SourceMap()
+    load(str(tmp_path / "t.nfp"), diags, sources)
+    (d,) = diags.errors()
+    assert (d.code, d.span.line, d.span.col) == ("E021", PRE + 2, 20)
+    assert sources.render(d).splitlines()[1].endswith("| stage s { ip.ttl = 256; }")
+    _, diags, _ = (None, Diagnostics(), None)
+    (tmp_path / "u.nfp").write_text("stage s {\u2028}")
+    assert [(c, ln, col) for c, ln, col, _ in _load_file(tmp_path / "u.nfp")] == [("E001", 1, 10)]
+
+
+def test_quoted_lines_are_printable_and_cut_around_the_caret(front):
+    """A control character cannot reach the terminal, and a 5000-character line is shown as a
+    window around the caret, which still points at the offending text."""
+    _, diags, sources = front.load(PRELUDE + "stage s { ip.ttl = 256; } // \x1b[2J" + "x" * 5000 + "\n"
+                                   + "stage t { ip.ttl = " + "1 + " * 40 + "256; }")
+    first, second = (sources.render(d).splitlines() for d in diags.errors())
+    assert "\x1b" not in first[1] and "\ufffd[2J" in first[1] and len(first[1]) < 140
+    assert len(second[1]) < 140 and second[1][second[2].index("^"):].startswith("1 + 1")
+
+
+@pytest.mark.parametrize(("src", "line", "col", "msg"), [
+    # lowered to an uninitialised local: 'if (C)' read 0, and C - 1 read the packet's TTL as 0
+    ("const C: bit<8> = ip.ttl;\nstage s { ip.ttl = C; }", 1, 19, "const 'C' must be a literal"),
+    # the stage's one variable 'x' was bit<8> and bit<16> at once: Z3 sort mismatch, P4 lint error
+    ("stage s { let x: bit<8> = 1; if (ip.ttl == 3) {\nlet x: bit<16> = 2; ip.ttl = x[7:0]; } }", 2, 1,
+     "local 'x' is declared bit<16> here and bit<8> before"),
+    # the local lost to the const when lowered (the checker read the local)
+    ("const C: bit<8> = 5;\nstage s { let C: bit<8> = 1; ip.ttl = C; }", 2, 11, "local 'C' would hide const 'C'"),
+])
+def test_what_lowering_would_change_silently_is_E010_or_E020(front, src, line, col, msg):
+    found = _errors_at(front, src)
+    assert [(ln, cl) for c, ln, cl, m in found if msg in m] == [(line, col)], found
+
+
+def test_a_select_value_must_be_a_constant(front):
+    """An expression as a select value passed the checker and stopped lowering ('internal
+    error: select values must be constants')."""
+    src = ("parser p { state start { extract eth; transition select(eth.ethertype) {\n"
+           "  eth.src[15:0]: ip; ETH_IPV4 &&& eth.ethertype: ip; ETH_IPV4: ip; default: accept; } }\n"
+           "  state ip { extract ip; transition accept; } }")
+    found = _errors_at(front, src)
+    assert [(c, ln, cl) for c, ln, cl, _ in found] == [("E020", 2, 3), ("E020", 2, 35)], found
+    assert all("must be a number or a const" in m for *_, m in found)
+
+
+def test_a_bool_const_lowers_to_its_value(front):
+    from compiler import ir
+    from compiler.lower import lower
+
+    prog, diags, _ = front.load(PRELUDE + "const ON: bool = true;\nstage s { if (ON) { ip.ttl = 1; } }")
+    assert not diags.has_errors
+    (cond,) = [s.cond for s in lower(prog).stages["s"].body if isinstance(s, ir.If)]
+    assert (cond.value, cond.width) == (1, ir.BOOL)  # was Local('ON'): an uninitialised variable, false
+
+
+def test_an_ipv4_octet_over_255_is_E021_in_a_property_too(front):
+    """Checked only inside expressions: ``link = 256.0.0.1;`` passed nfc check, and nfc fmt
+    printed it as ``link = -1;``, which does not parse (found by the fmt oracle of the fuzzer)."""
+    found = _errors_at(front, "deployment d { link = 256.0.0.1; }")
+    assert found == [("E021", 1, 23, "IPv4 address octets must be at most 255")]
+
+
+def test_a_deployment_rate_beyond_a_trillion_packets_is_E090(tmp_path):
+    src = (ROOT / "tests/corpus/all_switch.nfp").read_text().replace("rate = 1Mpps;", "rate = 9000000000000Mpps;")
+    (tmp_path / "t.nfp").write_text(src)
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "t.nfp"), "-o", str(tmp_path / "o")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    line = src[:src.index("rate = 9")].count("\n") + 1
+    assert r.returncode == 1 and f"t.nfp:{line}:3: error[E090]: rate must be at most 1e+06Mpps, not 9e+12Mpps" \
+        in r.stderr, r.stderr[-2000:]
