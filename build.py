@@ -5,6 +5,7 @@
     python3 build.py test    # setup, then ruff, mypy (strict on lang/ and compiler/), pytest
     python3 build.py demo    # setup, build the VPN gateway, print its placement, run it (switch model + DPDK)
     python3 build.py bench   # setup, then run bench/*.py (ratios against in-run baselines)
+    python3 build.py fuzz --minutes N [--seed S] [--out DIR]   # setup, then every fuzzer for its share of N
 
 Everything a fresh Debian machine lacks is installed here, so nothing depends on what an
 earlier session left behind.  Only the standard library is used in this file.
@@ -12,8 +13,10 @@ earlier session left behind.  Only the standard library is used in this file.
 
 from __future__ import annotations
 
+import argparse
 import hashlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -133,8 +136,52 @@ def bench(args: list[str]) -> int:
     return rc
 
 
+# tests/<name>.py with a long mode: ``python -m tests.<name> --minutes M --seed S --out DIR`` fuzzes for M
+# minutes, saves each failure minimised under DIR, prints "<n> inputs in ..." and "<k> distinct failures"
+# and exits 1 if it found any.  A fuzzer whose module is not there is left out.
+FUZZERS = ("nfp_fuzz", "packet_fuzz", "control_fuzz")
+
+
+def fuzz(args: list[str]) -> int:
+    """Setup, then each fuzzer in FUZZERS for an equal share of --minutes; a summary line per
+    fuzzer; exit status 1 if any found a failure (its reproducers are under --out)."""
+    ap = argparse.ArgumentParser(prog="build.py fuzz", description="run every fuzzer for its share of the minutes")
+    ap.add_argument("--minutes", type=float, required=True)
+    ap.add_argument("--seed", type=int, default=None, help="default: from the clock (printed, to run it again)")
+    ap.add_argument("--out", default="build/fuzz", help="minimised reproducers, one folder per fuzzer")
+    opts = ap.parse_args(args)
+    setup()
+    seed = opts.seed if opts.seed is not None else int(time.time()) % 100_000
+    present = [f for f in FUZZERS if (ROOT / "tests" / f"{f}.py").is_file()]
+    log(f"fuzzing {opts.minutes:g} min with seed {seed}: {', '.join(present)}")
+    summary = [run_fuzzer(name, opts.minutes / len(present), seed, Path(opts.out) / name) for name in present]
+    for line, _clean in summary:
+        log(line)
+    return 0 if all(clean for _line, clean in summary) else 1
+
+
+def run_fuzzer(name: str, minutes: float, seed: int, out: Path) -> tuple[str, bool]:
+    """Run one fuzzer's long mode (its output shown as it comes); its summary line, and
+    whether it ended with nothing found."""
+    cmd = [str(PY), "-m", f"tests.{name}", "--minutes", f"{minutes:.2f}", "--seed", str(seed), "--out", str(out)]
+    log("$ " + " ".join(cmd))
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    assert proc.stdout is not None
+    text = ""
+    for line in proc.stdout:
+        print(line, end="", flush=True)
+        text += line
+    rc = proc.wait()
+    inputs = re.search(r"^(\d+) inputs in", text, re.M)
+    failures = re.search(r"^(\d+) distinct failures", text, re.M)
+    if inputs is None or failures is None:
+        return f"{name}: FAILED, ended without its summary (exit {rc})", False
+    clean = rc == 0 and failures[1] == "0"
+    return f"{name}: {inputs[1]} inputs, {failures[1]} failures" + ("" if clean else f", reproducers in {out}"), clean
+
+
 def main() -> int:
-    if len(sys.argv) < 2 or sys.argv[1] not in ("setup", "test", "demo", "bench"):
+    if len(sys.argv) < 2 or sys.argv[1] not in ("setup", "test", "demo", "bench", "fuzz"):
         print(__doc__)
         return 2
     cmd, rest = sys.argv[1], sys.argv[2:]
@@ -145,6 +192,8 @@ def main() -> int:
         return test(rest)
     if cmd == "demo":
         return demo()
+    if cmd == "fuzz":
+        return fuzz(rest)
     return bench(rest)
 
 

@@ -43,7 +43,7 @@ def front(tmp_path: Path) -> Front:
     return Front(tmp_path)
 
 
-def compile_ir(path: str):
+def compile_ir(path: str) -> Any:
     """Front end + lowering of a file, failing the test on any diagnostic."""
     from compiler.lower import lower
 
@@ -164,3 +164,60 @@ def expected_vxlan(customer: Any, host_ip: str, vni: int) -> bytes:
     frame = Ether(src=customer[Ether].src, dst=customer[Ether].dst, type=0x0800) / ip
     return bytes(Ether(src=GW_MAC, dst=NH_MAC) / IP(src=GW_IP, dst=host_ip, ttl=64, id=0, flags=0)
                  / UDP(sport=sport, dport=4789, chksum=0) / VXLAN(vni=vni, flags=0x08) / frame)
+
+
+# ---- random inputs for the differential tests and the packet fuzzer (tests/fuzz.py) -------------
+
+
+def nfc_cli(*args: str) -> subprocess.CompletedProcess[str]:
+    """``nfc ARGS`` run from the project root; its exit status and output."""
+    return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=ROOT)
+
+
+def entry_json(c: Any, table: str, e: Any) -> dict[str, object]:
+    """Reference-interpreter entry ``e`` of ``table`` as an entry of the ``--entries`` file."""
+    t = c.program.tables[table]
+    match: dict[str, object] = {}
+    for k, m in zip(t.keys, e.key, strict=True):
+        if k.match == "lpm":
+            match[k.name] = f"{m.value}/{k.expr.width if m.arg is None else m.arg}"
+        elif k.match == "ternary":
+            match[k.name] = [m.value, (1 << k.expr.width) - 1 if m.arg is None else m.arg]
+        elif k.match == "range":
+            match[k.name] = f"{m.value}..{m.value if m.arg is None else m.arg}"
+        else:
+            match[k.name] = m.value
+    return {"match": match, "values": dict(e.values), "priority": e.priority}
+
+
+def loaded_spec(c: Any, tables: dict[str, list[Any]]) -> Any:
+    """The reference interpreter of compiled program ``c`` holding ``tables``' entries."""
+    from compiler.interp import Interpreter
+
+    spec = Interpreter(c.program)
+    for name, rows in tables.items():
+        for e in rows:
+            spec.tables[name].insert(e)
+    return spec
+
+
+def learn_entries(c: Any, fz: Any, tables: dict[str, list[Any]], inputs: dict[int, list[bytes]]) -> None:
+    """Add entries for half the keys the spec looked up and missed, so packets get past the
+    wide exact tables (the servers' big tables) too, not only through their miss paths."""
+    spec = loaded_spec(c, tables)
+    missed: dict[str, set[tuple[int, ...]]] = {name: set() for name in tables}
+    for name in tables:
+        contents = spec.tables[name]
+
+        def record(values: Any, lookup: Any = contents.lookup, name: str = name) -> Any:
+            e = lookup(values)
+            if e is None:
+                missed[name].add(tuple(values))
+            return e
+        contents.lookup = record
+    for port, pkts in inputs.items():
+        for data in pkts:
+            spec.process(data, port)
+    for name, keys in missed.items():
+        chosen = [k for k in sorted(keys) if fz.rnd.random() < 0.5]
+        tables[name] += fz.entries_at(c.program.tables[name], chosen)

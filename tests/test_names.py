@@ -43,8 +43,8 @@ def _build(tmp_path, text: str, target: str = "tofino"):
     ([("value { port: bit<16>; }", "value { port__x: bit<16>; }"), ("r.port", "r.port__x")], "port__x:",
      "value of table 'fib' 'port__x'"),
     ([("miss { drop(no_route); }", "miss { drop(No_Route); }"),
-      ("      forward(r.port);", "      if (ipv4.ttl == 0) { drop(no_route); }\n      forward(r.port);")], "drop(No_Route)",
-     "reason 'No_Route' differs from reason 'no_route' only in letter case"),
+      ("      forward(r.port);", "      if (ipv4.ttl == 0) { drop(no_route); }\n      forward(r.port);")],
+     "drop(No_Route)", "reason 'No_Route' differs from reason 'no_route' only in letter case"),
 ])
 def test_names_that_meet_generated_names_are_E014_at_the_name(tmp_path, changes, at, message):
     text = BASE

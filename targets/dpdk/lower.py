@@ -142,8 +142,9 @@ def _server_tables(x: _Ctx) -> list[str]:
 def _stage_tables(prog: ir.Program, st: ir.Stage) -> list[str]:
     """The tables a stage looks up, then the state it writes without looking it up (an insert
     into a seen-set no stage reads still needs its table)."""
-    names = [t for u in stage_units(prog, st) for t in u.tables]
-    return names + [s.state for s in walk_stmts(st.body) if isinstance(s, ir.Insert | ir.Remove)]
+    looked_up = [t for u in stage_units(prog, st) for t in u.tables]
+    written = [s.state for s in walk_stmts(st.body) if isinstance(s, ir.Insert | ir.Remove)]
+    return list(dict.fromkeys(looked_up + written))  # each once: HELLO names a table by its index
 
 
 def _check_table(t: ir.Table) -> None:
