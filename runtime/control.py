@@ -128,12 +128,16 @@ class ControlChannel:
             raise ChannelError("not a control channel reply")
         return status, index, self._recv(length)
 
-    def _call(self, op: str, table: int = 0, count: int = 0, body: bytes = b"", what: str = "") -> bytes:
+    def _request(self, op: str, table: int = 0, count: int = 0, body: bytes = b"", what: str = "") -> tuple[int, bytes]:
+        """One request; (index, body) of an OK reply, else the typed error of its status."""
         status, index, reply = self.raw(REQ.pack(b"NFCQ", VERSION, OP[op], table, count, len(body)), body)
         if status != 0:
             err = _ERRORS.get(status, RuntimeApiError)
             raise err(f"{op}{what}: record {index}: {reply.decode(errors='replace')}", index=index)
-        return reply
+        return index, reply
+
+    def _call(self, op: str, table: int = 0, count: int = 0, body: bytes = b"", what: str = "") -> bytes:
+        return self._request(op, table, count, body, what)[1]
 
     def _table(self, name: str) -> ServerTable:
         t = self.tables.get(name)
@@ -184,9 +188,8 @@ class ControlChannel:
                 return out
 
     def clear(self, table: str) -> int:
-        t = self._table(table)
-        _s, index, _b = self.raw(REQ.pack(b"NFCQ", VERSION, OP["clear"], t.index, 0, 0))
-        return index
+        """Delete every entry of a control-plane table; how many there were."""
+        return self._request("clear", self._table(table).index, what=f" {table}")[0]
 
     def start(self) -> None:
         """Start forwarding (a program started with --wait)."""

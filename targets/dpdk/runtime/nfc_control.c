@@ -4,14 +4,19 @@
  * every socket is non-blocking, a request is read as its bytes arrive and served once whole,
  * and its reply is written as the client reads it.  A client is not read from while its
  * reply is unsent (one reply in flight each; a DUMP reply is a page of at most
- * NFC_CTL_MAX_PAGE bytes, copied out of the table), and a client that takes longer than
- * --control-timeout-ms to send a request or to read a reply is closed.  Only peers whose
+ * NFC_CTL_MAX_PAGE bytes, copied out of the table; a DUMP of data-plane state waits for its
+ * copy without holding up anyone), and a client that takes longer than --control-timeout-ms
+ * of the thread's time to send a request or to read a reply is closed.  Only peers whose
  * credentials (SO_PEERCRED) are allowed are served.  Hand-written, shared by every generated
  * program. */
 #define _GNU_SOURCE /* accept4, struct ucred */
+#include <endian.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <grp.h>
 #include <inttypes.h>
+#include <linux/posix_acl.h>
+#include <linux/posix_acl_xattr.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -21,6 +26,7 @@
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/xattr.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -30,20 +36,25 @@
 #include "nfc_ctl.h"
 #include "nfc_rt.h"
 
-#define MAX_ALLOW 16  /* --control-allow-uid flags */
-#define MAX_LOGGED 8  /* refusals reported on stderr (a full stderr pipe would block the thread) */
+#define MAX_ALLOW 16        /* --control-allow-uid flags */
+#define MAX_LOGGED 8        /* refusals reported on stderr (a full stderr pipe would block the thread) */
+#define MAX_ACCEPTS 128     /* connections taken per round of poll */
+#define FD_PAUSE_US 100000  /* out of descriptors and none spare: the socket is not polled for so long */
+#define COPY_POLL_US 1000   /* a DUMP waits for its copy: poll at least this often */
 
 /* the command line (nfc_control_arg) */
 static const char *sock_arg, *group_arg;
 static uid_t allow[MAX_ALLOW];
-static int nallow;
+static int nallow, allow_given; /* allow_given: --control-allow-uid named them */
 static uint64_t timeout_ms = NFC_CTL_TIMEOUT_MS;
 
 static gid_t group; /* --control-group's */
 static int listen_fd = -1;
+static int spare_fd = -1; /* kept open to answer a connection when descriptors run out */
 static volatile int stopping;
 static pthread_t thread;
 static char sock_path[108];
+static struct stat sock_file; /* the socket file this program bound: only it is unlinked at the end */
 
 /* One connection: the request being read (header, then body) and the reply being written. */
 struct client {
@@ -54,14 +65,26 @@ struct client {
     uint8_t *out;      /* the reply, header and body; NULL: none */
     size_t out_len, sent;
     int close_after;   /* close once the reply is out (BAD_REQUEST) */
-    uint64_t deadline; /* now_ms() by which the request or reply under way is done; 0: idle */
+    uint64_t deadline; /* clock_us() by which the request or reply under way is done; 0: idle */
+    struct nfc_state_copy *copy; /* a DUMP of data-plane state waiting for its copy ... */
+    uint64_t *page;              /* ... into this reply body */
 };
 
-static uint64_t now_ms(void)
+static uint64_t now_us(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return (uint64_t)ts.tv_sec * 1000000 + (uint64_t)ts.tv_nsec / 1000;
+}
+
+/* Time spent serving requests (and copying state), which no client's deadline counts: a
+ * client cannot send or read while the thread serves another. */
+static uint64_t served_us;
+
+/* The clock of the clients' deadlines: the thread's time, less what it spent serving. */
+static uint64_t clock_us(void)
+{
+    return now_us() - served_us;
 }
 
 /* Queue the reply to c's request (written as c reads it); no memory: c is closed. */
@@ -165,7 +188,9 @@ static void nfc_counters_text(struct text *t)
         put(t, "%s\"%s\": {\"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"entries\": %d}", i ? ", " : "",
             nfc_tables[i].name, sum.hits[i], sum.misses[i],
             nfc_tables[i].h != NULL ? rte_hash_count(nfc_tables[i].h) : 0);
-    put(t, "}}");
+    struct nfc_copy_stats cs = nfc_state_copy_stats();
+    put(t, "}, \"state_copy\": {\"slices\": %" PRIu64 ", \"cpu_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 "}}",
+        cs.slices, cs.cpu_ns, cs.max_ns);
 }
 
 int nfc_counters_json(char *buf, int cap)
@@ -197,49 +222,74 @@ static const char *why(int st)
     }
 }
 
-/* A page of DUMP: at most `count` entries (0: any) and NFC_CTL_MAX_PAGE bytes, copied out of
- * the table (nfc_table_copy), from the position in the request body. */
+static uint32_t record_words(const struct nfc_table *t)
+{
+    return (uint32_t)(t->nkeys + (t->lpm >= 0) + t->nvalues);
+}
+
+/* The reply to a DUMP: `page` holds n records after its first word, which becomes `next`. */
+static void page_reply(struct client *c, uint64_t *page, uint32_t n, uint32_t next)
+{
+    page[0] = next; /* where to resume; 0: done */
+    reply(c, NFC_OK, n, page, 8 + n * record_words(&nfc_tables[c->q.table]) * 8);
+}
+
+/* A page of DUMP: at most `count` entries (0: any) and NFC_CTL_MAX_PAGE bytes from the
+ * position in the request body.  A control-plane table is copied here (nfc_table_copy); a
+ * data-plane state table where its lcore is not writing, asynchronously (the client waits
+ * for it in `copy`: dump_copied). */
 static void dump(struct client *c)
 {
     const struct nfc_table *t = &nfc_tables[c->q.table];
-    uint32_t stride = (uint32_t)(t->nkeys + (t->lpm >= 0) + t->nvalues);
+    uint64_t from = c->q.length >= 8 ? c->body[0] : 0;
+    uint32_t stride = record_words(t);
     uint32_t max = (NFC_CTL_MAX_PAGE - 8) / (stride * 8);
     if (c->q.count != 0 && c->q.count < max)
         max = c->q.count;
-    uint64_t *out = malloc(8 + (size_t)max * stride * 8);
-    if (out == NULL) {
-        fail(c, NFC_E_NO_MEMORY, 0, "no memory for the reply");
+    if (from > UINT32_MAX) {
+        fail(c, NFC_E_OUT_OF_RANGE, 0, "a DUMP position is below 2^32 (DUMP replies give them)");
         return;
     }
-    uint32_t next = c->q.length >= 8 ? (uint32_t)c->body[0] : 0;
-    uint32_t n = nfc_table_copy(t, &next, max, out + 1);
-    if (n == UINT32_MAX) {
-        fail(c, NFC_E_BUSY, 0, "the forwarding lcore did not answer in time: try again");
-    } else {
-        out[0] = n == max ? next : 0; /* where to resume; 0: done */
-        reply(c, NFC_OK, n, out, 8 + n * stride * 8);
+    uint64_t *page = malloc(8 + (size_t)max * stride * 8);
+    if (page != NULL && t->state)
+        c->copy = nfc_state_copy_start(t, (uint32_t)from, max, page + 1);
+    if (c->copy != NULL) {
+        c->page = page; /* the reply comes with the copy (dump_copied) */
+        return;
     }
-    free(out);
+    if (page == NULL || t->state) {
+        fail(c, NFC_E_NO_MEMORY, 0, "no memory for the reply");
+    } else {
+        uint32_t next = (uint32_t)from;
+        uint32_t n = nfc_table_copy(t, &next, max, page + 1);
+        page_reply(c, page, n, n == max ? next : 0);
+    }
+    free(page);
 }
 
 static void read_entries(struct client *c, const struct nfc_table *tb, uint32_t stride)
 {
     uint64_t *out = malloc((size_t)c->q.count * tb->nvalues * 8 + 8);
-    uint32_t i = 0;
-    int st = out == NULL ? NFC_E_NO_MEMORY : NFC_OK;
-    for (; i < c->q.count && st == NFC_OK; i++)
-        st = nfc_entry_read(tb, c->body + (size_t)i * stride, out + (size_t)i * tb->nvalues);
-    if (st == NFC_OK)
-        reply(c, NFC_OK, c->q.count, out, c->q.count * tb->nvalues * 8);
-    else
-        fail(c, (uint8_t)st, i - 1, why(st));
+    if (out == NULL) {
+        fail(c, NFC_E_NO_MEMORY, 0, "no memory for the reply");
+        return;
+    }
+    for (uint32_t i = 0; i < c->q.count; i++) {
+        int st = nfc_entry_read(tb, c->body + (size_t)i * stride, out + (size_t)i * tb->nvalues);
+        if (st != NFC_OK) {
+            fail(c, (uint8_t)st, i, why(st));
+            free(out);
+            return;
+        }
+    }
+    reply(c, NFC_OK, c->q.count, out, c->q.count * tb->nvalues * 8);
     free(out);
 }
 
 /* Delete every entry: a copy of the keys, then one all-or-nothing DELETE. */
 static void clear(struct client *c, struct nfc_table *tb)
 {
-    uint32_t stride = (uint32_t)(tb->nkeys + (tb->lpm >= 0) + tb->nvalues);
+    uint32_t stride = record_words(tb);
     uint32_t n = (uint32_t)rte_hash_count(tb->h), next = 0, bad = 0;
     uint64_t *rec = malloc((size_t)(n ? n : 1) * stride * 8);
     uint32_t got = rec != NULL ? nfc_table_copy(tb, &next, n, rec) : 0;
@@ -341,7 +391,8 @@ static int header_ok(struct client *c)
 }
 
 /* Read what has arrived of c's request, never past its end, and serve it once whole; -1:
- * close c.  The request's first byte starts its deadline; the reply gets a deadline anew. */
+ * close c.  The request's first byte starts its deadline; the reply gets a deadline anew
+ * (none while a DUMP waits for its copy). */
 static int receive(struct client *c, uint64_t now)
 {
     const size_t hdr = sizeof c->q;
@@ -353,17 +404,41 @@ static int receive(struct client *c, uint64_t now)
     if (r == 0)
         return -1;
     if (c->got == 0)
-        c->deadline = now + timeout_ms;
+        c->deadline = now + timeout_ms * 1000;
     c->got += (size_t)r;
     if (c->got == hdr && !header_ok(c))
         return flush(c);
     if (c->got < hdr || c->got < hdr + c->q.length)
         return 0;
+    uint64_t start = now_us();
     serve(c);
+    served_us += now_us() - start;
     free(c->body);
     c->body = NULL;
     c->got = 0;
-    c->deadline = now + timeout_ms;
+    c->deadline = c->copy != NULL ? 0 : clock_us() + timeout_ms * 1000;
+    return flush(c);
+}
+
+/* A DUMP of data-plane state waiting for its copy: the reply once the copy is done (BUSY if
+ * the forwarding lcore made no progress on it); -1: close c. */
+static int dump_copied(struct client *c)
+{
+    uint32_t n = 0, next = 0;
+    uint64_t start = now_us();
+    int st = nfc_state_copy_poll(c->copy, &n, &next); /* may copy itself: served time */
+    served_us += now_us() - start;
+    if (st == NFC_COPY_WAITING)
+        return 0;
+    nfc_state_copy_end(c->copy);
+    c->copy = NULL;
+    if (st == NFC_COPY_DONE)
+        page_reply(c, c->page, n, next);
+    else
+        fail(c, NFC_E_BUSY, 0, "the forwarding lcore did not copy the table in time: try again");
+    free(c->page);
+    c->page = NULL;
+    c->deadline = clock_us() + timeout_ms * 1000;
     return flush(c);
 }
 
@@ -374,7 +449,9 @@ static int step(struct client *c, short ev, uint64_t now)
     int rc = 0;
     if (ev & POLLNVAL)
         return -1;
-    if (c->out != NULL && (ev & (POLLOUT | POLLERR | POLLHUP)))
+    if (c->copy != NULL)
+        rc = ev & (POLLERR | POLLHUP) ? -1 : dump_copied(c);
+    else if (c->out != NULL && (ev & (POLLOUT | POLLERR | POLLHUP)))
         rc = flush(c);
     else if (c->out == NULL && (ev & (POLLIN | POLLERR | POLLHUP)))
         rc = receive(c, now);
@@ -383,6 +460,9 @@ static int step(struct client *c, short ev, uint64_t now)
 
 static void drop(struct client *c)
 {
+    if (c->copy != NULL)
+        nfc_state_copy_end(c->copy);
+    free(c->page);
     close(c->fd);
     free(c->body);
     free(c->out);
@@ -428,19 +508,48 @@ static void turn_away(int fd, uint8_t status, const char *why)
     drop(&c);
 }
 
-/* Take the connections waiting on the socket: allowed peers become clients (cl[0..n)), the
- * others are turned away; the new n. */
-static int admit(struct client *cl, int n)
+static void log_line(const char *fmt, const char *what) __attribute__((format(printf, 1, 0)));
+static void log_line(const char *fmt, const char *what)
 {
-    static unsigned refused;
-    int fd;
-    while ((fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC)) >= 0) {
+    static unsigned logged;
+    if (logged++ < MAX_LOGGED)
+        fprintf(stderr, fmt, what);
+}
+
+/* Out of descriptors (EMFILE, ENFILE): the spare one answers the first waiting connection
+ * instead of leaving it to wait unanswered; 0: there was none to answer, or no spare. */
+static int shed(void)
+{
+    if (spare_fd < 0)
+        return 0;
+    close(spare_fd);
+    int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd >= 0)
+        turn_away(fd, NFC_E_BAD_REQUEST, "the server program is out of file descriptors: try again later");
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    return fd >= 0;
+}
+
+/* Take the connections waiting on the socket: allowed peers become clients (cl[0..n)), the
+ * others are turned away; the new n.  Out of descriptors with none spare: *pause_until is
+ * when to look at the socket again (it stays readable, poll would not wait). */
+static int admit(struct client *cl, int n, uint64_t *pause_until)
+{
+    for (int k = 0; k < MAX_ACCEPTS; k++) {
+        int fd = accept4(listen_fd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
         uid_t uid = (uid_t)-1;
         char msg[80];
+        if (fd < 0 && (errno == EMFILE || errno == ENFILE)) {
+            log_line("nfc: control connection: %s\n", strerror(errno));
+            if (shed())
+                continue;
+            *pause_until = now_us() + FD_PAUSE_US;
+        }
+        if (fd < 0)
+            break;
         if (!allowed(fd, &uid)) {
             snprintf(msg, sizeof msg, "uid %ld may not use this control channel", uid == (uid_t)-1 ? -1L : (long)uid);
-            if (refused++ < MAX_LOGGED)
-                fprintf(stderr, "nfc: control connection refused: %s\n", msg);
+            log_line("nfc: control connection refused: %s\n", msg);
             turn_away(fd, NFC_E_REFUSED, msg);
         } else if (n == NFC_CTL_MAX_CLIENTS) {
             turn_away(fd, NFC_E_BAD_REQUEST, "too many control connections");
@@ -451,14 +560,21 @@ static int admit(struct client *cl, int n)
     return n;
 }
 
-/* How long poll may wait: until the nearest deadline, at most 100 ms (to see `stopping`). */
-static int poll_ms(const struct client *cl, int n, uint64_t now)
+/* How long poll may wait (ms): until the nearest deadline or the end of a pause of the
+ * socket, at most 100 ms (to see `stopping`), COPY_POLL_US while a DUMP waits for a copy. */
+static int poll_ms(const struct client *cl, int n, uint64_t now, uint64_t pause_until)
 {
-    uint64_t wait = 100;
-    for (int i = 0; i < n; i++)
-        if (cl[i].deadline != 0)
-            wait = cl[i].deadline <= now ? 0 : (cl[i].deadline - now < wait ? cl[i].deadline - now : wait);
-    return (int)wait;
+    uint64_t wait = 100000, real = now_us();
+    for (int i = 0; i < n; i++) {
+        uint64_t left = cl[i].deadline > now ? cl[i].deadline - now : 0;
+        if (cl[i].copy != NULL && wait > COPY_POLL_US)
+            wait = COPY_POLL_US;
+        if (cl[i].deadline != 0 && left < wait)
+            wait = left;
+    }
+    if (pause_until > real && pause_until - real < wait)
+        wait = pause_until - real;
+    return (int)((wait + 999) / 1000);
 }
 
 /* Poll every client and the socket; each round advances every client by what it has sent or
@@ -468,21 +584,25 @@ static void *control_main(void *arg)
     (void)arg;
     static struct client cl[NFC_CTL_MAX_CLIENTS];
     struct pollfd fds[NFC_CTL_MAX_CLIENTS + 1];
+    uint64_t pause_until = 0;
     int n = 0;
     while (!stopping) {
-        fds[0] = (struct pollfd){.fd = listen_fd, .events = POLLIN};
-        for (int i = 0; i < n; i++)
-            fds[i + 1] = (struct pollfd){.fd = cl[i].fd, .events = cl[i].out != NULL ? POLLOUT : POLLIN};
-        if (poll(fds, (nfds_t)n + 1, poll_ms(cl, n, now_ms())) < 0 && errno != EINTR)
+        int listening = now_us() >= pause_until;
+        fds[0] = (struct pollfd){.fd = listening ? listen_fd : -1, .events = POLLIN};
+        for (int i = 0; i < n; i++) { /* a DUMP waiting for its copy: only a hang-up is of interest */
+            short ev = cl[i].copy != NULL ? 0 : cl[i].out != NULL ? POLLOUT : POLLIN;
+            fds[i + 1] = (struct pollfd){.fd = cl[i].fd, .events = ev};
+        }
+        if (poll(fds, (nfds_t)n + 1, poll_ms(cl, n, clock_us(), pause_until)) < 0 && errno != EINTR)
             break;
-        uint64_t now = now_ms();
+        uint64_t now = clock_us();
         for (int i = n - 1; i >= 0; i--) /* the last client moves into a closed one's place: seen already */
             if (step(&cl[i], fds[i + 1].revents, now) != 0) {
                 drop(&cl[i]);
                 cl[i] = cl[--n];
             }
-        if (fds[0].revents & POLLIN)
-            n = admit(cl, n);
+        if (listening && (fds[0].revents & POLLIN))
+            n = admit(cl, n, &pause_until);
     }
     for (int i = 0; i < n; i++)
         drop(&cl[i]);
@@ -531,8 +651,106 @@ int nfc_control_arg(int argc, char **argv)
     return 2;
 }
 
-/* Listen on `path`: the socket file is owner-only from the moment it exists (umask), then
- * with --control-group handed to the group, 0660. */
+/* A socket an earlier run left at `path` is removed; a file that is not a socket, or a
+ * socket some program answers on, is not: -1 (said why). */
+static int clear_path(const char *path, const struct sockaddr_un *a)
+{
+    struct stat was;
+    if (lstat(path, &was) != 0)
+        return 0;
+    if (!S_ISSOCK(was.st_mode)) { /* a mistyped path must not delete a file */
+        fprintf(stderr, "nfc: --control %s exists and is not a socket: not replacing it\n", path);
+        return -1;
+    }
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int rc = s < 0 ? -1 : connect(s, (const struct sockaddr *)a, sizeof *a);
+    int err = errno;
+    if (s >= 0)
+        close(s);
+    if (rc != 0 && (err == ECONNREFUSED || err == ENOENT)) /* nobody listens: left over */
+        return unlink(path) == 0 || errno == ENOENT ? 0 : -1;
+    if (rc == 0 || err == EAGAIN) /* EAGAIN: it listens, its backlog is full */
+        fprintf(stderr, "nfc: another program serves --control %s: not taking it over\n", path);
+    else
+        fprintf(stderr, "nfc: cannot tell whether a program serves --control %s (%s): not replacing it\n", path,
+                strerror(err));
+    return -1;
+}
+
+/* The --control-allow-uid uids that the file's owner bits (its owner) and root's privilege do
+ * not already let connect, sorted, once each; how many. */
+static int acl_uids(uid_t *out)
+{
+    int k = 0;
+    for (int i = 0; allow_given && i < nallow; i++)
+        if (allow[i] != 0 && allow[i] != geteuid())
+            out[k++] = allow[i];
+    for (int i = 1; i < k; i++) /* insertion sort: at most MAX_ALLOW */
+        for (int j = i; j > 0 && out[j - 1] > out[j]; j--) {
+            uid_t x = out[j];
+            out[j] = out[j - 1];
+            out[j - 1] = x;
+        }
+    int m = 0;
+    for (int i = 0; i < k; i++)
+        if (m == 0 || out[m - 1] != out[i])
+            out[m++] = out[i];
+    return m;
+}
+
+static void acl_entry(struct posix_acl_xattr_entry *e, int tag, int perm, uint32_t id)
+{
+    e->e_tag = htole16((uint16_t)tag);
+    e->e_perm = htole16((uint16_t)perm);
+    e->e_id = htole32(id);
+}
+
+/* A POSIX access ACL on the socket file (the kernel's xattr form: no libacl) that lets the
+ * owner, each of `uids` and, with --control-group, the group connect; 0, or -1 and errno
+ * (EOPNOTSUPP: the file system has no ACLs).  Never set through a symlink. */
+static int set_acl(const char *path, const uid_t *uids, int k)
+{
+    struct {
+        struct posix_acl_xattr_header h;
+        struct posix_acl_xattr_entry e[MAX_ALLOW + 4];
+    } acl;
+    const int rw = ACL_READ | ACL_WRITE;
+    int n = 0;
+    acl.h.a_version = htole32(POSIX_ACL_XATTR_VERSION);
+    acl_entry(&acl.e[n++], ACL_USER_OBJ, rw, (uint32_t)ACL_UNDEFINED_ID);
+    for (int i = 0; i < k; i++) /* sorted by uid, as the kernel requires */
+        acl_entry(&acl.e[n++], ACL_USER, rw, (uint32_t)uids[i]);
+    acl_entry(&acl.e[n++], ACL_GROUP_OBJ, group_arg != NULL ? rw : 0, (uint32_t)ACL_UNDEFINED_ID);
+    acl_entry(&acl.e[n++], ACL_MASK, rw, (uint32_t)ACL_UNDEFINED_ID);
+    acl_entry(&acl.e[n++], ACL_OTHER, 0, (uint32_t)ACL_UNDEFINED_ID);
+    return lsetxattr(path, "system.posix_acl_access", &acl, sizeof acl.h + (size_t)n * sizeof acl.e[0], 0);
+}
+
+/* Let the peers the program serves connect() to the socket file (SO_PEERCRED then decides who
+ * is served): it is owner-only (0600) as bound; with --control-group it is handed to the
+ * group, 0660; --control-allow-uid uids get an ACL entry each (mode 0666 on a file system
+ * without ACLs).  Through lchown, an ACL and fchmodat(AT_SYMLINK_NOFOLLOW): a symlink put in
+ * the socket's place is not followed.  0 or -1 (errno). */
+static int open_to_peers(const char *path)
+{
+    uid_t uids[MAX_ALLOW];
+    int k = acl_uids(uids);
+    if (group_arg != NULL && lchown(path, (uid_t)-1, group) != 0)
+        return -1;
+    if (k > 0 && set_acl(path, uids, k) == 0)
+        return 0;
+    if (k > 0 && errno != EOPNOTSUPP)
+        return -1;
+    if (k > 0)
+        fprintf(stderr, "nfc: %s has no POSIX ACLs: the control socket is mode 0666, SO_PEERCRED alone decides "
+                        "who is served\n", path);
+    mode_t mode = k > 0 ? 0666 : group_arg != NULL ? 0660 : 0600;
+    return mode == 0600 ? 0 : fchmodat(AT_FDCWD, path, mode, AT_SYMLINK_NOFOLLOW);
+}
+
+/* Listen on `path`: the socket file is owner-only from the moment it exists (umask), then open
+ * to the peers served (open_to_peers).  The file bound is remembered, so that only it is
+ * removed at the end. */
 static int listen_on(const char *path)
 {
     struct sockaddr_un a;
@@ -543,23 +761,20 @@ static int listen_on(const char *path)
         return -1;
     }
     strcpy(a.sun_path, path);
-    struct stat was;
-    if (lstat(path, &was) == 0 && !S_ISSOCK(was.st_mode)) { /* a mistyped path must not delete a file */
-        fprintf(stderr, "nfc: --control %s exists and is not a socket: not replacing it\n", path);
+    if (clear_path(path, &a) != 0)
         return -1;
-    }
     snprintf(sock_path, sizeof sock_path, "%s", path);
-    unlink(path); /* a socket an earlier run left */
     listen_fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     mode_t umask_was = umask(0177);
     int ok = listen_fd >= 0 && bind(listen_fd, (struct sockaddr *)&a, sizeof a) == 0;
     umask(umask_was);
-    if (ok && group_arg != NULL)
-        ok = chown(path, (uid_t)-1, group) == 0 && chmod(path, 0660) == 0;
-    if (!ok || listen(listen_fd, 16) != 0) {
+    if (!ok || open_to_peers(path) != 0 || lstat(path, &sock_file) != 0 || listen(listen_fd, 16) != 0) {
         fprintf(stderr, "nfc: cannot listen on %s: %s\n", path, strerror(errno));
+        if (ok)
+            unlink(path); /* the file this program bound */
         return -1;
     }
+    spare_fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
     return 0;
 }
 
@@ -567,7 +782,8 @@ int nfc_control_start(void)
 {
     if (sock_arg == NULL)
         return 0;
-    if (nallow == 0) { /* the program's own uid, and root */
+    allow_given = nallow > 0;
+    if (!allow_given) { /* the program's own uid, and root */
         allow[nallow++] = geteuid();
         allow[nallow++] = 0;
     }
@@ -589,6 +805,17 @@ int nfc_control_start(void)
     return 0;
 }
 
+/* The file at sock_path is still the one this program bound (an inode number can be reused:
+ * the change time too). */
+static int still_ours(void)
+{
+    struct stat st;
+    return lstat(sock_path, &st) == 0 && st.st_dev == sock_file.st_dev && st.st_ino == sock_file.st_ino &&
+           st.st_ctim.tv_sec == sock_file.st_ctim.tv_sec && st.st_ctim.tv_nsec == sock_file.st_ctim.tv_nsec;
+}
+
+/* Stop serving; the socket file goes if it is still the one this program bound (a later
+ * program may have taken the path over). */
 void nfc_control_stop(void)
 {
     if (listen_fd < 0)
@@ -596,6 +823,9 @@ void nfc_control_stop(void)
     stopping = 1;
     pthread_join(thread, NULL);
     close(listen_fd);
-    unlink(sock_path);
-    listen_fd = -1;
+    if (still_ours())
+        unlink(sock_path);
+    if (spare_fd >= 0)
+        close(spare_fd);
+    listen_fd = spare_fd = -1;
 }

@@ -11,11 +11,14 @@
  * Readers (forwarding lcores) never lock: the tables are lock-free rte_hash tables and
  * replaced or deleted entries are freed after an RCU grace period (rte_rcu_qsbr).
  *
- * Who may connect: the socket file is owner-only (0600), or 0660 with --control-group; a
- * peer whose uid (SO_PEERCRED) is not allowed gets one REFUSED reply, unasked, and is closed.
- * No client holds up another: a request must arrive whole, and a reply be read whole, within
- * --control-timeout-ms of its first byte, or the client is closed; a client is not read from
- * while its reply is unsent, and a DUMP reply holds at most NFC_CTL_MAX_PAGE bytes. */
+ * Who may connect: the socket file is owner-only (0600), or 0660 with --control-group, and
+ * --control-allow-uid uids get an ACL entry each; a peer whose uid (SO_PEERCRED) is not
+ * allowed gets one REFUSED reply, unasked, and is closed.  A second program is not given a
+ * path a live program serves.  No client holds up another: a request must arrive whole, and a
+ * reply be read whole, within --control-timeout-ms of its first byte (time the thread spends
+ * serving others does not count), or the client is closed; a client is not read from while
+ * its reply is unsent, a DUMP reply holds at most NFC_CTL_MAX_PAGE bytes, and a DUMP of
+ * data-plane state waits for its copy without holding up anyone. */
 #ifndef NFC_CTL_H
 #define NFC_CTL_H
 
@@ -54,26 +57,28 @@ enum nfc_ctl_op {
     NFC_OP_MODIFY = 3,   /* every key present: its values replaced */
     NFC_OP_DELETE = 4,   /* every key present */
     NFC_OP_READ = 5,     /* reply body: the values of each key */
-    NFC_OP_DUMP = 6,     /* body: u64 position; reply: u64 next (0: done), a page of entries (keys, values) */
-    NFC_OP_COUNTERS = 7, /* reply body: JSON {forwarded, no_port, drops: {reason: n}, tables: {name: {hits, misses, entries}}} */
+    NFC_OP_DUMP = 6,     /* body: u64 position (< 2^32); reply: u64 next (0: done), a page of entries (keys, values) */
+    NFC_OP_COUNTERS = 7, /* reply body: JSON {forwarded, drops: {reason: n}, tables: {name: {hits, misses, entries}},
+                            state_copy: {slices, cpu_ns, max_ns}} */
     NFC_OP_CLEAR = 8,    /* delete every entry of the table */
     NFC_OP_START = 9,    /* start forwarding (a program started with --wait) */
 };
 
 enum nfc_ctl_status {
     NFC_OK = 0,
-    NFC_E_BAD_REQUEST = 1, /* bad magic, version or length: the connection is closed after the reply */
+    NFC_E_BAD_REQUEST = 1, /* bad magic, version or length: the connection is closed after the reply (also
+                              sent unasked to a connection that cannot be taken: too many, no descriptor) */
     NFC_E_BAD_OP = 2,
     NFC_E_NO_TABLE = 3,
     NFC_E_READ_ONLY = 4, /* data-plane state: only the forwarding lcore writes it */
-    NFC_E_OUT_OF_RANGE = 5,
+    NFC_E_OUT_OF_RANGE = 5, /* a field wider than the table says, a prefix too long, a DUMP position >= 2^32 */
     NFC_E_EXISTS = 6,
     NFC_E_NOT_FOUND = 7,
     NFC_E_FULL = 8,
     NFC_E_NO_MEMORY = 9,
     NFC_E_DUPLICATE = 10, /* the same key twice in one message */
     NFC_E_REFUSED = 11,   /* the peer's uid may not use the channel: sent on accept, then closed */
-    NFC_E_BUSY = 12,      /* DUMP of data-plane state: the forwarding lcore did not answer */
+    NFC_E_BUSY = 12,      /* DUMP of data-plane state: the forwarding lcore made no progress on the copy for 1 s */
 };
 
 extern volatile int nfc_started;

@@ -278,14 +278,13 @@ static inline uint64_t nfc_crc32(const uint8_t *p, unsigned bytes)
     return crc ^ 0xFFFFFFFFu;
 }
 
-/* Nanoseconds since the first call: the clock of data-plane state timeouts. */
+/* Nanoseconds since nfc_tables_init: the clock of data-plane state timeouts.  One origin for
+ * every translation unit (a function-local static would be one per file: the control
+ * thread's DUMP compares expiries the generated nf.c wrote). */
+extern uint64_t nfc_clock_origin; /* timer cycles at nfc_tables_init */
 static inline uint64_t nfc_now_ns(void)
 {
-    static uint64_t start;
-    uint64_t t = rte_get_timer_cycles();
-    if (start == 0)
-        start = t;
-    return (uint64_t)((double)(t - start) * 1e9 / (double)rte_get_timer_hz());
+    return (uint64_t)((double)(rte_get_timer_cycles() - nfc_clock_origin) * 1e9 / (double)rte_get_timer_hz());
 }
 
 /* RFC 1624 eqn. 3: the Internet checksum after a 16- or 32-bit value changed. */
@@ -428,11 +427,25 @@ int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *val
 int nfc_entry_read(const struct nfc_table *t, const uint64_t *keys, uint64_t *values);
 void nfc_values_of(const struct nfc_table *t, const void *data, uint64_t *values);
 int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint32_t stride, uint32_t *bad);
-/* Up to max entries of t from rte_hash_iterate position *next (0: the start; advanced) into
- * out, each its keys then its values; how many (fewer than max: the end), UINT32_MAX: the
- * forwarding lcore did not answer.  No pointer into t is kept: data-plane state is copied by
- * its forwarding lcore between bursts, so nothing it frees is read (see nfc_tables.c). */
+/* Up to max entries of control-plane table t from rte_hash_iterate position *next (0: the
+ * start; advanced) into out, each its keys then its values; how many (fewer than max: the end). */
 uint32_t nfc_table_copy(const struct nfc_table *t, uint32_t *next, uint32_t max, uint64_t *out);
+/* A copy of a data-plane state table, made asynchronously where its forwarding lcore cannot be
+ * writing (nfc_tables.c): started by the control thread, advanced by nfc_state_copy_poll
+ * (NFC_COPY_*: *n entries copied, *next the position to resume from, 0: the end) and freed by
+ * nfc_state_copy_end, which also withdraws it if it is still under way.  Expired entries are
+ * left out. */
+enum { NFC_COPY_WAITING = 0, NFC_COPY_DONE = 1, NFC_COPY_BUSY = -1 };
+struct nfc_state_copy;
+struct nfc_state_copy *nfc_state_copy_start(const struct nfc_table *t, uint32_t next, uint32_t max, uint64_t *out);
+int nfc_state_copy_poll(struct nfc_state_copy *r, uint32_t *n, uint32_t *next);
+void nfc_state_copy_end(struct nfc_state_copy *r);
+/* What copying cost the forwarding lcore (COUNTERS): slices served between bursts, their CPU
+ * time in all and the longest (ns). */
+struct nfc_copy_stats {
+    uint64_t slices, cpu_ns, max_ns;
+};
+struct nfc_copy_stats nfc_state_copy_stats(void);
 void nfc_rcu_online(unsigned lcore);
 void nfc_rcu_quiescent(unsigned lcore);
 void nfc_rcu_offline(unsigned lcore);

@@ -6,12 +6,13 @@
  * forwarding lcore has passed a quiescent state (rte_rcu_qsbr), so a reader never sees freed
  * memory.  Data-plane state is the other way round: its one writer is the forwarding lcore,
  * which deletes and frees expired entries at once, so the control thread never walks it
- * while that lcore forwards; it asks the lcore for a copy instead (nfc_table_copy).
+ * while that lcore forwards; it asks the lcore for a copy instead (nfc_state_copy_*).
  * Hand-written, shared by every generated program. */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <rte_branch_prediction.h>
 #include <rte_errno.h>
@@ -19,6 +20,7 @@
 #include <rte_hash_crc.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
+#include <rte_pause.h>
 #include <rte_rcu_qsbr.h>
 #include <rte_spinlock.h>
 
@@ -27,9 +29,11 @@
 
 static struct rte_rcu_qsbr *rcu;
 static int have_state; /* some table is data-plane state (then exactly one lcore forwards) */
+uint64_t nfc_clock_origin;
 
 int nfc_tables_init(int lcores)
 {
+    nfc_clock_origin = rte_get_timer_cycles();
     size_t sz = rte_rcu_qsbr_get_memsize(RTE_MAX_LCORE);
     rcu = rte_zmalloc("nfc_rcu", sz, RTE_CACHE_LINE_SIZE);
     if (rcu == NULL || rte_rcu_qsbr_init(rcu, RTE_MAX_LCORE) != 0) {
@@ -74,27 +78,49 @@ int nfc_table_find(const char *name)
 }
 
 /* ---- copies of a table for the control channel (DUMP, CLEAR) -------------------------------
+ * A control-plane table has one writer, the control thread, so it copies the table itself
+ * with rte_hash_iterate (nfc_table_copy).
+ *
  * A data-plane state table changes under the forwarding lcore's hands (insert, expire and
  * free, all without locks), so it is copied only where that lcore cannot be writing: by the
- * lcore itself between two bursts (nfc_rcu_quiescent, which serves a posted `state_copy`), or
- * by the control thread while no lcore forwards (`state_owner` free: before START, after the
- * end of input).  The lcore holds `state_owner` from nfc_rcu_online to nfc_rcu_offline. */
+ * lcore itself between two bursts (nfc_rcu_quiescent), or by the control thread while no lcore
+ * forwards (`state_owner` free: before START, after the end of input).  The lcore holds
+ * `state_owner` from nfc_rcu_online to nfc_rcu_offline.
+ *
+ * Such a copy walks the table's key positions (rte_hash_get_key_with_position: one lookup per
+ * position, whatever the table holds), not its buckets: rte_hash_iterate skips empty bucket
+ * slots in a loop of its own, so one call could scan a whole sparse table (0.7-0.9 ms for 1M
+ * slots, 20 ms cold) while the lcore forwards nothing.  The lcore copies in slices of at most
+ * SLICE_NS and spends at most 1/STATE_DUTY of its time on them.
+ *
+ * One copy is posted at a time (`state_req`), the control thread queues the others.  Whoever
+ * serves a slice takes the request out of `state_req` (CAS) and then either puts it back or
+ * marks it done, its last touch; so the control thread may free a request it took back itself
+ * (CAS) or found done. */
 
-#define STATE_CHUNK 1024u   /* entries the forwarding lcore copies per burst at most ... */
-#define STATE_SLOTS 16384u  /* ... and slots it looks at: a pause of tens of us, even in a sparse table */
-#define STATE_WAIT_MS 1000u /* the lcore takes a copy request by then, or DUMP fails (NFC_E_BUSY) */
+#define SLICE_NS 20000u     /* a slice of a copy by the forwarding lcore ends after this long */
+#define STATE_DUTY 4u       /* ... and the next comes no sooner than (STATE_DUTY - 1) times that later */
+#define SELF_NS 2000000u    /* the control thread's slices (nothing forwards) per poll */
+#define STATE_WAIT_MS 1000u /* no progress for so long: the copy is withdrawn (NFC_E_BUSY) */
 
-struct state_copy {
+struct nfc_state_copy {
     const struct nfc_table *t;
-    uint32_t next; /* rte_hash_iterate position (one per slot), advanced by the copy */
-    uint32_t max, n;
     uint64_t *out;
-    int end; /* the iterator reached the end of the table */
-    int done;
+    uint32_t max, n;  /* entries wanted, copied */
+    uint32_t next;    /* the key position to look at next */
+    uint32_t end;     /* key positions of the table */
+    int done;         /* __atomic: complete; set last */
+    uint64_t slices;  /* __atomic: slices served, the progress the control thread watches */
+    /* the control thread's own */
+    struct nfc_state_copy *behind; /* the queue of copies not posted yet */
+    uint64_t seen, seen_at;        /* slices at the last progress seen, and when (ms) */
 };
 
 static rte_spinlock_t state_owner = RTE_SPINLOCK_INITIALIZER;
-static struct state_copy *state_req; /* posted by the control thread; __atomic only */
+static struct nfc_state_copy *state_req;          /* posted for the lcore; __atomic only */
+static struct nfc_state_copy *posted, *queue, **queue_end = &queue; /* control thread only */
+static uint64_t next_slice;                        /* lcore only: no slice before (timer cycles) */
+static struct nfc_copy_stats copy_stats;           /* the lcore's slices; __atomic only */
 
 /* The keys of an entry back as the control channel's fields; how many. */
 static int unpack_key(const struct nfc_table *t, const uint8_t *key, uint64_t *out)
@@ -109,74 +135,190 @@ static int unpack_key(const struct nfc_table *t, const uint8_t *key, uint64_t *o
     return t->nkeys + (t->lpm >= 0);
 }
 
-/* Up to max entries from iterator position *next, looking at about `slots` slots at most, by
- * whoever may walk t now; *end: the table's end was reached. */
-static uint32_t copy_entries(const struct nfc_table *t, uint32_t *next, uint32_t max, uint32_t slots,
-                             uint64_t *out, int *end)
+static size_t stride_of(const struct nfc_table *t)
 {
-    size_t stride = (size_t)(t->nkeys + (t->lpm >= 0) + t->nvalues);
-    uint32_t n = 0, first = *next;
+    return (size_t)(t->nkeys + (t->lpm >= 0) + t->nvalues);
+}
+
+uint32_t nfc_table_copy(const struct nfc_table *t, uint32_t *next, uint32_t max, uint64_t *out)
+{
+    uint32_t n = 0;
     const void *key;
     void *data;
-    *end = 0;
-    while (n < max && *next - first < slots) {
-        if (rte_hash_iterate(t->h, &key, &data, next) < 0) {
-            *end = 1;
-            break;
-        }
-        uint64_t *r = out + n * stride;
+    while (n < max && rte_hash_iterate(t->h, &key, &data, next) >= 0) {
+        uint64_t *r = out + n * stride_of(t);
         nfc_values_of(t, data, r + unpack_key(t, key, r));
         n++;
     }
     return n;
 }
 
-static void serve_copy(struct state_copy *r)
+/* Copy the entry at key position r->next, if one is there and has not expired; move on. */
+static void copy_position(struct nfc_state_copy *r, uint64_t now_ns)
 {
-    r->n = copy_entries(r->t, &r->next, r->max, STATE_SLOTS, r->out, &r->end);
-    __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+    const struct nfc_table *t = r->t;
+    int32_t pos = (int32_t)r->next++;
+    void *key, *data;
+    if (rte_hash_get_key_with_position(t->h, pos, &key) != 0 || rte_hash_lookup_data(t->h, key, &data) != pos)
+        return;
+    if (((const uint64_t *)data)[t->nvalues] <= now_ns) /* expired: the next packet of it deletes it */
+        return;
+    uint64_t *rec = r->out + (size_t)r->n * stride_of(t);
+    nfc_values_of(t, data, rec + unpack_key(t, key, rec));
+    r->n++;
 }
 
-/* One chunk of a state table, copied where the forwarding lcore cannot write meanwhile;
- * UINT32_MAX: the lcore did not take the request within STATE_WAIT_MS (it is stuck). */
-static uint32_t state_chunk(const struct nfc_table *t, uint32_t *next, uint32_t max, uint64_t *out, int *end)
+/* Positions of r for `budget` timer cycles at most (at least one); the copy is then complete. */
+static int serve_slice(struct nfc_state_copy *r, uint64_t budget)
 {
-    struct state_copy r = {.t = t, .next = *next, .max = max, .out = out};
-    struct state_copy *mine = &r;
-    uint64_t start = rte_get_timer_cycles(), wait = rte_get_timer_hz() / 1000 * STATE_WAIT_MS;
-    __atomic_store_n(&state_req, &r, __ATOMIC_RELEASE);
-    while (!__atomic_load_n(&r.done, __ATOMIC_ACQUIRE)) {
-        if (rte_spinlock_trylock(&state_owner)) { /* nobody forwards: copy here */
-            if (__atomic_compare_exchange_n(&state_req, &mine, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-                serve_copy(&r); /* else the lcore served it before it went offline */
-            rte_spinlock_unlock(&state_owner);
-        } else if (rte_get_timer_cycles() - start > wait &&
-                   __atomic_compare_exchange_n(&state_req, &mine, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
-            return UINT32_MAX; /* withdrawn before the lcore took it */
-        } else {
-            rte_delay_us_sleep(20);
+    uint64_t start = rte_get_timer_cycles(), now_ns = nfc_now_ns();
+    while (r->n < r->max && r->next < r->end) {
+        copy_position(r, now_ns);
+        if ((r->next & 15) == 0 && rte_get_timer_cycles() - start > budget)
+            break;
+    }
+    return r->n == r->max || r->next >= r->end;
+}
+
+/* After a slice: back into `state_req`, or done; the server's last touch of r. */
+static void hand_back(struct nfc_state_copy *r, int complete)
+{
+    __atomic_add_fetch(&r->slices, 1, __ATOMIC_RELEASE);
+    if (complete)
+        __atomic_store_n(&r->done, 1, __ATOMIC_RELEASE);
+    else
+        __atomic_store_n(&state_req, r, __ATOMIC_RELEASE);
+}
+
+/* Take r out of `state_req`; 0: it is not there (a slice of it is being served, or it is done). */
+static int take(struct nfc_state_copy *r)
+{
+    struct nfc_state_copy *mine = r;
+    return __atomic_compare_exchange_n(&state_req, &mine, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+}
+
+static uint64_t cycles(uint64_t ns)
+{
+    return rte_get_timer_hz() / 1000 * ns / 1000000;
+}
+
+static uint64_t thread_cpu_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+/* The forwarding lcore, between bursts: a slice of the posted copy, if its duty cycle allows. */
+static void lcore_slice(void)
+{
+    struct nfc_state_copy *r = __atomic_load_n(&state_req, __ATOMIC_ACQUIRE);
+    uint64_t start = rte_get_timer_cycles();
+    if (r == NULL || start < next_slice || !take(r))
+        return;
+    uint64_t cpu = thread_cpu_ns();
+    int complete = serve_slice(r, cycles(SLICE_NS));
+    cpu = thread_cpu_ns() - cpu;
+    __atomic_add_fetch(&copy_stats.slices, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&copy_stats.cpu_ns, cpu, __ATOMIC_RELAXED);
+    if (cpu > __atomic_load_n(&copy_stats.max_ns, __ATOMIC_RELAXED))
+        __atomic_store_n(&copy_stats.max_ns, cpu, __ATOMIC_RELAXED);
+    next_slice = start + (rte_get_timer_cycles() - start) * STATE_DUTY;
+    hand_back(r, complete);
+}
+
+struct nfc_copy_stats nfc_state_copy_stats(void)
+{
+    struct nfc_copy_stats s = {__atomic_load_n(&copy_stats.slices, __ATOMIC_RELAXED),
+                               __atomic_load_n(&copy_stats.cpu_ns, __ATOMIC_RELAXED),
+                               __atomic_load_n(&copy_stats.max_ns, __ATOMIC_RELAXED)};
+    return s;
+}
+
+/* The control thread copies r itself if no lcore forwards (it holds `state_owner` while it does). */
+static void self_serve(struct nfc_state_copy *r)
+{
+    if (!rte_spinlock_trylock(&state_owner))
+        return;
+    if (take(r)) /* else the lcore completed it before it went offline */
+        hand_back(r, serve_slice(r, cycles(SELF_NS)));
+    rte_spinlock_unlock(&state_owner);
+}
+
+static uint64_t now_ms(void)
+{
+    return rte_get_timer_cycles() / (rte_get_timer_hz() / 1000);
+}
+
+struct nfc_state_copy *nfc_state_copy_start(const struct nfc_table *t, uint32_t next, uint32_t max, uint64_t *out)
+{
+    struct nfc_state_copy *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return NULL;
+    r->t = t;
+    r->out = out;
+    r->max = max;
+    r->next = next;
+    r->end = (uint32_t)rte_hash_max_key_id(t->h);
+    *queue_end = r;
+    queue_end = &r->behind;
+    return r;
+}
+
+/* Post the first queued copy if none is posted. */
+static void post_next(void)
+{
+    if (posted != NULL || queue == NULL)
+        return;
+    posted = queue;
+    queue = posted->behind;
+    if (queue == NULL)
+        queue_end = &queue;
+    posted->seen_at = now_ms();
+    __atomic_store_n(&state_req, posted, __ATOMIC_RELEASE);
+}
+
+int nfc_state_copy_poll(struct nfc_state_copy *r, uint32_t *n, uint32_t *next)
+{
+    post_next();
+    if (r != posted)
+        return NFC_COPY_WAITING;
+    self_serve(r);
+    uint64_t slices = __atomic_load_n(&r->slices, __ATOMIC_ACQUIRE);
+    if (__atomic_load_n(&r->done, __ATOMIC_ACQUIRE)) {
+        *n = r->n;
+        *next = r->next < r->end ? r->next : 0;
+        posted = NULL;
+        post_next();
+        return NFC_COPY_DONE;
+    }
+    if (slices != r->seen) {
+        r->seen = slices;
+        r->seen_at = now_ms();
+    } else if (now_ms() - r->seen_at > STATE_WAIT_MS && take(r)) {
+        posted = NULL;
+        post_next();
+        return NFC_COPY_BUSY;
+    }
+    return NFC_COPY_WAITING;
+}
+
+void nfc_state_copy_end(struct nfc_state_copy *r)
+{
+    if (r == posted) { /* the lcore holds a posted copy for one slice at most */
+        while (!__atomic_load_n(&r->done, __ATOMIC_ACQUIRE) && !take(r))
+            rte_pause();
+        posted = NULL;
+        post_next();
+    }
+    for (struct nfc_state_copy **p = &queue; *p != NULL; p = &(*p)->behind)
+        if (*p == r) {
+            *p = r->behind;
+            if (*p == NULL)
+                queue_end = p;
+            break;
         }
-        mine = &r;
-    }
-    *next = r.next;
-    *end = r.end;
-    return r.n;
-}
-
-uint32_t nfc_table_copy(const struct nfc_table *t, uint32_t *next, uint32_t max, uint64_t *out)
-{
-    int end = 0;
-    if (!t->state) /* the control thread is the only writer */
-        return copy_entries(t, next, max, UINT32_MAX, out, &end);
-    size_t stride = (size_t)(t->nkeys + (t->lpm >= 0) + t->nvalues);
-    uint32_t n = 0;
-    while (n < max && !end) {
-        uint32_t got = state_chunk(t, next, max - n < STATE_CHUNK ? max - n : STATE_CHUNK, out + n * stride, &end);
-        if (got == UINT32_MAX)
-            return UINT32_MAX;
-        n += got;
-    }
-    return n;
+    free(r);
 }
 
 void nfc_rcu_online(unsigned lcore)
@@ -190,10 +332,8 @@ void nfc_rcu_online(unsigned lcore)
 void nfc_rcu_quiescent(unsigned lcore)
 {
     rte_rcu_qsbr_quiescent(rcu, lcore);
-    struct state_copy *r = __atomic_load_n(&state_req, __ATOMIC_ACQUIRE);
-    if (unlikely(r != NULL) &&
-        __atomic_compare_exchange_n(&state_req, &r, NULL, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
-        serve_copy(r); /* between bursts: no packet is inserting or expiring state */
+    if (unlikely(__atomic_load_n(&state_req, __ATOMIC_RELAXED) != NULL))
+        lcore_slice(); /* between bursts: no packet is inserting or expiring state */
 }
 
 void nfc_rcu_offline(unsigned lcore)
