@@ -160,10 +160,23 @@ static int forward(void *arg)
             process(in, n, port, pkt, outs[lcore], out, nout);
             for (uint16_t q = 0; q < nports; q++) {
                 uint16_t sent = 0;
-                while (sent < nout[q] && !quit)
-                    sent += rte_eth_tx_burst(q, queue, out[q] + sent, (uint16_t)(nout[q] - sent));
-                for (uint16_t i = sent; i < nout[q]; i++)
+                /* a queue that takes nothing for 1 ms is given up on: the frames left are
+                 * dropped (server_no_buffer), so the lcore reaches its quiescent point and
+                 * the control thread's writes (RCU) are never held up by a stuck port */
+                uint64_t give_up = rte_get_timer_cycles() + hz / 1000;
+                while (sent < nout[q] && !quit) {
+                    uint16_t k = rte_eth_tx_burst(q, queue, out[q] + sent, (uint16_t)(nout[q] - sent));
+                    sent += k;
+                    if (k == 0 && rte_get_timer_cycles() > give_up)
+                        break;
+                    if (k > 0)
+                        give_up = rte_get_timer_cycles() + hz / 1000;
+                }
+                for (uint16_t i = sent; i < nout[q]; i++) {
                     rte_pktmbuf_free(out[q][i]);
+                    nfc_stats[lcore].forwarded--;
+                    nfc_stats[lcore].drops[0]++;
+                }
             }
         }
         nfc_rcu_quiescent(lcore); /* nothing of the tables is held across bursts */
