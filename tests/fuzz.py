@@ -24,12 +24,13 @@ __all__ = ["Fuzzer"]
 
 
 def _equalities(cond: ir.Expr) -> list[tuple[str, str, int]]:
-    """The ``h.f == K`` terms of a conjunction."""
+    """The ``h.f == K`` terms of a conjunction, and for ``h.f >= K`` / ``h.f > K`` (a TTL
+    check) the least value that meets them."""
     if isinstance(cond, ir.Binary) and cond.op == "&&":
         return _equalities(cond.left) + _equalities(cond.right)
-    if isinstance(cond, ir.Binary) and cond.op == "==" and isinstance(cond.left, ir.HeaderField) \
-            and isinstance(cond.right, ir.Const):
-        return [(cond.left.inst, cond.left.field, cond.right.value)]
+    if isinstance(cond, ir.Binary) and cond.op in ("==", ">=", ">") and isinstance(cond.left, ir.HeaderField) \
+            and isinstance(cond.right, ir.Const) and cond.right.value + (cond.op == ">") < 1 << cond.left.width:
+        return [(cond.left.inst, cond.left.field, cond.right.value + (cond.op == ">"))]
     return []
 
 

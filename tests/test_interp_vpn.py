@@ -74,7 +74,7 @@ def test_cloud_to_customer_vxlan_to_qinq(gw):
         (Ether() / IP() / UDP(dport=4789) / VXLAN(vni=1) / Ether() / IP(), 17, "unknown_vni"),
         (Ether() / IP() / UDP(dport=53), 17, "not_vxlan"),
         (Ether() / IP(chksum=0x1234) / UDP(dport=4789), 17, "bad_ipv4_checksum"),
-        (Ether() / IP(ihl=6, options=b"\x01\x01\x01\x00"), 17, "bad_ipv4_header"),
+        (Ether() / IP(ihl=6, options=b"\x01\x01\x01\x00"), 17, "ipv4_options"),
         (customer_pkt(), 40, "no_pipeline"),
     ],
     ids=["no-route", "single-tag", "unknown-vni", "not-vxlan", "bad-checksum", "ip-options", "no-pipeline"],

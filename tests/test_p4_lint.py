@@ -492,7 +492,7 @@ def test_mutations_of_a_generated_program_are_caught():
                         and isinstance(n.left.target, p.Member) and n.left.target.field == "isValid" else n)
     found = _new(unguarded, "tna", tna)
     assert found and {e.code for e in found} == {"P4L050"}
-    assert {e.name for e in found} == {"hdr.ipv4", "hdr.outer_ipv4"}
+    assert {e.name for e in found} == {"hdr.eth", "hdr.ipv4", "hdr.outer_ipv4"}  # eth: the inner VLAN check
     assert all("what the reference semantics does while parsing" in e.where for e in found)
 
 

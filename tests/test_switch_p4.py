@@ -62,7 +62,7 @@ def test_p4info_matches_the_source_tables(built, example):
             src = prog.tables[name]
             assert [(m.name, m.bitwidth) for m in t.match_fields] == [(k.name, k.expr.width) for k in src.keys]
             assert names[arch]["p4runtime"]["tables"][name]["id"] == t.preamble.id
-            hit = next(a for a in info.actions if a.preamble.alias == f"{name}_hit")
+            hit = next(a for a in info.actions if a.preamble.alias == f"{name}__hit")
             assert hit.preamble.id >> 24 == PREFIX["action"]
             assert [(p.name, p.bitwidth) for p in hit.params] == [(f"v_{v.name}", v.width) for v in src.values]
             assert t.size == plan_size(plan, name)

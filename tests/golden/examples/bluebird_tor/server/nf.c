@@ -7,7 +7,7 @@
 #include <rte_lcore.h>
 #include "nfc_rt.h"
 
-const int nfc_nreasons = 16;
+const int nfc_nreasons = 21;
 
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
@@ -19,10 +19,10 @@ const int nfc_ntables = 1;
 
 /* the server's tables (nfc_tables.c creates them and applies entries) */
 struct nfc_table nfc_tables[1] = {
-    /* table ca_to_pa, examples/bluebird_tor.nfp:127 */
+    /* table ca_to_pa, examples/bluebird_tor.nfp:137 */
     {
         .name = "ca_to_pa",
-        .src = "examples/bluebird_tor.nfp:127",
+        .src = "examples/bluebird_tor.nfp:137",
         .size = 960000u,
         .nkeys = 2,
         .nvalues = 3,
@@ -40,10 +40,10 @@ struct nfc_table nfc_tables[1] = {
 int nfc_run(struct nfc_pkt *p)
 {
     if (p->cut == 1u) {
-        /* stage map_ca_to_pa, examples/bluebird_tor.nfp:143 */
+        /* stage map_ca_to_pa, examples/bluebird_tor.nfp:153 */
         if (p->meta[1] == 1ull) {
             {
-                /* lookup ca_to_pa, examples/bluebird_tor.nfp:145 */
+                /* lookup ca_to_pa, examples/bluebird_tor.nfp:155 */
                 uint8_t key1[16];
                 uint64_t f2 = p->meta[0];
                 uint64_t f3 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
@@ -63,7 +63,7 @@ int nfc_run(struct nfc_pkt *p)
                     }
                 } else {
                     p->stats->misses[0] = p->stats->misses[0] + 1;
-                    return 5;
+                    return 8;
                 }
             }
         }
@@ -167,43 +167,58 @@ const char * nfc_reason(int code)
         return "bad_ipv4_header";
     }
     if (code == 4) {
-        return "no_egress";
+        return "bad_ipv6_header";
     }
     if (code == 5) {
-        return "no_mapping";
+        return "fragment";
     }
     if (code == 6) {
-        return "no_pipeline";
+        return "ipv4_options";
     }
     if (code == 7) {
-        return "no_route";
+        return "no_egress";
     }
     if (code == 8) {
-        return "no_such_port";
+        return "no_mapping";
     }
     if (code == 9) {
-        return "no_underlay_route";
+        return "no_pipeline";
     }
     if (code == 0xa) {
-        return "not_ip";
+        return "no_route";
     }
     if (code == 0xb) {
-        return "not_vxlan";
+        return "no_such_port";
     }
     if (code == 0xc) {
-        return "parser_no_match";
+        return "no_underlay_route";
     }
     if (code == 0xd) {
-        return "truncated";
+        return "not_ip";
     }
     if (code == 0xe) {
-        return "unknown_host";
+        return "not_vxlan";
     }
     if (code == 0xf) {
-        return "unknown_port";
+        return "parser_no_match";
     }
     if (code == 0x10) {
+        return "truncated";
+    }
+    if (code == 0x11) {
+        return "ttl_exceeded";
+    }
+    if (code == 0x12) {
+        return "unknown_host";
+    }
+    if (code == 0x13) {
+        return "unknown_port";
+    }
+    if (code == 0x14) {
         return "unknown_vni";
+    }
+    if (code == 0x15) {
+        return "vxlan_no_vni";
     }
     return "unknown";
 }
@@ -253,7 +268,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->egress_set = nfc_get(data, 0xa4u, 1u);
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0xd;
+                return 0x10;
             }
             memcpy(p->hdr[4], data + off, 0xe);
             p->valid[4] = 1;
@@ -261,7 +276,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xd;
+                return 0x10;
             }
             memcpy(p->hdr[5], data + off, 0x14);
             p->valid[5] = 1;
@@ -269,7 +284,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 0xau, 1u)) {
             if ((off + 0x28u) > len) {
-                return 0xd;
+                return 0x10;
             }
             memcpy(p->hdr[6], data + off, 0x28);
             p->valid[6] = 1;

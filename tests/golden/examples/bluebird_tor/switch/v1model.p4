@@ -8,31 +8,41 @@ const bit<8> NFC_DROP_BAD_IPV4_CHECKSUM = 8w2;
 
 const bit<8> NFC_DROP_BAD_IPV4_HEADER = 8w3;
 
-const bit<8> NFC_DROP_NO_EGRESS = 8w4;
+const bit<8> NFC_DROP_BAD_IPV6_HEADER = 8w4;
 
-const bit<8> NFC_DROP_NO_MAPPING = 8w5;
+const bit<8> NFC_DROP_FRAGMENT = 8w5;
 
-const bit<8> NFC_DROP_NO_PIPELINE = 8w6;
+const bit<8> NFC_DROP_IPV4_OPTIONS = 8w6;
 
-const bit<8> NFC_DROP_NO_ROUTE = 8w7;
+const bit<8> NFC_DROP_NO_EGRESS = 8w7;
 
-const bit<8> NFC_DROP_NO_SUCH_PORT = 8w8;
+const bit<8> NFC_DROP_NO_MAPPING = 8w8;
 
-const bit<8> NFC_DROP_NO_UNDERLAY_ROUTE = 8w9;
+const bit<8> NFC_DROP_NO_PIPELINE = 8w9;
 
-const bit<8> NFC_DROP_NOT_IP = 8w0xa;
+const bit<8> NFC_DROP_NO_ROUTE = 8w0xa;
 
-const bit<8> NFC_DROP_NOT_VXLAN = 8w0xb;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xb;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xc;
+const bit<8> NFC_DROP_NO_UNDERLAY_ROUTE = 8w0xc;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0xd;
+const bit<8> NFC_DROP_NOT_IP = 8w0xd;
 
-const bit<8> NFC_DROP_UNKNOWN_HOST = 8w0xe;
+const bit<8> NFC_DROP_NOT_VXLAN = 8w0xe;
 
-const bit<8> NFC_DROP_UNKNOWN_PORT = 8w0xf;
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xf;
 
-const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0x10;
+const bit<8> NFC_DROP_TRUNCATED = 8w0x10;
+
+const bit<8> NFC_DROP_TTL_EXCEEDED = 8w0x11;
+
+const bit<8> NFC_DROP_UNKNOWN_HOST = 8w0x12;
+
+const bit<8> NFC_DROP_UNKNOWN_PORT = 8w0x13;
+
+const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0x14;
+
+const bit<8> NFC_DROP_VXLAN_NO_VNI = 8w0x15;
 
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0xc0;
@@ -248,13 +258,13 @@ parser NfcParser(
         }
     }
 
-    // pipeline bare_metal_to_vnet, examples/bluebird_tor.nfp:290
+    // pipeline bare_metal_to_vnet, examples/bluebird_tor.nfp:324
     state nfc_enter_bare_metal_to_vnet {
         meta.nfc_pipeline = 8w1;
         transition from_bare_metal__start;
     }
 
-    // pipeline vnet_to_bare_metal, examples/bluebird_tor.nfp:297
+    // pipeline vnet_to_bare_metal, examples/bluebird_tor.nfp:331
     state nfc_enter_vnet_to_bare_metal {
         meta.nfc_pipeline = 8w2;
         transition from_fabric__start;
@@ -322,7 +332,7 @@ parser NfcParser(
         transition accept;
     }
 
-    // from_bare_metal.start, examples/bluebird_tor.nfp:38
+    // from_bare_metal.start, examples/bluebird_tor.nfp:40
     state from_bare_metal__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
@@ -332,19 +342,19 @@ parser NfcParser(
         }
     }
 
-    // from_bare_metal.v4, examples/bluebird_tor.nfp:46
+    // from_bare_metal.v4, examples/bluebird_tor.nfp:51
     state from_bare_metal__v4 {
         pkt.extract(hdr.ipv4);
         transition accept;
     }
 
-    // from_bare_metal.v6, examples/bluebird_tor.nfp:52
+    // from_bare_metal.v6, examples/bluebird_tor.nfp:60
     state from_bare_metal__v6 {
         pkt.extract(hdr.ipv6);
         transition accept;
     }
 
-    // from_fabric.start, examples/bluebird_tor.nfp:208
+    // from_fabric.start, examples/bluebird_tor.nfp:218
     state from_fabric__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
@@ -353,16 +363,24 @@ parser NfcParser(
         }
     }
 
-    // from_fabric.outer_ip, examples/bluebird_tor.nfp:215
+    // from_fabric.outer_ip, examples/bluebird_tor.nfp:227
     state from_fabric__outer_ip {
         pkt.extract(hdr.outer_ipv4);
+        transition select(hdr.outer_ipv4.flags, hdr.outer_ipv4.frag_offset) {
+            (3w0 &&& 3w1, 13w0): from_fabric__outer_proto;
+            default: nfc_drop_fragment;
+        }
+    }
+
+    // from_fabric.outer_proto, examples/bluebird_tor.nfp:237
+    state from_fabric__outer_proto {
         transition select(hdr.outer_ipv4.protocol) {
             8w0x11: from_fabric__outer_l4;
             default: nfc_drop_not_vxlan;
         }
     }
 
-    // from_fabric.outer_l4, examples/bluebird_tor.nfp:223
+    // from_fabric.outer_l4, examples/bluebird_tor.nfp:243
     state from_fabric__outer_l4 {
         pkt.extract(hdr.outer_udp);
         transition select(hdr.outer_udp.dport) {
@@ -371,9 +389,17 @@ parser NfcParser(
         }
     }
 
-    // from_fabric.tunnel, examples/bluebird_tor.nfp:230
+    // from_fabric.tunnel, examples/bluebird_tor.nfp:251
     state from_fabric__tunnel {
         pkt.extract(hdr.vxlan);
+        transition select(hdr.vxlan.flags) {
+            8w8 &&& 8w8: from_fabric__inner_eth;
+            default: nfc_drop_vxlan_no_vni;
+        }
+    }
+
+    // from_fabric.inner_eth, examples/bluebird_tor.nfp:259
+    state from_fabric__inner_eth {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
             16w0x800: from_fabric__inner_v4;
@@ -381,9 +407,14 @@ parser NfcParser(
         }
     }
 
-    // from_fabric.inner_v4, examples/bluebird_tor.nfp:238
+    // from_fabric.inner_v4, examples/bluebird_tor.nfp:267
     state from_fabric__inner_v4 {
         pkt.extract(hdr.ipv4);
+        transition accept;
+    }
+
+    state nfc_drop_fragment {
+        meta.nfc_drop = NFC_DROP_FRAGMENT;
         transition accept;
     }
 
@@ -394,6 +425,11 @@ parser NfcParser(
 
     state nfc_drop_not_vxlan {
         meta.nfc_drop = NFC_DROP_NOT_VXLAN;
+        transition accept;
+    }
+
+    state nfc_drop_vxlan_no_vni {
+        meta.nfc_drop = NFC_DROP_VXLAN_NO_VNI;
         transition accept;
     }
 
@@ -435,12 +471,12 @@ control NfcIngress(
         meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 16);
     }
 
-    // entry of table port_vrf, examples/bluebird_tor.nfp:59
+    // entry of table port_vrf, examples/bluebird_tor.nfp:69
     action port_vrf__hit(bit<16> v_vrf) {
         meta.port_vrf__vrf = v_vrf;
     }
 
-    // table port_vrf, examples/bluebird_tor.nfp:59
+    // table port_vrf, examples/bluebird_tor.nfp:69
     table port_vrf {
         key = {
             (bit<16>)standard_metadata.ingress_port : exact @name("std_ingress_port");
@@ -453,14 +489,14 @@ control NfcIngress(
         size = 512;
     }
 
-    // entry of table vrf_routes_v4, examples/bluebird_tor.nfp:74
+    // entry of table vrf_routes_v4, examples/bluebird_tor.nfp:84
     action vrf_routes_v4__hit(bit<1> v_to_vnet, bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.vrf_routes_v4__to_vnet = v_to_vnet;
         meta.vrf_routes_v4__port = v_port;
         meta.vrf_routes_v4__next_hop_mac = v_next_hop_mac;
     }
 
-    // table vrf_routes_v4, examples/bluebird_tor.nfp:74
+    // table vrf_routes_v4, examples/bluebird_tor.nfp:84
     table vrf_routes_v4 {
         key = {
             meta.vrf : exact @name("meta_vrf");
@@ -474,13 +510,13 @@ control NfcIngress(
         size = 16000;
     }
 
-    // entry of table vrf_routes_v6, examples/bluebird_tor.nfp:89
+    // entry of table vrf_routes_v6, examples/bluebird_tor.nfp:99
     action vrf_routes_v6__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.vrf_routes_v6__port = v_port;
         meta.vrf_routes_v6__next_hop_mac = v_next_hop_mac;
     }
 
-    // table vrf_routes_v6, examples/bluebird_tor.nfp:89
+    // table vrf_routes_v6, examples/bluebird_tor.nfp:99
     table vrf_routes_v6 {
         key = {
             meta.vrf : exact @name("meta_vrf");
@@ -494,14 +530,14 @@ control NfcIngress(
         size = 2000;
     }
 
-    // entry of table ca_to_pa, examples/bluebird_tor.nfp:127
+    // entry of table ca_to_pa, examples/bluebird_tor.nfp:137
     action ca_to_pa__hit(bit<32> v_vtep, bit<24> v_vni, bit<48> v_vm_mac) {
         meta.ca_to_pa__vtep = v_vtep;
         meta.ca_to_pa__vni = v_vni;
         meta.ca_to_pa__vm_mac = v_vm_mac;
     }
 
-    // table ca_to_pa, examples/bluebird_tor.nfp:127 (switch cache of the server's full table)
+    // table ca_to_pa, examples/bluebird_tor.nfp:137 (switch cache of the server's full table)
     table ca_to_pa {
         key = {
             meta.vrf : exact @name("meta_vrf");
@@ -515,13 +551,13 @@ control NfcIngress(
         size = 184284;
     }
 
-    // entry of table pa_routes, examples/bluebird_tor.nfp:178
+    // entry of table pa_routes, examples/bluebird_tor.nfp:188
     action pa_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.pa_routes__port = v_port;
         meta.pa_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table pa_routes, examples/bluebird_tor.nfp:178
+    // table pa_routes, examples/bluebird_tor.nfp:188
     table pa_routes {
         key = {
             meta.nfc_rd_outer_ipv4__dst : lpm @name("outer_ipv4_dst");
@@ -534,12 +570,12 @@ control NfcIngress(
         size = 4000;
     }
 
-    // entry of table vni_to_vrf, examples/bluebird_tor.nfp:244
+    // entry of table vni_to_vrf, examples/bluebird_tor.nfp:277
     action vni_to_vrf__hit(bit<16> v_vrf) {
         meta.vni_to_vrf__vrf = v_vrf;
     }
 
-    // table vni_to_vrf, examples/bluebird_tor.nfp:244
+    // table vni_to_vrf, examples/bluebird_tor.nfp:277
     table vni_to_vrf {
         key = {
             hdr.vxlan.vni : exact @name("vxlan_vni");
@@ -552,13 +588,13 @@ control NfcIngress(
         size = 4000;
     }
 
-    // entry of table bare_metal_hosts, examples/bluebird_tor.nfp:251
+    // entry of table bare_metal_hosts, examples/bluebird_tor.nfp:284
     action bare_metal_hosts__hit(bit<16> v_port, bit<48> v_mac) {
         meta.bare_metal_hosts__port = v_port;
         meta.bare_metal_hosts__mac = v_mac;
     }
 
-    // table bare_metal_hosts, examples/bluebird_tor.nfp:251
+    // table bare_metal_hosts, examples/bluebird_tor.nfp:284
     table bare_metal_hosts {
         key = {
             meta.vrf : exact @name("meta_vrf");
@@ -590,8 +626,14 @@ control NfcIngress(
                 nfc_fold_outer_ipv4();
                 meta.nfc_csum_ok_outer_ipv4 = meta.nfc_csum_sum_outer_ipv4[15:0] == 16w0xffff;
             }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl == 4w5))))) {
+            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
@@ -602,8 +644,62 @@ control NfcIngress(
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
+            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
+                meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.version == 4w6)))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV6_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.hop_limit > 8w1)))) {
+                meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
+                meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
@@ -657,7 +753,7 @@ control NfcIngress(
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
-                // stage select_vrf, examples/bluebird_tor.nfp:65
+                // stage select_vrf, examples/bluebird_tor.nfp:75
                 if (port_vrf.apply().hit) {
                     meta.vrf = meta.port_vrf__vrf;
                 } else {
@@ -668,7 +764,7 @@ control NfcIngress(
                 }
             }
             if (meta.nfc_resume <= 8w1) {
-                // stage route, examples/bluebird_tor.nfp:101
+                // stage route, examples/bluebird_tor.nfp:111
                 if (hdr.ipv4.isValid()) {
                     if (vrf_routes_v4.apply().hit) {
                         meta.to_vnet = meta.vrf_routes_v4__to_vnet;
@@ -713,7 +809,7 @@ control NfcIngress(
                 }
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage map_ca_to_pa, examples/bluebird_tor.nfp:143
+                // stage map_ca_to_pa, examples/bluebird_tor.nfp:153
                 if (meta.to_vnet == 1w1) {
                     meta.nfc_rd_ipv4__dst = 32w0;
                     if (hdr.ipv4.isValid()) {
@@ -747,7 +843,7 @@ control NfcIngress(
                 }
             }
             if (meta.nfc_resume <= 8w3) {
-                // stage vxlan_encap, examples/bluebird_tor.nfp:156
+                // stage vxlan_encap, examples/bluebird_tor.nfp:166
                 if (meta.to_vnet == 1w1) {
                     hdr.outer_eth.setValid();
                     hdr.outer_eth.dst = 48w0;
@@ -801,7 +897,7 @@ control NfcIngress(
                 }
             }
             if (meta.nfc_resume <= 8w4) {
-                // stage underlay, examples/bluebird_tor.nfp:187
+                // stage underlay, examples/bluebird_tor.nfp:197
                 if (meta.to_vnet == 1w1) {
                     meta.nfc_rd_outer_ipv4__dst = 32w0;
                     if (hdr.outer_ipv4.isValid()) {
@@ -845,7 +941,7 @@ control NfcIngress(
         }
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
-                // stage vxlan_decap, examples/bluebird_tor.nfp:263
+                // stage vxlan_decap, examples/bluebird_tor.nfp:296
                 if (vni_to_vrf.apply().hit) {
                     meta.vrf = meta.vni_to_vrf__vrf;
                     hdr.outer_eth.setInvalid();
@@ -860,10 +956,11 @@ control NfcIngress(
                 }
             }
             if (meta.nfc_resume <= 8w1) {
-                // stage deliver, examples/bluebird_tor.nfp:276
+                // stage deliver, examples/bluebird_tor.nfp:309
                 if (bare_metal_hosts.apply().hit) {
                     hdr.eth.dst = meta.bare_metal_hosts__mac;
                     hdr.eth.src = 48w0x122354a29f;
+                    hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
                     if (meta.bare_metal_hosts__port <= 16w0x3f) {
                         meta.nfc_egress = meta.bare_metal_hosts__port;
                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];

@@ -7,7 +7,7 @@
 #include <rte_lcore.h>
 #include "nfc_rt.h"
 
-const int nfc_nreasons = 15;
+const int nfc_nreasons = 18;
 
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
@@ -19,10 +19,10 @@ const int nfc_ntables = 2;
 
 /* the server's tables (nfc_tables.c creates them and applies entries) */
 struct nfc_table nfc_tables[2] = {
-    /* table nat_out, examples/cgnat.nfp:94 */
+    /* table nat_out, examples/cgnat.nfp:122 */
     {
         .name = "nat_out",
-        .src = "examples/cgnat.nfp:94",
+        .src = "examples/cgnat.nfp:122",
         .size = 4000000u,
         .nkeys = 3,
         .nvalues = 1,
@@ -34,10 +34,10 @@ struct nfc_table nfc_tables[2] = {
         .value_width = {16},
         .timeout_ns = 300000000000ull,
     },
-    /* table nat_in, examples/cgnat.nfp:108 */
+    /* table nat_in, examples/cgnat.nfp:136 */
     {
         .name = "nat_in",
-        .src = "examples/cgnat.nfp:108",
+        .src = "examples/cgnat.nfp:136",
         .size = 4000000u,
         .nkeys = 3,
         .nvalues = 2,
@@ -55,15 +55,22 @@ struct nfc_table nfc_tables[2] = {
 int nfc_run(struct nfc_pkt *p)
 {
     if (p->cut == 1u) {
-        /* stage translate_in, examples/cgnat.nfp:179 */
+        /* stage translate_in, examples/cgnat.nfp:215 */
         p->meta[0] = (p->valid[1] ? nfc_get32(p->hdr[1] + 0x10u) : 0ull) & 0xffffffffull;
         if ((uint64_t)p->valid[2]) {
             p->meta[2] = (p->valid[2] ? nfc_get16(p->hdr[2] + 2u) : 0ull) & 0xffffull;
         } else {
-            p->meta[2] = (p->valid[3] ? nfc_get16(p->hdr[3] + 2u) : 0ull) & 0xffffull;
+            if ((uint64_t)p->valid[3]) {
+                p->meta[2] = (p->valid[3] ? nfc_get16(p->hdr[3] + 2u) : 0ull) & 0xffffull;
+            } else {
+                if (!((p->valid[4] ? nfc_get8(p->hdr[4]) : 0ull) == 0ull)) {
+                    return 5;
+                }
+                p->meta[2] = (((p->valid[4] ? nfc_get32(p->hdr[4] + 4u) : 0ull) >> 0x10u) & 0xffffull) & 0xffffull;
+            }
         }
         {
-            /* lookup nat_in, examples/cgnat.nfp:186 */
+            /* lookup nat_in, examples/cgnat.nfp:227 */
             uint8_t key1[16];
             uint64_t f2 = p->meta[0];
             uint64_t f3 = p->meta[2];
@@ -79,6 +86,7 @@ int nfc_run(struct nfc_pkt *p)
             }
             if (found1) {
                 uint64_t * v1 = (uint64_t *)hit1;
+                v1[2] = nfc_now_ns() + v1[3];
                 p->res[0] = v1[0];
                 p->res[1] = v1[1];
                 p->stats->hits[1] = p->stats->hits[1] + 1;
@@ -92,7 +100,8 @@ int nfc_run(struct nfc_pkt *p)
                     if (p->valid[2]) {
                         nfc_set16(p->hdr[2] + 2u, p->res[1]);
                     }
-                } else {
+                }
+                if ((uint64_t)p->valid[3]) {
                     if ((p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull) != 0ull) {
                         if (p->valid[3]) {
                             nfc_set16(p->hdr[3] + 6u, nfc_csum_update(p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull, p->valid[1] ? nfc_get32(p->hdr[1] + 0x10u) : 0ull, p->res[0], 0x20u));
@@ -100,9 +109,22 @@ int nfc_run(struct nfc_pkt *p)
                         if (p->valid[3]) {
                             nfc_set16(p->hdr[3] + 6u, nfc_csum_update(p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull, p->valid[3] ? nfc_get16(p->hdr[3] + 2u) : 0ull, p->res[1], 0x10u));
                         }
+                        if ((p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull) == 0ull) {
+                            if (p->valid[3]) {
+                                nfc_set16(p->hdr[3] + 6u, 0xffffull);
+                            }
+                        }
                     }
                     if (p->valid[3]) {
                         nfc_set16(p->hdr[3] + 2u, p->res[1]);
+                    }
+                }
+                if ((uint64_t)p->valid[4]) {
+                    if (p->valid[4]) {
+                        nfc_set16(p->hdr[4] + 2u, nfc_csum_update(p->valid[4] ? nfc_get16(p->hdr[4] + 2u) : 0ull, ((p->valid[4] ? nfc_get32(p->hdr[4] + 4u) : 0ull) >> 0x10u) & 0xffffull, p->res[1], 0x10u));
+                    }
+                    if (p->valid[4]) {
+                        nfc_set32(p->hdr[4] + 4u, (p->res[1] << 0x10u) | (((p->valid[4] ? nfc_get32(p->hdr[4] + 4u) : 0ull) >> 0u) & 0xffffull));
                     }
                 }
                 if (p->valid[1]) {
@@ -113,15 +135,15 @@ int nfc_run(struct nfc_pkt *p)
                 }
             } else {
                 p->stats->misses[1] = p->stats->misses[1] + 1;
-                return 6;
+                return 8;
             }
         }
         return NFC_CONTINUE;
     }
     if (p->cut == 3u) {
-        /* stage translate_out, examples/cgnat.nfp:125 */
+        /* stage translate_out, examples/cgnat.nfp:152 */
         {
-            /* lookup nat_out, examples/cgnat.nfp:126 */
+            /* lookup nat_out, examples/cgnat.nfp:153 */
             uint8_t key5[16];
             uint64_t f6 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
             uint64_t f7 = p->meta[1];
@@ -145,10 +167,10 @@ int nfc_run(struct nfc_pkt *p)
                 p->stats->misses[0] = p->stats->misses[0] + 1;
                 p->meta[2] = nfc_alloc_port(p->meta[0]) & 0xffffull;
                 if (p->meta[2] == 0ull) {
-                    return 0xd;
+                    return 0xf;
                 }
                 {
-                    /* insert into nat_out, examples/cgnat.nfp:135 */
+                    /* insert into nat_out, examples/cgnat.nfp:162 */
                     uint8_t key9[16];
                     uint64_t f10 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
                     uint64_t f11 = p->meta[1];
@@ -168,7 +190,7 @@ int nfc_run(struct nfc_pkt *p)
                     }
                 }
                 {
-                    /* insert into nat_in, examples/cgnat.nfp:136 */
+                    /* insert into nat_in, examples/cgnat.nfp:163 */
                     uint8_t key13[16];
                     uint64_t f14 = p->meta[0];
                     uint64_t f15 = p->meta[2];
@@ -208,21 +230,23 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
         uint64_t f19 = p->valid[1];
         uint64_t f20 = p->valid[2];
         uint64_t f21 = p->valid[3];
-        nfc_set16(out, (((((f17 & 0xffull) << 8u) | ((f18 & 1ull) << 7u)) | ((f19 & 1ull) << 6u)) | ((f20 & 1ull) << 5u)) | ((f21 & 1ull) << 4u));
+        uint64_t f22 = p->valid[4];
+        nfc_set16(out, ((((((f17 & 0xffull) << 8u) | ((f18 & 1ull) << 7u)) | ((f19 & 1ull) << 6u)) | ((f20 & 1ull) << 5u)) | ((f21 & 1ull) << 4u)) | ((f22 & 1ull) << 3u));
         n = 2u;
     }
     if (p->cut == 3u) {
         if (cap < 8u) {
             return 0;
         }
-        uint64_t f22 = 4u;
-        uint64_t f23 = p->valid[0];
-        uint64_t f24 = p->valid[1];
-        uint64_t f25 = p->valid[2];
-        uint64_t f26 = p->valid[3];
-        uint64_t f27 = p->meta[0];
-        uint64_t f28 = p->meta[2];
-        nfc_set64(out, (((((((f22 & 0xffull) << 0x38u) | ((f23 & 1ull) << 0x37u)) | ((f24 & 1ull) << 0x36u)) | ((f25 & 1ull) << 0x35u)) | ((f26 & 1ull) << 0x34u)) | ((f27 & 0xffffffffull) << 0x14u)) | ((f28 & 0xffffull) << 4u));
+        uint64_t f23 = 4u;
+        uint64_t f24 = p->valid[0];
+        uint64_t f25 = p->valid[1];
+        uint64_t f26 = p->valid[2];
+        uint64_t f27 = p->valid[3];
+        uint64_t f28 = p->valid[4];
+        uint64_t f29 = p->meta[0];
+        uint64_t f30 = p->meta[2];
+        nfc_set64(out, ((((((((f23 & 0xffull) << 0x38u) | ((f24 & 1ull) << 0x37u)) | ((f25 & 1ull) << 0x36u)) | ((f26 & 1ull) << 0x35u)) | ((f27 & 1ull) << 0x34u)) | ((f28 & 1ull) << 0x33u)) | ((f29 & 0xffffffffull) << 0x13u)) | ((f30 & 0xffffull) << 3u));
         n = 8u;
     }
     if (p->valid[0]) {
@@ -254,6 +278,13 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
         memcpy(out + n, p->hdr[3], 8);
         n = n + 8u;
     }
+    if (p->valid[4]) {
+        if ((n + 8u) > cap) {
+            return 0;
+        }
+        memcpy(out + n, p->hdr[4], 8);
+        n = n + 8u;
+    }
     if ((n + p->payload_len) > cap) {
         return 0;
     }
@@ -277,36 +308,45 @@ const char * nfc_reason(int code)
         return "fragment";
     }
     if (code == 5) {
-        return "no_egress";
+        return "icmp_unsupported";
     }
     if (code == 6) {
-        return "no_mapping";
+        return "ipv4_options";
     }
     if (code == 7) {
-        return "no_nat_subnet";
+        return "no_egress";
     }
     if (code == 8) {
-        return "no_pipeline";
+        return "no_mapping";
     }
     if (code == 9) {
-        return "no_route";
+        return "no_nat_subnet";
     }
     if (code == 0xa) {
-        return "no_such_port";
+        return "no_pipeline";
     }
     if (code == 0xb) {
-        return "not_ipv4";
+        return "no_route";
     }
     if (code == 0xc) {
-        return "parser_no_match";
+        return "no_such_port";
     }
     if (code == 0xd) {
-        return "ports_exhausted";
+        return "not_ipv4";
     }
     if (code == 0xe) {
-        return "truncated";
+        return "parser_no_match";
     }
     if (code == 0xf) {
+        return "ports_exhausted";
+    }
+    if (code == 0x10) {
+        return "truncated";
+    }
+    if (code == 0x11) {
+        return "ttl_exceeded";
+    }
+    if (code == 0x12) {
         return "unsupported_protocol";
     }
     return "unknown";
@@ -316,18 +356,18 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f29 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
-        uint64_t f30 = p->meta[1];
-        uint64_t f31 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
-        nfc_set64(key, (((f29 & 0xffffffffull) << 0x20u) | ((f30 & 0xffffull) << 0x10u)) | ((f31 & 0xffull) << 8u));
+        uint64_t f31 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
+        uint64_t f32 = p->meta[1];
+        uint64_t f33 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+        nfc_set64(key, (((f31 & 0xffffffffull) << 0x20u) | ((f32 & 0xffffull) << 0x10u)) | ((f33 & 0xffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
     if (table == 1) {
-        uint64_t f32 = p->meta[0];
-        uint64_t f33 = p->meta[2];
-        uint64_t f34 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
-        nfc_set64(key, (((f32 & 0xffffffffull) << 0x20u) | ((f33 & 0xffffull) << 0x10u)) | ((f34 & 0xffull) << 8u));
+        uint64_t f34 = p->meta[0];
+        uint64_t f35 = p->meta[2];
+        uint64_t f36 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+        nfc_set64(key, (((f34 & 0xffffffffull) << 0x20u) | ((f35 & 0xffffull) << 0x10u)) | ((f36 & 0xffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
@@ -361,7 +401,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0xe;
+                return 0x10;
             }
             memcpy(p->hdr[0], data + off, 0xe);
             p->valid[0] = 1;
@@ -369,7 +409,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xe;
+                return 0x10;
             }
             memcpy(p->hdr[1], data + off, 0x14);
             p->valid[1] = 1;
@@ -377,7 +417,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 0xau, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xe;
+                return 0x10;
             }
             memcpy(p->hdr[2], data + off, 0x14);
             p->valid[2] = 1;
@@ -385,10 +425,18 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 0xbu, 1u)) {
             if ((off + 8u) > len) {
-                return 0xe;
+                return 0x10;
             }
             memcpy(p->hdr[3], data + off, 8);
             p->valid[3] = 1;
+            off = off + 8u;
+        }
+        if (nfc_get(data, 0xcu, 1u)) {
+            if ((off + 8u) > len) {
+                return 0x10;
+            }
+            memcpy(p->hdr[4], data + off, 8);
+            p->valid[4] = 1;
             off = off + 8u;
         }
         p->payload = data + off;
@@ -407,12 +455,12 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         if (!nfc_get(data, 9u, 1u)) {
             return 1;
         }
-        p->meta[0] = nfc_get(data, 0xcu, 0x20u);
-        p->meta[1] = nfc_get(data, 0x2cu, 0x10u);
-        p->meta[3] = nfc_get(data, 0x3cu, 0x20u);
+        p->meta[0] = nfc_get(data, 0xdu, 0x20u);
+        p->meta[1] = nfc_get(data, 0x2du, 0x10u);
+        p->meta[3] = nfc_get(data, 0x3du, 0x20u);
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0xe;
+                return 0x10;
             }
             memcpy(p->hdr[0], data + off, 0xe);
             p->valid[0] = 1;
@@ -420,7 +468,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xe;
+                return 0x10;
             }
             memcpy(p->hdr[1], data + off, 0x14);
             p->valid[1] = 1;
@@ -428,7 +476,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 0xau, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xe;
+                return 0x10;
             }
             memcpy(p->hdr[2], data + off, 0x14);
             p->valid[2] = 1;
@@ -436,10 +484,18 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 0xbu, 1u)) {
             if ((off + 8u) > len) {
-                return 0xe;
+                return 0x10;
             }
             memcpy(p->hdr[3], data + off, 8);
             p->valid[3] = 1;
+            off = off + 8u;
+        }
+        if (nfc_get(data, 0xcu, 1u)) {
+            if ((off + 8u) > len) {
+                return 0x10;
+            }
+            memcpy(p->hdr[4], data + off, 8);
+            p->valid[4] = 1;
             off = off + 8u;
         }
         p->payload = data + off;

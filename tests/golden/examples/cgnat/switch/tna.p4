@@ -10,27 +10,33 @@ const bit<8> NFC_DROP_BAD_IPV4_HEADER = 8w3;
 
 const bit<8> NFC_DROP_FRAGMENT = 8w4;
 
-const bit<8> NFC_DROP_NO_EGRESS = 8w5;
+const bit<8> NFC_DROP_ICMP_UNSUPPORTED = 8w5;
 
-const bit<8> NFC_DROP_NO_MAPPING = 8w6;
+const bit<8> NFC_DROP_IPV4_OPTIONS = 8w6;
 
-const bit<8> NFC_DROP_NO_NAT_SUBNET = 8w7;
+const bit<8> NFC_DROP_NO_EGRESS = 8w7;
 
-const bit<8> NFC_DROP_NO_PIPELINE = 8w8;
+const bit<8> NFC_DROP_NO_MAPPING = 8w8;
 
-const bit<8> NFC_DROP_NO_ROUTE = 8w9;
+const bit<8> NFC_DROP_NO_NAT_SUBNET = 8w9;
 
-const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xa;
+const bit<8> NFC_DROP_NO_PIPELINE = 8w0xa;
 
-const bit<8> NFC_DROP_NOT_IPV4 = 8w0xb;
+const bit<8> NFC_DROP_NO_ROUTE = 8w0xb;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xc;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xc;
 
-const bit<8> NFC_DROP_PORTS_EXHAUSTED = 8w0xd;
+const bit<8> NFC_DROP_NOT_IPV4 = 8w0xd;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0xe;
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xe;
 
-const bit<8> NFC_DROP_UNSUPPORTED_PROTOCOL = 8w0xf;
+const bit<8> NFC_DROP_PORTS_EXHAUSTED = 8w0xf;
+
+const bit<8> NFC_DROP_TRUNCATED = 8w0x10;
+
+const bit<8> NFC_DROP_TTL_EXCEEDED = 8w0x11;
+
+const bit<8> NFC_DROP_UNSUPPORTED_PROTOCOL = 8w0x12;
 
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0xc0;
@@ -94,6 +100,14 @@ header tcp_h {
     bit<16> urgent;
 }
 
+// from <stdlib>/headers.nfp:73
+header icmp_h {
+    bit<8> type;
+    bit<8> code;
+    bit<16> checksum;
+    bit<32> rest;
+}
+
 // bridge #1: pipeline inbound, miss:nat_in, switch->server
 header nfc_bridge1_h {
     bit<8> cut_id;
@@ -101,7 +115,8 @@ header nfc_bridge1_h {
     bit<1> v_ipv4;
     bit<1> v_tcp;
     bit<1> v_udp;
-    bit<4> pad;
+    bit<1> v_icmp;
+    bit<3> pad;
 }
 
 // bridge #2: pipeline inbound, miss:nat_in, server->switch
@@ -111,7 +126,8 @@ header nfc_bridge2_h {
     bit<1> v_ipv4;
     bit<1> v_tcp;
     bit<1> v_udp;
-    bit<4> pad;
+    bit<1> v_icmp;
+    bit<3> pad;
 }
 
 // bridge #3: pipeline outbound, miss:nat_out, switch->server
@@ -121,10 +137,11 @@ header nfc_bridge3_h {
     bit<1> v_ipv4;
     bit<1> v_tcp;
     bit<1> v_udp;
+    bit<1> v_icmp;
     bit<32> meta_ext_ip;
     bit<16> meta_int_port;
     bit<32> meta_timeout;
-    bit<4> pad;
+    bit<3> pad;
 }
 
 // bridge #4: pipeline outbound, miss:nat_out, server->switch
@@ -134,9 +151,10 @@ header nfc_bridge4_h {
     bit<1> v_ipv4;
     bit<1> v_tcp;
     bit<1> v_udp;
+    bit<1> v_icmp;
     bit<32> meta_ext_ip;
     bit<16> meta_ext_port;
-    bit<4> pad;
+    bit<3> pad;
 }
 
 // bridge headers lead the packet on the server link; then the .nfp packet layout, in order
@@ -151,6 +169,7 @@ struct headers_t {
     ipv4_h ipv4;
     tcp_h tcp;
     udp_h udp;
+    icmp_h icmp;
 }
 
 struct metadata_t {
@@ -162,6 +181,7 @@ struct metadata_t {
     bit<16> nat_in__int_port;
     bit<16> nat_out__ext_port;
     bit<32> nfc_csum1;
+    bit<32> nfc_csum10;
     bit<32> nfc_csum2;
     bit<32> nfc_csum3;
     bit<32> nfc_csum4;
@@ -169,6 +189,7 @@ struct metadata_t {
     bit<32> nfc_csum6;
     bit<32> nfc_csum7;
     bit<32> nfc_csum8;
+    bit<32> nfc_csum9;
     bool nfc_csum_ok_ipv4;
     bit<8> nfc_cut;
     bit<8> nfc_drop;
@@ -176,9 +197,8 @@ struct metadata_t {
     bit<1> nfc_forwarded;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
-    bit<16> nfc_rd_udp__checksum;
-    bit<16> nfc_rd_udp__dport;
-    bit<16> nfc_rd_udp__sport;
+    bit<32> nfc_rd_icmp__rest;
+    bit<8> nfc_rd_icmp__type;
     bit<8> nfc_resume;
     bit<32> subnet_to_external__ext_ip;
     bit<48> subscriber_routes__next_hop_mac;
@@ -205,6 +225,7 @@ parser IngressParser(
         meta.nat_in__int_port = 16w0;
         meta.nat_out__ext_port = 16w0;
         meta.nfc_csum1 = 32w0;
+        meta.nfc_csum10 = 32w0;
         meta.nfc_csum2 = 32w0;
         meta.nfc_csum3 = 32w0;
         meta.nfc_csum4 = 32w0;
@@ -212,6 +233,7 @@ parser IngressParser(
         meta.nfc_csum6 = 32w0;
         meta.nfc_csum7 = 32w0;
         meta.nfc_csum8 = 32w0;
+        meta.nfc_csum9 = 32w0;
         meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_cut = 8w0;
         meta.nfc_drop = 8w0;
@@ -219,9 +241,8 @@ parser IngressParser(
         meta.nfc_forwarded = 1w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
-        meta.nfc_rd_udp__checksum = 16w0;
-        meta.nfc_rd_udp__dport = 16w0;
-        meta.nfc_rd_udp__sport = 16w0;
+        meta.nfc_rd_icmp__rest = 32w0;
+        meta.nfc_rd_icmp__type = 8w0;
         meta.nfc_resume = 8w0;
         meta.subnet_to_external__ext_ip = 32w0;
         meta.subscriber_routes__next_hop_mac = 48w0;
@@ -242,13 +263,13 @@ parser IngressParser(
         }
     }
 
-    // pipeline outbound, examples/cgnat.nfp:229
+    // pipeline outbound, examples/cgnat.nfp:278
     state nfc_enter_outbound {
         meta.nfc_pipeline = 8w1;
         transition ip_l4__start;
     }
 
-    // pipeline inbound, examples/cgnat.nfp:236
+    // pipeline inbound, examples/cgnat.nfp:285
     state nfc_enter_inbound {
         meta.nfc_pipeline = 8w2;
         transition ip_l4__start;
@@ -318,6 +339,18 @@ parser IngressParser(
     }
 
     state nfc_bridge2_v4 {
+        transition select(hdr.nfc_bridge2.v_icmp) {
+            1w1: nfc_bridge2_x4;
+            default: nfc_bridge2_v5;
+        }
+    }
+
+    state nfc_bridge2_x4 {
+        pkt.extract(hdr.icmp);
+        transition nfc_bridge2_v5;
+    }
+
+    state nfc_bridge2_v5 {
         transition accept;
     }
 
@@ -375,6 +408,18 @@ parser IngressParser(
     }
 
     state nfc_bridge4_v4 {
+        transition select(hdr.nfc_bridge4.v_icmp) {
+            1w1: nfc_bridge4_x4;
+            default: nfc_bridge4_v5;
+        }
+    }
+
+    state nfc_bridge4_x4 {
+        pkt.extract(hdr.icmp);
+        transition nfc_bridge4_v5;
+    }
+
+    state nfc_bridge4_v5 {
         transition accept;
     }
 
@@ -383,7 +428,7 @@ parser IngressParser(
         transition accept;
     }
 
-    // ip_l4.start, examples/cgnat.nfp:35
+    // ip_l4.start, examples/cgnat.nfp:40
     state ip_l4__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
@@ -392,27 +437,47 @@ parser IngressParser(
         }
     }
 
-    // ip_l4.ip, examples/cgnat.nfp:42
+    // ip_l4.ip, examples/cgnat.nfp:53
     state ip_l4__ip {
         pkt.extract(hdr.ipv4);
         nfc_csum_ipv4.add(hdr.ipv4);
         meta.nfc_csum_ok_ipv4 = nfc_csum_ipv4.verify();
+        transition select(hdr.ipv4.flags, hdr.ipv4.frag_offset) {
+            (3w0 &&& 3w1, 13w0): ip_l4__l4;
+            default: nfc_drop_fragment;
+        }
+    }
+
+    // ip_l4.l4, examples/cgnat.nfp:64
+    state ip_l4__l4 {
         transition select(hdr.ipv4.protocol) {
             8w6: ip_l4__l4_tcp;
             8w0x11: ip_l4__l4_udp;
+            8w1: ip_l4__l4_icmp;
             default: nfc_drop_unsupported_protocol;
         }
     }
 
-    // ip_l4.l4_tcp, examples/cgnat.nfp:53
+    // ip_l4.l4_tcp, examples/cgnat.nfp:72
     state ip_l4__l4_tcp {
         pkt.extract(hdr.tcp);
         transition accept;
     }
 
-    // ip_l4.l4_udp, examples/cgnat.nfp:57
+    // ip_l4.l4_udp, examples/cgnat.nfp:76
     state ip_l4__l4_udp {
         pkt.extract(hdr.udp);
+        transition accept;
+    }
+
+    // ip_l4.l4_icmp, examples/cgnat.nfp:80
+    state ip_l4__l4_icmp {
+        pkt.extract(hdr.icmp);
+        transition accept;
+    }
+
+    state nfc_drop_fragment {
+        meta.nfc_drop = NFC_DROP_FRAGMENT;
         transition accept;
     }
 
@@ -453,12 +518,12 @@ control Ingress(
     action nfc_miss() {
     }
 
-    // entry of table subnet_to_external, examples/cgnat.nfp:67
+    // entry of table subnet_to_external, examples/cgnat.nfp:90
     action subnet_to_external__hit(bit<32> v_ext_ip) {
         meta.subnet_to_external__ext_ip = v_ext_ip;
     }
 
-    // table subnet_to_external, examples/cgnat.nfp:67
+    // table subnet_to_external, examples/cgnat.nfp:90
     table subnet_to_external {
         key = {
             hdr.ipv4.src : lpm @name("ipv4_src");
@@ -471,12 +536,12 @@ control Ingress(
         size = 4000;
     }
 
-    // entry of table nat_out, examples/cgnat.nfp:94
+    // entry of table nat_out, examples/cgnat.nfp:122
     action nat_out__hit(bit<16> v_ext_port) {
         meta.nat_out__ext_port = v_ext_port;
     }
 
-    // table nat_out, examples/cgnat.nfp:94 (switch cache of the server's full table)
+    // table nat_out, examples/cgnat.nfp:122 (switch cache of the server's full table)
     table nat_out {
         key = {
             hdr.ipv4.src : exact @name("int_ip");
@@ -491,13 +556,13 @@ control Ingress(
         size = 337239;
     }
 
-    // entry of table upstream_routes, examples/cgnat.nfp:157
+    // entry of table upstream_routes, examples/cgnat.nfp:193
     action upstream_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.upstream_routes__port = v_port;
         meta.upstream_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table upstream_routes, examples/cgnat.nfp:157
+    // table upstream_routes, examples/cgnat.nfp:193
     table upstream_routes {
         key = {
             hdr.ipv4.dst : lpm @name("ipv4_dst");
@@ -510,13 +575,13 @@ control Ingress(
         size = 16000;
     }
 
-    // entry of table nat_in, examples/cgnat.nfp:108
+    // entry of table nat_in, examples/cgnat.nfp:136
     action nat_in__hit(bit<32> v_int_ip, bit<16> v_int_port) {
         meta.nat_in__int_ip = v_int_ip;
         meta.nat_in__int_port = v_int_port;
     }
 
-    // table nat_in, examples/cgnat.nfp:108 (switch cache of the server's full table)
+    // table nat_in, examples/cgnat.nfp:136 (switch cache of the server's full table)
     table nat_in {
         key = {
             meta.ext_ip : exact @name("meta_ext_ip");
@@ -531,13 +596,13 @@ control Ingress(
         size = 399896;
     }
 
-    // entry of table subscriber_routes, examples/cgnat.nfp:206
+    // entry of table subscriber_routes, examples/cgnat.nfp:255
     action subscriber_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.subscriber_routes__port = v_port;
         meta.subscriber_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table subscriber_routes, examples/cgnat.nfp:206
+    // table subscriber_routes, examples/cgnat.nfp:255
     table subscriber_routes {
         key = {
             hdr.ipv4.dst : lpm @name("ipv4_dst");
@@ -560,8 +625,14 @@ control Ingress(
         }
         if (meta.nfc_cut == 8w0) {
             // what the reference semantics does while parsing, in the same order
-            if (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl == 4w5)))) {
+            if (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
@@ -572,8 +643,8 @@ control Ingress(
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if (hdr.ipv4.isValid() && (!(hdr.ipv4.frag_offset == 13w0))) {
-                meta.nfc_drop = NFC_DROP_FRAGMENT;
+            if (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1))) {
+                meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
@@ -625,7 +696,7 @@ control Ingress(
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
-                // stage classify_out, examples/cgnat.nfp:73
+                // stage classify_out, examples/cgnat.nfp:96
                 if (subnet_to_external.apply().hit) {
                     meta.ext_ip = meta.subnet_to_external__ext_ip;
                 } else {
@@ -636,22 +707,33 @@ control Ingress(
                 }
                 if (hdr.tcp.isValid()) {
                     meta.int_port = hdr.tcp.sport;
-                    if ((hdr.tcp.flags & ((8w2 | 8w1) | 8w4)) != 8w0) {
-                        meta.timeout = 32w0xf0;
-                    } else {
-                        meta.timeout = 32w0x1d10;
-                    }
+                    meta.timeout = 32w0x1d10;
                 } else {
-                    meta.nfc_rd_udp__sport = 16w0;
                     if (hdr.udp.isValid()) {
-                        meta.nfc_rd_udp__sport = hdr.udp.sport;
+                        meta.int_port = hdr.udp.sport;
+                        meta.timeout = 32w0x12c;
+                    } else {
+                        meta.nfc_rd_icmp__type = 8w0;
+                        if (hdr.icmp.isValid()) {
+                            meta.nfc_rd_icmp__type = hdr.icmp.type;
+                        }
+                        if (!(meta.nfc_rd_icmp__type == 8w8)) {
+                            meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
+                            ig_dprsr_md.drop_ctl = 3w1;
+                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            exit;
+                        }
+                        meta.nfc_rd_icmp__rest = 32w0;
+                        if (hdr.icmp.isValid()) {
+                            meta.nfc_rd_icmp__rest = hdr.icmp.rest;
+                        }
+                        meta.int_port = meta.nfc_rd_icmp__rest[31:16];
+                        meta.timeout = 32w0x3c;
                     }
-                    meta.int_port = meta.nfc_rd_udp__sport;
-                    meta.timeout = 32w0x12c;
                 }
             }
             if (meta.nfc_resume <= 8w1) {
-                // stage translate_out, examples/cgnat.nfp:125
+                // stage translate_out, examples/cgnat.nfp:152
                 if (nat_out.apply().hit) {
                     meta.ext_port = meta.nat_out__ext_port;
                 } else {
@@ -662,10 +744,11 @@ control Ingress(
                     hdr.nfc_bridge3.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
                     hdr.nfc_bridge3.v_tcp = (bit<1>)hdr.tcp.isValid();
                     hdr.nfc_bridge3.v_udp = (bit<1>)hdr.udp.isValid();
+                    hdr.nfc_bridge3.v_icmp = (bit<1>)hdr.icmp.isValid();
                     hdr.nfc_bridge3.meta_ext_ip = meta.ext_ip;
                     hdr.nfc_bridge3.meta_int_port = meta.int_port;
                     hdr.nfc_bridge3.meta_timeout = meta.timeout;
-                    hdr.nfc_bridge3.pad = 4w0;
+                    hdr.nfc_bridge3.pad = 3w0;
                     meta.nfc_egress = 16w0x20;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
@@ -673,7 +756,7 @@ control Ingress(
                 }
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage rewrite_out, examples/cgnat.nfp:141
+                // stage rewrite_out, examples/cgnat.nfp:168
                 if (hdr.tcp.isValid()) {
                     meta.nfc_csum1 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
                     meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 16);
@@ -684,40 +767,35 @@ control Ingress(
                     meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 16);
                     hdr.tcp.checksum = ~meta.nfc_csum2[15:0];
                     hdr.tcp.sport = meta.ext_port;
-                } else {
-                    meta.nfc_rd_udp__checksum = 16w0;
-                    if (hdr.udp.isValid()) {
-                        meta.nfc_rd_udp__checksum = hdr.udp.checksum;
-                    }
-                    if (meta.nfc_rd_udp__checksum != 16w0) {
-                        meta.nfc_rd_udp__checksum = 16w0;
-                        if (hdr.udp.isValid()) {
-                            meta.nfc_rd_udp__checksum = hdr.udp.checksum;
-                        }
-                        meta.nfc_csum3 = (((((bit<32>)(~meta.nfc_rd_udp__checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
+                }
+                if (hdr.udp.isValid()) {
+                    if (hdr.udp.checksum != 16w0) {
+                        meta.nfc_csum3 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
                         meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
                         meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum3[15:0];
-                        meta.nfc_rd_udp__checksum = 16w0;
-                        if (hdr.udp.isValid()) {
-                            meta.nfc_rd_udp__checksum = hdr.udp.checksum;
-                        }
-                        meta.nfc_rd_udp__sport = 16w0;
-                        if (hdr.udp.isValid()) {
-                            meta.nfc_rd_udp__sport = hdr.udp.sport;
-                        }
-                        meta.nfc_csum4 = (((bit<32>)(~meta.nfc_rd_udp__checksum)) + ((bit<32>)(~meta.nfc_rd_udp__sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
+                        meta.nfc_csum4 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
                         meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
                         meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum4[15:0];
+                        if (hdr.udp.checksum == 16w0) {
+                            hdr.udp.checksum = 16w0xffff;
+                        }
                     }
                     hdr.udp.sport = meta.ext_port;
+                }
+                if (hdr.icmp.isValid()) {
+                    meta.nfc_csum5 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.ext_port[15:0]);
+                    meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
+                    meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
+                    hdr.icmp.checksum = ~meta.nfc_csum5[15:0];
+                    hdr.icmp.rest = meta.ext_port ++ hdr.icmp.rest[15:0];
                 }
                 hdr.ipv4.src = meta.ext_ip;
                 hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
             }
             if (meta.nfc_resume <= 8w3) {
-                // stage route_out, examples/cgnat.nfp:166
+                // stage route_out, examples/cgnat.nfp:202
                 if (upstream_routes.apply().hit) {
                     hdr.eth.src = 48w0x200004e4154;
                     hdr.eth.dst = meta.upstream_routes__next_hop_mac;
@@ -741,56 +819,65 @@ control Ingress(
         }
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
-                // stage translate_in, examples/cgnat.nfp:179
+                // stage translate_in, examples/cgnat.nfp:215
                 meta.ext_ip = hdr.ipv4.dst;
                 if (hdr.tcp.isValid()) {
                     meta.ext_port = hdr.tcp.dport;
                 } else {
-                    meta.nfc_rd_udp__dport = 16w0;
                     if (hdr.udp.isValid()) {
-                        meta.nfc_rd_udp__dport = hdr.udp.dport;
+                        meta.ext_port = hdr.udp.dport;
+                    } else {
+                        meta.nfc_rd_icmp__type = 8w0;
+                        if (hdr.icmp.isValid()) {
+                            meta.nfc_rd_icmp__type = hdr.icmp.type;
+                        }
+                        if (!(meta.nfc_rd_icmp__type == 8w0)) {
+                            meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
+                            ig_dprsr_md.drop_ctl = 3w1;
+                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            exit;
+                        }
+                        meta.nfc_rd_icmp__rest = 32w0;
+                        if (hdr.icmp.isValid()) {
+                            meta.nfc_rd_icmp__rest = hdr.icmp.rest;
+                        }
+                        meta.ext_port = meta.nfc_rd_icmp__rest[31:16];
                     }
-                    meta.ext_port = meta.nfc_rd_udp__dport;
                 }
                 if (nat_in.apply().hit) {
                     if (hdr.tcp.isValid()) {
-                        meta.nfc_csum5 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                        meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
-                        meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
-                        hdr.tcp.checksum = ~meta.nfc_csum5[15:0];
-                        meta.nfc_csum6 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                        meta.nfc_csum6 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
                         meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
                         meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
                         hdr.tcp.checksum = ~meta.nfc_csum6[15:0];
+                        meta.nfc_csum7 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                        meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
+                        meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
+                        hdr.tcp.checksum = ~meta.nfc_csum7[15:0];
                         hdr.tcp.dport = meta.nat_in__int_port;
-                    } else {
-                        meta.nfc_rd_udp__checksum = 16w0;
-                        if (hdr.udp.isValid()) {
-                            meta.nfc_rd_udp__checksum = hdr.udp.checksum;
-                        }
-                        if (meta.nfc_rd_udp__checksum != 16w0) {
-                            meta.nfc_rd_udp__checksum = 16w0;
-                            if (hdr.udp.isValid()) {
-                                meta.nfc_rd_udp__checksum = hdr.udp.checksum;
-                            }
-                            meta.nfc_csum7 = (((((bit<32>)(~meta.nfc_rd_udp__checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                            meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
-                            meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
-                            hdr.udp.checksum = ~meta.nfc_csum7[15:0];
-                            meta.nfc_rd_udp__checksum = 16w0;
-                            if (hdr.udp.isValid()) {
-                                meta.nfc_rd_udp__checksum = hdr.udp.checksum;
-                            }
-                            meta.nfc_rd_udp__dport = 16w0;
-                            if (hdr.udp.isValid()) {
-                                meta.nfc_rd_udp__dport = hdr.udp.dport;
-                            }
-                            meta.nfc_csum8 = (((bit<32>)(~meta.nfc_rd_udp__checksum)) + ((bit<32>)(~meta.nfc_rd_udp__dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                    }
+                    if (hdr.udp.isValid()) {
+                        if (hdr.udp.checksum != 16w0) {
+                            meta.nfc_csum8 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
                             meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
                             meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
                             hdr.udp.checksum = ~meta.nfc_csum8[15:0];
+                            meta.nfc_csum9 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                            meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
+                            meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
+                            hdr.udp.checksum = ~meta.nfc_csum9[15:0];
+                            if (hdr.udp.checksum == 16w0) {
+                                hdr.udp.checksum = 16w0xffff;
+                            }
                         }
                         hdr.udp.dport = meta.nat_in__int_port;
+                    }
+                    if (hdr.icmp.isValid()) {
+                        meta.nfc_csum10 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                        meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
+                        meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
+                        hdr.icmp.checksum = ~meta.nfc_csum10[15:0];
+                        hdr.icmp.rest = meta.nat_in__int_port ++ hdr.icmp.rest[15:0];
                     }
                     hdr.ipv4.dst = meta.nat_in__int_ip;
                     hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
@@ -802,7 +889,8 @@ control Ingress(
                     hdr.nfc_bridge1.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
                     hdr.nfc_bridge1.v_tcp = (bit<1>)hdr.tcp.isValid();
                     hdr.nfc_bridge1.v_udp = (bit<1>)hdr.udp.isValid();
-                    hdr.nfc_bridge1.pad = 4w0;
+                    hdr.nfc_bridge1.v_icmp = (bit<1>)hdr.icmp.isValid();
+                    hdr.nfc_bridge1.pad = 3w0;
                     meta.nfc_egress = 16w0x20;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
@@ -810,7 +898,7 @@ control Ingress(
                 }
             }
             if (meta.nfc_resume <= 8w1) {
-                // stage route_in, examples/cgnat.nfp:215
+                // stage route_in, examples/cgnat.nfp:264
                 if (subscriber_routes.apply().hit) {
                     hdr.eth.src = 48w0x200004e4154;
                     hdr.eth.dst = meta.subscriber_routes__next_hop_mac;
@@ -864,6 +952,7 @@ control IngressDeparser(
         pkt.emit(hdr.ipv4);
         pkt.emit(hdr.tcp);
         pkt.emit(hdr.udp);
+        pkt.emit(hdr.icmp);
     }
 }
 

@@ -7,7 +7,7 @@
 #include <rte_lcore.h>
 #include "nfc_rt.h"
 
-const int nfc_nreasons = 14;
+const int nfc_nreasons = 20;
 
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
@@ -19,10 +19,10 @@ const int nfc_ntables = 1;
 
 /* the server's tables (nfc_tables.c creates them and applies entries) */
 struct nfc_table nfc_tables[1] = {
-    /* table vrf_fib, examples/dsr_router.nfp:94 */
+    /* table vrf_fib, examples/dsr_router.nfp:119 */
     {
         .name = "vrf_fib",
-        .src = "examples/dsr_router.nfp:94",
+        .src = "examples/dsr_router.nfp:119",
         .size = 10000000u,
         .nkeys = 2,
         .nvalues = 2,
@@ -40,9 +40,9 @@ struct nfc_table nfc_tables[1] = {
 int nfc_run(struct nfc_pkt *p)
 {
     if (p->cut == 1u) {
-        /* stage route, examples/dsr_router.nfp:109 */
+        /* stage route, examples/dsr_router.nfp:134 */
         {
-            /* lookup vrf_fib, examples/dsr_router.nfp:110 */
+            /* lookup vrf_fib, examples/dsr_router.nfp:135 */
             uint8_t key1[16];
             uint64_t f2 = p->meta[0];
             uint64_t f3 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
@@ -61,7 +61,7 @@ int nfc_run(struct nfc_pkt *p)
                 }
             } else {
                 p->stats->misses[0] = p->stats->misses[0] + 1;
-                return 6;
+                return 0xa;
             }
         }
         return NFC_CONTINUE;
@@ -161,40 +161,58 @@ const char * nfc_reason(int code)
         return "bad_ipv4_checksum";
     }
     if (code == 3) {
-        return "no_egress";
+        return "bad_ipv4_header";
     }
     if (code == 4) {
-        return "no_fabric_route";
+        return "fragment";
     }
     if (code == 5) {
-        return "no_pipeline";
+        return "gre_unsupported";
     }
     if (code == 6) {
-        return "no_route";
+        return "ipv4_options";
     }
     if (code == 7) {
-        return "no_such_port";
+        return "no_egress";
     }
     if (code == 8) {
-        return "not_gre";
+        return "no_fabric_route";
     }
     if (code == 9) {
-        return "not_ipv4";
+        return "no_pipeline";
     }
     if (code == 0xa) {
-        return "not_vxlan";
+        return "no_route";
     }
     if (code == 0xb) {
-        return "parser_no_match";
+        return "no_such_port";
     }
     if (code == 0xc) {
-        return "truncated";
+        return "not_gre";
     }
     if (code == 0xd) {
-        return "unknown_tenant";
+        return "not_ipv4";
     }
     if (code == 0xe) {
+        return "not_vxlan";
+    }
+    if (code == 0xf) {
+        return "parser_no_match";
+    }
+    if (code == 0x10) {
+        return "truncated";
+    }
+    if (code == 0x11) {
+        return "ttl_exceeded";
+    }
+    if (code == 0x12) {
+        return "unknown_tenant";
+    }
+    if (code == 0x13) {
         return "unknown_tunnel";
+    }
+    if (code == 0x14) {
+        return "vxlan_no_vni";
     }
     return "unknown";
 }
@@ -240,7 +258,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->meta[0] = nfc_get(data, 0xau, 0xeu);
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0xc;
+                return 0x10;
             }
             memcpy(p->hdr[6], data + off, 0xe);
             p->valid[6] = 1;
@@ -248,7 +266,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xc;
+                return 0x10;
             }
             memcpy(p->hdr[7], data + off, 0x14);
             p->valid[7] = 1;

@@ -6,29 +6,41 @@ const bit<8> NFC_DROP_BAD_BRIDGE = 8w1;
 
 const bit<8> NFC_DROP_BAD_IPV4_CHECKSUM = 8w2;
 
-const bit<8> NFC_DROP_NO_EGRESS = 8w3;
+const bit<8> NFC_DROP_BAD_IPV4_HEADER = 8w3;
 
-const bit<8> NFC_DROP_NO_FABRIC_ROUTE = 8w4;
+const bit<8> NFC_DROP_FRAGMENT = 8w4;
 
-const bit<8> NFC_DROP_NO_PIPELINE = 8w5;
+const bit<8> NFC_DROP_GRE_UNSUPPORTED = 8w5;
 
-const bit<8> NFC_DROP_NO_ROUTE = 8w6;
+const bit<8> NFC_DROP_IPV4_OPTIONS = 8w6;
 
-const bit<8> NFC_DROP_NO_SUCH_PORT = 8w7;
+const bit<8> NFC_DROP_NO_EGRESS = 8w7;
 
-const bit<8> NFC_DROP_NOT_GRE = 8w8;
+const bit<8> NFC_DROP_NO_FABRIC_ROUTE = 8w8;
 
-const bit<8> NFC_DROP_NOT_IPV4 = 8w9;
+const bit<8> NFC_DROP_NO_PIPELINE = 8w9;
 
-const bit<8> NFC_DROP_NOT_VXLAN = 8w0xa;
+const bit<8> NFC_DROP_NO_ROUTE = 8w0xa;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xb;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xb;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0xc;
+const bit<8> NFC_DROP_NOT_GRE = 8w0xc;
 
-const bit<8> NFC_DROP_UNKNOWN_TENANT = 8w0xd;
+const bit<8> NFC_DROP_NOT_IPV4 = 8w0xd;
 
-const bit<8> NFC_DROP_UNKNOWN_TUNNEL = 8w0xe;
+const bit<8> NFC_DROP_NOT_VXLAN = 8w0xe;
+
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xf;
+
+const bit<8> NFC_DROP_TRUNCATED = 8w0x10;
+
+const bit<8> NFC_DROP_TTL_EXCEEDED = 8w0x11;
+
+const bit<8> NFC_DROP_UNKNOWN_TENANT = 8w0x12;
+
+const bit<8> NFC_DROP_UNKNOWN_TUNNEL = 8w0x13;
+
+const bit<8> NFC_DROP_VXLAN_NO_VNI = 8w0x14;
 
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0xc0;
@@ -147,6 +159,7 @@ struct metadata_t {
     bit<16> key_to_access__port;
     bit<24> key_to_access__vni;
     bit<32> key_to_access__vtep;
+    bool nfc_csum_ok_ipv4;
     bool nfc_csum_ok_outer_ipv4;
     bit<8> nfc_cut;
     bit<8> nfc_drop;
@@ -168,6 +181,7 @@ parser IngressParser(
         out ingress_intrinsic_metadata_t ig_intr_md
 ) {
     Checksum() nfc_csum_outer_ipv4;
+    Checksum() nfc_csum_ipv4;
     state start {
         pkt.extract(ig_intr_md);
         pkt.advance(PORT_METADATA_SIZE);
@@ -180,6 +194,7 @@ parser IngressParser(
         meta.key_to_access__port = 16w0;
         meta.key_to_access__vni = 24w0;
         meta.key_to_access__vtep = 32w0;
+        meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_csum_ok_outer_ipv4 = false;
         meta.nfc_cut = 8w0;
         meta.nfc_drop = 8w0;
@@ -204,13 +219,13 @@ parser IngressParser(
         }
     }
 
-    // pipeline access_to_vpc, examples/dsr_router.nfp:223
+    // pipeline access_to_vpc, examples/dsr_router.nfp:269
     state nfc_enter_access_to_vpc {
         meta.nfc_pipeline = 8w1;
         transition from_access__start;
     }
 
-    // pipeline vpc_to_access, examples/dsr_router.nfp:230
+    // pipeline vpc_to_access, examples/dsr_router.nfp:276
     state nfc_enter_vpc_to_access {
         meta.nfc_pipeline = 8w2;
         transition from_vpc__start;
@@ -263,7 +278,7 @@ parser IngressParser(
         transition accept;
     }
 
-    // from_access.start, examples/dsr_router.nfp:35
+    // from_access.start, examples/dsr_router.nfp:36
     state from_access__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
@@ -272,18 +287,26 @@ parser IngressParser(
         }
     }
 
-    // from_access.outer_ip, examples/dsr_router.nfp:42
+    // from_access.outer_ip, examples/dsr_router.nfp:45
     state from_access__outer_ip {
         pkt.extract(hdr.outer_ipv4);
         nfc_csum_outer_ipv4.add(hdr.outer_ipv4);
         meta.nfc_csum_ok_outer_ipv4 = nfc_csum_outer_ipv4.verify();
+        transition select(hdr.outer_ipv4.flags, hdr.outer_ipv4.frag_offset) {
+            (3w0 &&& 3w1, 13w0): from_access__outer_proto;
+            default: nfc_drop_fragment;
+        }
+    }
+
+    // from_access.outer_proto, examples/dsr_router.nfp:55
+    state from_access__outer_proto {
         transition select(hdr.outer_ipv4.protocol) {
             8w0x11: from_access__outer_l4;
             default: nfc_drop_not_vxlan;
         }
     }
 
-    // from_access.outer_l4, examples/dsr_router.nfp:50
+    // from_access.outer_l4, examples/dsr_router.nfp:61
     state from_access__outer_l4 {
         pkt.extract(hdr.outer_udp);
         transition select(hdr.outer_udp.dport) {
@@ -292,9 +315,17 @@ parser IngressParser(
         }
     }
 
-    // from_access.tunnel, examples/dsr_router.nfp:57
+    // from_access.tunnel, examples/dsr_router.nfp:69
     state from_access__tunnel {
         pkt.extract(hdr.vxlan);
+        transition select(hdr.vxlan.flags) {
+            8w8 &&& 8w8: from_access__inner_eth;
+            default: nfc_drop_vxlan_no_vni;
+        }
+    }
+
+    // from_access.inner_eth, examples/dsr_router.nfp:76
+    state from_access__inner_eth {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
             16w0x800: from_access__inner;
@@ -302,13 +333,15 @@ parser IngressParser(
         }
     }
 
-    // from_access.inner, examples/dsr_router.nfp:65
+    // from_access.inner, examples/dsr_router.nfp:86
     state from_access__inner {
         pkt.extract(hdr.ipv4);
+        nfc_csum_ipv4.add(hdr.ipv4);
+        meta.nfc_csum_ok_ipv4 = nfc_csum_ipv4.verify();
         transition accept;
     }
 
-    // from_vpc.start, examples/dsr_router.nfp:159
+    // from_vpc.start, examples/dsr_router.nfp:184
     state from_vpc__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
@@ -317,30 +350,50 @@ parser IngressParser(
         }
     }
 
-    // from_vpc.outer_ip, examples/dsr_router.nfp:166
+    // from_vpc.outer_ip, examples/dsr_router.nfp:193
     state from_vpc__outer_ip {
         pkt.extract(hdr.outer_ipv4);
         nfc_csum_outer_ipv4.add(hdr.outer_ipv4);
         meta.nfc_csum_ok_outer_ipv4 = nfc_csum_outer_ipv4.verify();
+        transition select(hdr.outer_ipv4.flags, hdr.outer_ipv4.frag_offset) {
+            (3w0 &&& 3w1, 13w0): from_vpc__outer_proto;
+            default: nfc_drop_fragment;
+        }
+    }
+
+    // from_vpc.outer_proto, examples/dsr_router.nfp:203
+    state from_vpc__outer_proto {
         transition select(hdr.outer_ipv4.protocol) {
             8w0x2f: from_vpc__tunnel;
             default: nfc_drop_not_gre;
         }
     }
 
-    // from_vpc.tunnel, examples/dsr_router.nfp:174
+    // from_vpc.tunnel, examples/dsr_router.nfp:214
     state from_vpc__tunnel {
         pkt.extract(hdr.gre);
-        transition select(hdr.gre.key_present, hdr.gre.protocol) {
-            (1w1, 16w0x800): from_vpc__keyed;
-            default: nfc_drop_not_gre;
+        transition select(hdr.gre.checksum_present, hdr.gre.routing_present, hdr.gre.key_present, hdr.gre.seq_present, hdr.gre.reserved0, hdr.gre.version, hdr.gre.protocol) {
+            (1w0, 1w0, 1w1, 1w0, 9w0 &&& 9w0x180, 3w0, 16w0x800): from_vpc__keyed;
+            default: nfc_drop_gre_unsupported;
         }
     }
 
-    // from_vpc.keyed, examples/dsr_router.nfp:181
+    // from_vpc.keyed, examples/dsr_router.nfp:224
     state from_vpc__keyed {
         pkt.extract(hdr.gre_key);
         pkt.extract(hdr.ipv4);
+        nfc_csum_ipv4.add(hdr.ipv4);
+        meta.nfc_csum_ok_ipv4 = nfc_csum_ipv4.verify();
+        transition accept;
+    }
+
+    state nfc_drop_fragment {
+        meta.nfc_drop = NFC_DROP_FRAGMENT;
+        transition accept;
+    }
+
+    state nfc_drop_gre_unsupported {
+        meta.nfc_drop = NFC_DROP_GRE_UNSUPPORTED;
         transition accept;
     }
 
@@ -356,6 +409,11 @@ parser IngressParser(
 
     state nfc_drop_not_vxlan {
         meta.nfc_drop = NFC_DROP_NOT_VXLAN;
+        transition accept;
+    }
+
+    state nfc_drop_vxlan_no_vni {
+        meta.nfc_drop = NFC_DROP_VXLAN_NO_VNI;
         transition accept;
     }
 
@@ -386,12 +444,12 @@ control Ingress(
     action nfc_miss() {
     }
 
-    // entry of table vni_to_vrf, examples/dsr_router.nfp:72
+    // entry of table vni_to_vrf, examples/dsr_router.nfp:97
     action vni_to_vrf__hit(bit<14> v_vrf) {
         meta.vni_to_vrf__vrf = v_vrf;
     }
 
-    // table vni_to_vrf, examples/dsr_router.nfp:72
+    // table vni_to_vrf, examples/dsr_router.nfp:97
     table vni_to_vrf {
         key = {
             hdr.vxlan.vni : exact @name("vxlan_vni");
@@ -404,13 +462,13 @@ control Ingress(
         size = 10000;
     }
 
-    // entry of table vrf_fib, examples/dsr_router.nfp:94
+    // entry of table vrf_fib, examples/dsr_router.nfp:119
     action vrf_fib__hit(bit<32> v_tunnel_dst, bit<24> v_tunnel_key) {
         meta.vrf_fib__tunnel_dst = v_tunnel_dst;
         meta.vrf_fib__tunnel_key = v_tunnel_key;
     }
 
-    // table vrf_fib, examples/dsr_router.nfp:94 (switch cache of the server's full table)
+    // table vrf_fib, examples/dsr_router.nfp:119 (switch cache of the server's full table)
     table vrf_fib {
         key = {
             meta.vrf : exact @name("meta_vrf");
@@ -424,13 +482,13 @@ control Ingress(
         size = 49152;
     }
 
-    // entry of table fabric_routes, examples/dsr_router.nfp:137
+    // entry of table fabric_routes, examples/dsr_router.nfp:162
     action fabric_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.fabric_routes__port = v_port;
         meta.fabric_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table fabric_routes, examples/dsr_router.nfp:137
+    // table fabric_routes, examples/dsr_router.nfp:162
     table fabric_routes {
         key = {
             hdr.outer_ipv4.dst : lpm @name("outer_ipv4_dst");
@@ -443,7 +501,7 @@ control Ingress(
         size = 16000;
     }
 
-    // entry of table key_to_access, examples/dsr_router.nfp:188
+    // entry of table key_to_access, examples/dsr_router.nfp:234
     action key_to_access__hit(bit<24> v_vni, bit<32> v_vtep, bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.key_to_access__vni = v_vni;
         meta.key_to_access__vtep = v_vtep;
@@ -451,7 +509,7 @@ control Ingress(
         meta.key_to_access__next_hop_mac = v_next_hop_mac;
     }
 
-    // table key_to_access, examples/dsr_router.nfp:188
+    // table key_to_access, examples/dsr_router.nfp:234
     table key_to_access {
         key = {
             hdr.gre_key.vsid : exact @name("tunnel_key");
@@ -476,13 +534,79 @@ control Ingress(
         }
         if (meta.nfc_cut == 8w0) {
             // what the reference semantics does while parsing, in the same order
+            if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
+            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
+                meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
             if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
@@ -529,7 +653,7 @@ control Ingress(
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
-                // stage tenant, examples/dsr_router.nfp:78
+                // stage tenant, examples/dsr_router.nfp:103
                 if (vni_to_vrf.apply().hit) {
                     meta.vrf = meta.vni_to_vrf__vrf;
                     hdr.outer_eth.setInvalid();
@@ -544,7 +668,7 @@ control Ingress(
                 }
             }
             if (meta.nfc_resume <= 8w1) {
-                // stage route, examples/dsr_router.nfp:109
+                // stage route, examples/dsr_router.nfp:134
                 if (vrf_fib.apply().hit) {
                     meta.tunnel_dst = meta.vrf_fib__tunnel_dst;
                     meta.tunnel_key = meta.vrf_fib__tunnel_key;
@@ -563,7 +687,7 @@ control Ingress(
                 }
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage gre_encap, examples/dsr_router.nfp:121
+                // stage gre_encap, examples/dsr_router.nfp:146
                 hdr.eth.setInvalid();
                 hdr.outer_eth.setValid();
                 hdr.outer_eth.dst = 48w0;
@@ -596,7 +720,7 @@ control Ingress(
                 hdr.gre_key.flow_id = 8w0;
             }
             if (meta.nfc_resume <= 8w3) {
-                // stage fabric, examples/dsr_router.nfp:146
+                // stage fabric, examples/dsr_router.nfp:171
                 if (fabric_routes.apply().hit) {
                     hdr.outer_eth.dst = meta.fabric_routes__next_hop_mac;
                     if (meta.fabric_routes__port <= 16w0x1f) {
@@ -619,7 +743,7 @@ control Ingress(
         }
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
-                // stage to_access, examples/dsr_router.nfp:199
+                // stage to_access, examples/dsr_router.nfp:245
                 if (key_to_access.apply().hit) {
                     hdr.gre.setInvalid();
                     hdr.gre_key.setInvalid();

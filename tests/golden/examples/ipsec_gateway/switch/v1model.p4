@@ -10,29 +10,35 @@ const bit<8> NFC_DROP_BAD_IPV4_CHECKSUM = 8w3;
 
 const bit<8> NFC_DROP_BAD_IPV4_HEADER = 8w4;
 
-const bit<8> NFC_DROP_NO_EGRESS = 8w5;
+const bit<8> NFC_DROP_FRAGMENT = 8w5;
 
-const bit<8> NFC_DROP_NO_PIPELINE = 8w6;
+const bit<8> NFC_DROP_IPV4_OPTIONS = 8w6;
 
-const bit<8> NFC_DROP_NO_ROUTE = 8w7;
+const bit<8> NFC_DROP_NO_EGRESS = 8w7;
 
-const bit<8> NFC_DROP_NO_SUCH_PORT = 8w8;
+const bit<8> NFC_DROP_NO_PIPELINE = 8w8;
 
-const bit<8> NFC_DROP_NO_TRAFFIC_SELECTOR = 8w9;
+const bit<8> NFC_DROP_NO_ROUTE = 8w9;
 
-const bit<8> NFC_DROP_NOT_IPV4 = 8w0xa;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xa;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xb;
+const bit<8> NFC_DROP_NO_TRAFFIC_SELECTOR = 8w0xb;
 
-const bit<8> NFC_DROP_RATE_LIMITED = 8w0xc;
+const bit<8> NFC_DROP_NOT_IPV4 = 8w0xc;
 
-const bit<8> NFC_DROP_REPLAYED = 8w0xd;
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xd;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0xe;
+const bit<8> NFC_DROP_RATE_LIMITED = 8w0xe;
 
-const bit<8> NFC_DROP_UNKNOWN_SA = 8w0xf;
+const bit<8> NFC_DROP_REPLAYED = 8w0xf;
 
-const bit<8> NFC_DROP_UNKNOWN_SPI = 8w0x10;
+const bit<8> NFC_DROP_SA_SEQ_EXHAUSTED = 8w0x10;
+
+const bit<8> NFC_DROP_TRUNCATED = 8w0x11;
+
+const bit<8> NFC_DROP_UNKNOWN_SA = 8w0x12;
+
+const bit<8> NFC_DROP_UNKNOWN_SPI = 8w0x13;
 
 const bit<8> NFC_PUNT_NOT_ESP = 8w1;
 
@@ -204,13 +210,13 @@ parser NfcParser(
         }
     }
 
-    // pipeline inbound, examples/ipsec_gateway.nfp:199
+    // pipeline inbound, examples/ipsec_gateway.nfp:221
     state nfc_enter_inbound {
         meta.nfc_pipeline = 8w1;
         transition from_internet__start;
     }
 
-    // pipeline outbound, examples/ipsec_gateway.nfp:206
+    // pipeline outbound, examples/ipsec_gateway.nfp:228
     state nfc_enter_outbound {
         meta.nfc_pipeline = 8w2;
         transition from_vnet__start;
@@ -336,7 +342,7 @@ parser NfcParser(
         transition accept;
     }
 
-    // from_internet.start, examples/ipsec_gateway.nfp:31
+    // from_internet.start, examples/ipsec_gateway.nfp:32
     state from_internet__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
@@ -345,22 +351,30 @@ parser NfcParser(
         }
     }
 
-    // from_internet.outer_ip, examples/ipsec_gateway.nfp:38
+    // from_internet.outer_ip, examples/ipsec_gateway.nfp:42
     state from_internet__outer_ip {
         pkt.extract(hdr.outer);
         transition select(hdr.outer.protocol) {
-            8w0x32: from_internet__esp_hdr;
+            8w0x32: from_internet__esp_frag;
             default: nfc_punt_not_esp;
         }
     }
 
-    // from_internet.esp_hdr, examples/ipsec_gateway.nfp:47
+    // from_internet.esp_frag, examples/ipsec_gateway.nfp:52
+    state from_internet__esp_frag {
+        transition select(hdr.outer.flags, hdr.outer.frag_offset) {
+            (3w0 &&& 3w1, 13w0): from_internet__esp_hdr;
+            default: nfc_drop_fragment;
+        }
+    }
+
+    // from_internet.esp_hdr, examples/ipsec_gateway.nfp:58
     state from_internet__esp_hdr {
         pkt.extract(hdr.esp);
         transition accept;
     }
 
-    // from_vnet.start, examples/ipsec_gateway.nfp:110
+    // from_vnet.start, examples/ipsec_gateway.nfp:121
     state from_vnet__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
@@ -369,9 +383,14 @@ parser NfcParser(
         }
     }
 
-    // from_vnet.inner_ip, examples/ipsec_gateway.nfp:117
+    // from_vnet.inner_ip, examples/ipsec_gateway.nfp:131
     state from_vnet__inner_ip {
         pkt.extract(hdr.ipv4);
+        transition accept;
+    }
+
+    state nfc_drop_fragment {
+        meta.nfc_drop = NFC_DROP_FRAGMENT;
         transition accept;
     }
 
@@ -423,12 +442,12 @@ control NfcIngress(
         meta.nfc_csum_sum_outer = ((bit<32>)meta.nfc_csum_sum_outer[15:0]) + (meta.nfc_csum_sum_outer >> 16);
     }
 
-    // entry of table spi_steering, examples/ipsec_gateway.nfp:54
+    // entry of table spi_steering, examples/ipsec_gateway.nfp:65
     action spi_steering__hit(bit<16> v_tunnel) {
         meta.spi_steering__tunnel = v_tunnel;
     }
 
-    // table spi_steering, examples/ipsec_gateway.nfp:54
+    // table spi_steering, examples/ipsec_gateway.nfp:65
     table spi_steering {
         key = {
             hdr.esp.spi : exact @name("esp_spi");
@@ -441,15 +460,15 @@ control NfcIngress(
         size = 128000;
     }
 
-    // meter tunnel_in_rate, examples/ipsec_gateway.nfp:62
+    // meter tunnel_in_rate, examples/ipsec_gateway.nfp:73
     meter(32w64000, MeterType.bytes) tunnel_in_rate;
 
-    // entry of table traffic_selectors, examples/ipsec_gateway.nfp:126
+    // entry of table traffic_selectors, examples/ipsec_gateway.nfp:142
     action traffic_selectors__hit(bit<16> v_tunnel) {
         meta.traffic_selectors__tunnel = v_tunnel;
     }
 
-    // table traffic_selectors, examples/ipsec_gateway.nfp:126
+    // table traffic_selectors, examples/ipsec_gateway.nfp:142
     table traffic_selectors {
         key = {
             (bit<16>)standard_metadata.ingress_port : exact @name("std_ingress_port");
@@ -465,16 +484,16 @@ control NfcIngress(
         size = 16000;
     }
 
-    // meter tunnel_out_rate, examples/ipsec_gateway.nfp:138
+    // meter tunnel_out_rate, examples/ipsec_gateway.nfp:154
     meter(32w64000, MeterType.bytes) tunnel_out_rate;
 
-    // entry of table internet_routes, examples/ipsec_gateway.nfp:176
+    // entry of table internet_routes, examples/ipsec_gateway.nfp:198
     action internet_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.internet_routes__port = v_port;
         meta.internet_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table internet_routes, examples/ipsec_gateway.nfp:176
+    // table internet_routes, examples/ipsec_gateway.nfp:198
     table internet_routes {
         key = {
             meta.nfc_rd_outer__dst : lpm @name("outer_dst");
@@ -505,14 +524,32 @@ control NfcIngress(
                 nfc_fold_outer();
                 meta.nfc_csum_ok_outer = meta.nfc_csum_sum_outer[15:0] == 16w0xffff;
             }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!((hdr.outer.version == 4w4) && (hdr.outer.ihl == 4w5))))) {
+            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!((hdr.outer.version == 4w4) && (hdr.outer.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!(hdr.outer.ihl == 4w5)))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
             if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
@@ -573,7 +610,7 @@ control NfcIngress(
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
-                // stage inbound_steer, examples/ipsec_gateway.nfp:64
+                // stage inbound_steer, examples/ipsec_gateway.nfp:75
                 if (spi_steering.apply().hit) {
                     meta.tunnel = meta.spi_steering__tunnel;
                 } else {
@@ -606,7 +643,7 @@ control NfcIngress(
         }
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
-                // stage outbound_steer, examples/ipsec_gateway.nfp:140
+                // stage outbound_steer, examples/ipsec_gateway.nfp:156
                 if (traffic_selectors.apply().hit) {
                     meta.tunnel = meta.traffic_selectors__tunnel;
                 } else {
@@ -637,7 +674,7 @@ control NfcIngress(
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage route_out, examples/ipsec_gateway.nfp:185
+                // stage route_out, examples/ipsec_gateway.nfp:207
                 meta.nfc_rd_outer__dst = 32w0;
                 if (hdr.outer.isValid()) {
                     meta.nfc_rd_outer__dst = hdr.outer.dst;

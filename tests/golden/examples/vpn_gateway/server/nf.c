@@ -7,7 +7,7 @@
 #include <rte_lcore.h>
 #include "nfc_rt.h"
 
-const int nfc_nreasons = 14;
+const int nfc_nreasons = 18;
 
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
@@ -19,10 +19,10 @@ const int nfc_ntables = 1;
 
 /* the server's tables (nfc_tables.c creates them and applies entries) */
 struct nfc_table nfc_tables[1] = {
-    /* table overlay_routes, examples/vpn_gateway.nfp:77 */
+    /* table overlay_routes, examples/vpn_gateway.nfp:107 */
     {
         .name = "overlay_routes",
-        .src = "examples/vpn_gateway.nfp:77",
+        .src = "examples/vpn_gateway.nfp:107",
         .size = 16000000u,
         .nkeys = 3,
         .nvalues = 2,
@@ -40,9 +40,9 @@ struct nfc_table nfc_tables[1] = {
 int nfc_run(struct nfc_pkt *p)
 {
     if (p->cut == 1u) {
-        /* stage overlay_route, examples/vpn_gateway.nfp:92 */
+        /* stage overlay_route, examples/vpn_gateway.nfp:122 */
         {
-            /* lookup overlay_routes, examples/vpn_gateway.nfp:93 */
+            /* lookup overlay_routes, examples/vpn_gateway.nfp:123 */
             uint8_t key1[16];
             uint64_t f2 = p->meta[0];
             uint64_t f3 = p->meta[1];
@@ -59,7 +59,7 @@ int nfc_run(struct nfc_pkt *p)
                 p->meta[3] = p->res[1] & 0xffffffull;
             } else {
                 p->stats->misses[0] = p->stats->misses[0] + 1;
-                return 5;
+                return 8;
             }
         }
         return NFC_CONTINUE;
@@ -139,7 +139,6 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[7], 0x14);
-        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[7], 0x14u, 0xau));
         n = n + 0x14u;
     }
     if ((n + p->payload_len) > cap) {
@@ -162,37 +161,49 @@ const char * nfc_reason(int code)
         return "bad_ipv4_header";
     }
     if (code == 4) {
-        return "no_egress";
+        return "fragment";
     }
     if (code == 5) {
-        return "no_overlay_route";
+        return "inner_vlan_tag";
     }
     if (code == 6) {
-        return "no_pipeline";
+        return "ipv4_options";
     }
     if (code == 7) {
-        return "no_such_port";
+        return "no_egress";
     }
     if (code == 8) {
-        return "no_underlay_route";
+        return "no_overlay_route";
     }
     if (code == 9) {
-        return "not_ipv4";
+        return "no_pipeline";
     }
     if (code == 0xa) {
-        return "not_qinq";
+        return "no_such_port";
     }
     if (code == 0xb) {
-        return "not_vxlan";
+        return "no_underlay_route";
     }
     if (code == 0xc) {
-        return "parser_no_match";
+        return "not_ipv4";
     }
     if (code == 0xd) {
-        return "truncated";
+        return "not_qinq";
     }
     if (code == 0xe) {
+        return "not_vxlan";
+    }
+    if (code == 0xf) {
+        return "parser_no_match";
+    }
+    if (code == 0x10) {
+        return "truncated";
+    }
+    if (code == 0x11) {
         return "unknown_vni";
+    }
+    if (code == 0x12) {
+        return "vxlan_no_vni";
     }
     return "unknown";
 }
@@ -240,7 +251,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->meta[1] = nfc_get(data, 0x16u, 0xcu);
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0xd;
+                return 0x10;
             }
             memcpy(p->hdr[4], data + off, 0xe);
             p->valid[4] = 1;
@@ -248,7 +259,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0xd;
+                return 0x10;
             }
             memcpy(p->hdr[7], data + off, 0x14);
             p->valid[7] = 1;

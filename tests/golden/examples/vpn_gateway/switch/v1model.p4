@@ -8,27 +8,35 @@ const bit<8> NFC_DROP_BAD_IPV4_CHECKSUM = 8w2;
 
 const bit<8> NFC_DROP_BAD_IPV4_HEADER = 8w3;
 
-const bit<8> NFC_DROP_NO_EGRESS = 8w4;
+const bit<8> NFC_DROP_FRAGMENT = 8w4;
 
-const bit<8> NFC_DROP_NO_OVERLAY_ROUTE = 8w5;
+const bit<8> NFC_DROP_INNER_VLAN_TAG = 8w5;
 
-const bit<8> NFC_DROP_NO_PIPELINE = 8w6;
+const bit<8> NFC_DROP_IPV4_OPTIONS = 8w6;
 
-const bit<8> NFC_DROP_NO_SUCH_PORT = 8w7;
+const bit<8> NFC_DROP_NO_EGRESS = 8w7;
 
-const bit<8> NFC_DROP_NO_UNDERLAY_ROUTE = 8w8;
+const bit<8> NFC_DROP_NO_OVERLAY_ROUTE = 8w8;
 
-const bit<8> NFC_DROP_NOT_IPV4 = 8w9;
+const bit<8> NFC_DROP_NO_PIPELINE = 8w9;
 
-const bit<8> NFC_DROP_NOT_QINQ = 8w0xa;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xa;
 
-const bit<8> NFC_DROP_NOT_VXLAN = 8w0xb;
+const bit<8> NFC_DROP_NO_UNDERLAY_ROUTE = 8w0xb;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xc;
+const bit<8> NFC_DROP_NOT_IPV4 = 8w0xc;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0xd;
+const bit<8> NFC_DROP_NOT_QINQ = 8w0xd;
 
-const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0xe;
+const bit<8> NFC_DROP_NOT_VXLAN = 8w0xe;
+
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xf;
+
+const bit<8> NFC_DROP_TRUNCATED = 8w0x10;
+
+const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0x11;
+
+const bit<8> NFC_DROP_VXLAN_NO_VNI = 8w0x12;
 
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0xc0;
@@ -94,6 +102,23 @@ header vxlan_h {
     bit<8> reserved2;
 }
 
+// from examples/vpn_gateway.nfp:22
+header ipv4_carried_h {
+    bit<4> version;
+    bit<4> ihl;
+    bit<6> dscp;
+    bit<2> ecn;
+    bit<16> total_len;
+    bit<16> identification;
+    bit<3> flags;
+    bit<13> frag_offset;
+    bit<8> ttl;
+    bit<8> protocol;
+    bit<16> hdr_checksum;
+    bit<32> src;
+    bit<32> dst;
+}
+
 // bridge #1: pipeline customer_to_cloud, main, switch->server
 header nfc_bridge1_h {
     bit<8> cut_id;
@@ -127,7 +152,7 @@ struct headers_t {
     ethernet_h eth;
     vlan_h svlan;
     vlan_h cvlan;
-    ipv4_h ipv4;
+    ipv4_carried_h ipv4;
 }
 
 struct metadata_t {
@@ -135,9 +160,7 @@ struct metadata_t {
     bit<12> overlay;
     bit<32> host_ip;
     bit<24> vni;
-    bool nfc_csum_ok_ipv4;
     bool nfc_csum_ok_outer_ipv4;
-    bit<32> nfc_csum_sum_ipv4;
     bit<32> nfc_csum_sum_outer_ipv4;
     bit<8> nfc_cut;
     bit<8> nfc_drop;
@@ -165,9 +188,7 @@ parser NfcParser(
         meta.overlay = 12w0;
         meta.host_ip = 32w0;
         meta.vni = 24w0;
-        meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_csum_ok_outer_ipv4 = false;
-        meta.nfc_csum_sum_ipv4 = 32w0;
         meta.nfc_csum_sum_outer_ipv4 = 32w0;
         meta.nfc_cut = 8w0;
         meta.nfc_drop = 8w0;
@@ -191,13 +212,13 @@ parser NfcParser(
         }
     }
 
-    // pipeline customer_to_cloud, examples/vpn_gateway.nfp:232
+    // pipeline customer_to_cloud, examples/vpn_gateway.nfp:283
     state nfc_enter_customer_to_cloud {
         meta.nfc_pipeline = 8w1;
         transition from_customer__start;
     }
 
-    // pipeline cloud_to_customer, examples/vpn_gateway.nfp:239
+    // pipeline cloud_to_customer, examples/vpn_gateway.nfp:290
     state nfc_enter_cloud_to_customer {
         meta.nfc_pipeline = 8w2;
         transition from_cloud__start;
@@ -250,16 +271,18 @@ parser NfcParser(
         transition accept;
     }
 
-    // from_customer.start, examples/vpn_gateway.nfp:37
+    // from_customer.start, examples/vpn_gateway.nfp:64
     state from_customer__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
             16w0x88a8: from_customer__s_tag;
+            16w0x8100: from_customer__s_tag;
+            16w0x9100: from_customer__s_tag;
             default: nfc_drop_not_qinq;
         }
     }
 
-    // from_customer.s_tag, examples/vpn_gateway.nfp:44
+    // from_customer.s_tag, examples/vpn_gateway.nfp:73
     state from_customer__s_tag {
         pkt.extract(hdr.svlan);
         transition select(hdr.svlan.ethertype) {
@@ -268,7 +291,7 @@ parser NfcParser(
         }
     }
 
-    // from_customer.c_tag, examples/vpn_gateway.nfp:51
+    // from_customer.c_tag, examples/vpn_gateway.nfp:80
     state from_customer__c_tag {
         pkt.extract(hdr.cvlan);
         transition select(hdr.cvlan.ethertype) {
@@ -277,13 +300,13 @@ parser NfcParser(
         }
     }
 
-    // from_customer.inner_ip, examples/vpn_gateway.nfp:58
+    // from_customer.inner_ip, examples/vpn_gateway.nfp:89
     state from_customer__inner_ip {
         pkt.extract(hdr.ipv4);
         transition accept;
     }
 
-    // from_cloud.start, examples/vpn_gateway.nfp:160
+    // from_cloud.start, examples/vpn_gateway.nfp:191
     state from_cloud__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
@@ -292,16 +315,24 @@ parser NfcParser(
         }
     }
 
-    // from_cloud.outer_ip, examples/vpn_gateway.nfp:167
+    // from_cloud.outer_ip, examples/vpn_gateway.nfp:201
     state from_cloud__outer_ip {
         pkt.extract(hdr.outer_ipv4);
+        transition select(hdr.outer_ipv4.flags, hdr.outer_ipv4.frag_offset) {
+            (3w0 &&& 3w1, 13w0): from_cloud__outer_proto;
+            default: nfc_drop_fragment;
+        }
+    }
+
+    // from_cloud.outer_proto, examples/vpn_gateway.nfp:211
+    state from_cloud__outer_proto {
         transition select(hdr.outer_ipv4.protocol) {
             8w0x11: from_cloud__outer_l4;
             default: nfc_drop_not_vxlan;
         }
     }
 
-    // from_cloud.outer_l4, examples/vpn_gateway.nfp:176
+    // from_cloud.outer_l4, examples/vpn_gateway.nfp:217
     state from_cloud__outer_l4 {
         pkt.extract(hdr.outer_udp);
         transition select(hdr.outer_udp.dport) {
@@ -310,10 +341,23 @@ parser NfcParser(
         }
     }
 
-    // from_cloud.tunnel, examples/vpn_gateway.nfp:183
+    // from_cloud.tunnel, examples/vpn_gateway.nfp:225
     state from_cloud__tunnel {
         pkt.extract(hdr.vxlan);
+        transition select(hdr.vxlan.flags) {
+            8w8 &&& 8w8: from_cloud__inner_eth;
+            default: nfc_drop_vxlan_no_vni;
+        }
+    }
+
+    // from_cloud.inner_eth, examples/vpn_gateway.nfp:233
+    state from_cloud__inner_eth {
         pkt.extract(hdr.eth);
+        transition accept;
+    }
+
+    state nfc_drop_fragment {
+        meta.nfc_drop = NFC_DROP_FRAGMENT;
         transition accept;
     }
 
@@ -329,6 +373,11 @@ parser NfcParser(
 
     state nfc_drop_not_vxlan {
         meta.nfc_drop = NFC_DROP_NOT_VXLAN;
+        transition accept;
+    }
+
+    state nfc_drop_vxlan_no_vni {
+        meta.nfc_drop = NFC_DROP_VXLAN_NO_VNI;
         transition accept;
     }
 
@@ -356,13 +405,6 @@ control NfcIngress(
     action nfc_miss() {
     }
 
-    // one's complement sum of header ipv4
-    action nfc_fold_ipv4() {
-        meta.nfc_csum_sum_ipv4 = ((((((((((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[159:144]) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[143:128])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[127:112])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[111:96])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[95:80])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[79:64])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[63:48])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[47:32])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[31:16])) + ((bit<32>)((((((((((((hdr.ipv4.version ++ hdr.ipv4.ihl) ++ hdr.ipv4.dscp) ++ hdr.ipv4.ecn) ++ hdr.ipv4.total_len) ++ hdr.ipv4.identification) ++ hdr.ipv4.flags) ++ hdr.ipv4.frag_offset) ++ hdr.ipv4.ttl) ++ hdr.ipv4.protocol) ++ hdr.ipv4.hdr_checksum) ++ hdr.ipv4.src) ++ hdr.ipv4.dst)[15:0]);
-        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 16);
-        meta.nfc_csum_sum_ipv4 = ((bit<32>)meta.nfc_csum_sum_ipv4[15:0]) + (meta.nfc_csum_sum_ipv4 >> 16);
-    }
-
     // one's complement sum of header outer_ipv4
     action nfc_fold_outer_ipv4() {
         meta.nfc_csum_sum_outer_ipv4 = ((((((((((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[159:144]) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[143:128])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[127:112])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[111:96])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[95:80])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[79:64])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[63:48])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[47:32])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[31:16])) + ((bit<32>)((((((((((((hdr.outer_ipv4.version ++ hdr.outer_ipv4.ihl) ++ hdr.outer_ipv4.dscp) ++ hdr.outer_ipv4.ecn) ++ hdr.outer_ipv4.total_len) ++ hdr.outer_ipv4.identification) ++ hdr.outer_ipv4.flags) ++ hdr.outer_ipv4.frag_offset) ++ hdr.outer_ipv4.ttl) ++ hdr.outer_ipv4.protocol) ++ hdr.outer_ipv4.hdr_checksum) ++ hdr.outer_ipv4.src) ++ hdr.outer_ipv4.dst)[15:0]);
@@ -370,13 +412,13 @@ control NfcIngress(
         meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 16);
     }
 
-    // entry of table underlay_routes, examples/vpn_gateway.nfp:133
+    // entry of table underlay_routes, examples/vpn_gateway.nfp:164
     action underlay_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.underlay_routes__port = v_port;
         meta.underlay_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table underlay_routes, examples/vpn_gateway.nfp:133
+    // table underlay_routes, examples/vpn_gateway.nfp:164
     table underlay_routes {
         key = {
             hdr.outer_ipv4.dst : lpm @name("outer_ipv4_dst");
@@ -389,14 +431,14 @@ control NfcIngress(
         size = 64000;
     }
 
-    // entry of table vni_to_qinq, examples/vpn_gateway.nfp:191
+    // entry of table vni_to_qinq, examples/vpn_gateway.nfp:242
     action vni_to_qinq__hit(bit<12> v_s_tag, bit<12> v_c_tag, bit<16> v_port) {
         meta.vni_to_qinq__s_tag = v_s_tag;
         meta.vni_to_qinq__c_tag = v_c_tag;
         meta.vni_to_qinq__port = v_port;
     }
 
-    // table vni_to_qinq, examples/vpn_gateway.nfp:191
+    // table vni_to_qinq, examples/vpn_gateway.nfp:242
     table vni_to_qinq {
         key = {
             hdr.vxlan.vni : exact @name("vxlan_vni");
@@ -419,34 +461,36 @@ control NfcIngress(
         }
         if (meta.nfc_cut == 8w0) {
             // what the reference semantics does while parsing, in the same order
-            if (hdr.ipv4.isValid()) {
-                nfc_fold_ipv4();
-                meta.nfc_csum_ok_ipv4 = meta.nfc_csum_sum_ipv4[15:0] == 16w0xffff;
-            }
             if (hdr.outer_ipv4.isValid()) {
                 nfc_fold_outer_ipv4();
                 meta.nfc_csum_ok_outer_ipv4 = meta.nfc_csum_sum_outer_ipv4[15:0] == 16w0xffff;
             }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl == 4w5))))) {
+            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
+                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl == 4w5))))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
             }
             if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)meta.nfc_drop);
+                exit;
+            }
+            if ((meta.nfc_pipeline == 8w2) && (hdr.eth.isValid() && (!(((hdr.eth.ethertype != 16w0x8100) && (hdr.eth.ethertype != 16w0x88a8)) && (hdr.eth.ethertype != 16w0x9100))))) {
+                meta.nfc_drop = NFC_DROP_INNER_VLAN_TAG;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
@@ -492,7 +536,7 @@ control NfcIngress(
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
-                // stage qinq_terminate, examples/vpn_gateway.nfp:67
+                // stage qinq_terminate, examples/vpn_gateway.nfp:97
                 meta.customer = hdr.svlan.vid;
                 meta.overlay = hdr.cvlan.vid;
                 hdr.eth.ethertype = hdr.cvlan.ethertype;
@@ -514,7 +558,7 @@ control NfcIngress(
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage vxlan_encap, examples/vpn_gateway.nfp:107
+                // stage vxlan_encap, examples/vpn_gateway.nfp:137
                 hdr.outer_eth.setValid();
                 hdr.outer_eth.dst = 48w0;
                 hdr.outer_eth.src = 48w0x2000aff0001;
@@ -546,7 +590,7 @@ control NfcIngress(
                 hdr.vxlan.reserved2 = 8w0;
             }
             if (meta.nfc_resume <= 8w3) {
-                // stage underlay_route, examples/vpn_gateway.nfp:145
+                // stage underlay_route, examples/vpn_gateway.nfp:176
                 if (underlay_routes.apply().hit) {
                     hdr.outer_eth.dst = meta.underlay_routes__next_hop_mac;
                     if (meta.underlay_routes__port <= 16w0x1f) {
@@ -569,7 +613,7 @@ control NfcIngress(
         }
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
-                // stage vxlan_decap, examples/vpn_gateway.nfp:203
+                // stage vxlan_decap, examples/vpn_gateway.nfp:254
                 if (vni_to_qinq.apply().hit) {
                     hdr.outer_eth.setInvalid();
                     hdr.outer_ipv4.setInvalid();
@@ -637,7 +681,6 @@ control NfcComputeChecksum(
 ) {
     apply {
         update_checksum(hdr.outer_ipv4.isValid(), {hdr.outer_ipv4.version, hdr.outer_ipv4.ihl, hdr.outer_ipv4.dscp, hdr.outer_ipv4.ecn, hdr.outer_ipv4.total_len, hdr.outer_ipv4.identification, hdr.outer_ipv4.flags, hdr.outer_ipv4.frag_offset, hdr.outer_ipv4.ttl, hdr.outer_ipv4.protocol, hdr.outer_ipv4.src, hdr.outer_ipv4.dst}, hdr.outer_ipv4.hdr_checksum, HashAlgorithm.csum16);
-        update_checksum(hdr.ipv4.isValid(), {hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst}, hdr.ipv4.hdr_checksum, HashAlgorithm.csum16);
     }
 }
 

@@ -27,7 +27,7 @@ class PortVrfValues(NamedTuple):
 
 
 class PortVrf(Table):
-    """table port_vrf (examples/bluebird_tor.nfp:59): exact match, 512 entries.
+    """table port_vrf (examples/bluebird_tor.nfp:69): exact match, 512 entries.
 
     std_ingress_port: bit<16>, exact
     """
@@ -59,7 +59,7 @@ class VrfRoutesV4Values(NamedTuple):
 
 
 class VrfRoutesV4(Table):
-    """table vrf_routes_v4 (examples/bluebird_tor.nfp:74): lpm match, 16000 entries.
+    """table vrf_routes_v4 (examples/bluebird_tor.nfp:84): lpm match, 16000 entries.
 
     meta_vrf: bit<16>, exact
     ipv4_dst: bit<32>, lpm (value/prefix-length or (value, length))
@@ -91,7 +91,7 @@ class VrfRoutesV6Values(NamedTuple):
 
 
 class VrfRoutesV6(Table):
-    """table vrf_routes_v6 (examples/bluebird_tor.nfp:89): lpm match, 2000 entries.
+    """table vrf_routes_v6 (examples/bluebird_tor.nfp:99): lpm match, 2000 entries.
 
     meta_vrf: bit<16>, exact
     ipv6_dst: bit<128>, lpm (value/prefix-length or (value, length))
@@ -124,7 +124,7 @@ class CaToPaValues(NamedTuple):
 
 
 class CaToPa(Table):
-    """table ca_to_pa (examples/bluebird_tor.nfp:127): exact match, 960000 entries.
+    """table ca_to_pa (examples/bluebird_tor.nfp:137): exact match, 960000 entries.
 
     meta_vrf: bit<16>, exact
     ca: bit<32>, exact
@@ -156,7 +156,7 @@ class PaRoutesValues(NamedTuple):
 
 
 class PaRoutes(Table):
-    """table pa_routes (examples/bluebird_tor.nfp:178): lpm match, 4000 entries.
+    """table pa_routes (examples/bluebird_tor.nfp:188): lpm match, 4000 entries.
 
     outer_ipv4_dst: bit<32>, lpm (value/prefix-length or (value, length))
     """
@@ -186,7 +186,7 @@ class VniToVrfValues(NamedTuple):
 
 
 class VniToVrf(Table):
-    """table vni_to_vrf (examples/bluebird_tor.nfp:244): exact match, 4000 entries.
+    """table vni_to_vrf (examples/bluebird_tor.nfp:277): exact match, 4000 entries.
 
     vxlan_vni: bit<24>, exact
     """
@@ -217,7 +217,7 @@ class BareMetalHostsValues(NamedTuple):
 
 
 class BareMetalHosts(Table):
-    """table bare_metal_hosts (examples/bluebird_tor.nfp:251): exact match, 8000 entries.
+    """table bare_metal_hosts (examples/bluebird_tor.nfp:284): exact match, 8000 entries.
 
     meta_vrf: bit<16>, exact
     host: bit<32>, exact

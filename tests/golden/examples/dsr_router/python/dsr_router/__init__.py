@@ -27,7 +27,7 @@ class VniToVrfValues(NamedTuple):
 
 
 class VniToVrf(Table):
-    """table vni_to_vrf (examples/dsr_router.nfp:72): exact match, 10000 entries.
+    """table vni_to_vrf (examples/dsr_router.nfp:97): exact match, 10000 entries.
 
     vxlan_vni: bit<24>, exact
     """
@@ -58,7 +58,7 @@ class VrfFibValues(NamedTuple):
 
 
 class VrfFib(Table):
-    """table vrf_fib (examples/dsr_router.nfp:94): lpm match, 10000000 entries.
+    """table vrf_fib (examples/dsr_router.nfp:119): lpm match, 10000000 entries.
 
     meta_vrf: bit<14>, exact
     ipv4_dst: bit<32>, lpm (value/prefix-length or (value, length))
@@ -90,7 +90,7 @@ class FabricRoutesValues(NamedTuple):
 
 
 class FabricRoutes(Table):
-    """table fabric_routes (examples/dsr_router.nfp:137): lpm match, 16000 entries.
+    """table fabric_routes (examples/dsr_router.nfp:162): lpm match, 16000 entries.
 
     outer_ipv4_dst: bit<32>, lpm (value/prefix-length or (value, length))
     """
@@ -123,7 +123,7 @@ class KeyToAccessValues(NamedTuple):
 
 
 class KeyToAccess(Table):
-    """table key_to_access (examples/dsr_router.nfp:188): exact match, 10000 entries.
+    """table key_to_access (examples/dsr_router.nfp:234): exact match, 10000 entries.
 
     tunnel_key: bit<24>, exact
     """

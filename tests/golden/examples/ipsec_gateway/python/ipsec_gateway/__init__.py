@@ -27,7 +27,7 @@ class SpiSteeringValues(NamedTuple):
 
 
 class SpiSteering(Table):
-    """table spi_steering (examples/ipsec_gateway.nfp:54): exact match, 128000 entries.
+    """table spi_steering (examples/ipsec_gateway.nfp:65): exact match, 128000 entries.
 
     esp_spi: bit<32>, exact
     """
@@ -61,7 +61,7 @@ class InboundSaValues(NamedTuple):
 
 
 class InboundSa(Table):
-    """table inbound_sa (examples/ipsec_gateway.nfp:75): exact match, 128000 entries.
+    """table inbound_sa (examples/ipsec_gateway.nfp:86): exact match, 128000 entries.
 
     esp_spi: bit<32>, exact
     """
@@ -91,7 +91,7 @@ class TrafficSelectorsValues(NamedTuple):
 
 
 class TrafficSelectors(Table):
-    """table traffic_selectors (examples/ipsec_gateway.nfp:126): range match, 16000 entries.
+    """table traffic_selectors (examples/ipsec_gateway.nfp:142): range match, 16000 entries.
 
     std_ingress_port: bit<16>, exact
     ipv4_src: bit<32>, ternary ((value, mask))
@@ -127,7 +127,7 @@ class OutboundSaValues(NamedTuple):
 
 
 class OutboundSa(Table):
-    """table outbound_sa (examples/ipsec_gateway.nfp:150): exact match, 64000 entries.
+    """table outbound_sa (examples/ipsec_gateway.nfp:166): exact match, 64000 entries.
 
     meta_tunnel: bit<16>, exact
     """
@@ -158,7 +158,7 @@ class InternetRoutesValues(NamedTuple):
 
 
 class InternetRoutes(Table):
-    """table internet_routes (examples/ipsec_gateway.nfp:176): lpm match, 16000 entries.
+    """table internet_routes (examples/ipsec_gateway.nfp:198): lpm match, 16000 entries.
 
     outer_dst: bit<32>, lpm (value/prefix-length or (value, length))
     """
