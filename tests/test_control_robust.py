@@ -381,14 +381,15 @@ def test_time_serving_another_client_does_not_count_against_a_deadline(nf_san: P
     """B has sent part of its request when A's big ADD keeps the control thread busy for longer
     than B's deadline; B's deadline counts only the thread's own time, so B is served (it was
     closed: its rest, more than a socket buffer holds, was read after the deadline)."""
-    timeout, na, nb = 0.1, 190_000, 60_000
+    # a 190K-record ADD takes 0.15-0.3 s here: well over 1.5 x a 60 ms deadline
+    timeout, na, nb = 0.06, 190_000, 60_000
     with ServerProcess(nf_san, ["net_null0"], extra=["--control-timeout-ms", str(int(timeout * 1000))]) as srv:
         routes = srv.control.tables["routes"].index
         big = _request("add", routes, na, [w for k in range(na) for w in (k, 1)])
         other = _request("add", routes, nb, [w for k in range(1 << 30, (1 << 30) + nb) for w in (k, 1)])
         a, b = _connect(srv.socket), _connect(srv.socket)
         b.sendall(other[:4096])  # B's header and some records: its deadline runs
-        time.sleep(0.02)
+        time.sleep(0.01)
         start = time.monotonic()
         a.sendall(big)
         b.sendall(other[4096:])  # 960 KB: taken as the thread reads it, once A's ADD is done
