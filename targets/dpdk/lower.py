@@ -174,8 +174,9 @@ def _table_desc(t: ir.Table) -> c.Init:
 
 
 def _inline(t: ir.Table) -> bool:
-    """Control-plane tables whose values fit in 64 bits keep them in rte_hash's data word."""
-    return not t.is_state and sum(v.width for v in t.values) <= 64
+    """Control-plane tables whose values fit in 64 bits keep them in rte_hash's data word (56
+    bits for an LPM table: its trie's entries keep the word in 56 bits, nfc_lpm.h)."""
+    return not t.is_state and sum(v.width for v in t.values) <= (56 if _lpm_key(t) else 64)
 
 
 def _h(x: _Ctx, t: ir.Table) -> c.Expr:
@@ -582,20 +583,15 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
         hit = hit[1:]
     hit.append(_count(x, "hits", t))
     hit += _block(x, s.hit)
-    lpm = _lpm_key(t)
-    if lpm is None and not t.is_state:  # maybe answered by the burst's prefetch
-        found: c.Expr = c.Bin(">=", c.Call("nfc_hash_lookup", (c.Name("p"), c.Int(x.tindex[t.name], ""), c.Name(key),
-                                                               c.Int(size, "u"), c.Name(f"&{data}"))), c.Int(0, ""))
-    elif lpm is None:
-        found = c.Bin(">=", c.Call("rte_hash_lookup_data", (_h(x, t), c.Name(key), c.Name(f"&{data}"))), c.Int(0, ""))
-    else:
-        found = c.Call("nfc_lpm_lookup", (_h(x, t), c.Name(f"nfc_tables[{x.tindex[t.name]}].plens"), c.Name(key),
-                                          c.Int(lpm[0], "u"), c.Int(lpm[1], "u"), c.Int(t.key_bits, "u"),
-                                          c.Name(f"&{data}")))
-    if t.is_state:  # an expired entry is removed and misses
+    found: c.Expr
+    if not t.is_state:  # maybe answered by the burst's bulk lookup
+        found = c.Call("nfc_lpm_lookup" if _lpm_key(t) else "nfc_exact_lookup",
+                       (c.Name("p"), c.Int(x.tindex[t.name], ""), c.Name(key), c.Int(size, "u"), c.Name(f"&{data}")))
+    else:  # an expired entry is removed and misses
         n = len(t.values)
+        lookup = c.Call("rte_hash_lookup_data", (_h(x, t), c.Name(key), c.Name(f"&{data}")))
         expired = c.Bin("<=", c.Index(c.Cast("uint64_t *", c.Name(data)), c.Int(n, "")), c.Call("nfc_now_ns"))
-        out += [c.Decl("int", f"found{num}", c.Cast("int", found)),
+        out += [c.Decl("int", f"found{num}", c.Cast("int", c.Bin(">=", lookup, c.Int(0, "")))),
                 c.If(c.Bin("&&", c.Name(f"found{num}"), expired),
                      (c.ExprStmt(c.Call("rte_hash_del_key", (_h(x, t), c.Name(key)))),
                       c.ExprStmt(c.Call("free", (c.Name(data),))),

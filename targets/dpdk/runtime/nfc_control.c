@@ -148,7 +148,7 @@ static void hello(struct text *t)
         const struct nfc_table *tb = &nfc_tables[i];
         put(t, "%s{\"name\": \"%s\", \"src\": \"%s\", \"size\": %u, \"capacity\": %u, \"state\": %d, \"lpm\": %d, "
                "\"keys\": [", i ? ", " : "", tb->name, tb->src, tb->size,
-            tb->size < 8 ? 8 : (tb->size < NFC_TABLE_CAP ? tb->size : NFC_TABLE_CAP), tb->state, tb->lpm);
+            tb->cap, tb->state, tb->lpm);
         for (int k = 0; k < tb->nkeys; k++)
             put(t, "%s%u", k ? ", " : "", tb->key_width[k]);
         put(t, "], \"values\": [");

@@ -21,9 +21,13 @@
  * path reads contiguous bytes, so a frame received over several 2 KiB segments is copied into
  * one first (nfc_burst.h), and an output too big for a 2 KiB mbuf is written into one */
 #define NFC_MBUF_ROOM (NFC_MAX_PKT + RTE_PKTMBUF_HEADROOM)
-#ifndef NFC_TABLE_CAP /* tables hold min(size estimate, NFC_TABLE_CAP) entries: -DNFC_TABLE_CAP=... */
+#ifndef NFC_TABLE_CAP /* data-plane state tables hold min(size estimate, NFC_TABLE_CAP) entries */
 #define NFC_TABLE_CAP (1u << 20)
 #endif
+/* control-plane tables start with room for min(size estimate, NFC_GROW_FROM) entries and grow
+ * NFC_GROW_BY times whenever they are 7/8 full, as far as memory goes (nfc_tables.c) */
+#define NFC_GROW_FROM 1024u
+#define NFC_GROW_BY 4u
 
 enum { NFC_CONTINUE = 0 };
 
@@ -37,7 +41,7 @@ struct nfc_stats {
     uint64_t misses[NFC_MAX_TABLES];
 } __attribute__((aligned(64)));
 
-#define NFC_PRE_TABLES 4
+#define NFC_PRE_TABLES 8
 #define NFC_PRE_KEY 32 /* keys up to this many bytes are remembered */
 
 struct nfc_pkt {
@@ -194,6 +198,9 @@ static inline uint64_t nfc_mask(unsigned w)
 {
     return w >= 64 ? ~0ull : ((1ull << w) - 1);
 }
+
+#define NFC_MAX_KEY 64 /* key bytes */
+#include "nfc_lpm.h"
 
 /* RFC 1071, in two halves: the plain sum of the words as the host loads them (32 bits at a
  * time; the one's-complement sum is independent of byte order, RFC 1071 2.(B)), then the
@@ -358,39 +365,20 @@ static inline uint64_t nfc_alloc_port(uint64_t ext_ip)
     return 0;
 }
 
-/* Longest-prefix match as one hash table keyed by (fields, prefix masked to its length,
- * length): try the lengths present (bitmap `plens`), longest first.  `key` holds the
- * lookup's fields with the full LPM value at bits [off, off + w); the length byte is at
- * bit `len_off`. */
-static inline int nfc_lpm_lookup(struct rte_hash *h, const volatile uint64_t *plens, uint8_t *key, unsigned off, unsigned w,
-                                 unsigned len_off, void **data)
-{
-    uint64_t value = nfc_get(key, off, w);
-    for (int plen = (int)w; plen >= 0; plen--) {
-        if (!((plens[plen >> 6] >> (plen & 63)) & 1))
-            continue;
-        uint64_t keep = plen == 0 ? 0 : (plen >= 64 ? ~0ull : ~((1ull << (w - (unsigned)plen)) - 1));
-        nfc_set(key, off, w, value & keep & nfc_mask(w));
-        nfc_set(key, len_off, 8, (uint64_t)plen);
-        if (rte_hash_lookup_data(h, key, data) >= 0)
-            return 1;
-    }
-    return 0;
-}
-
 /* A server table as the generated program describes it (nfc_tables[], in nf.c) plus its
  * run-time state.  Keys are the key fields packed most significant bit first, an LPM field
  * masked to its prefix length with the length in the byte after the fields, zero-padded to
  * key_bytes (a multiple of 16: rte_hash is ~2x slower on other lengths).  An entry's data:
  * with inline_values, the values packed into rte_hash's data word itself (value 0 in the
- * low bits); otherwise a malloc'ed uint64_t array: the values, then for data-plane state the
- * expiry and the timeout (ns). */
+ * low bits); otherwise a record (nfc_values.c): the values, then for data-plane state the
+ * expiry and the timeout (ns).  An LPM table's rte_hash holds its routes for the control
+ * plane; packets look them up in its trie (nfc_lpm.h), whose entries keep the same data
+ * words in 56 bits (so inline values of an LPM table fit in 56). */
 #define NFC_MAX_FIELDS 16
-#define NFC_MAX_KEY 64 /* key bytes */
 struct nfc_table {
     const char *name;
     const char *src; /* the .nfp file:line of the table */
-    uint32_t size;   /* the .nfp size estimate (capacity: min(size, NFC_TABLE_CAP)) */
+    uint32_t size;   /* the .nfp size estimate */
     uint8_t nkeys;
     uint8_t nvalues;
     int8_t lpm;    /* index of the LPM key field, -1: none */
@@ -401,7 +389,9 @@ struct nfc_table {
     uint8_t value_width[NFC_MAX_FIELDS];
     uint64_t timeout_ns; /* state: the default idle timeout */
     /* run time */
-    struct rte_hash *h;
+    struct rte_hash *h;         /* replaced when the table grows (RCU) */
+    uint32_t cap;               /* h's capacity */
+    struct nfc_lpm trie;        /* LPM: the routes as the lookups see them (nfc_lpm.h) */
     volatile uint64_t plens[2]; /* LPM: the prefix lengths present (bit per length) */
     uint32_t plen_count[65];    /* LPM: entries per prefix length (control thread only) */
 };
@@ -425,7 +415,6 @@ int nfc_table_find(const char *name);
 int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint64_t *values, uint8_t *key);
 int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *values, int replace);
 int nfc_entry_read(const struct nfc_table *t, const uint64_t *keys, uint64_t *values);
-void nfc_values_of(const struct nfc_table *t, const void *data, uint64_t *values);
 int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint32_t stride, uint32_t *bad);
 /* Up to max entries of control-plane table t from rte_hash_iterate position *next (0: the
  * start; advanced) into out, each its keys then its values; how many (fewer than max: the end). */
@@ -449,6 +438,11 @@ struct nfc_copy_stats nfc_state_copy_stats(void);
 void nfc_rcu_online(unsigned lcore);
 void nfc_rcu_quiescent(unsigned lcore);
 void nfc_rcu_offline(unsigned lcore);
+/* Implemented by nfc_values.c: an entry's data word for `values` (NULL: out of memory, unless
+ * the values are inline), its release, and the values it holds. */
+void *nfc_data_new(const struct nfc_table *t, const uint64_t *values);
+void nfc_data_free(const struct nfc_table *t, void *data);
+void nfc_values_of(const struct nfc_table *t, const void *data, uint64_t *values);
 /* Implemented by nfc_entries.c */
 int nfc_load_entries(const char *path);
 /* Implemented by nfc_main.c: the counters of every lcore */
@@ -494,57 +488,77 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
     return dst != NULL ? o : NULL;
 }
 
-/* The lookups of a burst, prefetched: for each exact-match table of at least
- * NFC_PREFETCH_MIN entries, the keys the parsed packets (codes[i] == NFC_CONTINUE) have as
- * they arrive (nfc_bench_key) go to one rte_hash_lookup_bulk_data, which overlaps their
- * cache misses; nfc_run's own lookups then find buckets and keys in cache instead of missing
- * one after the other.  Only a prefetch, nothing is used: a key an earlier stage changes,
- * or a table a packet never looks up, costs a wasted lookup, never a different result.
- * Smaller tables stay in cache anyway and are left alone. */
+/* The lookups of a burst, in bulk: for each control-plane table, the keys the parsed packets
+ * (codes[i] == NFC_CONTINUE) have as they arrive (nfc_bench_key) go to one bulk lookup
+ * (rte_hash_lookup_bulk_data, which overlaps the keys' cache misses, or nfc_lpm_find_bulk)
+ * and the answers are kept per packet; nfc_run's lookup of the same key (nfc_exact_lookup,
+ * nfc_lpm_lookup) takes the kept answer.  A key an earlier stage changes, or a table a packet
+ * never looks up, costs a wasted lookup, never a different result: control-plane tables
+ * change only between bursts as far as a packet can tell (RCU).  Data-plane state changes
+ * within a burst: its lookups are only prefetched, in bulk, when the table is big. */
 #define NFC_PREFETCH_MIN 65536
 #define NFC_PREFETCH_BURST 32
 static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned n)
 {
     for (int t = 0; t < nfc_ntables; t++) {
-        struct rte_hash *h = nfc_tables[t].h;
-        if (nfc_tables[t].lpm >= 0 || h == NULL || rte_hash_count(h) < NFC_PREFETCH_MIN)
+        struct nfc_table *tab = &nfc_tables[t];
+        int keep = t < NFC_PRE_TABLES && !tab->state && tab->key_bytes <= NFC_PRE_KEY;
+        if (tab->h == NULL || (!keep && (tab->lpm >= 0 || rte_hash_count(tab->h) < NFC_PREFETCH_MIN)))
             continue;
-        uint8_t keys[NFC_PREFETCH_BURST][NFC_MAX_KEY];
-        const void *kp[NFC_PREFETCH_BURST];
-        void *data[NFC_PREFETCH_BURST];
-        unsigned who[NFC_PREFETCH_BURST];
-        uint64_t hits = 0;
-        unsigned k = 0;
-        for (unsigned i = 0; i < n && k < NFC_PREFETCH_BURST; i++)
-            if (codes[i] == NFC_CONTINUE && nfc_bench_key(t, &pkts[i], keys[k]) == 0) {
-                kp[k] = keys[k];
-                who[k++] = i;
+        for (unsigned from = 0; from < n;) {
+            uint8_t keys[NFC_PREFETCH_BURST][NFC_MAX_KEY];
+            const void *kp[NFC_PREFETCH_BURST];
+            void *data[NFC_PREFETCH_BURST];
+            unsigned who[NFC_PREFETCH_BURST];
+            uint64_t hits = 0;
+            unsigned k = 0;
+            for (; from < n && k < NFC_PREFETCH_BURST; from++)
+                if (codes[from] == NFC_CONTINUE && nfc_bench_key(t, &pkts[from], keys[k]) == 0) {
+                    kp[k] = keys[k];
+                    who[k++] = from;
+                }
+            if (k == 0)
+                continue;
+            if (tab->lpm >= 0)
+                nfc_lpm_find_bulk(&tab->trie, (const uint8_t *const *)kp, k, data, &hits);
+            else if (rte_hash_lookup_bulk_data(tab->h, kp, k, &hits, data) < 0)
+                continue;
+            for (unsigned j = 0; keep && j < k; j++) {
+                struct nfc_pkt *p = &pkts[who[j]];
+                memcpy(p->pre_key[t], keys[j], tab->key_bytes);
+                p->pre_hit[t] = (uint8_t)((hits >> j) & 1);
+                p->pre_data[t] = data[j];
+                p->pre_ok |= 1u << t;
             }
-        if (k == 0 || rte_hash_lookup_bulk_data(h, kp, k, &hits, data) < 0)
-            continue;
-        /* control-plane tables only change between bursts as far as a packet can tell: the
-         * answer is kept for nfc_hash_lookup (data-plane state changes within a burst: not kept) */
-        if (t >= NFC_PRE_TABLES || nfc_tables[t].state || nfc_tables[t].key_bytes > NFC_PRE_KEY)
-            continue;
-        for (unsigned j = 0; j < k; j++) {
-            struct nfc_pkt *p = &pkts[who[j]];
-            memcpy(p->pre_key[t], keys[j], nfc_tables[t].key_bytes);
-            p->pre_hit[t] = (uint8_t)((hits >> j) & 1);
-            p->pre_data[t] = data[j];
-            p->pre_ok |= 1u << t;
         }
     }
 }
 
-/* rte_hash_lookup_data of control-plane table t, answered from the burst's prefetch when it
- * looked up the same key (nfc_prefetch); >= 0: found. */
-static inline int nfc_hash_lookup(const struct nfc_pkt *p, int t, const uint8_t *key, unsigned key_bytes, void **data)
+/* The burst's answer for control-plane table t and key, if nfc_prefetch kept one:
+ * 1 found, 0 missed, -1 no answer kept. */
+static inline int nfc_kept(const struct nfc_pkt *p, int t, const uint8_t *key, unsigned key_bytes, void **data)
 {
     if (t < NFC_PRE_TABLES && ((p->pre_ok >> t) & 1) && memcmp(p->pre_key[t], key, key_bytes) == 0) {
         *data = p->pre_data[t];
-        return p->pre_hit[t] ? 0 : -1;
+        return p->pre_hit[t];
     }
-    return rte_hash_lookup_data(nfc_tables[t].h, key, data);
+    return -1;
+}
+
+/* Exact-match lookup of control-plane table t; 1: found. */
+static inline int nfc_exact_lookup(const struct nfc_pkt *p, int t, const uint8_t *key, unsigned key_bytes,
+                                   void **data)
+{
+    int kept = nfc_kept(p, t, key, key_bytes, data);
+    return kept >= 0 ? kept : rte_hash_lookup_data(nfc_tables[t].h, key, data) >= 0;
+}
+
+/* Longest-prefix-match lookup of table t (the LPM field whole in the key); 1: found. */
+static inline int nfc_lpm_lookup(const struct nfc_pkt *p, int t, const uint8_t *key, unsigned key_bytes,
+                                 void **data)
+{
+    int kept = nfc_kept(p, t, key, key_bytes, data);
+    return kept >= 0 ? kept : nfc_lpm_find(&nfc_tables[t].trie, key, data);
 }
 
 #endif

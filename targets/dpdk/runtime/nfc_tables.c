@@ -31,6 +31,39 @@ static struct rte_rcu_qsbr *rcu;
 static int have_state; /* some table is data-plane state (then exactly one lcore forwards) */
 uint64_t nfc_clock_origin;
 
+/* An LPM table's trie: the LPM field's place in the key, the length byte after the fields;
+ * the other key fields name the VRF. */
+static int trie_init(struct nfc_table *t)
+{
+    unsigned off = 0, lpm_off = 0;
+    for (int i = 0; i < t->nkeys; i++) {
+        if (i == t->lpm)
+            lpm_off = off;
+        off += t->key_width[i];
+    }
+    char name[RTE_HASH_NAMESIZE];
+    snprintf(name, sizeof name, "nfc_vrf_%d", (int)(t - nfc_tables));
+    return nfc_lpm_init(&t->trie, t->key_width[t->lpm], lpm_off, off, t->key_bytes, t->nkeys > 1, name);
+}
+
+/* Table i's rte_hash of `entries` keys; each one of a table has a name of its own. */
+static struct rte_hash *hash_new(const struct nfc_table *t, int i, uint32_t entries)
+{
+    static unsigned made;
+    char name[RTE_HASH_NAMESIZE];
+    snprintf(name, sizeof name, "nfc_%d_%u", i, made++);
+    struct rte_hash_parameters params;
+    memset(&params, 0, sizeof params);
+    params.name = name;
+    params.entries = entries;
+    params.key_len = t->key_bytes;
+    params.hash_func = rte_hash_crc;
+    params.socket_id = (int)rte_socket_id();
+    /* control-plane tables: lock-free readers, one writer (the control thread) */
+    params.extra_flag = t->state ? 0 : RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF;
+    return rte_hash_create(&params);
+}
+
 int nfc_tables_init(int lcores)
 {
     nfc_clock_origin = rte_get_timer_cycles();
@@ -48,21 +81,19 @@ int nfc_tables_init(int lcores)
                     t->src);
             return 1;
         }
-        char name[RTE_HASH_NAMESIZE];
-        snprintf(name, sizeof name, "nfc_%d", i);
-        struct rte_hash_parameters params;
-        memset(&params, 0, sizeof params);
-        params.name = name;
-        params.entries = t->size < 8 ? 8 : (t->size < NFC_TABLE_CAP ? t->size : NFC_TABLE_CAP);
-        params.key_len = t->key_bytes;
-        params.hash_func = rte_hash_crc;
-        params.socket_id = (int)rte_socket_id();
-        /* control-plane tables: lock-free readers, one writer (the control thread) */
-        params.extra_flag = t->state ? 0 : RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF;
-        t->h = rte_hash_create(&params);
+        /* data-plane state: its declared size (its writer, the lcore, cannot grow it);
+         * control-plane tables start small and grow with what is loaded (put) */
+        t->cap = t->state ? (t->size < NFC_TABLE_CAP ? t->size : NFC_TABLE_CAP)
+                          : (t->size < NFC_GROW_FROM ? t->size : NFC_GROW_FROM);
+        t->cap = t->cap < 8 ? 8 : t->cap;
+        t->h = hash_new(t, i, t->cap);
         if (t->h == NULL) {
-            fprintf(stderr, "nfc: cannot create table %s (%u entries): %s\n", t->name, params.entries,
+            fprintf(stderr, "nfc: cannot create table %s (%u entries): %s\n", t->name, t->cap,
                     rte_strerror(rte_errno));
+            return 1;
+        }
+        if (t->lpm >= 0 && trie_init(t) != 0) {
+            fprintf(stderr, "nfc: cannot create the VRFs of table %s: %s\n", t->name, rte_strerror(rte_errno));
             return 1;
         }
     }
@@ -379,41 +410,6 @@ int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint6
     return NFC_OK;
 }
 
-/* An entry's data (see struct nfc_table); NULL (and not inline): out of memory. */
-static void *new_data(const struct nfc_table *t, const uint64_t *values)
-{
-    if (t->inline_values) {
-        uint64_t packed = 0;
-        for (int i = 0, shift = 0; i < t->nvalues; shift += t->value_width[i], i++)
-            packed |= values[i] << shift;
-        return (void *)(uintptr_t)packed;
-    }
-    uint64_t *d = malloc(((size_t)t->nvalues + 2) * sizeof(uint64_t));
-    if (d == NULL)
-        return NULL;
-    memcpy(d, values, (size_t)t->nvalues * sizeof(uint64_t));
-    d[t->nvalues + 1] = t->timeout_ns;
-    d[t->nvalues] = t->state ? nfc_now_ns() + t->timeout_ns : 0;
-    return d;
-}
-
-static void free_data(const struct nfc_table *t, void *d)
-{
-    if (!t->inline_values)
-        free(d);
-}
-
-void nfc_values_of(const struct nfc_table *t, const void *d, uint64_t *values)
-{
-    if (!t->inline_values) {
-        memcpy(values, d, (size_t)t->nvalues * sizeof(uint64_t));
-        return;
-    }
-    uint64_t packed = (uint64_t)(uintptr_t)d;
-    for (int i = 0, shift = 0; i < t->nvalues; shift += t->value_width[i], i++)
-        values[i] = (packed >> shift) & nfc_mask(t->value_width[i]);
-}
-
 static void plen_ref(struct nfc_table *t, const uint64_t *keys, int delta)
 {
     if (t->lpm < 0)
@@ -424,6 +420,69 @@ static void plen_ref(struct nfc_table *t, const uint64_t *keys, int delta)
         t->plens[plen >> 6] |= 1ull << (plen & 63);
     else
         t->plens[plen >> 6] &= ~(1ull << (plen & 63));
+}
+
+static void grace_period(void);
+
+/* Control-plane table t in an rte_hash NFC_GROW_BY times as big: the entries copied (the
+ * same data words), the new one published, the old one freed after a grace period, so the
+ * lcores forward on throughout.  0, or -1 (no memory) with nothing changed.  Key positions
+ * change: nothing may hold one of the old table (a delete not yet freed) across this. */
+static int grow(struct nfc_table *t)
+{
+    if (t->state || t->cap > UINT32_MAX / NFC_GROW_BY)
+        return -1;
+    struct rte_hash *old = t->h, *h = hash_new(t, (int)(t - nfc_tables), t->cap * NFC_GROW_BY);
+    if (h == NULL)
+        return -1;
+    const void *key;
+    void *data;
+    uint32_t next = 0;
+    while (rte_hash_iterate(old, &key, &data, &next) >= 0)
+        if (rte_hash_add_key_data(h, key, data) < 0) {
+            rte_hash_free(h);
+            return -1;
+        }
+    __atomic_store_n(&t->h, h, __ATOMIC_RELEASE);
+    t->cap *= NFC_GROW_BY;
+    grace_period();
+    rte_hash_free(old);
+    return 0;
+}
+
+/* Entry key := data in rte_hash and, for an LPM table, in its trie (first: it is the part
+ * that can run out of memory; `fresh`: a new key, for which a full table grows if `may_grow`).
+ * NFC_OK, or NFC_E_FULL / NFC_E_NO_MEMORY with nothing changed. */
+static int put(struct nfc_table *t, const uint8_t *key, void *data, int fresh, int may_grow)
+{
+    if (t->lpm >= 0 && nfc_lpm_set(&t->trie, key, data, fresh) < 0)
+        return NFC_E_NO_MEMORY;
+    int grown = fresh && may_grow && (uint32_t)rte_hash_count(t->h) >= t->cap - t->cap / 8 && grow(t) == 0;
+    int st = rte_hash_add_key_data(t->h, key, data); /* not grown: there may still be room */
+    if (st == -ENOSPC && fresh && may_grow && !grown && grow(t) == 0)
+        st = rte_hash_add_key_data(t->h, key, data);
+    if (st >= 0)
+        return NFC_OK;
+    if (t->lpm >= 0) /* only a new key can find the table full */
+        nfc_lpm_unset(&t->trie, key, t->h, t->plens);
+    return NFC_E_FULL;
+}
+
+/* Entry key goes from rte_hash and, for an LPM table, from its trie; its rte_hash position
+ * (to free after the grace period), or < 0: it was not there. */
+static int32_t unput(struct nfc_table *t, const uint8_t *key)
+{
+    int32_t pos = rte_hash_del_key(t->h, key);
+    if (pos >= 0 && t->lpm >= 0)
+        nfc_lpm_unset(&t->trie, key, t->h, t->plens);
+    return pos;
+}
+
+/* Every lcore has passed a quiescent state: what was replaced or unlinked before is unread. */
+static void grace_period(void)
+{
+    rte_rcu_qsbr_synchronize(rcu, RTE_QSBR_THRID_INVALID);
+    nfc_lpm_reclaim();
 }
 
 /* One entry, outside the forwarding loop (the entries file): add, or replace if `replace`. */
@@ -437,20 +496,21 @@ int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *val
     int present = rte_hash_lookup_data(t->h, key, &old) >= 0;
     if (present && !replace)
         return NFC_E_EXISTS;
-    void *d = new_data(t, values);
+    void *d = nfc_data_new(t, values);
     if (d == NULL && !t->inline_values)
         return NFC_E_NO_MEMORY;
     if (!present)
         plen_ref(t, keys, +1);
-    if (rte_hash_add_key_data(t->h, key, d) < 0) {
-        free_data(t, d);
+    st = put(t, key, d, !present, 1);
+    if (st != NFC_OK) {
+        nfc_data_free(t, d);
         if (!present)
             plen_ref(t, keys, -1);
-        return NFC_E_FULL;
+        return st;
     }
     if (present) { /* nothing forwards yet, but keep to the rule: free after a grace period */
-        rte_rcu_qsbr_synchronize(rcu, RTE_QSBR_THRID_INVALID);
-        free_data(t, old);
+        grace_period();
+        nfc_data_free(t, old);
     }
     return NFC_OK;
 }
@@ -493,15 +553,15 @@ static void undo(struct nfc_table *t, int op, struct change *c, uint32_t n)
         if (!c[i].applied)
             continue;
         if (op == NFC_OP_ADD) {
-            c[i].pos = rte_hash_del_key(t->h, c[i].key);
+            c[i].pos = unput(t, c[i].key);
             c[i].freepos = c[i].pos >= 0;
             plen_ref(t, c[i].keys, -1);
         } else if (op == NFC_OP_MODIFY) {
-            rte_hash_add_key_data(t->h, c[i].key, c[i].old);
+            put(t, c[i].key, c[i].old, 0, 0);
             c[i].old = NULL;
         } else { /* DELETE: re-insert with the old data; the old slot is freed after the grace period */
             plen_ref(t, c[i].keys, +1);
-            rte_hash_add_key_data(t->h, c[i].key, c[i].old);
+            put(t, c[i].key, c[i].old, 1, 0); /* no growth: positions of this batch are held */
             c[i].old = NULL;
         }
     }
@@ -547,7 +607,7 @@ int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint
     }
     /* 2. the new data */
     for (uint32_t i = 0; i < n && st == NFC_OK && op != NFC_OP_DELETE; i++) {
-        c[i].data = new_data(t, c[i].keys + nk);
+        c[i].data = nfc_data_new(t, c[i].keys + nk);
         if (c[i].data == NULL && !t->inline_values) {
             st = NFC_E_NO_MEMORY;
             *bad = i;
@@ -558,16 +618,16 @@ int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint
     for (; done < n && st == NFC_OK; done++) {
         struct change *x = &c[done];
         if (op == NFC_OP_DELETE) {
-            x->pos = rte_hash_del_key(t->h, x->key);
+            x->pos = unput(t, x->key);
             x->freepos = x->pos >= 0;
             plen_ref(t, x->keys, -1);
         } else {
             if (op == NFC_OP_ADD)
                 plen_ref(t, x->keys, +1);
-            if (rte_hash_add_key_data(t->h, x->key, x->data) < 0) {
+            st = put(t, x->key, x->data, op == NFC_OP_ADD, 1);
+            if (st != NFC_OK) {
                 if (op == NFC_OP_ADD)
                     plen_ref(t, x->keys, -1);
-                st = NFC_E_FULL;
                 *bad = done;
                 break;
             }
@@ -577,12 +637,12 @@ int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint
     if (st != NFC_OK)
         undo(t, op, c, done);
     /* 4. after one grace period nothing reads what was replaced or deleted */
-    rte_rcu_qsbr_synchronize(rcu, RTE_QSBR_THRID_INVALID);
+    grace_period();
     for (uint32_t i = 0; i < n; i++) {
         if (st != NFC_OK)
-            free_data(t, c[i].data); /* never visible, or undone; the old data (if any) is live again */
+            nfc_data_free(t, c[i].data); /* never visible, or undone; the old data (if any) is live again */
         else if (op != NFC_OP_ADD)
-            free_data(t, c[i].old);
+            nfc_data_free(t, c[i].old);
         if (c[i].freepos)
             rte_hash_free_key_with_position(t->h, c[i].pos);
     }

@@ -50,7 +50,7 @@ int nfc_run(struct nfc_pkt *p)
                 nfc_set64(key1, ((f2 & 0xffffull) << 0x30u) | ((f3 & 0xffffffffull) << 0x10u));
                 nfc_set64(key1 + 8u, 0ull);
                 void * hit1 = NULL;
-                if (nfc_hash_lookup(p, 0, key1, 0x10u, &hit1) >= 0) {
+                if (nfc_exact_lookup(p, 0, key1, 0x10u, &hit1)) {
                     uint64_t * v1 = (uint64_t *)hit1;
                     p->res[0] = v1[0];
                     p->res[1] = v1[1];

@@ -49,7 +49,7 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set64(key1, ((f2 & 0x3fffull) << 0x32u) | ((f3 & 0xffffffffull) << 0x12u));
             nfc_set64(key1 + 8u, 0ull);
             void * hit1 = NULL;
-            if (nfc_lpm_lookup(nfc_tables[0].h, nfc_tables[0].plens, key1, 0xeu, 0x20u, 0x2eu, &hit1)) {
+            if (nfc_lpm_lookup(p, 0, key1, 0x10u, &hit1)) {
                 uint64_t v1 = (uint64_t)((uintptr_t)hit1);
                 p->res[0] = (v1 >> 0u) & 0xffffffffull;
                 p->res[1] = (v1 >> 0x20u) & 0xffffffull;

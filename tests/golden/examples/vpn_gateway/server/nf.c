@@ -50,7 +50,7 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set64(key1, (((f2 & 0xfffull) << 0x34u) | ((f3 & 0xfffull) << 0x28u)) | ((f4 & 0xffffffffull) << 8u));
             nfc_set64(key1 + 8u, 0ull);
             void * hit1 = NULL;
-            if (nfc_hash_lookup(p, 0, key1, 0x10u, &hit1) >= 0) {
+            if (nfc_exact_lookup(p, 0, key1, 0x10u, &hit1)) {
                 uint64_t v1 = (uint64_t)((uintptr_t)hit1);
                 p->res[0] = (v1 >> 0u) & 0xffffffffull;
                 p->res[1] = (v1 >> 0x20u) & 0xffffffull;

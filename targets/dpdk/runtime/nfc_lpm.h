@@ -1,0 +1,171 @@
+/* nfc server runtime: longest-prefix match as a multibit trie (issue 13), the layout of seed
+ * 004 §4.1.2 ("Fast datapath route lookup"): DPDK's DIR-24-8 with its 2^24-entry first stage
+ * cut into a directory of 2^8 entries and sub-tables of 2^16 allocated on demand, then
+ * tables of 2^8 per further 8 bits, also on demand.  A VRF (the table's exact key fields)
+ * costs its 2 KiB directory until it has a route longer than /8.
+ *
+ * The LPM field is left-aligned to NFC_LPM_BITS(w) bits (32 or 64); level 0 indexes its top
+ * 8 bits, level 1 the next 16, every further level 8.  An entry is one 64-bit word:
+ *
+ *   bit 63      NFC_LPM_EXT: the low 56 bits point at the next level's table
+ *   bits 62..56 the prefix length + 1 of the route the entry expands (0: no route)
+ *   bits 55..0  that route's data word (rte_hash's data: the inline values or a pointer)
+ *
+ * Readers (forwarding lcores) take no lock: the one writer (nfc_lpm.c, the control thread)
+ * fills a new table before it publishes the pointer, stores whole words, and frees what it
+ * unlinks only after every lcore has passed a quiescent state (nfc_lpm_reclaim).
+ * Included by nfc_rt.h (after its bit-field accessors).  Hand-written, shared by every
+ * generated program. */
+#ifndef NFC_LPM_H
+#define NFC_LPM_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include <rte_hash.h>
+#include <rte_prefetch.h>
+
+#define NFC_LPM_EXT (1ull << 63)
+#define NFC_LPM_DATA ((1ull << 56) - 1)
+#define NFC_LPM_BITS(w) ((w) <= 32 ? 32u : 64u)
+
+struct nfc_lpm_root {
+    uint64_t dir[256];
+};
+
+struct nfc_lpm {
+    unsigned w;        /* width of the LPM field */
+    unsigned bits;     /* NFC_LPM_BITS(w) */
+    unsigned off;      /* bit offset of the LPM field in the key */
+    unsigned len_off;  /* bit offset of the prefix-length byte in a rule's key */
+    unsigned key_bytes;
+    struct rte_hash *vrfs;    /* the key has exact fields: VRF key -> struct nfc_lpm_root *; else NULL */
+    struct nfc_lpm_root *one; /* no exact fields: the one root */
+    /* control thread only */
+    uint64_t bytes;           /* memory of the trie: roots and tables */
+    uint64_t tables[2];       /* sub-tables (2^16 entries) and tables of 2^8 in use */
+};
+
+/* The entry of address a (left-aligned to `bits`) under root r: 0, or a route's word. */
+static inline uint64_t nfc_lpm_walk(const struct nfc_lpm_root *r, uint64_t a, unsigned bits)
+{
+    uint64_t e = __atomic_load_n(&r->dir[a >> (bits - 8)], __ATOMIC_ACQUIRE);
+    if (!(e & NFC_LPM_EXT))
+        return e;
+    const uint64_t *sub = (const uint64_t *)(uintptr_t)(e & NFC_LPM_DATA);
+    e = __atomic_load_n(&sub[(a >> (bits - 24)) & 0xffff], __ATOMIC_ACQUIRE);
+    for (unsigned sh = bits - 24; (e & NFC_LPM_EXT) && sh >= 8;) {
+        sh -= 8;
+        const uint64_t *t8 = (const uint64_t *)(uintptr_t)(e & NFC_LPM_DATA);
+        e = __atomic_load_n(&t8[(a >> sh) & 0xff], __ATOMIC_ACQUIRE);
+    }
+    return e;
+}
+
+/* The LPM field of a packed key (nfc_rt.h's layout), left-aligned to l->bits. */
+static inline uint64_t nfc_lpm_addr(const struct nfc_lpm *l, const uint8_t *key)
+{
+    return nfc_get(key, l->off, l->w) << (l->bits - l->w);
+}
+
+/* The root of a packed lookup key's VRF (its exact fields), NULL: no route in that VRF. */
+static inline const struct nfc_lpm_root *nfc_lpm_root_of(const struct nfc_lpm *l, const uint8_t *key);
+
+/* Lookup of a packed key (fields as the table has them, the LPM field whole); 1 and *data:
+ * the longest matching route's data word. */
+static inline int nfc_lpm_find(const struct nfc_lpm *l, const uint8_t *key, void **data)
+{
+    const struct nfc_lpm_root *r = nfc_lpm_root_of(l, key);
+    uint64_t e = r == NULL ? 0 : nfc_lpm_walk(r, nfc_lpm_addr(l, key), l->bits);
+    *data = (void *)(uintptr_t)(e & NFC_LPM_DATA);
+    return e != 0;
+}
+
+/* The VRF key of a packed key: the same bytes with the LPM field and the prefix-length byte
+ * (a rule's key has its length there; a lookup key has zero) zeroed. */
+static inline void nfc_lpm_vrf_key(const struct nfc_lpm *l, const uint8_t *key, uint8_t *out)
+{
+    memcpy(out, key, l->key_bytes);
+    nfc_set(out, l->off, l->w, 0);
+    nfc_set(out, l->len_off, 8, 0);
+}
+
+static inline const struct nfc_lpm_root *nfc_lpm_root_of(const struct nfc_lpm *l, const uint8_t *key)
+{
+    if (l->vrfs == NULL)
+        return __atomic_load_n(&l->one, __ATOMIC_ACQUIRE);
+    uint8_t vk[NFC_MAX_KEY];
+    void *root = NULL;
+    nfc_lpm_vrf_key(l, key, vk);
+    return rte_hash_lookup_data(l->vrfs, vk, &root) >= 0 ? (const struct nfc_lpm_root *)root : NULL;
+}
+
+/* Lookups of n packed keys at once (n <= 64): found (bit i of *hits) and data[i].  The
+ * VRFs by one bulk hash lookup, then the levels of all keys in step, each load prefetched a
+ * step before it is needed. */
+static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *const *keys, unsigned n,
+                                     void **data, uint64_t *hits)
+{
+    const struct nfc_lpm_root *root[64];
+    uint64_t a[64], e[64];
+    if (l->vrfs != NULL) {
+        uint8_t vk[64][NFC_MAX_KEY];
+        const void *vkp[64];
+        for (unsigned i = 0; i < n; i++) {
+            nfc_lpm_vrf_key(l, keys[i], vk[i]);
+            vkp[i] = vk[i];
+        }
+        uint64_t found = 0;
+        if (rte_hash_lookup_bulk_data(l->vrfs, vkp, n, &found, (void **)root) < 0)
+            found = 0;
+        for (unsigned i = 0; i < n; i++)
+            if (!((found >> i) & 1))
+                root[i] = NULL;
+    } else {
+        const struct nfc_lpm_root *one = __atomic_load_n(&l->one, __ATOMIC_ACQUIRE);
+        for (unsigned i = 0; i < n; i++)
+            root[i] = one;
+    }
+    const unsigned bits = l->bits;
+    for (unsigned i = 0; i < n; i++) { /* level 0, then prefetch the level-1 entry */
+        a[i] = nfc_lpm_addr(l, keys[i]);
+        e[i] = root[i] == NULL ? 0 : __atomic_load_n(&root[i]->dir[a[i] >> (bits - 8)], __ATOMIC_ACQUIRE);
+        if (e[i] & NFC_LPM_EXT)
+            rte_prefetch0((const uint64_t *)(uintptr_t)(e[i] & NFC_LPM_DATA) + ((a[i] >> (bits - 24)) & 0xffff));
+    }
+    for (unsigned i = 0; i < n; i++) { /* level 1, then prefetch the level-2 entry */
+        if (!(e[i] & NFC_LPM_EXT))
+            continue;
+        const uint64_t *sub = (const uint64_t *)(uintptr_t)(e[i] & NFC_LPM_DATA);
+        e[i] = __atomic_load_n(&sub[(a[i] >> (bits - 24)) & 0xffff], __ATOMIC_ACQUIRE);
+        if (e[i] & NFC_LPM_EXT)
+            rte_prefetch0((const uint64_t *)(uintptr_t)(e[i] & NFC_LPM_DATA) + ((a[i] >> (bits - 32)) & 0xff));
+    }
+    uint64_t h = 0;
+    for (unsigned i = 0; i < n; i++) { /* the deeper levels, one after the other */
+        for (unsigned sh = bits - 24; (e[i] & NFC_LPM_EXT) && sh >= 8;) {
+            sh -= 8;
+            const uint64_t *t8 = (const uint64_t *)(uintptr_t)(e[i] & NFC_LPM_DATA);
+            e[i] = __atomic_load_n(&t8[(a[i] >> sh) & 0xff], __ATOMIC_ACQUIRE);
+        }
+        data[i] = (void *)(uintptr_t)(e[i] & NFC_LPM_DATA);
+        h |= (uint64_t)(e[i] != 0) << i;
+    }
+    *hits = h;
+}
+
+/* The writer's side (nfc_lpm.c).  `key` is a rule's key as rte_hash holds it: the LPM field
+ * masked to the prefix length, the length in the byte at len_off. */
+struct nfc_table;
+/* `name`: of the VRFs' rte_hash (unique in the process) */
+int nfc_lpm_init(struct nfc_lpm *l, unsigned w, unsigned off, unsigned len_off, unsigned key_bytes, int vrfs,
+                 const char *name);
+/* Route `key` now answers `data`; `fresh`: a new route (else it replaces its own data).
+ * 0, or -ENOMEM with nothing changed. */
+int nfc_lpm_set(struct nfc_lpm *l, const uint8_t *key, void *data, int fresh);
+/* Route `key` is gone (already out of `rules`, where the route that covers it now is found). */
+void nfc_lpm_unset(struct nfc_lpm *l, const uint8_t *key, struct rte_hash *rules, const volatile uint64_t *plens);
+/* Free what unset unlinked; call only after a grace period begun after those calls. */
+void nfc_lpm_reclaim(void);
+
+#endif

@@ -1,0 +1,146 @@
+/* Drives the server runtime's LPM trie (targets/dpdk/runtime/nfc_lpm.c) for
+ * tests/test_lpm_trie.py, which holds the routes itself and checks every answer against a
+ * brute-force longest match.  Keys are laid out as the generated code packs them: a 16-bit
+ * VRF field (when the table has VRFs), then the LPM field of width W, then the length byte.
+ *
+ *   lpm_check W VRFS        (EAL arguments after "--"), then commands on stdin, one per line:
+ *   add VRF ADDR PLEN DATA  route VRF ADDR/PLEN := DATA (ADDR is masked here)  -> "ok" | "nomem"
+ *   del VRF ADDR PLEN       route gone                                          -> "ok" | "absent"
+ *   find VRF ADDR           single lookup                                       -> "hit DATA" | "miss"
+ *   bulk N VRF ADDR ...     N lookups at once (N <= 64), one answer per line
+ *   stats                   -> "bytes B small S big G"
+ *   reclaim                 free what deletes unlinked (no reader runs here)    -> "ok"
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_eal.h>
+#include <rte_hash.h>
+#include <rte_hash_crc.h>
+
+#include "nfc_rt.h"
+
+/* nfc_rt.h declares the generated program's tables; this driver has none */
+struct nfc_table nfc_tables[1];
+const int nfc_ntables = 0;
+
+static unsigned W, VRFS, OFF, LEN_OFF, KEY_BYTES = 16;
+static struct nfc_lpm trie;
+static struct rte_hash *rules;
+static volatile uint64_t plens[2];
+static uint32_t plen_count[65];
+
+static void pack(uint8_t *key, uint64_t vrf, uint64_t addr, int plen)
+{
+    memset(key, 0, KEY_BYTES);
+    if (VRFS)
+        nfc_set(key, 0, 16, vrf);
+    if (plen >= 0) {
+        uint64_t keep = plen == 0 ? 0 : (plen >= 64 ? ~0ull : ~((1ull << (W - (unsigned)plen)) - 1));
+        addr &= keep;
+        nfc_set(key, LEN_OFF, 8, (uint64_t)plen);
+    }
+    nfc_set(key, OFF, W, addr & nfc_mask(W));
+}
+
+static void count(int plen, int delta)
+{
+    plen_count[plen] = (uint32_t)((int)plen_count[plen] + delta);
+    if (plen_count[plen])
+        plens[plen >> 6] |= 1ull << (plen & 63);
+    else
+        plens[plen >> 6] &= ~(1ull << (plen & 63));
+}
+
+static void answer(int found, void *data)
+{
+    if (found)
+        printf("hit %" PRIu64 "\n", (uint64_t)(uintptr_t)data);
+    else
+        printf("miss\n");
+}
+
+int main(int argc, char **argv)
+{
+    int used = rte_eal_init(argc, argv);
+    if (used < 0 || argc - used < 3) {
+        fprintf(stderr, "usage: lpm_check EAL-ARGS -- W VRFS\n");
+        return 2;
+    }
+    W = (unsigned)atoi(argv[used + 1]);
+    VRFS = (unsigned)atoi(argv[used + 2]);
+    OFF = VRFS ? 16 : 0;
+    LEN_OFF = OFF + W;
+    struct rte_hash_parameters params = {.name = "rules", .entries = 1 << 16, .key_len = KEY_BYTES,
+                                         .hash_func = rte_hash_crc, .socket_id = 0};
+    rules = rte_hash_create(&params);
+    if (rules == NULL || nfc_lpm_init(&trie, W, OFF, LEN_OFF, KEY_BYTES, (int)VRFS, "check") != 0) {
+        fprintf(stderr, "lpm_check: set-up failed\n");
+        return 1;
+    }
+    char line[8192];
+    while (fgets(line, sizeof line, stdin) != NULL) {
+        char op[16];
+        uint64_t vrf = 0, addr = 0, data = 0;
+        int plen = 0, n = 0, at = 0;
+        uint8_t key[NFC_MAX_KEY];
+        if (sscanf(line, "%15s%n", op, &at) != 1)
+            continue;
+        if (strcmp(op, "add") == 0 && sscanf(line + at, "%" SCNu64 " %" SCNu64 " %d %" SCNu64, &vrf, &addr, &plen,
+                                             &data) == 4) {
+            pack(key, vrf, addr, plen);
+            void *old;
+            int fresh = rte_hash_lookup_data(rules, key, &old) < 0;
+            if (nfc_lpm_set(&trie, key, (void *)(uintptr_t)data, fresh) != 0) {
+                printf("nomem\n");
+            } else {
+                rte_hash_add_key_data(rules, key, (void *)(uintptr_t)data);
+                if (fresh)
+                    count(plen, +1);
+                printf("ok\n");
+            }
+        } else if (strcmp(op, "del") == 0 && sscanf(line + at, "%" SCNu64 " %" SCNu64 " %d", &vrf, &addr, &plen) == 3) {
+            pack(key, vrf, addr, plen);
+            if (rte_hash_del_key(rules, key) < 0) {
+                printf("absent\n");
+            } else {
+                count(plen, -1);
+                nfc_lpm_unset(&trie, key, rules, plens);
+                printf("ok\n");
+            }
+        } else if (strcmp(op, "find") == 0 && sscanf(line + at, "%" SCNu64 " %" SCNu64, &vrf, &addr) == 2) {
+            void *d = NULL;
+            pack(key, vrf, addr, -1);
+            int found = nfc_lpm_find(&trie, key, &d);
+            answer(found, d);
+        } else if (strcmp(op, "bulk") == 0 && sscanf(line + at, "%d%n", &n, &plen) == 1 && n > 0 && n <= 64) {
+            static uint8_t keys[64][NFC_MAX_KEY];
+            const uint8_t *kp[64];
+            void *d[64];
+            uint64_t hits = 0;
+            at += plen;
+            for (int i = 0; i < n; i++) {
+                int used_chars = 0;
+                if (sscanf(line + at, "%" SCNu64 " %" SCNu64 "%n", &vrf, &addr, &used_chars) != 2)
+                    return 3;
+                at += used_chars;
+                pack(keys[i], vrf, addr, -1);
+                kp[i] = keys[i];
+            }
+            nfc_lpm_find_bulk(&trie, kp, (unsigned)n, d, &hits);
+            for (int i = 0; i < n; i++)
+                answer((int)((hits >> i) & 1), d[i]);
+        } else if (strcmp(op, "stats") == 0) {
+            printf("bytes %" PRIu64 " small %" PRIu64 " big %" PRIu64 "\n", trie.bytes, trie.tables[0], trie.tables[1]);
+        } else if (strcmp(op, "reclaim") == 0) {
+            nfc_lpm_reclaim();
+            printf("ok\n");
+        } else {
+            printf("bad command\n");
+        }
+        fflush(stdout);
+    }
+    return 0;
+}

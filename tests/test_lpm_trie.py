@@ -1,0 +1,160 @@
+"""The server's LPM trie (targets/dpdk/runtime/nfc_lpm.c, issue 13) against a brute-force
+longest match.
+
+tests/c/lpm_check.c drives the trie as nfc_tables.c does (the routes in an rte_hash beside
+it, adds, replacements and deletes, single and bulk lookups), built under AddressSanitizer
+and UndefinedBehaviorSanitizer.  The expectation for every lookup comes from the routes
+this test holds itself: the longest route of the VRF whose prefix the address starts with.
+Routes are drawn to nest and overlap at every level boundary of the trie (lengths 0, 8,
+24, 32, ... and one off), so tables are made, shared, expanded and collapsed."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+RUNTIME = ROOT / "targets" / "dpdk" / "runtime"
+
+pytestmark = pytest.mark.skipif(shutil.which("pkg-config") is None or shutil.which("gcc") is None,
+                                reason="needs gcc and pkg-config (DPDK from Debian: python3 build.py setup)")
+
+
+@pytest.fixture(scope="module")
+def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("lpm") / "lpm_check"
+    cflags = subprocess.run(["pkg-config", "--cflags", "libdpdk"], capture_output=True, text=True, check=True).stdout
+    libs = subprocess.run(["pkg-config", "--libs", "libdpdk"], capture_output=True, text=True, check=True).stdout
+    cmd = ["gcc", *cflags.split(), "-march=native", "-O1", "-g", "-fsanitize=address,undefined",
+           "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror", "-std=gnu11", f"-I{RUNTIME}",
+           "-o", str(out), str(ROOT / "tests" / "c" / "lpm_check.c"), str(RUNTIME / "nfc_lpm.c"), *libs.split()]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return out
+
+
+@dataclass
+class Trie:
+    """One lpm_check process and the routes it was given."""
+    proc: subprocess.Popen[str]
+    width: int
+    vrfs: bool
+    routes: dict[tuple[int, int, int], int] = field(default_factory=dict)  # (vrf, plen, prefix) -> data
+    log: list[str] = field(default_factory=list)
+
+    def ask(self, line: str, answers: int = 1) -> list[str]:
+        self.log.append(line)
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self.proc.stdin.write(line + "\n")
+        self.proc.stdin.flush()
+        out = [self.proc.stdout.readline().strip() for _ in range(answers)]
+        assert all(out), "lpm_check died after:\n" + "\n".join(self.log[-20:])
+        return out
+
+    def prefix(self, addr: int, plen: int) -> int:
+        return addr >> (self.width - plen) << (self.width - plen) if plen else 0
+
+    def add(self, vrf: int, addr: int, plen: int, data: int) -> None:
+        assert self.ask(f"add {vrf} {addr} {plen} {data}") == ["ok"]
+        self.routes[(vrf, plen, self.prefix(addr, plen))] = data
+
+    def delete(self, vrf: int, plen: int, prefix: int) -> None:
+        assert self.ask(f"del {vrf} {prefix} {plen}") == ["ok"]
+        del self.routes[(vrf, plen, prefix)]
+
+    def expect(self, vrf: int, addr: int) -> str:
+        """Brute force: the longest route of the VRF whose prefix addr starts with."""
+        best = max((plen for (v, plen, pfx) in self.routes if v == vrf and self.prefix(addr, plen) == pfx),
+                   default=None)
+        return "miss" if best is None else f"hit {self.routes[(vrf, best, self.prefix(addr, best))]}"
+
+    def stats(self) -> dict[str, int]:
+        words = self.ask("stats")[0].split()
+        return {words[i]: int(words[i + 1]) for i in range(0, len(words), 2)}
+
+
+@pytest.fixture
+def trie(harness: Path, request: pytest.FixtureRequest) -> Iterator[Trie]:
+    width, vrfs = request.param
+    proc = subprocess.Popen([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
+                             "--log-level=error", "-l", "0", "--", str(width), str(vrfs)],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})
+    t = Trie(proc, width, bool(vrfs))
+    yield t
+    assert proc.stdin is not None
+    proc.stdin.close()
+    assert proc.wait(timeout=30) == 0, proc.stderr.read() if proc.stderr else ""
+
+
+def boundary_lengths(width: int) -> list[int]:
+    """Prefix lengths at and around the trie's level boundaries (8, 24, then every 8)."""
+    ends = [8, *range(24, width + 1, 8)] if width > 8 else []
+    return sorted({0, 1, width, *(b + d for b in ends for d in (-1, 0, 1) if 0 <= b + d <= width)})
+
+
+def random_ops(t: Trie, rnd: random.Random, vrfs: int, steps: int) -> None:
+    """Adds (fresh and replacing), deletes and lookups, checked as they go."""
+    w = t.width
+    bases = [rnd.getrandbits(w) for _ in range(6)]
+    lengths = boundary_lengths(w)
+
+    def address() -> int:  # near a few bases, so routes nest and lookups fall inside them
+        return bases[rnd.randrange(len(bases))] ^ rnd.getrandbits(rnd.choice([0, 1, 4, 8, 12, w]))
+
+    for _ in range(steps):
+        r = rnd.random()
+        vrf = rnd.randrange(vrfs) if vrfs else 0
+        if r < 0.45:
+            plen = rnd.choice(lengths) if rnd.random() < 0.7 else rnd.randint(0, w)
+            t.add(vrf, address(), plen, rnd.randrange(1, 2**40))
+        elif r < 0.7 and t.routes:
+            v, plen, pfx = rnd.choice(sorted(t.routes))
+            t.delete(v, plen, pfx)
+        elif r < 0.85:
+            addr = address()
+            assert t.ask(f"find {vrf} {addr}") == [t.expect(vrf, addr)], t.log[-30:]
+        else:
+            probes = [(rnd.randrange(vrfs) if vrfs else 0, address()) for _ in range(rnd.randint(1, 64))]
+            got = t.ask(f"bulk {len(probes)} " + " ".join(f"{v} {a}" for v, a in probes), len(probes))
+            assert got == [t.expect(v, a) for v, a in probes], t.log[-30:]
+        if rnd.random() < 0.05:
+            t.ask("reclaim")
+
+
+@pytest.mark.parametrize("trie", [(32, 0), (32, 1), (64, 1), (12, 0), (40, 0)], indirect=True,
+                         ids=["ipv4", "ipv4-vrf", "64bit-vrf", "12bit", "40bit"])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_lookups_answer_the_longest_matching_route_through_adds_and_deletes(trie: Trie, seed: int) -> None:
+    random_ops(trie, random.Random(seed * 1000 + trie.width), 4 if trie.vrfs else 0, 1500)
+
+
+@pytest.mark.parametrize("trie", [(32, 1)], indirect=True)
+def test_memory_comes_back_when_the_routes_go(trie: Trie) -> None:
+    """Tables are made on demand and freed (after the grace period) when no route needs them:
+    a VRF with only short routes costs its 2 KiB directory, and with no routes nothing."""
+    rnd = random.Random(7)
+    assert trie.stats()["bytes"] == 0
+    trie.add(3, 10 << 24, 8, 1)  # a /8: the directory only
+    small = trie.stats()
+    assert (small["small"], small["big"]) == (1, 0)
+    for i in range(200):  # /24s and /32s under two /8s
+        trie.add(3, (10 << 24) | rnd.getrandbits(24), rnd.choice([24, 32]), i + 2)
+        trie.add(3, (11 << 24) | rnd.getrandbits(24), rnd.choice([24, 32]), i + 2)
+    grown = trie.stats()
+    assert grown["big"] == 2 and grown["small"] > 1
+    for vrf, plen, pfx in sorted(trie.routes):
+        if plen > 8:
+            trie.delete(vrf, plen, pfx)
+    trie.ask("reclaim")
+    assert trie.stats() == small
+    assert trie.ask(f"find 3 {(10 << 24) | 5}") == ["hit 1"]
+    trie.delete(3, 8, 10 << 24)
+    trie.ask("reclaim")
+    assert trie.stats()["bytes"] == 0
+    assert trie.ask(f"find 3 {(10 << 24) | 5}") == ["miss"]

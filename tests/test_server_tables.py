@@ -1,0 +1,163 @@
+"""Server tables changed through the control channel (issue 13): LPM routes added, replaced
+and deleted in all-or-nothing batches (the trie of targets/dpdk/runtime/nfc_lpm.c behind
+them, value records shared between entries), and control-plane tables growing past the room
+they start with.  The generated program (tests/corpus/lpm_routes.nfp, --target dpdk, under
+ASan + UBSan) must then forward as the reference interpreter does with the entries that are
+left."""
+
+from __future__ import annotations
+
+import random
+import struct
+import subprocess
+import sys
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Dot1Q, Ether
+from scapy.utils import RawPcapReader, RawPcapWriter
+
+from compiler.interp import Entry, Interpreter, Match
+from runtime.control import ControlChannel
+from runtime.server_proc import ServerProcess, eal_args
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, reference_outputs
+
+pytestmark = pytest.mark.skipif(not HAVE_DPDK,
+                                reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
+
+SOURCE = ROOT / "tests" / "corpus" / "lpm_routes.nfp"
+TAG = struct.Struct(">I")  # nf --tagged: the logical port before each frame
+SRC_IP = 0x0A000001
+
+
+@dataclass
+class Built:
+    binary: Path
+    spec: Interpreter
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
+    out = tmp_path_factory.mktemp("lpm_routes")
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(SOURCE), "--target", "dpdk", "-o", str(out)],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = subprocess.run(["make", "-C", str(out / "server"), "nf-san"], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return Built(out / "server" / "nf-san", Interpreter(compile_file(str(SOURCE), "dpdk").program))
+
+
+@pytest.fixture(autouse=True)
+def asan_aborts(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sanitizer report ends the program (the entries still held at exit are not leaks)."""
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+
+
+def _ip(a: int) -> str:
+    return ".".join(str(a >> s & 255) for s in (24, 16, 8, 0))
+
+
+def _run(b: Built, load: Callable[[ControlChannel], None], packets: list[tuple[int, bytes]],
+         work: Path) -> tuple[dict[int, Counter[bytes]], Counter[str]]:
+    """The program with what ``load(control)`` writes, then the tagged packets: outputs per
+    port (multisets) and drops by reason."""
+    rx, tx = work / "in.pcap", work / "out.pcap"
+    with RawPcapWriter(str(rx), linktype=1) as w:
+        for port, data in packets:
+            w.write(TAG.pack(port) + data)
+    srv = ServerProcess(b.binary, eal=eal_args(), live=False, extra=["--tagged"],
+                        attach=[f"net_pcap0,rx_pcap={rx},tx_pcap={tx}"])
+    with srv:
+        load(srv.control)
+        srv.control.start()
+        counters = srv.wait(120)
+    assert "ERROR: AddressSanitizer" not in srv.stderr and "runtime error:" not in srv.stderr, srv.stderr[-3000:]
+    got: dict[int, Counter[bytes]] = {}
+    for data, _ in RawPcapReader(str(tx)) if tx.exists() else []:
+        got.setdefault(TAG.unpack_from(data)[0], Counter())[bytes(data[TAG.size:])] += 1
+    return got, Counter(counters.get("drops", {}))
+
+
+def _packet(dst: int, vid: int | None = None) -> bytes:
+    ip = IP(src=_ip(SRC_IP), dst=_ip(dst), ttl=9) / UDP(sport=1, dport=2) / b"lpm"
+    return bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / (Dot1Q(vlan=vid) / ip if vid else ip))
+
+
+def _routes(rnd: random.Random, n: int) -> Iterator[tuple[int, int, int]]:
+    """(vrf, prefix, length): nested around a few bases, at and beside the trie's level
+    boundaries (8, 24, 32)."""
+    bases = [rnd.getrandbits(32) for _ in range(4)]
+    for _ in range(n):
+        plen = rnd.choice([0, 7, 8, 9, 16, 23, 24, 25, 31, 32, rnd.randint(0, 32)])
+        addr = rnd.choice(bases) ^ rnd.getrandbits(rnd.choice([4, 12, 20, 32]))
+        yield rnd.choice([1, 2]), addr >> (32 - plen) << (32 - plen) if plen else 0, plen
+
+
+def test_routes_added_replaced_and_deleted_over_the_control_channel_forward_as_the_reference(
+        built: Built, tmp_path: Path) -> None:
+    """Routes share a few next hops (so entries share value records, nfc_values.c), are
+    replaced by the same or another next hop, and deleted; a record freed while a route
+    still used it would be an ASan report or a wrong output."""
+    rnd = random.Random(13)
+    hops = [(rnd.randrange(32), rnd.getrandbits(48), rnd.choice([0, rnd.randrange(1, 4096)])) for _ in range(5)]
+    routes = {key: rnd.choice(hops) for key in _routes(rnd, 300)}
+    keys = sorted(routes)
+    replaced = {k: rnd.choice(hops) for k in rnd.sample(keys, 80)}
+    deleted = set(rnd.sample([k for k in keys if k not in replaced], 120))
+    final = {k: replaced.get(k, v) for k, v in routes.items() if k not in deleted}
+
+    def load(ch: ControlChannel) -> None:
+        ch.write("add", "port_vrf", [[1, 1], [2, 2]])
+        ch.write("add", "allowed_src", [[1, SRC_IP], [2, SRC_IP]])
+        ch.write("add", "routes", [[*k, *routes[k]] for k in keys], chunk=100)
+        ch.write("modify", "routes", [[*k, *v] for k, v in replaced.items()], chunk=30)
+        ch.write("delete", "routes", [list(k) for k in sorted(deleted)], chunk=50)
+
+    spec = built.spec
+    for port, vrf in ((1, 1), (2, 2)):
+        spec.tables["port_vrf"].insert(Entry((Match(port),), {"vrf": vrf}))
+        spec.tables["allowed_src"].insert(Entry((Match(vrf), Match(SRC_IP)), {}))
+    for (vrf, net, plen), (port, mac, vid) in final.items():
+        spec.tables["routes"].insert(Entry((Match(vrf), Match(net, plen)),
+                                           {"port": port, "next_hop_mac": mac, "vid": vid}))
+    packets = []
+    for _ in range(600):
+        _, net, plen = rnd.choice(keys)
+        dst = net | rnd.getrandbits(32 - plen) if plen < 32 else net
+        packets.append((rnd.choice([1, 2]), _packet(dst if rnd.random() < 0.9 else rnd.getrandbits(32))))
+    got = _run(built, load, packets, tmp_path)
+    inputs: dict[int, list[bytes]] = {}
+    for port, data in packets:
+        inputs.setdefault(port, []).append(data)
+    want = reference_outputs(spec, inputs)
+    assert got == want
+    assert sum(sum(c.values()) for c in want[0].values()) > 300  # most packets found a route
+
+
+def test_exact_table_grows_past_its_start_size_and_keeps_every_entry(built: Built, tmp_path: Path) -> None:
+    """allowed_src (size 64K) starts with room for 1,024 entries (NFC_GROW_FROM) and grows
+    as 5,000 are added in batches: every entry is still there, in the program's own dump and
+    for the packets, and HELLO reports the room it has now."""
+    rnd = random.Random(5)
+    sources = rnd.sample(range(1 << 24, 1 << 25), 5000)
+    capacity: list[int] = []
+
+    def load(ch: ControlChannel) -> None:
+        ch.write("add", "port_vrf", [[1, 1]])
+        ch.write("add", "routes", [[1, 0, 0, 3, 0x020000000003, 0]])
+        assert ch.tables["allowed_src"].capacity == 1024
+        ch.write("add", "allowed_src", [[1, s] for s in sources], chunk=700)
+        assert sorted(r[1] for r in ch.dump("allowed_src")) == sorted(sources)
+        with ControlChannel(ch.path) as again:  # HELLO again
+            capacity.append(again.tables["allowed_src"].capacity)
+
+    allowed = rnd.sample(sources, 200)
+    packets = [(1, bytes(Ether() / IP(src=_ip(s), dst="1.2.3.4") / b"g")) for s in allowed]
+    packets.append((1, bytes(Ether() / IP(src="9.9.9.9", dst="1.2.3.4") / b"g")))
+    got, drops = _run(built, load, packets, tmp_path)
+    assert capacity and capacity[0] >= 5000
+    assert sum(got.get(3, Counter()).values()) == 200 and drops == Counter({"source_not_allowed": 1})
