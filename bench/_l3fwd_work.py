@@ -147,11 +147,14 @@ def l3fwd_rules(routes: Iterable[Route], path: Path) -> None:
             f.write(f"R{_dotted(r.network)}/{r.length} {OUT_PORT}\n")
 
 
-def nfc_entries(routes: Iterable[Route], path: Path) -> None:
-    """bench/l3fwd.nfp's entries file (docs/server.md): ``routes <net>/<len> : <port> <mac>``."""
+def nfc_entries(routes: Iterable[Route], path: Path, per_route_macs: bool = False) -> None:
+    """bench/l3fwd.nfp's entries file (docs/server.md): ``routes <net>/<len> : <port> <mac>``.
+    As in l3fwd, whose destination MAC is its output port's (``dest_eth_addr[port]``), every
+    route's next hop is its port's; ``per_route_macs`` gives each route a MAC of its own
+    instead (a test can then tell which route a packet took)."""
     with path.open("w") as f:
         for i, r in enumerate(routes):
-            f.write(f"routes {r.network:#x}/{r.length} : {OUT_PORT} {next_hop_mac(i):#x}\n")
+            f.write(f"routes {r.network:#x}/{r.length} : {OUT_PORT} {next_hop_mac(i if per_route_macs else 0):#x}\n")
 
 
 def dsr_entries(routes: Iterable[Route], path: Path) -> None:

@@ -8,6 +8,7 @@ The benchmark itself is `python3 build.py bench`."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import re
 import subprocess
 import threading
@@ -24,7 +25,7 @@ from scapy.utils import RawPcapReader
 from bench import _l3fwd_work as work
 from bench._dpdk_proc import Sample, parse_schedstat, window_between
 from compiler.manifest import load_plan
-from runtime.server_proc import ServerProcess, eal_args
+from runtime.server_proc import eal_args
 from tests.conftest import HAVE_DPDK, nfc_cli
 
 Net = ipaddress.IPv4Network
@@ -212,10 +213,13 @@ def test_l3fwd_nfp_routes_rewrites_and_drops_as_l3fwd_does(tmp_path: Path) -> No
     frames = [work.frame(d, i) for i, d in enumerate(dests)]
     bad = malformed(frames[0])
     work.write_pcap(tmp_path / "in.pcap", [*frames, *bad.values()])
-    work.nfc_entries(routes, tmp_path / "entries.txt")
+    work.nfc_entries(routes, tmp_path / "entries.txt", per_route_macs=True)
     vdevs = [f"net_pcap0,rx_pcap={tmp_path / 'in.pcap'}", f"net_pcap{work.OUT_PORT},tx_pcap={tmp_path / 'out.pcap'}"]
-    counters = ServerProcess(server / "nf", vdevs, eal=eal_args("0", 256), live=False,
-                             extra=["--entries", str(tmp_path / "entries.txt")]).wait()
+    # run to the end of the pcap (a control client could connect only after a short input ended)
+    run = subprocess.run([str(server / "nf"), *eal_args("0", 256), *[f"--vdev={v}" for v in vdevs], "--",
+                          "--entries", str(tmp_path / "entries.txt")], capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-2000:]
+    counters = json.loads(run.stdout.strip().splitlines()[-1])
     got = [bytes(d) for d, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
     want = [routed(f, work.next_hop_mac(index[longest_match(by_len, d)]))  # type: ignore[index]
             for f, d in zip(frames, dests, strict=True)]

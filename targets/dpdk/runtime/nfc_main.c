@@ -162,15 +162,21 @@ static int forward(void *arg)
                 uint16_t sent = 0;
                 /* a queue that takes nothing for 1 ms is given up on: the frames left are
                  * dropped (server_no_buffer), so the lcore reaches its quiescent point and
-                 * the control thread's writes (RCU) are never held up by a stuck port */
-                uint64_t give_up = rte_get_timer_cycles() + hz / 1000;
+                 * the control thread's writes (RCU) are never held up by a stuck port; the
+                 * clock is read only once a queue takes nothing */
+                uint64_t give_up = 0;
                 while (sent < nout[q] && !quit) {
                     uint16_t k = rte_eth_tx_burst(q, queue, out[q] + sent, (uint16_t)(nout[q] - sent));
                     sent += k;
-                    if (k == 0 && rte_get_timer_cycles() > give_up)
+                    if (k > 0) {
+                        give_up = 0;
+                        continue;
+                    }
+                    uint64_t now = rte_get_timer_cycles();
+                    if (give_up == 0)
+                        give_up = now + hz / 1000;
+                    else if (now > give_up)
                         break;
-                    if (k > 0)
-                        give_up = rte_get_timer_cycles() + hz / 1000;
                 }
                 for (uint16_t i = sent; i < nout[q]; i++) {
                     rte_pktmbuf_free(out[q][i]);
@@ -182,7 +188,8 @@ static int forward(void *arg)
         nfc_rcu_quiescent(lcore); /* nothing of the tables is held across bursts */
         if (got > 0) {
             seen += got;
-            last = rte_get_timer_cycles();
+            if (!live)
+                last = rte_get_timer_cycles();
         } else if (!live && (seen > 0 || rte_get_timer_cycles() - last > hz * idle_ms / 1000)) {
             break;
         }
