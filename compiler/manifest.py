@@ -199,6 +199,15 @@ class SolverInfo:
     engine: str
     objectives: tuple[str, ...]  # lexicographic, first first
     optimal: bool
+    # How the placement was found and how good it is known to be (docs/partitioner.md, Optimality);
+    # absent from plans written before them.
+    method: str = ""  # "exact" | "scalable"
+    time_limit_s: float | None = None  # --place-timeout
+    stopped_at_time_limit: bool = False
+    objective_values: tuple[float, ...] = ()  # per objective: server ns per offered packet, expected hits ...
+    objective_bounds: tuple[float | None, ...] = ()  # the best proven bound on each (None: unknown)
+    gap: float | None = None  # on gap_objective: |value - bound| / max(|value|, |bound|); None: unknown
+    gap_objective: str | None = None  # the first objective not proved optimal (None: all are)
 
 
 @dataclass(frozen=True, slots=True)
@@ -283,7 +292,14 @@ def _miss_path(x: dict[str, Any]) -> MissPathInfo:
 
 
 def _solver(s: dict[str, Any] | None) -> SolverInfo | None:
-    return SolverInfo(s["engine"], tuple(s["objectives"]), bool(s["optimal"])) if s else None
+    if not s:
+        return None
+    limit, gap = s.get("time_limit_s"), s.get("gap")
+    return SolverInfo(s["engine"], tuple(s["objectives"]), bool(s["optimal"]), s.get("method", ""),
+                      None if limit is None else float(limit), bool(s.get("stopped_at_time_limit", False)),
+                      tuple(float(v) for v in s.get("objective_values", ())),
+                      tuple(None if b is None else float(b) for b in s.get("objective_bounds", ())),
+                      None if gap is None else float(gap), s.get("gap_objective"))
 
 
 def _bridge(b: dict[str, Any]) -> BridgeInfo:

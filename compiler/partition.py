@@ -1,313 +1,243 @@
-"""The partitioner: decides where every stage runs, with Z3's optimiser.
+"""The partitioner: decides where every stage runs, and how sure it is of the answer.
 
-Model (docs/partitioner.md has the full statement):
+docs/partitioner.md states the model (segments, units in MAU stages, per-stage memory,
+dependencies, caches; four objectives in lexicographic order) and the algorithm:
 
-* Each pipeline's stages get a ``Segment`` (``compiler/placement.py``): ``SWITCH`` (before
-  the server), ``SERVER`` or ``SWITCH_AFTER``, non-decreasing along the pipeline (the solver
-  sees them as the integers 0, 1, 2): a packet goes switch → server → switch at most once.
-* A stage may only go where its target has every operation and match kind it uses.
-* Each stage splits into units (``compiler.analysis``); a unit on the switch occupies MAU
-  stages ``first..last`` and receives SRAM/TCAM blocks there; per MAU stage the blocks of
-  all units fit the target's budget; a unit that depends on an earlier one of the same
-  pass (read-after-write, write-after-read, write-after-write, or a drop before a
-  stateful effect) starts after it ends.
-* A table with ``cache = true`` keeps its full copy on the server and a cache on the
-  switch whose size the solver chooses.
-* Objectives, in order: minimise server nanoseconds per offered packet (traffic share ×
-  cost model of the server-placed stages and of crossing the link), maximise cached
-  entries, minimise the MAU stages used.
+1. **Greedy start** (``compiler/place_greedy.py``): a valid placement in milliseconds, kept as
+   the fallback whatever happens next.
+2. **Optimiser**, within the time limit (``--place-timeout``, 60 s by default):
+   * a program of at most ``EXACT_MAX_STAGES`` stages: the exact model, the whole problem in
+     one Z3 ``Optimize`` query (``compiler/partition_exact.py``), which proves its answer optimal;
+   * a larger one: the scalable search: a knapsack bound on the server cost whose choice is
+     another greedy start (``compiler/place_bounds.py``), a Z3 relaxation for the bounds on the
+     later objectives, and a Z3 layout model for fixed segments (``compiler/place_scale.py``).
+3. **Choice**: every candidate is checked against the constraints (``compiler/place_check.py``);
+   the best by the objectives wins, and its values are compared with the best bounds proved
+   (``Optimality``).  A placement not proved optimal carries its gap and warning W080; only
+   when no valid placement is found at all is it E080.
 """
 
 from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
-from typing import Any
-
-import z3
+from dataclasses import dataclass, replace
 
 from compiler import ir
-from compiler.analysis import Unit, stage_units, stage_uses
+from compiler.analysis import stage_units
 from compiler.explain import explain_unfit
-from compiler.passes.capabilities import can_run
-from compiler.placement import MissPath, Placement, Segment, UnitPlacement
+from compiler.partition_exact import solve_exact
+from compiler.place_bounds import ServerBound, server_lower_bound
+from compiler.place_check import violations
+from compiler.place_greedy import greedy
+from compiler.place_problem import Layout, Problem, objectives, problem_of, stage_cost_ns
+from compiler.place_scale import Bounds, lay_out, relax
+from compiler.placement import OBJECTIVES, MissPath, Optimality, Placement, Segment
 from compiler.profiles import TargetSet, TargetSpec
-from compiler.resources import Blocks, register_blocks, server_bytes, table_blocks
-from lang.diagnostics import Diagnostics, Span
+from compiler.resources import Blocks, server_bytes
+from lang.diagnostics import Diagnostics, InternalError, Span
 
-__all__ = ["SOLVER_TIMEOUT_MS", "partition", "stage_cost_ns"]
+__all__ = ["EXACT_MAX_STAGES", "EXACT_RELAX_SHARE", "GAP_TOLERANCE", "LAYOUT_MAX_UNITS", "RELAX_SHARE",
+           "SOLVER_TIMEOUT_MS", "gap_text", "hit_rate", "partition", "stage_cost_ns", "switch_usage"]
 
-SOLVER_TIMEOUT_MS = 60_000
-SCALE = 100  # objective in 1/100 ns
+SOLVER_TIMEOUT_MS = 60_000  # the default time limit
+EXACT_MAX_STAGES = 8  # programs up to this many stages get the exact model (the examples have 5 to 7)
+RELAX_SHARE = 0.3  # of the time left, for the scalable search's relaxation
+EXACT_RELAX_SHARE = 0.1  # for the bounds of the exact model's answer, should the time run out
+LAYOUT_MAX_UNITS = 40  # the layout model is tried for programs up to this many units
+# A placement this close to its bound is not worth more search, nor a warning unless the time ran
+# out (the relative gap at which MIP solvers stop by default, e.g. Gurobi's MIPGap, HiGHS').
+GAP_TOLERANCE = 1e-4
 
-
-def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec) -> float:
-    """Server nanoseconds one packet spends in ``stage`` (the profile's cost model)."""
-    c = spec.cost
-    total = 0.0
-    for use in stage_uses(prog, stage):
-        if use.op == "lookup":
-            continue
-        if use.op.startswith("match:"):
-            continue
-        total += {"crypto": c.get("crypto", 70.0), "hash": c.get("hash", 2.0),
-                  "dataplane_insert": c.get("insert", 25.0)}.get(use.op, c.get("stmt", 1.0))
-    for unit in stage_units(prog, stage):
-        for t in unit.tables:
-            total += _lookup_ns(prog.tables[t], c)
-    return total
+@dataclass(frozen=True)
+class _Outcome:
+    layout: Layout | None  # the best valid candidate
+    bounds: Bounds
+    method: str
+    stopped_at_limit: bool
+    infeasible: bool = False  # proved: no placement exists
 
 
-def _lookup_ns(t: ir.Table, c: dict[str, float]) -> float:
-    if t.match == "exact":
-        lo, hi = c.get("exact_1m", 19.0), c.get("exact_16m", 23.0)
-        frac = min(1.0, max(0.0, math.log2(max(t.size, 1) / 1e6) / 4))
-        return lo + (hi - lo) * frac
-    if t.match == "lpm":
-        return c.get("lpm", 6.0)
-    return c.get("ternary", 40.0)
+class _Clock:
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = time.monotonic()
 
+    def left_ms(self, share: float = 1.0) -> int:
+        """Milliseconds of ``share`` of the time that is left (at least 1)."""
+        left = self.seconds - (time.monotonic() - self.started)
+        return max(1, int(left * 1000 * share))
 
-# ---- the model ------------------------------------------------------------------------------
+    def elapsed(self) -> float:
+        return time.monotonic() - self.started
 
-
-@dataclass
-class _Model:
-    prog: ir.Program
-    targets: TargetSet
-    opt: Any
-    seg: dict[str, Any] = field(default_factory=dict)
-    units: list[Unit] = field(default_factory=list)
-    first: dict[str, Any] = field(default_factory=dict)
-    last: dict[str, Any] = field(default_factory=dict)
-    sram: dict[tuple[str, int], Any] = field(default_factory=dict)
-    tcam: dict[tuple[str, int], Any] = field(default_factory=dict)
-    cache_e: dict[str, Any] = field(default_factory=dict)
-    has_server: dict[str, Any] = field(default_factory=dict)
-
-
-def _depends(a: Unit, b: Unit) -> bool:
-    return bool(a.writes & b.reads or a.reads & b.writes or a.writes & b.writes) or (a.may_stop and b.stateful)
-
-
-def _unit_need(m: _Model, u: Unit, spec: TargetSpec, seen_objs: set[str]) -> tuple[Any, Any]:
-    """(SRAM, TCAM) blocks unit ``u`` needs on the switch: ints, or solver terms for caches."""
-    sram: Any = 0
-    tcam: Any = 0
-    for name in u.tables:
-        t = m.prog.tables[name]
-        if t.hints.cache:
-            s, c = _cache_vars(m, t, spec)
-            sram, tcam = sram + s, tcam + c
-        else:
-            b = table_blocks(t, t.size, spec)
-            sram, tcam = sram + b.sram, tcam + b.tcam
-    for obj, width, size in _stateful_objects(m.prog, u):
-        if obj not in seen_objs:
-            seen_objs.add(obj)
-            sram = sram + register_blocks(width, size, spec)
-    return sram, tcam
-
-
-def _stateful_objects(prog: ir.Program, u: Unit) -> list[tuple[str, int, int]]:
-    out: list[tuple[str, int, int]] = []
-    for loc in sorted(u.reads | u.writes):
-        if loc[0] == "reg":
-            r = prog.registers[loc[1]]
-            out.append((r.name, r.width, r.size))
-    from compiler.analysis import stmt_exprs, walk_expr, walk_stmts
-
-    for s in walk_stmts(u.stmts):
-        for e in stmt_exprs(s):
-            for x in walk_expr(e):
-                if isinstance(x, ir.CounterOp):
-                    c = prog.counters[x.obj]
-                    out.append((c.name, 64 if c.kind == "counter" else 128, c.size))
-    return out
-
-
-def _cache_vars(m: _Model, t: ir.Table, spec: TargetSpec) -> tuple[Any, Any]:
-    """Cache size variables: entries E, SRAM blocks B (B·cap >= E), TCAM blocks for lpm/ternary."""
-    e = z3.Int(f"cache_{t.name}")
-    m.cache_e[t.name] = e
-    m.opt.add(e >= 0, e <= t.size)
-    per = table_blocks(t, 1024 * 1024, spec)  # blocks for 1Mi entries: the per-entry ratio
-    b = z3.Int(f"cache_sram_{t.name}")
-    m.opt.add(b >= 0, b * (1024 * 1024) >= e * per.sram)
-    c: Any = 0
-    if per.tcam:
-        c = z3.Int(f"cache_tcam_{t.name}")
-        m.opt.add(c >= 0, c * (1024 * 1024) >= e * per.tcam)
-    return b, c
-
-
-def _build(m: _Model, diags: Diagnostics) -> None:
-    prog, ts = m.prog, m.targets
-    sw, srv = ts.switch, ts.server
-    for p in prog.pipelines:
-        prev = None
-        hs = z3.Bool(f"server_{p.name}")
-        m.has_server[p.name] = hs
-        for sname in p.stages:
-            stage = prog.stages[sname]
-            s = z3.Int(f"seg_{sname}")
-            m.seg[sname] = s
-            m.opt.add(s >= Segment.SWITCH, s <= Segment.SWITCH_AFTER)
-            if prev is not None:
-                m.opt.add(prev <= s)
-            prev = s
-            if not can_run(prog, stage, sw, srv is not None) or sw is None:
-                m.opt.add(s == Segment.SERVER)
-            if not can_run(prog, stage, srv) or srv is None:
-                m.opt.add(s != Segment.SERVER)
-            if srv is None or sw is None:
-                m.opt.add(s != Segment.SWITCH_AFTER)
-            for pin in _pins(prog, stage):
-                m.opt.add(s == Segment.SERVER if pin == "server" else s != Segment.SERVER)
-            m.opt.add(z3.Implies(s == Segment.SERVER, hs))
-        m.opt.add(z3.Implies(hs, z3.Or([m.seg[x] == Segment.SERVER for x in p.stages] or [z3.BoolVal(False)])))
-        for x in p.stages:  # a pipeline that never visits the server is all "segment 0"
-            m.opt.add(z3.Implies(z3.Not(hs), m.seg[x] == Segment.SWITCH))
-    if sw is not None:
-        _switch_resources(m, sw)
-
-
-def _pins(prog: ir.Program, stage: ir.Stage) -> list[str]:
-    return [prog.tables[t].hints.pin or "" for u in stage_units(prog, stage) for t in u.tables
-            if prog.tables[t].hints.pin]
-
-
-def _switch_resources(m: _Model, sw: TargetSpec) -> None:
-    n = int(sw.res("stages"))
-    seen: set[str] = set()
-    per_stage_sram: list[list[Any]] = [[] for _ in range(n)]
-    per_stage_tcam: list[list[Any]] = [[] for _ in range(n)]
-    for p in m.prog.pipelines:
-        units = [u for s in p.stages for u in stage_units(m.prog, m.prog.stages[s])]
-        for u in units:
-            _place_unit(m, u, sw, n, seen, per_stage_sram, per_stage_tcam)
-        for i, a in enumerate(units):
-            for b in units[i + 1 :]:
-                if _depends(a, b):
-                    sa, sb = m.seg[a.stage], m.seg[b.stage]
-                    m.opt.add(z3.Implies(z3.And(sa != 1, sa == sb), m.last[a.name] < m.first[b.name]))
-    for k in range(n):
-        if per_stage_sram[k]:
-            m.opt.add(z3.Sum(per_stage_sram[k]) <= int(sw.res("sram_blocks")))
-        if per_stage_tcam[k]:
-            m.opt.add(z3.Sum(per_stage_tcam[k]) <= int(sw.res("tcam_blocks")))
-
-
-def _place_unit(m: _Model, u: Unit, sw: TargetSpec, n: int, seen: set[str],
-                per_sram: list[list[Any]], per_tcam: list[list[Any]]) -> None:
-    m.units.append(u)
-    first, last = z3.Int(f"first_{u.name}"), z3.Int(f"last_{u.name}")
-    m.first[u.name], m.last[u.name] = first, last
-    m.opt.add(first >= 0, last <= n - 1, first <= last)
-    on = m.seg[u.stage] != 1
-    need_s, need_t = _unit_need(m, u, sw, seen)
-    if isinstance(need_s, int) and isinstance(need_t, int) and need_s == 0 and need_t == 0:
-        m.opt.add(first == last)
-        return
-    for kind, need, per in (("s", need_s, per_sram), ("t", need_t, per_tcam)):
-        if isinstance(need, int) and need == 0:
-            continue
-        cells = []
-        for k in range(n):
-            a = z3.Int(f"{kind}_{u.name}_{k}")
-            (m.sram if kind == "s" else m.tcam)[(u.name, k)] = a
-            m.opt.add(a >= 0, z3.Implies(a > 0, z3.And(first <= k, k <= last)))
-            per[k].append(a)
-            cells.append(a)
-        m.opt.add(z3.Sum(cells) == z3.If(on, need, 0))
-
-
-def _useful_hits(m: _Model) -> Any:
-    """Linear proxy of the expected cache hits, weighted by traffic: entries beyond a
-    table's active set add nothing (exact for uniform popularity, see ``hit_rate``)."""
-    terms: list[Any] = []
-    for name, e in m.cache_e.items():
-        t = m.prog.tables[name]
-        active = max(1, int(t.size * t.hints.active))
-        share = next((p.traffic for p in m.prog.pipelines for s in p.stages
-                      if any(name in u.tables for u in stage_units(m.prog, m.prog.stages[s]))), 1.0)
-        u = z3.Int(f"useful_{name}")
-        m.opt.add(u >= 0, u <= e, u <= active)
-        terms.append(u * max(1, round(share * 1e9 / active)))
-    return z3.Sum(terms) if terms else z3.IntVal(0)
-
-
-def _objectives(m: _Model) -> tuple[Any, Any, Any, Any]:
-    prog, srv = m.prog, m.targets.server
-    terms: list[Any] = []
-    for p in prog.pipelines:
-        share = round(p.traffic * SCALE)
-        if srv is None:
-            continue
-        io = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0)
-        terms.append(z3.If(m.has_server[p.name], int(io * share), 0))
-        for s in p.stages:
-            cost = round(stage_cost_ns(prog, prog.stages[s], srv) * share)
-            terms.append(z3.If(m.seg[s] == Segment.SERVER, cost, 0))
-    server = z3.Sum(terms) if terms else z3.IntVal(0)
-    cached = z3.Sum(list(m.cache_e.values())) if m.cache_e else z3.IntVal(0)
-    depth = z3.Int("mau_depth")
-    for u in m.units:
-        m.opt.add(z3.Implies(m.seg[u.stage] != 1, depth >= m.last[u.name] + 1))
-    m.opt.add(depth >= 0)
-    return server, _useful_hits(m), cached, depth
+    def out(self) -> bool:
+        return self.elapsed() >= self.seconds
 
 
 def partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics,
-              timeout_ms: int = SOLVER_TIMEOUT_MS) -> Placement | None:
-    """Place every stage; on failure add a diagnostic that explains what does not fit."""
-    started = time.monotonic()
-    ctx_opt = z3.Optimize()
-    ctx_opt.set("timeout", timeout_ms)
-    m = _Model(prog, targets, ctx_opt)
-    _build(m, diags)
-    server, hits, cached, depth = _objectives(m)
-    ctx_opt.minimize(server)
-    ctx_opt.maximize(hits)
-    ctx_opt.maximize(cached)
-    ctx_opt.minimize(depth)
-    result = ctx_opt.check()
-    elapsed = time.monotonic() - started
-    if result == z3.unsat:
+              timeout_ms: int | None = None) -> Placement | None:
+    """Place every stage within the time limit (``timeout_ms``, else ``time_limit``'s, else 60 s);
+    on failure add a diagnostic that explains what does not fit."""
+    limit = (timeout_ms if timeout_ms is not None else SOLVER_TIMEOUT_MS) / 1000
+    clock = _Clock(limit)
+    p = problem_of(prog, targets)
+    start = _checked(p, greedy(p), "the greedy start")
+    n_stages = sum(len(pl.stages) for pl in prog.pipelines)
+    out = _exact(p, start, clock) if n_stages <= EXACT_MAX_STAGES else _scalable(p, start, clock)
+    if out.infeasible:
         explain_unfit(prog, targets, diags)
         return None
-    if result == z3.unknown:
-        try:
-            model = ctx_opt.model()
-        except z3.Z3Exception:
-            model = None
-        if model is None or len(model) == 0:
-            diags.error("E080", f"the partitioner found no placement within {timeout_ms / 1000:.0f} s",
-                        prog.pipelines[0].span if prog.pipelines else Span(prog.file, 1, 1, 1, 1))
-            return None
-    return _extract(m, ctx_opt.model(), result == z3.sat, elapsed)
+    if out.layout is None:
+        where = prog.pipelines[0].span if prog.pipelines else Span(prog.file, 1, 1, 1, 1)
+        diags.error("E080", f"the partitioner found no placement within {limit:g} s", where,
+                    notes=("give it more time with --place-timeout SECONDS",))
+        return None
+    quality = Optimality(objectives(p, out.layout), out.bounds.as_tuple(), out.method, limit, out.stopped_at_limit)
+    if _worth_warning(quality):
+        _warn_open(prog, quality, diags)
+    return _placement(prog, targets, out.layout, quality, clock.elapsed())
 
 
-def _val(model: Any, v: Any) -> int:
-    if isinstance(v, int):
-        return v
-    return int(model.eval(v, model_completion=True).as_long())
+def _checked(p: Problem, lay: Layout | None, what: str) -> Layout | None:
+    """``lay`` if it obeys every constraint; an internal error if not (a bug in ``what``)."""
+    if lay is None:
+        return None
+    broken = violations(p.prog, p.targets, lay.segment, lay.units, lay.cache)
+    if broken:
+        raise InternalError(f"{what} broke the placement model: {'; '.join(broken[:3])} (this is a bug in nfc, "
+                            "please report it)")
+    return lay
 
 
-def _extract(m: _Model, model: Any, optimal: bool, elapsed: float) -> Placement:
-    prog, srv = m.prog, m.targets.server
-    segment = {s: Segment(_val(model, v)) for s, v in m.seg.items()}
-    units: list[UnitPlacement] = []
-    n = int(m.targets.switch.res("stages")) if m.targets.switch else 0
-    for u in m.units:
-        if segment[u.stage] is Segment.SERVER:
-            continue
-        f, la = _val(model, m.first[u.name]), _val(model, m.last[u.name])
-        sram = tuple(_val(model, m.sram.get((u.name, k), 0)) for k in range(f, la + 1))
-        tcam = tuple(_val(model, m.tcam.get((u.name, k), 0)) for k in range(f, la + 1))
-        units.append(UnitPlacement(u.name, u.stage, u.tables, f, la, sram, tcam))
-    cache = {t: _val(model, e) for t, e in m.cache_e.items()}
+def _key(p: Problem, lay: Layout) -> tuple[int, int, int, int]:
+    """Sort key: smaller is better, objective by objective."""
+    server, hits, cached, depth = objectives(p, lay)
+    return server, -hits, -cached, depth
+
+
+def _best(p: Problem, *cands: Layout | None) -> Layout | None:
+    valid = [c for c in cands if c is not None]
+    return min(valid, key=lambda c: _key(p, c)) if valid else None
+
+
+def _exact(p: Problem, start: Layout | None, clock: _Clock) -> _Outcome:
+    """The exact model.  Should the time run out: its incumbent, the greedy start or the greedy
+    from the knapsack bound's choice, whichever is best, against the bounds of the knapsack and
+    of the relaxation (computed first, in a tenth of the time)."""
+    floor = server_lower_bound(p)
+    bounds = Bounds()
+    if floor is not None:
+        at_lower = start is not None and objectives(p, start)[0] == floor.bound
+        bounds = _merged(floor, relax(p, clock.left_ms(EXACT_RELAX_SHARE), floor.bound if at_lower else None).bounds)
+    r = solve_exact(p, clock.left_ms())
+    if r.status == "infeasible":
+        if start is not None:
+            raise InternalError("the exact placement model found no placement, but the greedy start is one "
+                                "(this is a bug in nfc, please report it)")
+        return _Outcome(None, Bounds(), "exact", False, infeasible=True)
+    if r.status == "optimal":
+        lay = _checked(p, r.layout, "the exact model")
+        assert lay is not None
+        return _Outcome(lay, Bounds(*objectives(p, lay)), "exact", False)
+    incumbent = r.layout if r.layout and not violations(p.prog, p.targets, r.layout.segment, r.layout.units,
+                                                        r.layout.cache) else None
+    if r.server_bound is not None and (bounds.server is None or r.server_bound > bounds.server):
+        bounds = Bounds(server=r.server_bound)
+    knapsack_start = _checked(p, greedy(p, floor.segment), "the greedy start from the knapsack bound") if floor \
+        else None
+    return _Outcome(_best(p, incumbent, start, knapsack_start), bounds, "exact", True)
+
+
+def _scalable(p: Problem, start: Layout | None, clock: _Clock) -> _Outcome:
+    """Greedy placements from the minimal segments and from the knapsack bound's; bounds (the
+    knapsack's in tenths of a second, then the Z3 relaxation's); the greedy and, for programs of
+    up to ``LAYOUT_MAX_UNITS`` units, the layout model on the relaxation's segments and the best
+    placement's, while a gap is left."""
+    floor = server_lower_bound(p)
+    if floor is None:
+        return _Outcome(None, Bounds(), "scalable", False, infeasible=True)
+    best = _best(p, start, _checked(p, greedy(p, floor.segment), "the greedy start from the knapsack bound"))
+    at_lower = best is not None and objectives(p, best)[0] == floor.bound
+    relaxed = relax(p, clock.left_ms(RELAX_SHARE), floor.bound if at_lower else None)
+    if relaxed.infeasible:
+        if best is not None:  # a valid placement satisfies the relaxation: its model is wrong
+            raise InternalError("the placement relaxation has no solution, but a greedy placement is one (this is a "
+                                "bug in nfc, please report it)")
+        return _Outcome(None, Bounds(), "scalable", False, infeasible=True)
+    bounds = _merged(floor, relaxed.bounds)
+    if relaxed.segment is not None:
+        best = _best(p, best, _checked(p, greedy(p, relaxed.segment), "the greedy start from the relaxation"))
+    if len(p.units) <= LAYOUT_MAX_UNITS:
+        for seg in (relaxed.segment, best.segment if best else None):
+            if seg is not None and not _meets(p, best, bounds) and not clock.out():
+                best = _best(p, best, _checked(p, lay_out(p, seg, clock.left_ms(0.5)), "the layout model"))
+    if best is None and not clock.out():  # nothing found yet: the exact model may still find one, or prove none
+        return replace(_exact(p, None, clock), method="scalable")
+    return _Outcome(best, bounds, "scalable", clock.out())
+
+
+def _merged(floor: ServerBound, relaxed: Bounds) -> Bounds:
+    """The knapsack's bounds and the Z3 relaxation's, the tighter of each.  Each bound after the
+    first holds for placements that reach the ones before it, so a relaxation that settled a
+    weaker (lower) server bound has nothing to say about placements at the knapsack's, and of two
+    hit bounds at the same server bound, the later bounds come with the relaxation's only."""
+    if relaxed.server is None or relaxed.server < floor.bound:
+        return Bounds(server=floor.bound, hits=floor.hits)
+    if relaxed.server > floor.bound or floor.hits is None:
+        return relaxed
+    if relaxed.hits is None or floor.hits < relaxed.hits:
+        return Bounds(server=floor.bound, hits=floor.hits)
+    return relaxed
+
+
+def _meets(p: Problem, lay: Layout | None, bounds: Bounds) -> bool:
+    """Is ``lay`` within ``GAP_TOLERANCE`` of ``bounds`` (nothing left worth searching for)?"""
+    if lay is None:
+        return False
+    gap = Optimality(objectives(p, lay), bounds.as_tuple(), "", 0, False).gap
+    return gap is not None and gap <= GAP_TOLERANCE
+
+
+def _worth_warning(q: Optimality) -> bool:
+    """W080 when the time limit cut the search short, or when the server cost or the cache hits
+    (the objectives a deployment feels) may be more than ``GAP_TOLERANCE`` from their optimum.
+    Gaps on the tie-breaks (cached entries beyond the active sets, MAU stages) are in the report
+    and plan.json only."""
+    if q.proved:
+        return False
+    return q.stopped_at_limit or (q.open_objective in (0, 1) and (q.gap is None or q.gap > GAP_TOLERANCE))
+
+
+def _warn_open(prog: ir.Program, q: Optimality, diags: Diagnostics) -> None:
+    """W080: the placement is the best found, not proved optimal; how far from the bound it may be."""
+    i = q.open_objective
+    assert i is not None
+    why = (f"the partitioner stopped at its {q.time_limit_s:g} s time limit" if q.stopped_at_limit else
+           "the scalable search proved no tighter bound")
+    value, bound = q.shown(i, q.values[i]), q.shown(i, q.bounds[i])
+    if q.gap is None:
+        how = f"{OBJECTIVES[i]} is {value:g}, its bound unknown"
+    else:
+        how = f"{OBJECTIVES[i]} is {value:g} against a proven bound of {bound:g} (gap {gap_text(q.gap)})"
+    where = prog.pipelines[0].span if prog.pipelines else Span(prog.file, 1, 1, 1, 1)
+    hint = ("give the partitioner more time with --place-timeout SECONDS" if q.stopped_at_limit else
+            "the bound may be loose: the scalable search's relaxations ignore where in the switch memory is free")
+    diags.warning("W080", f"placement not proved optimal: {why}; {how}", where,
+                  notes=(f"this is the best placement found; {hint}",))
+
+
+def gap_text(gap: float) -> str:
+    """A gap as a percentage a reader can compare: 2.7 %, 0.3 %, 0.0004 %."""
+    return f"{gap:.1%}" if gap >= 0.001 else f"{gap * 100:.2g}%"
+
+
+# ---- the placement ----------------------------------------------------------------------------
+
+
+def _placement(prog: ir.Program, targets: TargetSet, lay: Layout, quality: Optimality, elapsed: float) -> Placement:
+    srv = targets.server
+    segment = lay.segment
     server_ns: dict[str, float] = {}
     weighted = 0.0
     for p in prog.pipelines:
@@ -317,16 +247,15 @@ def _extract(m: _Model, model: Any, optimal: bool, elapsed: float) -> Placement:
             ns += sum(stage_cost_ns(prog, prog.stages[s], srv) for s in p.stages if segment[s] is Segment.SERVER)
         server_ns[p.name] = ns
         weighted += ns * p.traffic
-    misses = _miss_paths(prog, segment, cache, srv)
+    misses = _miss_paths(prog, segment, lay.cache, srv)
     weighted += sum(x.server_ns * (1 - x.hit_rate) * prog.pipeline_of(x.stage).traffic for x in misses)
     crossing = sum(p.traffic for p in prog.pipelines if server_ns[p.name] > 0)
     crossing += sum((1 - x.hit_rate) * prog.pipeline_of(x.stage).traffic for x in misses)
-    cores = weighted * m.targets.rate_pps / 1e9
+    cores = weighted * targets.rate_pps / 1e9
     memory = sum(server_bytes(t) for t in prog.tables.values() if _on_server(prog, t.name, segment))
-    depth = max((u.last + 1 for u in units), default=0)
-    del n
-    return Placement(segment, tuple(units), cache, server_ns, weighted, cores, memory, depth, optimal, elapsed,
-                     misses, crossing)
+    depth = max((u.last + 1 for u in lay.units), default=0)
+    return Placement(dict(segment), lay.units, dict(lay.cache), server_ns, weighted, cores, memory, depth,
+                     quality.proved, elapsed, misses, crossing, quality)
 
 
 def hit_rate(t: ir.Table, cached: int) -> float:

@@ -36,6 +36,7 @@ class Compilation:
     checked: CheckedProgram
     target_flag: str
     allow_overcommit: bool = False  # --allow-overcommit: servers short of a resource are a warning, not E081
+    place_timeout_s: float | None = None  # --place-timeout: the partitioner's time limit (None: its default)
     program: ir.Program | None = None
     validity: dict[str, frozenset[str]] | None = None
     targets: TargetSet | None = None
@@ -103,7 +104,8 @@ def _capabilities(c: Compilation, d: Diagnostics) -> Compilation:
 
 
 def _partition(c: Compilation, d: Diagnostics) -> Compilation:
-    return replace(c, placement=partition(c.need_program(), c.need_targets(), d))
+    timeout_ms = None if c.place_timeout_s is None else max(1, round(c.place_timeout_s * 1000))
+    return replace(c, placement=partition(c.need_program(), c.need_targets(), d, timeout_ms=timeout_ms))
 
 
 def _server_fit(c: Compilation, d: Diagnostics) -> Compilation:
@@ -173,10 +175,12 @@ def compile_program(
     dump: Callable[[str], None] | None = None,
     progress: Callable[[str], None] | None = None,
     allow_overcommit: bool = False,
+    place_timeout_s: float | None = None,
 ) -> Compilation:
     """Run every pass in order; stop after the first with errors (raises CompileError).
-    ``allow_overcommit``: servers short of memory, cores or link are warned about (W081), not an error."""
-    c = Compilation(checked, target_flag, allow_overcommit)
+    ``allow_overcommit``: servers short of memory, cores or link are warned about (W081), not an error;
+    ``place_timeout_s``: the partitioner's time limit (None: its default)."""
+    c = Compilation(checked, target_flag, allow_overcommit, place_timeout_s)
     for i, p in enumerate(PASSES, 1):
         started = time.monotonic()
         if progress:

@@ -14,8 +14,8 @@ from typing import Any
 
 from compiler.manifest import Direction
 
-__all__ = ["EGRESS", "EGRESS_SET", "Bridge", "BridgeField", "Direction", "MissPath", "Placement", "Segment",
-           "UnitPlacement", "find_bridge"]
+__all__ = ["EGRESS", "EGRESS_SET", "OBJECTIVES", "Bridge", "BridgeField", "Direction", "MissPath", "Optimality",
+           "Placement", "Segment", "UnitPlacement", "find_bridge"]
 
 EGRESS = "egress_port"  # the bridge field that carries an egress port chosen before the cut
 EGRESS_SET = "egress_set"  # beside it, 1 bit: whether a port was chosen (0 is a port, not "none")
@@ -62,6 +62,70 @@ class MissPath:
     server_ns: float  # per packet that misses
 
 
+# The partitioner's objectives, lexicographic (first first), as plan.json names them.
+OBJECTIVES = ("min server ns/packet", "max expected cache hits", "max cached entries", "min MAU stages")
+_MINIMISED = (True, False, False, True)
+# Objective values in the solver's integer units -> the units a user reads: server ns per offered
+# packet (the model counts 1/100 ns x traffic percent), expected hits per offered packet (x 1e9).
+_UNIT = (100.0, 1e9, 1.0, 1.0)
+
+
+@dataclass(frozen=True, slots=True)
+class Optimality:
+    """How good a placement is known to be: its value of each objective (in ``OBJECTIVES``'
+    order, the solver's integer units) against the best proven bound on it.
+
+    Lexicographic: the first objective whose bound is unknown or differs from the value is the
+    *open* one; the ones before it are optimal, the ones after it do not matter yet.  The gap
+    is |value - bound| / max(|value|, |bound|) on the open objective: 0 when proved optimal,
+    None when no bound is known."""
+
+    values: tuple[int, int, int, int]
+    bounds: tuple[int | None, int | None, int | None, int | None]
+    method: str  # "exact": one Z3 model of the whole problem; "scalable": greedy + relaxation + layout model
+    time_limit_s: float  # --place-timeout
+    stopped_at_limit: bool  # the time limit cut the search short
+
+    @property
+    def proved(self) -> bool:
+        return self.open_objective is None
+
+    @property
+    def open_objective(self) -> int | None:
+        """Index of the first objective not proved optimal (None: all are)."""
+        for i, (v, b) in enumerate(zip(self.values, self.bounds, strict=True)):
+            if b is None or (v > b if _MINIMISED[i] else v < b):
+                return i
+        return None
+
+    @property
+    def gap(self) -> float | None:
+        i = self.open_objective
+        if i is None:
+            return 0.0
+        v, b = self.values[i], self.bounds[i]
+        if b is None:
+            return None
+        return abs(v - b) / max(abs(v), abs(b))
+
+    def shown(self, i: int, x: int | None) -> float | int | None:
+        """Objective ``i``'s value (or bound) ``x`` in the unit a user reads (entries and MAU stages
+        are counts)."""
+        if x is None:
+            return None
+        return x if _UNIT[i] == 1 else round(x / _UNIT[i], 9)
+
+    def to_json(self) -> dict[str, Any]:
+        """As plan.json's ``solver`` has it, beside ``optimal`` (compiler/manifest.py ``SolverInfo``)."""
+        i, gap = self.open_objective, self.gap
+        return {"method": self.method, "time_limit_s": self.time_limit_s,
+                "stopped_at_time_limit": self.stopped_at_limit,
+                "objective_values": [self.shown(k, v) for k, v in enumerate(self.values)],
+                "objective_bounds": [self.shown(k, b) for k, b in enumerate(self.bounds)],
+                "gap": None if gap is None else float(f"{gap:.3g}"),
+                "gap_objective": None if i is None else OBJECTIVES[i]}
+
+
 @dataclass(frozen=True, slots=True)
 class Placement:
     segment: dict[str, Segment]  # stage -> where it runs
@@ -76,6 +140,7 @@ class Placement:
     solve_seconds: float
     misses: tuple[MissPath, ...] = ()
     crossing_share: float = 0.0  # share of offered packets that visit a server
+    optimality: Optimality | None = None  # the objectives against their bounds (None: not recorded)
 
     def link_gbps(self, rate_pps: float, mean_bytes: float) -> float:
         """Switch→server traffic (the same flows back) at ``rate_pps`` offered."""

@@ -16,7 +16,7 @@ from compiler.analysis import stage_units
 from compiler.manifest import PLAN_VERSION, TablePlacement
 from compiler.partition import stage_cost_ns, switch_usage
 from compiler.pipeline import Compilation
-from compiler.placement import Placement, Segment
+from compiler.placement import OBJECTIVES, Placement, Segment
 from compiler.profiles import TargetSpec
 from compiler.resources import server_bytes, table_blocks
 from compiler.server_load import ServerLoad
@@ -104,9 +104,8 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
         "cache_miss_paths": [asdict(x) | {"hit_rate": round(x.hit_rate, 4), "server_ns": round(x.server_ns, 2)}
                              for x in pl.misses],
         "drop_reasons": list(prog.reasons),
-        "solver": {"engine": "z3 Optimize", "objectives": ["min server ns/packet", "max expected cache hits",
-                                                          "max cached entries", "min MAU stages"],
-                   "optimal": pl.optimal},
+        "solver": {"engine": "z3 Optimize", "objectives": list(OBJECTIVES), "optimal": pl.optimal}
+        | (pl.optimality.to_json() if pl.optimality else {}),
         "artifacts": dict(sorted(artifacts.items())),
         "generated": dict(sorted(generated.items())),
     }

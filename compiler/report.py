@@ -8,7 +8,7 @@ from __future__ import annotations
 from compiler import ir
 from compiler.analysis import stage_units
 from compiler.explain import max_entries
-from compiler.manifest import Plan, ServerResource
+from compiler.manifest import Plan, ServerResource, SolverInfo
 from compiler.passes.capabilities import needs, supports
 from compiler.profiles import TargetSpec
 from compiler.resources import table_blocks
@@ -64,6 +64,7 @@ def text_report(plan: Plan, prog: ir.Program, sw: TargetSpec | None) -> str:
     if plan.solver is not None:
         proof = "proved optimal" if plan.solver.optimal else "NOT proved optimal"
         out.append(f"solver: {plan.solver.engine}, {proof} for: {'; then '.join(plan.solver.objectives)}")
+        out += _gap_section(plan.solver)
     if plan.generated:
         out.append("generated: " + ", ".join(f"{k} ({v})" for k, v in plan.generated.items()))
     missing = [t.kind for t in (plan.switch, plan.server)
@@ -71,6 +72,20 @@ def text_report(plan: Plan, prog: ir.Program, sw: TargetSpec | None) -> str:
     if missing:
         out.append(f"code generation: no {' or '.join(missing)} code was generated (generator not implemented yet)")
     return "\n".join(out) + "\n"
+
+
+def _gap_section(s: SolverInfo) -> list[str]:
+    """How far a placement not proved optimal may be from the optimum (nothing for a proved one)."""
+    if s.optimal or not s.objective_values:
+        return []
+    how = {"exact": "exact model", "scalable": "scalable search"}.get(s.method, s.method)
+    how += f", stopped at its {s.time_limit_s:g} s time limit (--place-timeout)" if s.stopped_at_time_limit else ""
+    rows = [[name, f"{v:g}", "unknown" if b is None else f"{b:g}"]
+            for name, v, b in zip(s.objectives, s.objective_values, s.objective_bounds, strict=True)]
+    gap = "unknown" if s.gap is None else f"{s.gap:.3%}"
+    before = "" if s.gap_objective == s.objectives[0] else "; the objectives before it are optimal"
+    return [f"optimality gap: {gap} on '{s.gap_objective}' ({how}){before}",
+            *("  " + r for r in _table(["objective", "placement", "proven bound"], rows))]
 
 
 def _tables_section(plan: Plan) -> list[str]:

@@ -44,7 +44,7 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
     checked = load(args.file, diags, sources)
     diags.raise_if_errors()
     c = compile_program(checked, args.target, diags, args.dump_after, lambda s: print(s, end=""), _progress,
-                        args.allow_overcommit)
+                        args.allow_overcommit, args.place_timeout)
     out = Path(args.out or Path("build") / Path(args.file).stem)
     out.mkdir(parents=True, exist_ok=True)
     placed, manifest = placed_and_plan(c, source_sha256(Path(args.file)))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 import traceback
@@ -49,6 +50,16 @@ def _warn(diags: Diagnostics, sources: SourceMap) -> None:
         print(sources.render(d), file=sys.stderr)
 
 
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive number of seconds, not '{text}'")
+    return value
+
+
 def _parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(prog="nfc", description="Compile network functions for switch + server data planes.")
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -69,6 +80,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--allow-overcommit", action="store_true",
                    help="build even when the servers lack the memory, cores or link bandwidth the deployment's rate "
                         "needs (error E081 becomes warning W081)")
+    b.add_argument("--place-timeout", type=_seconds, metavar="SECONDS",
+                   help="stop the partitioner after SECONDS (default 60) and keep the best placement found, with its "
+                        "optimality gap (warning W080)")
     b.set_defaults(func=build)
     add_switch_model(sub)
     add_run(sub)

@@ -1,0 +1,243 @@
+"""The placement problem as plain data, derived once from the program and its targets, and
+the objectives of a candidate placement.
+
+Every placement method reads this: the exact Z3 model (``compiler/partition_exact.py``), the
+greedy start (``compiler/place_greedy.py``), the scalable model and its relaxation bounds
+(``compiler/place_scale.py``); the checker (``compiler/place_check.py``) deliberately does not.
+Facts (docs/partitioner.md states the model):
+
+* per stage, the segments it may take (capabilities, pins, which targets exist) and its
+  objective-1 cost on the server; per pipeline, the cost of crossing to the server;
+* per unit (``compiler.analysis``), the SRAM/TCAM blocks it needs on the switch apart from
+  cache entries, the switch caches it holds, and the units of its pipeline it must follow;
+* per switch cache, its size, active set, per-entry memory ratio and objective-2 weight.
+
+Objectives are integers in the units the Z3 model optimises (``objectives``), so the values
+of placements found by different methods compare exactly.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from compiler import ir
+from compiler.analysis import Unit, stage_units, stage_uses, stmt_exprs, walk_expr, walk_stmts
+from compiler.passes.capabilities import can_run
+from compiler.placement import Segment, UnitPlacement
+from compiler.profiles import TargetSet, TargetSpec
+from compiler.resources import register_blocks, table_blocks
+
+__all__ = ["MI", "SCALE", "CacheFacts", "Layout", "PipelineFacts", "Problem", "StageFacts", "UnitFacts",
+           "cache_entries_fit", "depends", "objectives", "problem_of", "stage_cost_ns", "stateful_objects"]
+
+SCALE = 100  # objective 1 in 1/100 ns
+MI = 1024 * 1024  # a cache's memory per entry is its blocks for MI entries, over MI
+
+
+def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec) -> float:
+    """Server nanoseconds one packet spends in ``stage`` (the profile's cost model)."""
+    c = spec.cost
+    total = 0.0
+    for use in _uses(prog, stage):
+        total += {"crypto": c.get("crypto", 70.0), "hash": c.get("hash", 2.0),
+                  "dataplane_insert": c.get("insert", 25.0)}.get(use, c.get("stmt", 1.0))
+    for unit in stage_units(prog, stage):
+        for t in unit.tables:
+            total += _lookup_ns(prog.tables[t], c)
+    return total
+
+
+def _uses(prog: ir.Program, stage: ir.Stage) -> list[str]:
+    return [u.op for u in stage_uses(prog, stage) if u.op != "lookup" and not u.op.startswith("match:")]
+
+
+def _lookup_ns(t: ir.Table, c: dict[str, float]) -> float:
+    if t.match == "exact":
+        lo, hi = c.get("exact_1m", 19.0), c.get("exact_16m", 23.0)
+        frac = min(1.0, max(0.0, math.log2(max(t.size, 1) / 1e6) / 4))
+        return lo + (hi - lo) * frac
+    if t.match == "lpm":
+        return c.get("lpm", 6.0)
+    return c.get("ternary", 40.0)
+
+
+def depends(a: Unit, b: Unit) -> bool:
+    """Must unit ``b`` (later in a pass) start after unit ``a`` ends on the switch?"""
+    return bool(a.writes & b.reads or a.reads & b.writes or a.writes & b.writes) or (a.may_stop and b.stateful)
+
+
+@dataclass(frozen=True, slots=True)
+class StageFacts:
+    name: str
+    pipeline: str
+    allowed: frozenset[Segment]  # empty: the stage fits no target of this build
+    cost: int  # objective-1 units while on the server
+
+
+@dataclass(frozen=True, slots=True)
+class UnitFacts:
+    unit: Unit
+    pipeline: str
+    sram: int  # blocks on the switch, cache entries apart
+    tcam: int
+    caches: tuple[str, ...]  # its cached tables: their blocks are the placement's choice
+
+    @property
+    def name(self) -> str:
+        return self.unit.name
+
+    @property
+    def stage(self) -> str:
+        return self.unit.stage
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineFacts:
+    name: str
+    stages: tuple[str, ...]
+    io: int  # objective-1 units when any of its stages is on the server
+    units: tuple[int, ...]  # indices into Problem.units, in pass order
+    deps: tuple[tuple[int, int], ...]  # (a, b): b starts after a ends, when both are in one switch pass
+
+
+@dataclass(frozen=True, slots=True)
+class CacheFacts:
+    table: str
+    size: int
+    active: int  # entries that receive the traffic
+    weight: int  # objective-2 units per useful cached entry
+    per_sram: int  # blocks for MI entries
+    per_tcam: int
+
+
+@dataclass(frozen=True)
+class Problem:
+    prog: ir.Program
+    targets: TargetSet
+    stages: dict[str, StageFacts]
+    pipelines: tuple[PipelineFacts, ...]
+    units: tuple[UnitFacts, ...]
+    caches: dict[str, CacheFacts]
+    n: int  # MAU stages (0: no switch)
+    sram: int  # blocks per MAU stage
+    tcam: int
+
+    def fits_switch(self, u: UnitFacts) -> bool:
+        """Do unit ``u``'s fixed blocks fit the whole switch at all (every MAU stage's together)?"""
+        return u.sram <= self.n * self.sram and u.tcam <= self.n * self.tcam
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A candidate placement: segments, switch units (MAU stages and blocks) and cache entries."""
+
+    segment: dict[str, Segment]
+    units: tuple[UnitPlacement, ...]  # the units on the switch
+    cache: dict[str, int]  # cached table -> entries on the switch
+
+
+def problem_of(prog: ir.Program, targets: TargetSet) -> Problem:
+    """Derive the facts once (the order of units and of stateful objects is the Z3 model's)."""
+    sw, srv = targets.switch, targets.server
+    stages = {s: _stage_facts(prog, p, s, targets) for p in prog.pipelines for s in p.stages}
+    units: list[UnitFacts] = []
+    pipes: list[PipelineFacts] = []
+    seen: set[str] = set()
+    for p in prog.pipelines:
+        first = len(units)
+        for s in p.stages:
+            for u in stage_units(prog, prog.stages[s]):
+                units.append(_unit_facts(prog, p.name, u, sw, seen))
+        idx = tuple(range(first, len(units)))
+        deps = tuple((a, b) for i, a in enumerate(idx) for b in idx[i + 1:] if depends(units[a].unit, units[b].unit))
+        io = int((srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0)) * round(p.traffic * SCALE)) if srv else 0
+        pipes.append(PipelineFacts(p.name, p.stages, io, idx, deps))
+    caches = {t: _cache_facts(prog, prog.tables[t], sw) for u in units for t in u.caches} if sw else {}
+    n = int(sw.res("stages")) if sw else 0
+    return Problem(prog, targets, stages, tuple(pipes), tuple(units), caches, n,
+                   int(sw.res("sram_blocks")) if sw else 0, int(sw.res("tcam_blocks")) if sw else 0)
+
+
+def _stage_facts(prog: ir.Program, p: ir.Pipeline, name: str, targets: TargetSet) -> StageFacts:
+    sw, srv = targets.switch, targets.server
+    stage = prog.stages[name]
+    allowed = set(Segment)
+    if sw is None or not can_run(prog, stage, sw, srv is not None):
+        allowed &= {Segment.SERVER}
+    if srv is None or not can_run(prog, stage, srv):
+        allowed.discard(Segment.SERVER)
+    if srv is None or sw is None:
+        allowed.discard(Segment.SWITCH_AFTER)
+    for u in stage_units(prog, stage):
+        for t in u.tables:
+            pin = prog.tables[t].hints.pin
+            if pin:
+                allowed &= {Segment.SERVER} if pin == "server" else {Segment.SWITCH, Segment.SWITCH_AFTER}
+    cost = round(stage_cost_ns(prog, stage, srv) * round(p.traffic * SCALE)) if srv else 0
+    return StageFacts(name, p.name, frozenset(allowed), cost)
+
+
+def _unit_facts(prog: ir.Program, pipeline: str, u: Unit, sw: TargetSpec | None, seen: set[str]) -> UnitFacts:
+    if sw is None:  # no switch: nothing to cache on
+        return UnitFacts(u, pipeline, 0, 0, ())
+    sram = tcam = 0
+    caches: list[str] = []
+    for name in u.tables:
+        t = prog.tables[name]
+        if t.hints.cache:
+            caches.append(name)
+            continue
+        b = table_blocks(t, t.size, sw)
+        sram, tcam = sram + b.sram, tcam + b.tcam
+    for obj, width, size in stateful_objects(prog, u):
+        if obj not in seen:  # an object several units touch is counted once, at its first user
+            seen.add(obj)
+            sram += register_blocks(width, size, sw)
+    return UnitFacts(u, pipeline, sram, tcam, tuple(caches))
+
+
+def stateful_objects(prog: ir.Program, u: Unit) -> list[tuple[str, int, int]]:
+    """(name, bits per index, indices) of every register, counter and meter unit ``u`` touches."""
+    out: list[tuple[str, int, int]] = []
+    for loc in sorted(u.reads | u.writes):
+        if loc[0] == "reg":
+            r = prog.registers[loc[1]]
+            out.append((r.name, r.width, r.size))
+    for s in walk_stmts(u.stmts):
+        for e in stmt_exprs(s):
+            for x in walk_expr(e):
+                if isinstance(x, ir.CounterOp):
+                    c = prog.counters[x.obj]
+                    out.append((c.name, 64 if c.kind == "counter" else 128, c.size))
+    return out
+
+
+def _cache_facts(prog: ir.Program, t: ir.Table, sw: TargetSpec) -> CacheFacts:
+    active = max(1, int(t.size * t.hints.active))
+    share = next((p.traffic for p in prog.pipelines for s in p.stages
+                  if any(t.name in u.tables for u in stage_units(prog, prog.stages[s]))), 1.0)
+    per = table_blocks(t, MI, sw)
+    return CacheFacts(t.name, t.size, active, max(1, round(share * 1e9 / active)), per.sram, per.tcam)
+
+
+def cache_entries_fit(c: CacheFacts, sram: int, tcam: int) -> int:
+    """The most entries of cache ``c`` that ``sram`` and ``tcam`` blocks hold (the model's ratio)."""
+    e = min(c.size, sram * MI // c.per_sram if c.per_sram else c.size)
+    return min(e, tcam * MI // c.per_tcam) if c.per_tcam else e
+
+
+def objectives(p: Problem, lay: Layout) -> tuple[int, int, int, int]:
+    """The layout's value of each objective, in the model's units: server cost (min), expected
+    cache hits (max), cached entries (max), MAU stages used (min).  A cache counts only while
+    its stage is on the switch."""
+    server = sum(pl.io for pl in p.pipelines if any(lay.segment[s] is Segment.SERVER for s in pl.stages))
+    server += sum(f.cost for s, f in p.stages.items() if lay.segment[s] is Segment.SERVER)
+    on_switch = {t: e for t, e in lay.cache.items() if t in p.caches and _cache_on_switch(p, t, lay)}
+    hits = sum(min(e, p.caches[t].active) * p.caches[t].weight for t, e in on_switch.items())
+    depth = max((u.last + 1 for u in lay.units), default=0)
+    return server, hits, sum(on_switch.values()), depth
+
+
+def _cache_on_switch(p: Problem, table: str, lay: Layout) -> bool:
+    return any(table in u.caches and lay.segment[u.stage].on_switch for u in p.units)
