@@ -109,7 +109,7 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
                 x.meta_slot(bf.name[5:])
     used = {pl.parser for pl in prog.pipelines}  # a parser no pipeline uses (W001) would be an unused function
     parsers = [_parser(x, g) for g in prog.parsers.values() if g.name in used] if software else []
-    funcs = [*parsers, _run(x), _to_switch(x), _reason_fn(x), _bench_key(x, tables)]
+    funcs = [*parsers, _run(x), _to_switch(x), _out_len(x), _reason_fn(x), _bench_key(x, tables)]
     funcs.append(_from_switch(x))  # last: it clears exactly the slots the others use
     funcs = [void_unused_params(f) for f in funcs]  # with no server stage or table some are not read
     items: list[c.Include | c.Global | c.Func] = [
@@ -326,6 +326,25 @@ def _to_switch(x: _Ctx) -> c.Func:
     return c.Func("uint32_t", "nfc_to_switch", ("const struct nfc_pkt *p", "uint8_t *out", "uint32_t cap"),
                   tuple(body), "the server->switch bridge, the valid headers in packet order, the payload; 0: no room",
                   static=False)
+
+
+def _out_len(x: _Ctx) -> c.Func:
+    """How many bytes ``nfc_to_switch`` writes before the payload (the bridge and the valid
+    headers), so that ``nfc_output`` can have it write them straight into the mbuf."""
+    body: list[c.Stmt] = [c.Decl("uint32_t", "n", c.Int(0, "u"))]
+    for b in x.bridges:
+        if b.direction is Direction.TO_SWITCH:
+            came = find_bridge(x.bridges, b.pipeline, Direction.TO_SERVER, b.miss)
+            assert came is not None, "every cut has its bridge both ways"
+            body.append(c.If(c.Bin("==", _p("cut"), c.Int(came.cut_id, "u")),
+                             (c.Assign(c.Name("n"), c.Int(b.bytes, "u")),)))
+    for instance in x.prog.instances:
+        size = x.prog.headers[instance.header].bits // 8
+        body.append(c.If(c.Name(f"p->valid[{x.inst[instance.name]}]"),
+                         (c.Assign(c.Name("n"), c.Bin("+", c.Name("n"), c.Int(size, "u"))),)))
+    body.append(c.Return(c.Name("n")))
+    return c.Func("uint32_t", "nfc_out_len", ("const struct nfc_pkt *p",), tuple(body),
+                  "the bytes nfc_to_switch writes before the payload", static=False)
 
 
 def _pack(x: _Ctx, buf: str, size: int, fields: list[tuple[int, int, c.Expr]]) -> list[c.Stmt]:

@@ -403,6 +403,7 @@ extern const char nfc_program[]; /* the NF's name: the control channel's HELLO r
 int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port);
 int nfc_run(struct nfc_pkt *p);
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap);
+uint32_t nfc_out_len(const struct nfc_pkt *p);
 const char *nfc_reason(int code);
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key);
 extern const int nfc_nreasons;
@@ -464,16 +465,15 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
     room = (uint16_t)(room - RTE_MIN(room, (uint16_t)RTE_PKTMBUF_HEADROOM)); /* a new mbuf's tailroom */
     if (plen <= NFC_MAX_PKT && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1 && p->payload >= buf &&
         p->payload + plen <= buf + m->buf_len) {
-        p->payload_len = 0; /* the bridge and headers alone, with the room the payload leaves */
-        uint32_t n = nfc_to_switch(p, out, NFC_MAX_PKT - plen);
-        p->payload_len = plen;
-        uint32_t at = (uint32_t)(p->payload - buf);
-        if (n > 0 && n <= at && n + plen <= room) {
+        uint32_t n = nfc_out_len(p), at = (uint32_t)(p->payload - buf);
+        if (n > 0 && n <= at && n + plen <= room && n <= NFC_MAX_PKT - plen) {
+            p->payload_len = 0; /* the bridge and headers alone, straight in front of the payload */
+            nfc_to_switch(p, buf + at - n, n);
+            p->payload_len = plen;
             rte_pktmbuf_reset(m);
             m->data_off = (uint16_t)(at - n);
             m->data_len = (uint16_t)(n + plen);
             m->pkt_len = n + plen;
-            memcpy(buf + at - n, out, n);
             return m;
         }
     }

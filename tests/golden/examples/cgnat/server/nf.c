@@ -292,6 +292,34 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
+/* the bytes nfc_to_switch writes before the payload */
+uint32_t nfc_out_len(const struct nfc_pkt *p)
+{
+    uint32_t n = 0u;
+    if (p->cut == 1u) {
+        n = 2u;
+    }
+    if (p->cut == 3u) {
+        n = 8u;
+    }
+    if (p->valid[0]) {
+        n = n + 0xeu;
+    }
+    if (p->valid[1]) {
+        n = n + 0x14u;
+    }
+    if (p->valid[2]) {
+        n = n + 0x14u;
+    }
+    if (p->valid[3]) {
+        n = n + 8u;
+    }
+    if (p->valid[4]) {
+        n = n + 8u;
+    }
+    return n;
+}
+
 /* drop reason names by code */
 const char * nfc_reason(int code)
 {
