@@ -85,7 +85,7 @@ def trie(harness: Path, request: pytest.FixtureRequest) -> Iterator[Trie]:
                              "--log-level=error", "-l", "0", "--", str(width), str(vrfs)],
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})
-    t = Trie(proc, width, bool(vrfs))
+    t = Trie(proc, width, vrfs > 0)
     yield t
     assert proc.stdin is not None
     proc.stdin.close()
@@ -127,14 +127,15 @@ def random_ops(t: Trie, rnd: random.Random, vrfs: int, steps: int) -> None:
             t.ask("reclaim")
 
 
-@pytest.mark.parametrize("trie", [(32, 0), (32, 1), (64, 1), (12, 0), (40, 0)], indirect=True,
-                         ids=["ipv4", "ipv4-vrf", "64bit-vrf", "12bit", "40bit"])
+@pytest.mark.parametrize("trie", [(32, 0), (32, 16), (32, 24), (64, 14), (64, 24), (12, 0), (40, 0)], indirect=True,
+                         ids=["ipv4", "ipv4-vrf-array", "ipv4-vrf-hash", "64bit-vrf-array", "64bit-vrf-hash", "12bit",
+                              "40bit"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_lookups_answer_the_longest_matching_route_through_adds_and_deletes(trie: Trie, seed: int) -> None:
     random_ops(trie, random.Random(seed * 1000 + trie.width), 4 if trie.vrfs else 0, 1500)
 
 
-@pytest.mark.parametrize("trie", [(32, 1)], indirect=True)
+@pytest.mark.parametrize("trie", [(32, 16), (32, 24)], indirect=True, ids=["vrf-array", "vrf-hash"])
 def test_memory_comes_back_when_the_routes_go(trie: Trie) -> None:
     """Tables are made on demand and freed (after the grace period) when no route needs them:
     a VRF with only short routes costs its 2 KiB directory, and with no routes nothing."""

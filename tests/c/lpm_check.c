@@ -1,9 +1,10 @@
 /* Drives the server runtime's LPM trie (targets/dpdk/runtime/nfc_lpm.c) for
  * tests/test_lpm_trie.py, which holds the routes itself and checks every answer against a
- * brute-force longest match.  Keys are laid out as the generated code packs them: a 16-bit
- * VRF field (when the table has VRFs), then the LPM field of width W, then the length byte.
+ * brute-force longest match.  Keys are laid out as the generated code packs them: a VRF
+ * field of VRF_BITS bits (0: none; up to NFC_LPM_DIRECT_BITS an array of roots, wider a hash
+ * of them), then the LPM field of width W, then the length byte.
  *
- *   lpm_check W VRFS        (EAL arguments after "--"), then commands on stdin, one per line:
+ *   lpm_check W VRF_BITS    (EAL arguments after "--"), then commands on stdin, one per line:
  *   add VRF ADDR PLEN DATA  route VRF ADDR/PLEN := DATA (ADDR is masked here)  -> "ok" | "nomem"
  *   del VRF ADDR PLEN       route gone                                          -> "ok" | "absent"
  *   find VRF ADDR           single lookup                                       -> "hit DATA" | "miss"
@@ -36,7 +37,7 @@ static void pack(uint8_t *key, uint64_t vrf, uint64_t addr, int plen)
 {
     memset(key, 0, KEY_BYTES);
     if (VRFS)
-        nfc_set(key, 0, 16, vrf);
+        nfc_set(key, 0, VRFS, vrf);
     if (plen >= 0) {
         uint64_t keep = plen == 0 ? 0 : (plen >= 64 ? ~0ull : ~((1ull << (W - (unsigned)plen)) - 1));
         addr &= keep;
@@ -66,12 +67,12 @@ int main(int argc, char **argv)
 {
     int used = rte_eal_init(argc, argv);
     if (used < 0 || argc - used < 3) {
-        fprintf(stderr, "usage: lpm_check EAL-ARGS -- W VRFS\n");
+        fprintf(stderr, "usage: lpm_check EAL-ARGS -- W VRF_BITS\n");
         return 2;
     }
     W = (unsigned)atoi(argv[used + 1]);
     VRFS = (unsigned)atoi(argv[used + 2]);
-    OFF = VRFS ? 16 : 0;
+    OFF = VRFS;
     LEN_OFF = OFF + W;
     struct rte_hash_parameters params = {.name = "rules", .entries = 1 << 16, .key_len = KEY_BYTES,
                                          .hash_func = rte_hash_crc, .socket_id = 0};

@@ -182,6 +182,10 @@ int nfc_lpm_init(struct nfc_lpm *l, unsigned w, unsigned off, unsigned len_off, 
     l->key_bytes = key_bytes;
     if (!vrfs)
         return 0;
+    if (len_off - w <= NFC_LPM_DIRECT_BITS) {
+        l->direct = calloc((size_t)1 << (len_off - w), sizeof *l->direct);
+        return l->direct == NULL ? -ENOMEM : 0;
+    }
     struct rte_hash_parameters params = {
         .name = name,
         .entries = 1u << 16,
@@ -204,7 +208,9 @@ static struct level *root_for(struct nfc_lpm *l, const uint8_t *key, int make)
 {
     struct nfc_lpm_root *r = NULL;
     uint8_t vk[NFC_MAX_KEY];
-    if (l->vrfs == NULL) {
+    if (l->direct != NULL) {
+        r = l->direct[nfc_lpm_vrf_index(l, key)];
+    } else if (l->vrfs == NULL) {
         r = l->one;
     } else {
         nfc_lpm_vrf_key(l, key, vk);
@@ -218,7 +224,9 @@ static struct level *root_for(struct nfc_lpm *l, const uint8_t *key, int make)
     if (t == NULL)
         return NULL;
     r = (struct nfc_lpm_root *)t->e;
-    if (l->vrfs == NULL) {
+    if (l->direct != NULL) {
+        __atomic_store_n(&l->direct[nfc_lpm_vrf_index(l, key)], r, __ATOMIC_RELEASE);
+    } else if (l->vrfs == NULL) {
         __atomic_store_n(&l->one, r, __ATOMIC_RELEASE);
     } else if (rte_hash_add_key_data(l->vrfs, vk, r) < 0) {
         t->next_free = free_list[SMALL]; /* never visible */
@@ -234,6 +242,11 @@ static struct level *root_for(struct nfc_lpm *l, const uint8_t *key, int make)
  * trie without VRFs stays. */
 static void drop_vrf(struct nfc_lpm *l, const uint8_t *key, struct level *root)
 {
+    if (l->direct != NULL) {
+        __atomic_store_n(&l->direct[nfc_lpm_vrf_index(l, key)], NULL, __ATOMIC_RELEASE);
+        free_under(l, root, 0);
+        return;
+    }
     if (l->vrfs == NULL)
         return;
     uint8_t vk[NFC_MAX_KEY];

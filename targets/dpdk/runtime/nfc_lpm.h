@@ -28,6 +28,7 @@
 #define NFC_LPM_EXT (1ull << 63)
 #define NFC_LPM_DATA ((1ull << 56) - 1)
 #define NFC_LPM_BITS(w) ((w) <= 32 ? 32u : 64u)
+#define NFC_LPM_DIRECT_BITS 20 /* VRF fields of up to this many bits index an array of roots */
 
 struct nfc_lpm_root {
     uint64_t dir[256];
@@ -39,7 +40,10 @@ struct nfc_lpm {
     unsigned off;      /* bit offset of the LPM field in the key */
     unsigned len_off;  /* bit offset of the prefix-length byte in a rule's key */
     unsigned key_bytes;
-    struct rte_hash *vrfs;    /* the key has exact fields: VRF key -> struct nfc_lpm_root *; else NULL */
+    /* the key's other (exact) fields name the VRF: of at most NFC_LPM_DIRECT_BITS bits, its
+     * root is direct[their value]; wider, vrfs maps them (the VRF key) to it; none: one root */
+    struct nfc_lpm_root **direct;
+    struct rte_hash *vrfs;
     struct nfc_lpm_root *one; /* no exact fields: the one root */
     /* control thread only */
     uint64_t bytes;           /* memory of the trie: roots and tables */
@@ -92,8 +96,18 @@ static inline void nfc_lpm_vrf_key(const struct nfc_lpm *l, const uint8_t *key, 
     nfc_set(out, l->len_off, 8, 0);
 }
 
+/* The value of a packed key's VRF fields (those before and after the LPM field). */
+static inline uint64_t nfc_lpm_vrf_index(const struct nfc_lpm *l, const uint8_t *key)
+{
+    unsigned after = l->len_off - l->off - l->w;
+    uint64_t hi = l->off ? nfc_get(key, 0, l->off) : 0, lo = after ? nfc_get(key, l->off + l->w, after) : 0;
+    return hi << after | lo;
+}
+
 static inline const struct nfc_lpm_root *nfc_lpm_root_of(const struct nfc_lpm *l, const uint8_t *key)
 {
+    if (l->direct != NULL)
+        return __atomic_load_n(&l->direct[nfc_lpm_vrf_index(l, key)], __ATOMIC_ACQUIRE);
     if (l->vrfs == NULL)
         return __atomic_load_n(&l->one, __ATOMIC_ACQUIRE);
     uint8_t vk[NFC_MAX_KEY];
@@ -112,7 +126,10 @@ static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *con
 {
     const struct nfc_lpm_root *root[64];
     uint64_t a[64], e[64];
-    if (l->vrfs != NULL) {
+    if (l->direct != NULL) {
+        for (unsigned i = 0; i < n; i++)
+            root[i] = __atomic_load_n(&l->direct[nfc_lpm_vrf_index(l, keys[i])], __ATOMIC_ACQUIRE);
+    } else if (l->vrfs != NULL) {
         uint8_t vk[64][NFC_MAX_KEY];
         const void *vkp[64];
         for (unsigned i = 0; i < n; i++) {
