@@ -109,7 +109,8 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
                 x.meta_slot(bf.name[5:])
     used = {pl.parser for pl in prog.pipelines}  # a parser no pipeline uses (W001) would be an unused function
     parsers = [_parser(x, g) for g in prog.parsers.values() if g.name in used] if software else []
-    funcs = [*parsers, _run(x), _to_switch(x), _out_len(x), _reason_fn(x), _bench_key(x, tables)]
+    funcs = [*parsers, _run(x), _to_switch(x), _bridge_fn(x), _in_place(x), _finish_in_place(x), _reason_fn(x),
+             _bench_key(x, tables)]
     funcs.append(_from_switch(x))  # last: it clears exactly the slots the others use
     funcs = [void_unused_params(f) for f in funcs]  # with no server stage or table some are not read
     items: list[c.Include | c.Global | c.Func] = [
@@ -260,8 +261,7 @@ def _decode(x: _Ctx, b: Bridge) -> list[c.Stmt]:
         size = x.prog.header_of(inst).bits // 8
         copy = (c.If(c.Bin(">", c.Bin("+", c.Name("off"), c.Int(size, "u")), c.Name("len")),
                      (c.Return(c.Int(x.reasons["truncated"], "")),)),
-                c.ExprStmt(c.Call("memcpy", (c.Name(f"p->hdr[{k}]"), c.Bin("+", c.Name("data"), c.Name("off")),
-                                             c.Int(size, "")))),
+                _point(k),
                 c.Assign(c.Name(f"p->valid[{k}]"), c.Int(1, "")),
                 c.Assign(c.Name("off"), c.Bin("+", c.Name("off"), c.Int(size, "u"))))
         out.append(c.If(_get(c.Name("data"), 8 + i, 1), copy))
@@ -269,6 +269,13 @@ def _decode(x: _Ctx, b: Bridge) -> list[c.Stmt]:
             c.Assign(_p("payload_len"), c.Bin("-", c.Name("len"), c.Name("off"))),
             c.Return(c.Name("NFC_CONTINUE"))]
     return out
+
+
+def _point(k: int) -> c.Stmt:
+    """Header instance k is the bytes at data + off, where the packet has them (not a copy: an
+    unchanged header goes out without being copied back, nfc_output)."""
+    return c.Assign(c.Name(f"p->hdr[{k}]"), c.Cast("uint8_t *", c.Cast("uintptr_t", c.Bin("+", c.Name("data"),
+                                                                                          c.Name("off")))))
 
 
 def _field_target(x: _Ctx, name: str) -> c.Expr:
@@ -284,7 +291,9 @@ def _field_target(x: _Ctx, name: str) -> c.Expr:
     raise Unsupported(f"bridging std.{fname}", Span(x.prog.file, 1, 1, 1, 1))
 
 
-def _to_switch(x: _Ctx) -> c.Func:
+def _bridge_out(x: _Ctx) -> list[c.Stmt]:
+    """``n`` := the server->switch bridge of the packet's cut, written to ``out`` (0: none; no
+    room in ``cap``: the function returns 0)."""
     body: list[c.Stmt] = [c.Decl("uint32_t", "n", c.Int(0, "u"))]
     for b in x.bridges:
         if b.direction is not Direction.TO_SWITCH:
@@ -300,24 +309,33 @@ def _to_switch(x: _Ctx) -> c.Func:
         enc: list[c.Stmt] = [c.If(c.Bin("<", c.Name("cap"), c.Int(b.bytes, "u")), (c.Return(c.Int(0, "")),)),
                              *_pack(x, "out", b.bytes, fields), c.Assign(c.Name("n"), c.Int(b.bytes, "u"))]
         body.append(c.If(c.Bin("==", _p("cut"), c.Int(came.cut_id, "u")), tuple(enc)))
+    return body
+
+
+def _checksum(h: ir.HeaderType, k: int, at: c.Expr) -> list[c.Stmt]:
+    """The checksum field of header instance k (type h) written at ``at`` (a copy of the header,
+    or the header itself), as the header's bytes at p->hdr[k] give it."""
+    if h.checksum is None:
+        return []
+    off, size = _offset(h, h.checksum), h.bits // 8
+    if off % 8 == 0:  # summed from the source: reading back a copy just stored stalls
+        return [_set_expr(at, off, 16, c.Call("nfc_csum_zero", (c.Name(f"p->hdr[{k}]"), c.Int(size, "u"),
+                                                                 c.Int(off // 8, "u"))))]
+    return [_set_expr(at, off, 16, c.Int(0, "u")), _set_expr(at, off, 16, c.Call("nfc_csum", (at, c.Int(size, "u"))))]
+
+
+def _to_switch(x: _Ctx) -> c.Func:
+    body = _bridge_out(x)
     for instance in x.prog.instances:
         h = x.prog.headers[instance.header]
         k = x.inst[instance.name]
         size = h.bits // 8
+        at = c.Bin("+", c.Name("out"), c.Name("n"))
         emit: list[c.Stmt] = [c.If(c.Bin(">", c.Bin("+", c.Name("n"), c.Int(size, "u")), c.Name("cap")),
                                    (c.Return(c.Int(0, "")),)),
-                              c.ExprStmt(c.Call("memcpy", (c.Bin("+", c.Name("out"), c.Name("n")),
-                                                           c.Name(f"p->hdr[{k}]"), c.Int(size, ""))))]
-        if h.checksum is not None:
-            off = _offset(h, h.checksum)
-            at = c.Bin("+", c.Name("out"), c.Name("n"))
-            if off % 8 == 0:  # summed from the source: reading back the copy just stored stalls
-                csum = c.Call("nfc_csum_zero", (c.Name(f"p->hdr[{k}]"), c.Int(size, "u"), c.Int(off // 8, "u")))
-                emit.append(_set_expr(at, off, 16, csum))
-            else:
-                emit += [_set_expr(at, off, 16, c.Int(0, "u")),
-                         _set_expr(at, off, 16, c.Call("nfc_csum", (at, c.Int(size, "u"))))]
-        emit.append(c.Assign(c.Name("n"), c.Bin("+", c.Name("n"), c.Int(size, "u"))))
+                              c.ExprStmt(c.Call("memcpy", (at, c.Name(f"p->hdr[{k}]"), c.Int(size, "")))),
+                              *_checksum(h, k, at),
+                              c.Assign(c.Name("n"), c.Bin("+", c.Name("n"), c.Int(size, "u")))]
         body.append(c.If(c.Name(f"p->valid[{k}]"), tuple(emit)))
     body += [c.If(c.Bin(">", c.Bin("+", c.Name("n"), _p("payload_len")), c.Name("cap")), (c.Return(c.Int(0, "")),)),
              c.ExprStmt(c.Call("memcpy", (c.Bin("+", c.Name("out"), c.Name("n")), _p("payload"),
@@ -328,23 +346,34 @@ def _to_switch(x: _Ctx) -> c.Func:
                   static=False)
 
 
-def _out_len(x: _Ctx) -> c.Func:
-    """How many bytes ``nfc_to_switch`` writes before the payload (the bridge and the valid
-    headers), so that ``nfc_output`` can have it write them straight into the mbuf."""
-    body: list[c.Stmt] = [c.Decl("uint32_t", "n", c.Int(0, "u"))]
-    for b in x.bridges:
-        if b.direction is Direction.TO_SWITCH:
-            came = find_bridge(x.bridges, b.pipeline, Direction.TO_SERVER, b.miss)
-            assert came is not None, "every cut has its bridge both ways"
-            body.append(c.If(c.Bin("==", _p("cut"), c.Int(came.cut_id, "u")),
-                             (c.Assign(c.Name("n"), c.Int(b.bytes, "u")),)))
+def _bridge_fn(x: _Ctx) -> c.Func:
+    return c.Func("uint32_t", "nfc_bridge_out", ("const struct nfc_pkt *p", "uint8_t *out", "uint32_t cap"),
+                  (*_bridge_out(x), c.Return(c.Name("n"))),
+                  "the server->switch bridge alone (nfc_output, headers in place); 0: none or no room", static=False)
+
+
+def _in_place(x: _Ctx) -> c.Func:
+    """Where the valid headers start if they are still where they arrived, one after the other
+    in packet order up to the payload (none pushed, none moved); NULL otherwise."""
+    body: list[c.Stmt] = [c.Decl("const uint8_t *", "at", _p("payload"))]
+    for instance in reversed(x.prog.instances):
+        k, size = x.inst[instance.name], x.prog.headers[instance.header].bits // 8
+        body.append(c.If(c.Name(f"p->valid[{k}]"), (
+            c.Assign(c.Name("at"), c.Bin("-", c.Name("at"), c.Int(size, "u"))),
+            c.If(c.Bin("!=", c.Name(f"p->hdr[{k}]"), c.Name("at")), (c.Return(c.Name("NULL")),)))))
+    body.append(c.Return(c.Name("at")))
+    return c.Func("const uint8_t *", "nfc_headers_in_place", ("const struct nfc_pkt *p",), tuple(body),
+                  "where the valid headers start, if in place in front of the payload; NULL: moved", static=False)
+
+
+def _finish_in_place(x: _Ctx) -> c.Func:
+    body: list[c.Stmt] = []
     for instance in x.prog.instances:
-        size = x.prog.headers[instance.header].bits // 8
-        body.append(c.If(c.Name(f"p->valid[{x.inst[instance.name]}]"),
-                         (c.Assign(c.Name("n"), c.Bin("+", c.Name("n"), c.Int(size, "u"))),)))
-    body.append(c.Return(c.Name("n")))
-    return c.Func("uint32_t", "nfc_out_len", ("const struct nfc_pkt *p",), tuple(body),
-                  "the bytes nfc_to_switch writes before the payload", static=False)
+        h, k = x.prog.headers[instance.header], x.inst[instance.name]
+        if h.checksum is not None:
+            body.append(c.If(c.Name(f"p->valid[{k}]"), tuple(_checksum(h, k, c.Name(f"p->hdr[{k}]")))))
+    return c.Func("void", "nfc_finish_in_place", ("struct nfc_pkt *p",), tuple(body) or (c.Return(None),),
+                  "the checksum fields of the valid headers, written where the headers are", static=False)
 
 
 def _pack(x: _Ctx, buf: str, size: int, fields: list[tuple[int, int, c.Expr]]) -> list[c.Stmt]:
@@ -434,8 +463,7 @@ def _parser(x: _Ctx, g: ir.ParserGraph) -> c.Func:
                 k, size = x.inst[s.inst], x.prog.header_of(s.inst).bits // 8
                 body += [c.If(c.Bin(">", c.Bin("+", c.Name("off"), c.Int(size, "u")), c.Name("len")),
                               (c.Return(c.Int(x.reasons["truncated"], "")),)),
-                         c.ExprStmt(c.Call("memcpy", (c.Name(f"p->hdr[{k}]"), c.Bin("+", c.Name("data"), c.Name("off")),
-                                                      c.Int(size, "")))),
+                         _point(k),
                          c.Assign(c.Name(f"p->valid[{k}]"), c.Int(1, "")),
                          c.Assign(c.Name("off"), c.Bin("+", c.Name("off"), c.Int(size, "u")))]
             elif isinstance(s, ir.Verify):
@@ -528,6 +556,7 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
             k = x.inst[s.inst]
             h = x.prog.header_of(s.inst)
             out: list[c.Stmt] = [c.Assign(c.Name(f"p->valid[{k}]"), c.Int(1, "")),
+                                 c.Assign(c.Name(f"p->hdr[{k}]"), c.Name(f"p->store[{k}]")),
                                  c.ExprStmt(c.Call("memset", (c.Name(f"p->hdr[{k}]"), c.Int(0, ""),
                                                               c.Int(h.bits // 8, ""))))]
             for name, e in s.inits:

@@ -47,7 +47,10 @@ struct nfc_stats {
 struct nfc_pkt {
     struct nfc_stats *stats;
     uint8_t valid[NFC_MAX_INST];
-    uint8_t hdr[NFC_MAX_INST][NFC_MAX_HDR];
+    /* a valid header's bytes: where the packet has them (extracted; changed in place), or in
+     * store (pushed) */
+    uint8_t *hdr[NFC_MAX_INST];
+    uint8_t store[NFC_MAX_INST][NFC_MAX_HDR];
     uint64_t meta[NFC_MAX_META];
     uint64_t res[NFC_MAX_RES];
     uint64_t ingress_port;
@@ -403,7 +406,9 @@ extern const char nfc_program[]; /* the NF's name: the control channel's HELLO r
 int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port);
 int nfc_run(struct nfc_pkt *p);
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap);
-uint32_t nfc_out_len(const struct nfc_pkt *p);
+uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap);
+const uint8_t *nfc_headers_in_place(const struct nfc_pkt *p);
+void nfc_finish_in_place(struct nfc_pkt *p);
 const char *nfc_reason(int code);
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key);
 extern const int nfc_nreasons;
@@ -451,8 +456,10 @@ extern struct nfc_stats nfc_stats[];
 
 /* The processed packet p, received in the single-segment mbuf m, as nfc_to_switch writes it;
  * NULL: no room.  m is consumed: sent on as the result, or freed.  The payload is still in
- * m where it arrived, so when m is ours alone and the bridge and headers fit in front of
- * the payload, only they are written, in place; otherwise a new mbuf from `pool` gets the
+ * m where it arrived, and so are the extracted headers (changed in place), so when m is ours
+ * alone: if no header was pushed or removed from between others, only the checksums and the
+ * bridge are written (nothing copied); else, when the bridge and headers fit in front of the
+ * payload, they are built aside and written there; otherwise a new mbuf from `pool` gets the
  * whole packet (from `jumbo` when it is too big for one of `pool`, if there is a jumbo pool).
  * The packets dropped for want of room are exactly those of that path: nothing to send, more
  * than NFC_MAX_PKT bytes, or more than a new mbuf holds.  `out`: scratch of NFC_MAX_PKT bytes. */
@@ -465,15 +472,32 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
     room = (uint16_t)(room - RTE_MIN(room, (uint16_t)RTE_PKTMBUF_HEADROOM)); /* a new mbuf's tailroom */
     if (plen <= NFC_MAX_PKT && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1 && p->payload >= buf &&
         p->payload + plen <= buf + m->buf_len) {
-        uint32_t n = nfc_out_len(p), at = (uint32_t)(p->payload - buf);
-        if (n > 0 && n <= at && n + plen <= room && n <= NFC_MAX_PKT - plen) {
-            p->payload_len = 0; /* the bridge and headers alone, straight in front of the payload */
-            nfc_to_switch(p, buf + at - n, n);
-            p->payload_len = plen;
+        const uint8_t *first = nfc_headers_in_place(p);
+        if (first != NULL) { /* unmoved headers stay; the checksums and the bridge are written */
+            uint32_t b = nfc_bridge_out(p, out, NFC_MAX_PKT), at = (uint32_t)(first - buf);
+            uint32_t len = b + (uint32_t)(p->payload - first) + plen;
+            if (len > 0 && b <= at && len <= room && len <= NFC_MAX_PKT) {
+                nfc_finish_in_place(p);
+                memcpy(buf + at - b, out, b);
+                rte_pktmbuf_reset(m);
+                m->data_off = (uint16_t)(at - b);
+                m->data_len = (uint16_t)len;
+                m->pkt_len = len;
+                return m;
+            }
+        }
+        /* the bridge and headers built aside (they may overlap where they go), then written in
+         * front of the payload */
+        p->payload_len = 0;
+        uint32_t n = nfc_to_switch(p, out, NFC_MAX_PKT - plen);
+        p->payload_len = plen;
+        uint32_t at = (uint32_t)(p->payload - buf);
+        if (n > 0 && n <= at && n + plen <= room) {
             rte_pktmbuf_reset(m);
             m->data_off = (uint16_t)(at - n);
             m->data_len = (uint16_t)(n + plen);
             m->pkt_len = n + plen;
+            memcpy(buf + at - n, out, n);
             return m;
         }
     }

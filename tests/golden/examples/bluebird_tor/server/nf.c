@@ -154,35 +154,91 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* the bytes nfc_to_switch writes before the payload */
-uint32_t nfc_out_len(const struct nfc_pkt *p)
+/* the server->switch bridge alone (nfc_output, headers in place); 0: none or no room */
+uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
     uint32_t n = 0u;
     if (p->cut == 1u) {
+        if (cap < 0x13u) {
+            return 0;
+        }
+        uint64_t f15 = 2u;
+        uint64_t f16 = p->valid[4];
+        uint64_t f17 = p->valid[5];
+        uint64_t f18 = p->valid[6];
+        uint64_t f19 = p->meta[3];
+        uint64_t f20 = p->meta[2];
+        uint64_t f21 = p->meta[1];
+        uint64_t f22 = p->meta[5];
+        uint64_t f23 = p->meta[4];
+        uint64_t f24 = p->egress_set ? p->egress : 0ull;
+        uint64_t f25 = p->egress_set;
+        nfc_set64(out, ((((((f15 & 0xffull) << 0x38u) | ((f16 & 1ull) << 0x37u)) | ((f17 & 1ull) << 0x36u)) | ((f18 & 1ull) << 0x35u)) | ((f19 & 0xffffffffffffull) << 5u)) | ((f20 >> 0xbu) & 0x1full));
+        nfc_set64(out + 8u, ((((f20 & 0x7ffull) << 0x35u) | ((f21 & 1ull) << 0x34u)) | ((f22 & 0xffffffull) << 0x1cu)) | ((f23 >> 4u) & 0xfffffffull));
+        nfc_store_be(out + 0x10u, 3u, (((f23 & 0xfull) << 0x14u) | ((f24 & 0xffffull) << 4u)) | ((f25 & 1ull) << 3u));
         n = 0x13u;
     }
-    if (p->valid[0]) {
-        n = n + 0xeu;
-    }
-    if (p->valid[1]) {
-        n = n + 0x14u;
-    }
-    if (p->valid[2]) {
-        n = n + 8u;
-    }
-    if (p->valid[3]) {
-        n = n + 8u;
-    }
-    if (p->valid[4]) {
-        n = n + 0xeu;
+    return n;
+}
+
+/* where the valid headers start, if in place in front of the payload; NULL: moved */
+const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
+{
+    const uint8_t * at = p->payload;
+    if (p->valid[6]) {
+        at = at - 0x28u;
+        if (p->hdr[6] != at) {
+            return NULL;
+        }
     }
     if (p->valid[5]) {
-        n = n + 0x14u;
+        at = at - 0x14u;
+        if (p->hdr[5] != at) {
+            return NULL;
+        }
     }
-    if (p->valid[6]) {
-        n = n + 0x28u;
+    if (p->valid[4]) {
+        at = at - 0xeu;
+        if (p->hdr[4] != at) {
+            return NULL;
+        }
     }
-    return n;
+    if (p->valid[3]) {
+        at = at - 8u;
+        if (p->hdr[3] != at) {
+            return NULL;
+        }
+    }
+    if (p->valid[2]) {
+        at = at - 8u;
+        if (p->hdr[2] != at) {
+            return NULL;
+        }
+    }
+    if (p->valid[1]) {
+        at = at - 0x14u;
+        if (p->hdr[1] != at) {
+            return NULL;
+        }
+    }
+    if (p->valid[0]) {
+        at = at - 0xeu;
+        if (p->hdr[0] != at) {
+            return NULL;
+        }
+    }
+    return at;
+}
+
+/* the checksum fields of the valid headers, written where the headers are */
+void nfc_finish_in_place(struct nfc_pkt *p)
+{
+    if (p->valid[1]) {
+        nfc_set16(p->hdr[1] + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
+    }
+    if (p->valid[5]) {
+        nfc_set16(p->hdr[5] + 0xau, nfc_csum_zero(p->hdr[5], 0x14u, 0xau));
+    }
 }
 
 /* drop reason names by code */
@@ -258,9 +314,9 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f15 = p->meta[0];
-        uint64_t f16 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
-        nfc_set64(key, ((f15 & 0xffffull) << 0x30u) | ((f16 & 0xffffffffull) << 0x10u));
+        uint64_t f26 = p->meta[0];
+        uint64_t f27 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
+        nfc_set64(key, ((f26 & 0xffffull) << 0x30u) | ((f27 & 0xffffffffull) << 0x10u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
@@ -301,7 +357,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0xeu) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[4], data + off, 0xe);
+            p->hdr[4] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[4] = 1;
             off = off + 0xeu;
         }
@@ -309,7 +365,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0x14u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[5], data + off, 0x14);
+            p->hdr[5] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[5] = 1;
             off = off + 0x14u;
         }
@@ -317,7 +373,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0x28u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[6], data + off, 0x28);
+            p->hdr[6] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[6] = 1;
             off = off + 0x28u;
         }

@@ -292,32 +292,84 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* the bytes nfc_to_switch writes before the payload */
-uint32_t nfc_out_len(const struct nfc_pkt *p)
+/* the server->switch bridge alone (nfc_output, headers in place); 0: none or no room */
+uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
     uint32_t n = 0u;
     if (p->cut == 1u) {
+        if (cap < 2u) {
+            return 0;
+        }
+        uint64_t f31 = 2u;
+        uint64_t f32 = p->valid[0];
+        uint64_t f33 = p->valid[1];
+        uint64_t f34 = p->valid[2];
+        uint64_t f35 = p->valid[3];
+        uint64_t f36 = p->valid[4];
+        nfc_set16(out, ((((((f31 & 0xffull) << 8u) | ((f32 & 1ull) << 7u)) | ((f33 & 1ull) << 6u)) | ((f34 & 1ull) << 5u)) | ((f35 & 1ull) << 4u)) | ((f36 & 1ull) << 3u));
         n = 2u;
     }
     if (p->cut == 3u) {
+        if (cap < 8u) {
+            return 0;
+        }
+        uint64_t f37 = 4u;
+        uint64_t f38 = p->valid[0];
+        uint64_t f39 = p->valid[1];
+        uint64_t f40 = p->valid[2];
+        uint64_t f41 = p->valid[3];
+        uint64_t f42 = p->valid[4];
+        uint64_t f43 = p->meta[0];
+        uint64_t f44 = p->meta[2];
+        nfc_set64(out, ((((((((f37 & 0xffull) << 0x38u) | ((f38 & 1ull) << 0x37u)) | ((f39 & 1ull) << 0x36u)) | ((f40 & 1ull) << 0x35u)) | ((f41 & 1ull) << 0x34u)) | ((f42 & 1ull) << 0x33u)) | ((f43 & 0xffffffffull) << 0x13u)) | ((f44 & 0xffffull) << 3u));
         n = 8u;
     }
-    if (p->valid[0]) {
-        n = n + 0xeu;
-    }
-    if (p->valid[1]) {
-        n = n + 0x14u;
-    }
-    if (p->valid[2]) {
-        n = n + 0x14u;
+    return n;
+}
+
+/* where the valid headers start, if in place in front of the payload; NULL: moved */
+const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
+{
+    const uint8_t * at = p->payload;
+    if (p->valid[4]) {
+        at = at - 8u;
+        if (p->hdr[4] != at) {
+            return NULL;
+        }
     }
     if (p->valid[3]) {
-        n = n + 8u;
+        at = at - 8u;
+        if (p->hdr[3] != at) {
+            return NULL;
+        }
     }
-    if (p->valid[4]) {
-        n = n + 8u;
+    if (p->valid[2]) {
+        at = at - 0x14u;
+        if (p->hdr[2] != at) {
+            return NULL;
+        }
     }
-    return n;
+    if (p->valid[1]) {
+        at = at - 0x14u;
+        if (p->hdr[1] != at) {
+            return NULL;
+        }
+    }
+    if (p->valid[0]) {
+        at = at - 0xeu;
+        if (p->hdr[0] != at) {
+            return NULL;
+        }
+    }
+    return at;
+}
+
+/* the checksum fields of the valid headers, written where the headers are */
+void nfc_finish_in_place(struct nfc_pkt *p)
+{
+    if (p->valid[1]) {
+        nfc_set16(p->hdr[1] + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
+    }
 }
 
 /* drop reason names by code */
@@ -384,18 +436,18 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f31 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
-        uint64_t f32 = p->meta[1];
-        uint64_t f33 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
-        nfc_set64(key, (((f31 & 0xffffffffull) << 0x20u) | ((f32 & 0xffffull) << 0x10u)) | ((f33 & 0xffull) << 8u));
+        uint64_t f45 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
+        uint64_t f46 = p->meta[1];
+        uint64_t f47 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+        nfc_set64(key, (((f45 & 0xffffffffull) << 0x20u) | ((f46 & 0xffffull) << 0x10u)) | ((f47 & 0xffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
     if (table == 1) {
-        uint64_t f34 = p->meta[0];
-        uint64_t f35 = p->meta[2];
-        uint64_t f36 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
-        nfc_set64(key, (((f34 & 0xffffffffull) << 0x20u) | ((f35 & 0xffffull) << 0x10u)) | ((f36 & 0xffull) << 8u));
+        uint64_t f48 = p->meta[0];
+        uint64_t f49 = p->meta[2];
+        uint64_t f50 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+        nfc_set64(key, (((f48 & 0xffffffffull) << 0x20u) | ((f49 & 0xffffull) << 0x10u)) | ((f50 & 0xffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
@@ -431,7 +483,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0xeu) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[0], data + off, 0xe);
+            p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[0] = 1;
             off = off + 0xeu;
         }
@@ -439,7 +491,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0x14u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[1], data + off, 0x14);
+            p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[1] = 1;
             off = off + 0x14u;
         }
@@ -447,7 +499,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0x14u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[2], data + off, 0x14);
+            p->hdr[2] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[2] = 1;
             off = off + 0x14u;
         }
@@ -455,7 +507,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 8u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[3], data + off, 8);
+            p->hdr[3] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[3] = 1;
             off = off + 8u;
         }
@@ -463,7 +515,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 8u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[4], data + off, 8);
+            p->hdr[4] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[4] = 1;
             off = off + 8u;
         }
@@ -490,7 +542,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0xeu) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[0], data + off, 0xe);
+            p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[0] = 1;
             off = off + 0xeu;
         }
@@ -498,7 +550,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0x14u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[1], data + off, 0x14);
+            p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[1] = 1;
             off = off + 0x14u;
         }
@@ -506,7 +558,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0x14u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[2], data + off, 0x14);
+            p->hdr[2] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[2] = 1;
             off = off + 0x14u;
         }
@@ -514,7 +566,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 8u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[3], data + off, 8);
+            p->hdr[3] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[3] = 1;
             off = off + 8u;
         }
@@ -522,7 +574,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 8u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[4], data + off, 8);
+            p->hdr[4] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[4] = 1;
             off = off + 8u;
         }

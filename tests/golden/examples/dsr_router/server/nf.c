@@ -151,38 +151,90 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* the bytes nfc_to_switch writes before the payload */
-uint32_t nfc_out_len(const struct nfc_pkt *p)
+/* the server->switch bridge alone (nfc_output, headers in place); 0: none or no room */
+uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
     uint32_t n = 0u;
     if (p->cut == 1u) {
+        if (cap < 9u) {
+            return 0;
+        }
+        uint64_t f9 = 2u;
+        uint64_t f10 = p->valid[6];
+        uint64_t f11 = p->valid[7];
+        uint64_t f12 = p->meta[1];
+        uint64_t f13 = p->meta[2];
+        nfc_set64(out, (((((f9 & 0xffull) << 0x38u) | ((f10 & 1ull) << 0x37u)) | ((f11 & 1ull) << 0x36u)) | ((f12 & 0xffffffffull) << 0x16u)) | ((f13 >> 2u) & 0x3fffffull));
+        nfc_set8(out + 8u, (f13 & 3ull) << 6u);
         n = 9u;
     }
-    if (p->valid[0]) {
-        n = n + 0xeu;
-    }
-    if (p->valid[1]) {
-        n = n + 0x14u;
-    }
-    if (p->valid[2]) {
-        n = n + 8u;
-    }
-    if (p->valid[3]) {
-        n = n + 8u;
-    }
-    if (p->valid[4]) {
-        n = n + 4u;
-    }
-    if (p->valid[5]) {
-        n = n + 4u;
+    return n;
+}
+
+/* where the valid headers start, if in place in front of the payload; NULL: moved */
+const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
+{
+    const uint8_t * at = p->payload;
+    if (p->valid[7]) {
+        at = at - 0x14u;
+        if (p->hdr[7] != at) {
+            return NULL;
+        }
     }
     if (p->valid[6]) {
-        n = n + 0xeu;
+        at = at - 0xeu;
+        if (p->hdr[6] != at) {
+            return NULL;
+        }
+    }
+    if (p->valid[5]) {
+        at = at - 4u;
+        if (p->hdr[5] != at) {
+            return NULL;
+        }
+    }
+    if (p->valid[4]) {
+        at = at - 4u;
+        if (p->hdr[4] != at) {
+            return NULL;
+        }
+    }
+    if (p->valid[3]) {
+        at = at - 8u;
+        if (p->hdr[3] != at) {
+            return NULL;
+        }
+    }
+    if (p->valid[2]) {
+        at = at - 8u;
+        if (p->hdr[2] != at) {
+            return NULL;
+        }
+    }
+    if (p->valid[1]) {
+        at = at - 0x14u;
+        if (p->hdr[1] != at) {
+            return NULL;
+        }
+    }
+    if (p->valid[0]) {
+        at = at - 0xeu;
+        if (p->hdr[0] != at) {
+            return NULL;
+        }
+    }
+    return at;
+}
+
+/* the checksum fields of the valid headers, written where the headers are */
+void nfc_finish_in_place(struct nfc_pkt *p)
+{
+    if (p->valid[1]) {
+        nfc_set16(p->hdr[1] + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
     }
     if (p->valid[7]) {
-        n = n + 0x14u;
+        nfc_set16(p->hdr[7] + 0xau, nfc_csum_zero(p->hdr[7], 0x14u, 0xau));
     }
-    return n;
 }
 
 /* drop reason names by code */
@@ -255,9 +307,9 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f9 = p->meta[0];
-        uint64_t f10 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
-        nfc_set64(key, ((f9 & 0x3fffull) << 0x32u) | ((f10 & 0xffffffffull) << 0x12u));
+        uint64_t f14 = p->meta[0];
+        uint64_t f15 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
+        nfc_set64(key, ((f14 & 0x3fffull) << 0x32u) | ((f15 & 0xffffffffull) << 0x12u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
@@ -294,7 +346,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0xeu) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[6], data + off, 0xe);
+            p->hdr[6] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[6] = 1;
             off = off + 0xeu;
         }
@@ -302,7 +354,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             if ((off + 0x14u) > len) {
                 return 0x10;
             }
-            memcpy(p->hdr[7], data + off, 0x14);
+            p->hdr[7] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[7] = 1;
             off = off + 0x14u;
         }
