@@ -13,6 +13,7 @@ from __future__ import annotations
 import random
 import shutil
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,11 +99,13 @@ def boundary_lengths(width: int) -> list[int]:
     return sorted({0, 1, width, *(b + d for b in ends for d in (-1, 0, 1) if 0 <= b + d <= width)})
 
 
-def random_ops(t: Trie, rnd: random.Random, vrfs: int, steps: int) -> None:
-    """Adds (fresh and replacing), deletes and lookups, checked as they go."""
+def random_ops(t: Trie, rnd: random.Random, vrfs: int, steps: int) -> Counter[str]:
+    """Adds (fresh and replacing), deletes and lookups; the lookups' answers as the brute force
+    gives them (``hit`` / ``miss``), each already checked against the trie's."""
     w = t.width
     bases = [rnd.getrandbits(w) for _ in range(6)]
     lengths = boundary_lengths(w)
+    answers: Counter[str] = Counter()
 
     def address() -> int:  # near a few bases, so routes nest and lookups fall inside them
         return bases[rnd.randrange(len(bases))] ^ rnd.getrandbits(rnd.choice([0, 1, 4, 8, 12, w]))
@@ -118,13 +121,18 @@ def random_ops(t: Trie, rnd: random.Random, vrfs: int, steps: int) -> None:
             t.delete(v, plen, pfx)
         elif r < 0.85:
             addr = address()
-            assert t.ask(f"find {vrf} {addr}") == [t.expect(vrf, addr)], t.log[-30:]
+            want = t.expect(vrf, addr)
+            assert t.ask(f"find {vrf} {addr}") == [want], t.log[-30:]
+            answers[want.split()[0]] += 1
         else:
             probes = [(rnd.randrange(vrfs) if vrfs else 0, address()) for _ in range(rnd.randint(1, 64))]
             got = t.ask(f"bulk {len(probes)} " + " ".join(f"{v} {a}" for v, a in probes), len(probes))
-            assert got == [t.expect(v, a) for v, a in probes], t.log[-30:]
+            want_all = [t.expect(v, a) for v, a in probes]
+            assert got == want_all, t.log[-30:]
+            answers.update(w.split()[0] for w in want_all)
         if rnd.random() < 0.05:
             t.ask("reclaim")
+    return answers
 
 
 @pytest.mark.parametrize("trie", [(32, 0), (32, 16), (32, 24), (64, 14), (64, 24), (12, 0), (40, 0)], indirect=True,
@@ -132,7 +140,10 @@ def random_ops(t: Trie, rnd: random.Random, vrfs: int, steps: int) -> None:
                               "40bit"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_lookups_answer_the_longest_matching_route_through_adds_and_deletes(trie: Trie, seed: int) -> None:
-    random_ops(trie, random.Random(seed * 1000 + trie.width), 4 if trie.vrfs else 0, 1500)
+    answers = random_ops(trie, random.Random(seed * 1000 + trie.width), 4 if trie.vrfs else 0, 1500)
+    # many lookups found a route; in the wider spaces some found none (a 12-bit space is soon
+    # covered by some short route)
+    assert answers["hit"] > 500 and (answers["miss"] > 20 or trie.width < 32), answers
 
 
 @pytest.mark.parametrize("trie", [(32, 16), (32, 24)], indirect=True, ids=["vrf-array", "vrf-hash"])

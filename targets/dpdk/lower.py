@@ -509,26 +509,29 @@ def _ptarget(x: _Ctx, g: ir.ParserGraph, t: ir.PTarget) -> list[c.Stmt]:
 
 # ---- stages ---------------------------------------------------------------------------------
 
+def _cuts(x: _Ctx) -> list[tuple[int, tuple[str, ...], bool]]:
+    """What the server runs per value of p->cut: (cut id, its stages, a whole pipeline on a
+    server without a switch)."""
+    out: list[tuple[int, tuple[str, ...], bool]] = []
+    for b in x.bridges:
+        if b.direction is Direction.TO_SERVER:
+            pl = next(p for p in x.prog.pipelines if p.name == b.pipeline)
+            out.append((b.cut_id, tuple(x.placement.server_part(pl.stages, b)), False))
+    if x.software:
+        out += [(SOFTWARE_CUT + i, tuple(pl.stages), True) for i, pl in enumerate(x.prog.pipelines)]
+    return out
+
+
 def _run(x: _Ctx) -> c.Func:
     body: list[c.Stmt] = []
-    for b in x.bridges:
-        if b.direction is not Direction.TO_SERVER:
-            continue
-        pl = next(p for p in x.prog.pipelines if p.name == b.pipeline)
+    for cut, stages, whole in _cuts(x):
         code: list[c.Stmt] = []
-        for s in x.placement.server_part(pl.stages, b):
+        for s in stages:
             st = x.prog.stages[s]
             code += [c.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(x, st.body)]
-        body.append(c.If(c.Bin("==", _p("cut"), c.Int(b.cut_id, "u")), (*code, c.Return(c.Name("NFC_CONTINUE")))))
-    if x.software:
-        for i, pl in enumerate(x.prog.pipelines):
-            code = []
-            for s in pl.stages:
-                st = x.prog.stages[s]
-                code += [c.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(x, st.body)]
-            code += [c.If(c.Un("!", _p("egress_set")), (c.Return(c.Int(x.reasons["no_egress"], "")),)),
-                     c.Return(c.Name("NFC_CONTINUE"))]
-            body.append(c.If(c.Bin("==", _p("cut"), c.Int(SOFTWARE_CUT + i, "u")), tuple(code)))
+        if whole:
+            code.append(c.If(c.Un("!", _p("egress_set")), (c.Return(c.Int(x.reasons["no_egress"], "")),)))
+        body.append(c.If(c.Bin("==", _p("cut"), c.Int(cut, "u")), (*code, c.Return(c.Name("NFC_CONTINUE")))))
     body.append(c.Return(c.Int(x.reasons["bad_bridge"], "")))
     return c.Func("int", "nfc_run", ("struct nfc_pkt *p",), tuple(body),
                   "the server stages; NFC_CONTINUE or a drop reason code", static=False)
@@ -817,13 +820,23 @@ def _hash(x: _Ctx, e: ir.Hash) -> c.Expr:
 # ---- tables -----------------------------------------------------------------------------------
 
 def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
-    """The key a packet in state ``p`` looks up in each table (the benchmark's baseline)."""
+    """The key a packet in state ``p`` looks up in each table (the burst's bulk lookups,
+    nfc_prefetch, and the benchmark); -1: the packet's cut runs no stage that looks it up."""
     body: list[c.Stmt] = []
+    cuts = _cuts(x)
     for t in tables:
+        using = [cut for cut, stages, _ in cuts if any(t.name in _stage_tables(x.prog, x.prog.stages[s])
+                                                          for s in stages)]
         size = _key_bytes(t)
         x.hoisted = []
         fill = _pack(x, "key", size, _key_fields(x, t))
         fill = [*x.hoisted, *fill, c.Return(c.Int(0, ""))]
+        if len(using) < len(cuts):
+            cond: c.Expr = c.Int(0, "")
+            for cut in using:
+                hit = c.Bin("==", _p("cut"), c.Int(cut, "u"))
+                cond = hit if cond == c.Int(0, "") else c.Bin("||", cond, hit)
+            fill.insert(0, c.If(c.Un("!", cond), (c.Return(c.Int(-1, "")),)))
         body.append(c.If(c.Bin("==", c.Name("table"), c.Int(x.tindex[t.name], "")), tuple(fill)))
     body.append(c.Return(c.Int(-1, "")))
     params = ("int table", "const struct nfc_pkt *p", "uint8_t *key")

@@ -117,10 +117,10 @@ static inline const struct nfc_lpm_root *nfc_lpm_root_of(const struct nfc_lpm *l
 }
 
 /* Lookups of n packed keys at once (n <= 64): found (bit i of *hits) and data[i].  The
- * VRFs by one bulk hash lookup, then the levels of all keys in step: the level-1 loads of
- * the burst are independent, so their misses overlap (a prefetch one loop earlier measured
- * no faster: the loop is too short to hide a miss), and the rare level-2 entries are
- * prefetched a loop ahead. */
+ * VRFs first (an array load each, or one bulk hash lookup), then the levels of all keys in
+ * step: the level-1 loads of the burst are independent, so their misses overlap (a prefetch
+ * one loop earlier was no faster in a scratch measurement on bench/l3fwd.nfp: the loop is
+ * too short to hide a miss), and the rare level-2 entries are prefetched a loop ahead. */
 static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *const *keys, unsigned n,
                                      void **data, uint64_t *hits)
 {

@@ -436,6 +436,9 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
+        if (!(p->cut == 3u)) {
+            return -1;
+        }
         uint64_t f45 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
         uint64_t f46 = p->meta[1];
         uint64_t f47 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
