@@ -117,6 +117,19 @@ def server_runtime_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return folder
 
 
+def sanitized_harness(source: Path, runtime: list[str], out: Path) -> Path:
+    """A C test driver (tests/c/) linked with the server runtime's ``runtime`` sources, under
+    ASan + UBSan, as ``out``."""
+    run = ROOT / "targets" / "dpdk" / "runtime"
+    flags = [subprocess.run(["pkg-config", what, "libdpdk"], capture_output=True, text=True, check=True).stdout.split()
+             for what in ("--cflags", "--libs")]
+    cmd = ["gcc", *flags[0], "-march=native", "-O1", "-g", "-fsanitize=address,undefined",
+           "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror", "-std=gnu11", f"-I{run}",
+           "-o", str(out), str(source), *(str(run / r) for r in runtime), *flags[1]]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    return out
+
+
 def write(tmp_path: Path, text: str) -> str:
     """``text`` as ``tmp_path/t.nfp``; its path."""
     p = tmp_path / "t.nfp"

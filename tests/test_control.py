@@ -178,11 +178,3 @@ def test_two_forwarding_lcores_and_hugepages_when_they_can_be_had(vpn):
         assert srv.control.counters()["drops"]["bad_bridge"] > first  # still forwarding
     assert srv.counters["tables"]["overlay_routes"]["entries"] == 1000
     assert Path("/proc/sys/vm/nr_hugepages").read_text() == reserved  # given back
-
-
-def test_data_plane_state_refuses_two_lcores(tmp_path_factory):
-    from runtime.server_proc import eal_args
-    out = _build(tmp_path_factory, "cgnat", "dpdk")
-    r = subprocess.run([str(out / "server/nf"), *eal_args("0,1"), "--vdev=net_null0", "--"],
-                       capture_output=True, text=True, timeout=60)
-    assert r.returncode == 1 and "data-plane state" in r.stderr and "one forwarding lcore" in r.stderr

@@ -20,8 +20,7 @@ from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-RUNTIME = ROOT / "targets" / "dpdk" / "runtime"
+from tests.conftest import ROOT, sanitized_harness
 
 pytestmark = pytest.mark.skipif(shutil.which("pkg-config") is None or shutil.which("gcc") is None,
                                 reason="needs gcc and pkg-config (DPDK from Debian: python3 build.py setup)")
@@ -29,14 +28,8 @@ pytestmark = pytest.mark.skipif(shutil.which("pkg-config") is None or shutil.whi
 
 @pytest.fixture(scope="module")
 def harness(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("lpm") / "lpm_check"
-    cflags = subprocess.run(["pkg-config", "--cflags", "libdpdk"], capture_output=True, text=True, check=True).stdout
-    libs = subprocess.run(["pkg-config", "--libs", "libdpdk"], capture_output=True, text=True, check=True).stdout
-    cmd = ["gcc", *cflags.split(), "-march=native", "-O1", "-g", "-fsanitize=address,undefined",
-           "-fno-sanitize-recover=undefined", "-Wall", "-Wextra", "-Werror", "-std=gnu11", f"-I{RUNTIME}",
-           "-o", str(out), str(ROOT / "tests" / "c" / "lpm_check.c"), str(RUNTIME / "nfc_lpm.c"), *libs.split()]
-    subprocess.run(cmd, check=True, capture_output=True, text=True)
-    return out
+    return sanitized_harness(ROOT / "tests" / "c" / "lpm_check.c", ["nfc_lpm.c"],
+                             tmp_path_factory.mktemp("lpm") / "lpm_check")
 
 
 @dataclass

@@ -17,9 +17,10 @@ __all__ = ["COPIED", "RUNTIME", "DpdkGenerator"]
 RUNTIME = Path(__file__).with_name("runtime")
 # the hand-written runtime, copied verbatim next to the generated nf.c
 COPIED = {"server_runtime_h": "nfc_rt.h", "server_burst_h": "nfc_burst.h", "server_control_h": "nfc_ctl.h",
-          "server_lpm_h": "nfc_lpm.h", "server_main_c": "nfc_main.c", "server_tables_c": "nfc_tables.c",
-          "server_values_c": "nfc_values.c", "server_lpm_c": "nfc_lpm.c", "server_control_c": "nfc_control.c",
-          "server_entries_c": "nfc_entries.c", "server_bench_c": "nfc_bench.c", "server_makefile": "Makefile"}
+          "server_lpm_h": "nfc_lpm.h", "server_state_h": "nfc_state.h", "server_main_c": "nfc_main.c",
+          "server_tables_c": "nfc_tables.c", "server_values_c": "nfc_values.c", "server_state_c": "nfc_state.c",
+          "server_lpm_c": "nfc_lpm.c", "server_control_c": "nfc_control.c", "server_entries_c": "nfc_entries.c",
+          "server_bench_c": "nfc_bench.c", "server_makefile": "Makefile"}
 
 
 class DpdkGenerator:

@@ -180,8 +180,8 @@ def _inline(t: ir.Table) -> bool:
     return not t.is_state and sum(v.width for v in t.values) <= (56 if _lpm_key(t) else 64)
 
 
-def _h(x: _Ctx, t: ir.Table) -> c.Expr:
-    return c.Name(f"nfc_tables[{x.tindex[t.name]}].h")
+def _table(x: _Ctx, t: ir.Table) -> c.Expr:
+    return c.Name(f"&nfc_tables[{x.tindex[t.name]}]")
 
 
 def _lpm_key(t: ir.Table) -> tuple[int, int] | None:
@@ -626,8 +626,7 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
         hit = [c.Decl("uint64_t *", v.name, c.Cast("uint64_t *", c.Name(data)))]
         n = len(t.values)
         if t.is_state and t.hints.refresh:  # a hit restarts the idle timer
-            hit.append(c.Assign(c.Index(v, c.Int(n, "")),
-                                c.Bin("+", c.Call("nfc_now_ns"), c.Index(v, c.Int(n + 1, "")))))
+            hit.append(c.ExprStmt(c.Call("nfc_state_touch", (v, c.Int(n, "")))))
         for i, f in enumerate(t.values):
             hit.append(c.Assign(c.Name(f"p->res[{_res(x, t.name, f.name)}]"), c.Index(v, c.Int(i, ""))))
     if v.name not in names_used(tuple(hit[1:])):  # no value to read and no idle timer to restart
@@ -638,16 +637,8 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     if not t.is_state:  # maybe answered by the burst's bulk lookup
         found = c.Call("nfc_lpm_lookup" if _lpm_key(t) else "nfc_exact_lookup",
                        (c.Name("p"), c.Int(x.tindex[t.name], ""), c.Name(key), c.Int(size, "u"), c.Name(f"&{data}")))
-    else:  # an expired entry is removed and misses
-        n = len(t.values)
-        lookup = c.Call("rte_hash_lookup_data", (_h(x, t), c.Name(key), c.Name(f"&{data}")))
-        expired = c.Bin("<=", c.Index(c.Cast("uint64_t *", c.Name(data)), c.Int(n, "")), c.Call("nfc_now_ns"))
-        out += [c.Decl("int", f"found{num}", c.Cast("int", c.Bin(">=", lookup, c.Int(0, "")))),
-                c.If(c.Bin("&&", c.Name(f"found{num}"), expired),
-                     (c.ExprStmt(c.Call("rte_hash_del_key", (_h(x, t), c.Name(key)))),
-                      c.ExprStmt(c.Call("free", (c.Name(data),))),
-                      c.Assign(c.Name(f"found{num}"), c.Int(0, ""))))]
-        found = c.Name(f"found{num}")
+    else:  # an expired entry is removed and misses (nfc_state.h)
+        found = c.Call("nfc_state_find", (_table(x, t), c.Name(key), c.Name(f"&{data}")))
     out.append(c.If(found, tuple(hit), (_count(x, "misses", t), *_block(x, s.miss))))
     return [c.Block(tuple(out))]
 
@@ -678,33 +669,22 @@ def timeout_ns_of(t: ir.Table) -> int:
 
 
 def _insert(x: _Ctx, s: ir.Insert) -> c.Stmt:
-    """Create or overwrite the entry of the current key: values, then expiry and timeout (ns)."""
+    """Create or replace the entry of the current key: its values and timeout (ns) to
+    nfc_state_insert (nfc_state.h), which every forwarding lcore may call."""
     t = x.prog.tables[s.state]
     size = _key_bytes(t)
     x.temps += 1
-    key, data, v = f"key{x.temps}", f"old{x.temps}", f"v{x.temps}"
-    n = len(t.values)
+    key, v = f"key{x.temps}", f"v{x.temps}"
     given = dict(s.values)
     # the entry's timeout in ns: an insert's own (whole seconds) or the table's (1ms is 1000000, not 0)
     timeout_ns: c.Expr = (c.Bin("*", _expr(x, s.timeout), c.Int(1_000_000_000, "ull")) if s.timeout is not None
                           else c.Int(timeout_ns_of(t), "ull"))
-    body: list[c.Stmt] = [c.Comment(f"insert into {t.name}, {_src(s.span)}"), *_key(x, t, key, size)]
-    body += [c.Decl("void *", data, c.Name("NULL")),
-             c.Decl("uint64_t *", v, c.Cond(c.Bin(">=", c.Call("rte_hash_lookup_data",
-                                                                 (_h(x, t), c.Name(key),
-                                                                  c.Name(f"&{data}"))), c.Int(0, "")),
-                                             c.Cast("uint64_t *", c.Name(data)),
-                                             c.Cast("uint64_t *", c.Call("malloc", (c.Int(8 * (n + 2), ""),))))),
-             c.If(c.Bin("==", c.Name(v), c.Name("NULL")), (c.Return(c.Int(x.reasons["bad_bridge"], "")),))]
+    body: list[c.Stmt] = [c.Comment(f"insert into {t.name}, {_src(s.span)}"), *_key(x, t, key, size),
+                          c.Decl("uint64_t", f"{v}[{max(len(t.values), 1)}]", c.Name("{0}"))]
     for i, f in enumerate(t.values):
         body.append(c.Assign(c.Index(c.Name(v), c.Int(i, "")), c.Bin("&", _expr(x, given[f.name]), _mask(f.width))))
-    body += [c.Assign(c.Index(c.Name(v), c.Int(n + 1, "")), timeout_ns),
-             c.Assign(c.Index(c.Name(v), c.Int(n, "")), c.Bin("+", c.Call("nfc_now_ns"),
-                                                               c.Index(c.Name(v), c.Int(n + 1, "")))),
-             c.If(c.Bin("&&", c.Bin("!=", c.Name(v), c.Name(data)),
-                        c.Bin("<", c.Call("rte_hash_add_key_data", (_h(x, t), c.Name(key),
-                                                                     c.Name(v))), c.Int(0, ""))),
-                  (c.ExprStmt(c.Call("free", (c.Name(v),))),))]
+    insert = c.Call("nfc_state_insert", (_table(x, t), c.Name(key), c.Name(v), timeout_ns))
+    body.append(c.If(c.Bin("<", insert, c.Int(0, "")), (c.Return(c.Int(x.reasons["bad_bridge"], "")),)))
     return c.Block(tuple(body))
 
 

@@ -279,7 +279,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "nf-bench: --entries, --packets and --table are required\n");
         return 2;
     }
-    if (nfc_tables_init(1) != 0 || nfc_load_entries(entries) < 0)
+    if (nfc_tables_init() != 0 || nfc_load_entries(entries) < 0)
         return 1;
     int ti = nfc_table_find(table);
     if (read_pcap(packets) <= 0 || ti < 0) {

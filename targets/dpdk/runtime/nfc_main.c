@@ -271,7 +271,7 @@ int main(int argc, char **argv)
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);
     uint16_t lcores = (uint16_t)rte_lcore_count();
-    if (nfc_tables_init(lcores) != 0 || (entries != NULL && nfc_load_entries(entries) < 0))
+    if (nfc_tables_init() != 0 || (entries != NULL && nfc_load_entries(entries) < 0))
         return 1;
     if (nfc_control_start() != 0)
         return 1;

@@ -308,66 +308,6 @@ static inline uint64_t nfc_csum_update(uint64_t csum, uint64_t old, uint64_t new
     return (uint64_t)(~s & 0xffff);
 }
 
-/* Port pools of a carrier-grade NAT: the lowest free port >= 1024 of an external address, 0
- * when its 64512 ports are taken (the reference semantics, compiler/interp/state.py).  One
- * pool (a 65536-bit map, 8 KiB) per external address, made on its first use and found by
- * open addressing, so the number of addresses is bounded by memory only (it was a fixed 256:
- * the 257th address got 0 while the reference allocated).  0 too if memory runs out.  Called
- * by the forwarding lcore only. */
-struct nfc_pool {
-    uint64_t addr;
-    uint64_t *used; /* NULL: a free slot */
-};
-
-static inline struct nfc_pool *nfc_pool_slot(struct nfc_pool *pools, size_t cap, uint64_t addr)
-{
-    size_t i = (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
-    while (pools[i].used != NULL && pools[i].addr != addr)
-        i = (i + 1) & (cap - 1);
-    return &pools[i];
-}
-
-static inline uint64_t *nfc_pool_of(uint64_t ext_ip)
-{
-    static struct nfc_pool *pools;
-    static size_t cap, n;
-    if (2 * (n + 1) > cap) { /* keep the table at most half full: grow and rehash */
-        size_t bigger = cap ? 2 * cap : 64;
-        struct nfc_pool *fresh = calloc(bigger, sizeof *fresh);
-        if (fresh == NULL)
-            return NULL;
-        for (size_t i = 0; i < cap; i++)
-            if (pools[i].used != NULL)
-                *nfc_pool_slot(fresh, bigger, pools[i].addr) = pools[i];
-        free(pools);
-        pools = fresh;
-        cap = bigger;
-    }
-    struct nfc_pool *slot = nfc_pool_slot(pools, cap, ext_ip);
-    if (slot->used == NULL) {
-        slot->used = calloc(1024, sizeof(uint64_t));
-        if (slot->used == NULL)
-            return NULL;
-        slot->addr = ext_ip;
-        n++;
-    }
-    return slot->used;
-}
-
-static inline uint64_t nfc_alloc_port(uint64_t ext_ip)
-{
-    uint64_t *used = nfc_pool_of(ext_ip);
-    if (used == NULL)
-        return 0;
-    for (unsigned w = 1024 / 64; w < 1024; w++) /* ports below 1024 are never given out */
-        if (used[w] != ~0ull) {
-            unsigned bit = (unsigned)__builtin_ctzll(~used[w]);
-            used[w] |= 1ull << bit;
-            return w * 64u + bit;
-        }
-    return 0;
-}
-
 /* A server table as the generated program describes it (nfc_tables[], in nf.c) plus its
  * run-time state.  Keys are the key fields packed most significant bit first, an LPM field
  * masked to its prefix length with the length in the byte after the fields, zero-padded to
@@ -416,7 +356,7 @@ extern const int nfc_software;
 
 /* Implemented by nfc_tables.c: table set-up and the entry operations every writer uses
  * (entries file, control channel).  Status codes are the control channel's (nfc_control.h). */
-int nfc_tables_init(int lcores);
+int nfc_tables_init(void);
 int nfc_table_find(const char *name);
 int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint64_t *values, uint8_t *key);
 int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *values, int replace);
@@ -453,6 +393,8 @@ void nfc_values_of(const struct nfc_table *t, const void *data, uint64_t *values
 int nfc_load_entries(const char *path);
 /* Implemented by nfc_main.c: the counters of every lcore */
 extern struct nfc_stats nfc_stats[];
+
+#include "nfc_state.h" /* data-plane state and port pools, shared by the lcores */
 
 /* The processed packet p, received in the single-segment mbuf m, as nfc_to_switch writes it;
  * NULL: no room.  m is consumed: sent on as the result, or freed.  The payload is still in

@@ -4,9 +4,10 @@
  * control thread).  Control-plane tables are lock-free rte_hash tables
  * (RW_CONCURRENCY_LF): a replaced value or a deleted key is freed only after every
  * forwarding lcore has passed a quiescent state (rte_rcu_qsbr), so a reader never sees freed
- * memory.  Data-plane state is the other way round: its one writer is the forwarding lcore,
- * which deletes and frees expired entries at once, so the control thread never walks it
- * while that lcore forwards; it asks the lcore for a copy instead (nfc_state_copy_*).
+ * memory.  Data-plane state is the other way round: its writers are the forwarding lcores
+ * (nfc_state.c: lock-free readers too, what is replaced freed after a grace period), so
+ * the control thread never walks it while they forward; it asks an lcore for a copy instead
+ * (nfc_state_copy_*).
  * Hand-written, shared by every generated program. */
 #include <errno.h>
 #include <stdio.h>
@@ -22,13 +23,13 @@
 #include <rte_malloc.h>
 #include <rte_pause.h>
 #include <rte_rcu_qsbr.h>
-#include <rte_spinlock.h>
+#include <rte_rwlock.h>
 
 #include "nfc_ctl.h"
 #include "nfc_rt.h"
 
-static struct rte_rcu_qsbr *rcu;
-static int have_state; /* some table is data-plane state (then exactly one lcore forwards) */
+struct rte_rcu_qsbr *nfc_rcu; /* every forwarding lcore reports its quiescent states to it */
+static int have_state;        /* some table is data-plane state */
 uint64_t nfc_clock_origin;
 
 /* An LPM table's trie: the LPM field's place in the key, the length byte after the fields;
@@ -59,28 +60,24 @@ static struct rte_hash *hash_new(const struct nfc_table *t, int i, uint32_t entr
     params.key_len = t->key_bytes;
     params.hash_func = rte_hash_crc;
     params.socket_id = (int)rte_socket_id();
-    /* control-plane tables: lock-free readers, one writer (the control thread) */
-    params.extra_flag = t->state ? 0 : RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF;
+    /* lock-free readers; one writer at a time: the control thread (control-plane tables) or
+     * a forwarding lcore holding the table's lock (data-plane state, nfc_state.c) */
+    params.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF;
     return rte_hash_create(&params);
 }
 
-int nfc_tables_init(int lcores)
+int nfc_tables_init(void)
 {
     nfc_clock_origin = rte_get_timer_cycles();
     size_t sz = rte_rcu_qsbr_get_memsize(RTE_MAX_LCORE);
-    rcu = rte_zmalloc("nfc_rcu", sz, RTE_CACHE_LINE_SIZE);
-    if (rcu == NULL || rte_rcu_qsbr_init(rcu, RTE_MAX_LCORE) != 0) {
+    nfc_rcu = rte_zmalloc("nfc_rcu", sz, RTE_CACHE_LINE_SIZE);
+    if (nfc_rcu == NULL || rte_rcu_qsbr_init(nfc_rcu, RTE_MAX_LCORE) != 0) {
         fprintf(stderr, "nfc: cannot create the RCU state\n");
         return 1;
     }
     for (int i = 0; i < nfc_ntables; i++) {
         struct nfc_table *t = &nfc_tables[i];
         have_state |= t->state;
-        if (t->state && lcores > 1) {
-            fprintf(stderr, "nfc: table %s (%s) is data-plane state: run on one forwarding lcore\n", t->name,
-                    t->src);
-            return 1;
-        }
         /* data-plane state: its declared size (its writer, the lcore, cannot grow it);
          * control-plane tables start small and grow with what is loaded (put) */
         t->cap = t->state ? (t->size < NFC_TABLE_CAP ? t->size : NFC_TABLE_CAP)
@@ -112,11 +109,12 @@ int nfc_table_find(const char *name)
  * A control-plane table has one writer, the control thread, so it copies the table itself
  * with rte_hash_iterate (nfc_table_copy).
  *
- * A data-plane state table changes under the forwarding lcore's hands (insert, expire and
- * free, all without locks), so it is copied only where that lcore cannot be writing: by the
- * lcore itself between two bursts (nfc_rcu_quiescent), or by the control thread while no lcore
- * forwards (`state_owner` free: before START, after the end of input).  The lcore holds
- * `state_owner` from nfc_rcu_online to nfc_rcu_offline.
+ * A data-plane state table changes under the forwarding lcores' hands (insert, expire; what
+ * they replace is freed once every lcore has passed a quiescent state), so it is copied only
+ * by a reader the grace periods wait for: a forwarding lcore between two bursts
+ * (nfc_rcu_quiescent), or the control thread while no lcore forwards (`state_owner` free:
+ * before START, after the end of input).  Every forwarding lcore holds `state_owner` for
+ * reading from nfc_rcu_online to nfc_rcu_offline.
  *
  * Such a copy walks the table's key positions (rte_hash_get_key_with_position: one lookup per
  * position, whatever the table holds), not its buckets: rte_hash_iterate skips empty bucket
@@ -147,10 +145,10 @@ struct nfc_state_copy {
     uint64_t seen, seen_at;        /* slices at the last progress seen, and when (ms) */
 };
 
-static rte_spinlock_t state_owner = RTE_SPINLOCK_INITIALIZER;
+static rte_rwlock_t state_owner = RTE_RWLOCK_INITIALIZER;
 static struct nfc_state_copy *state_req;          /* posted for the lcore; __atomic only */
 static struct nfc_state_copy *posted, *queue, **queue_end = &queue; /* control thread only */
-static uint64_t next_slice;                        /* lcore only: no slice before (timer cycles) */
+static uint64_t next_slice;                        /* lcores, __atomic: no slice before (timer cycles) */
 static struct nfc_copy_stats copy_stats;           /* the lcore's slices; __atomic only */
 
 /* The keys of an entry back as the control channel's fields; how many. */
@@ -192,7 +190,7 @@ static void copy_position(struct nfc_state_copy *r, uint64_t now_ns)
     void *key, *data;
     if (rte_hash_get_key_with_position(t->h, pos, &key) != 0 || rte_hash_lookup_data(t->h, key, &data) != pos)
         return;
-    if (((const uint64_t *)data)[t->nvalues] <= now_ns) /* expired: the next packet of it deletes it */
+    if (nfc_state_expiry(data, t->nvalues) <= now_ns) /* expired: the next packet of it deletes it */
         return;
     uint64_t *rec = r->out + (size_t)r->n * stride_of(t);
     nfc_values_of(t, data, rec + unpack_key(t, key, rec));
@@ -245,7 +243,7 @@ static void lcore_slice(void)
 {
     struct nfc_state_copy *r = __atomic_load_n(&state_req, __ATOMIC_ACQUIRE);
     uint64_t start = rte_get_timer_cycles();
-    if (r == NULL || start < next_slice || !take(r))
+    if (r == NULL || start < __atomic_load_n(&next_slice, __ATOMIC_RELAXED) || !take(r))
         return;
     uint64_t cpu = thread_cpu_ns();
     int complete = serve_slice(r, cycles(SLICE_NS));
@@ -254,7 +252,7 @@ static void lcore_slice(void)
     __atomic_add_fetch(&copy_stats.cpu_ns, cpu, __ATOMIC_RELAXED);
     if (cpu > __atomic_load_n(&copy_stats.max_ns, __ATOMIC_RELAXED))
         __atomic_store_n(&copy_stats.max_ns, cpu, __ATOMIC_RELAXED);
-    next_slice = start + (rte_get_timer_cycles() - start) * STATE_DUTY;
+    __atomic_store_n(&next_slice, start + (rte_get_timer_cycles() - start) * STATE_DUTY, __ATOMIC_RELAXED);
     hand_back(r, complete);
 }
 
@@ -269,11 +267,11 @@ struct nfc_copy_stats nfc_state_copy_stats(void)
 /* The control thread copies r itself if no lcore forwards (it holds `state_owner` while it does). */
 static void self_serve(struct nfc_state_copy *r)
 {
-    if (!rte_spinlock_trylock(&state_owner))
+    if (rte_rwlock_write_trylock(&state_owner) != 0) /* 0: taken */
         return;
-    if (take(r)) /* else the lcore completed it before it went offline */
+    if (take(r)) /* else an lcore completed it before it went offline */
         hand_back(r, serve_slice(r, cycles(SELF_NS)));
-    rte_spinlock_unlock(&state_owner);
+    rte_rwlock_write_unlock(&state_owner);
 }
 
 static uint64_t now_ms(void)
@@ -355,24 +353,28 @@ void nfc_state_copy_end(struct nfc_state_copy *r)
 void nfc_rcu_online(unsigned lcore)
 {
     if (have_state)
-        rte_spinlock_lock(&state_owner);
-    rte_rcu_qsbr_thread_register(rcu, lcore);
-    rte_rcu_qsbr_thread_online(rcu, lcore);
+        rte_rwlock_read_lock(&state_owner);
+    rte_rcu_qsbr_thread_register(nfc_rcu, lcore);
+    rte_rcu_qsbr_thread_online(nfc_rcu, lcore);
 }
 
 void nfc_rcu_quiescent(unsigned lcore)
 {
-    rte_rcu_qsbr_quiescent(rcu, lcore);
+    rte_rcu_qsbr_quiescent(nfc_rcu, lcore);
+    if (have_state)
+        nfc_state_reclaim(lcore, 0);
     if (unlikely(__atomic_load_n(&state_req, __ATOMIC_RELAXED) != NULL))
         lcore_slice(); /* between bursts: no packet is inserting or expiring state */
 }
 
 void nfc_rcu_offline(unsigned lcore)
 {
-    rte_rcu_qsbr_thread_offline(rcu, lcore);
-    rte_rcu_qsbr_thread_unregister(rcu, lcore);
-    if (have_state)
-        rte_spinlock_unlock(&state_owner);
+    rte_rcu_qsbr_thread_offline(nfc_rcu, lcore);
+    rte_rcu_qsbr_thread_unregister(nfc_rcu, lcore);
+    if (have_state) {
+        nfc_state_reclaim(lcore, 1);
+        rte_rwlock_read_unlock(&state_owner);
+    }
 }
 
 static int fits(uint64_t v, unsigned width)
@@ -481,7 +483,7 @@ static int32_t unput(struct nfc_table *t, const uint8_t *key)
 /* Every lcore has passed a quiescent state: what was replaced or unlinked before is unread. */
 static void grace_period(void)
 {
-    rte_rcu_qsbr_synchronize(rcu, RTE_QSBR_THRID_INVALID);
+    rte_rcu_qsbr_synchronize(nfc_rcu, RTE_QSBR_THRID_INVALID);
     nfc_lpm_reclaim();
 }
 

@@ -78,15 +78,9 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set64(key1, (((f2 & 0xffffffffull) << 0x20u) | ((f3 & 0xffffull) << 0x10u)) | ((f4 & 0xffull) << 8u));
             nfc_set64(key1 + 8u, 0ull);
             void * hit1 = NULL;
-            int found1 = (int)(rte_hash_lookup_data(nfc_tables[1].h, key1, &hit1) >= 0);
-            if (found1 && (((uint64_t *)hit1)[2] <= nfc_now_ns())) {
-                rte_hash_del_key(nfc_tables[1].h, key1);
-                free(hit1);
-                found1 = 0;
-            }
-            if (found1) {
+            if (nfc_state_find(&nfc_tables[1], key1, &hit1)) {
                 uint64_t * v1 = (uint64_t *)hit1;
-                v1[2] = nfc_now_ns() + v1[3];
+                nfc_state_touch(v1, 2);
                 p->res[0] = v1[0];
                 p->res[1] = v1[1];
                 p->stats->hits[1] = p->stats->hits[1] + 1;
@@ -151,15 +145,9 @@ int nfc_run(struct nfc_pkt *p)
             nfc_set64(key5, (((f6 & 0xffffffffull) << 0x20u) | ((f7 & 0xffffull) << 0x10u)) | ((f8 & 0xffull) << 8u));
             nfc_set64(key5 + 8u, 0ull);
             void * hit5 = NULL;
-            int found5 = (int)(rte_hash_lookup_data(nfc_tables[0].h, key5, &hit5) >= 0);
-            if (found5 && (((uint64_t *)hit5)[1] <= nfc_now_ns())) {
-                rte_hash_del_key(nfc_tables[0].h, key5);
-                free(hit5);
-                found5 = 0;
-            }
-            if (found5) {
+            if (nfc_state_find(&nfc_tables[0], key5, &hit5)) {
                 uint64_t * v5 = (uint64_t *)hit5;
-                v5[1] = nfc_now_ns() + v5[2];
+                nfc_state_touch(v5, 1);
                 p->res[2] = v5[0];
                 p->stats->hits[0] = p->stats->hits[0] + 1;
                 p->meta[2] = p->res[2] & 0xffffull;
@@ -177,16 +165,10 @@ int nfc_run(struct nfc_pkt *p)
                     uint64_t f12 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
                     nfc_set64(key9, (((f10 & 0xffffffffull) << 0x20u) | ((f11 & 0xffffull) << 0x10u)) | ((f12 & 0xffull) << 8u));
                     nfc_set64(key9 + 8u, 0ull);
-                    void * old9 = NULL;
-                    uint64_t * v9 = (rte_hash_lookup_data(nfc_tables[0].h, key9, &old9) >= 0) ? ((uint64_t *)old9) : ((uint64_t *)malloc(0x18));
-                    if (v9 == NULL) {
-                        return 1;
-                    }
+                    uint64_t v9[1] = {0};
                     v9[0] = p->meta[2] & 0xffffull;
-                    v9[2] = p->meta[3] * 0x3b9aca00ull;
-                    v9[1] = nfc_now_ns() + v9[2];
-                    if ((v9 != old9) && (rte_hash_add_key_data(nfc_tables[0].h, key9, v9) < 0)) {
-                        free(v9);
+                    if (nfc_state_insert(&nfc_tables[0], key9, v9, p->meta[3] * 0x3b9aca00ull) < 0) {
+                        return 1;
                     }
                 }
                 {
@@ -197,17 +179,11 @@ int nfc_run(struct nfc_pkt *p)
                     uint64_t f16 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
                     nfc_set64(key13, (((f14 & 0xffffffffull) << 0x20u) | ((f15 & 0xffffull) << 0x10u)) | ((f16 & 0xffull) << 8u));
                     nfc_set64(key13 + 8u, 0ull);
-                    void * old13 = NULL;
-                    uint64_t * v13 = (rte_hash_lookup_data(nfc_tables[1].h, key13, &old13) >= 0) ? ((uint64_t *)old13) : ((uint64_t *)malloc(0x20));
-                    if (v13 == NULL) {
-                        return 1;
-                    }
+                    uint64_t v13[2] = {0};
                     v13[0] = (p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull) & 0xffffffffull;
                     v13[1] = p->meta[1] & 0xffffull;
-                    v13[3] = p->meta[3] * 0x3b9aca00ull;
-                    v13[2] = nfc_now_ns() + v13[3];
-                    if ((v13 != old13) && (rte_hash_add_key_data(nfc_tables[1].h, key13, v13) < 0)) {
-                        free(v13);
+                    if (nfc_state_insert(&nfc_tables[1], key13, v13, p->meta[3] * 0x3b9aca00ull) < 0) {
+                        return 1;
                     }
                 }
             }
