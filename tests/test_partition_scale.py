@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import pytest
 
@@ -236,3 +237,21 @@ def test_program_that_fits_nowhere_is_still_E080(tmp_path):
     with pytest.raises(CompileError) as e:
         compile_file(write(tmp_path, synthetic(12)), "tofino")
     assert [d.code for d in e.value.diagnostics] == ["E080"]
+
+
+def test_a_switch_cache_left_without_entries_sends_every_packet_to_the_server(tmp_path):
+    """synthetic(30): the placement keeps t26's stage on the switch but leaves its cache no
+    block.  P4 has no table of size 0 (p4c rejects it; the lint's P4L060 made the build fail
+    E100): the lookup is lowered as its miss path, every packet to the server, and the build,
+    the lint and the proof pass."""
+    src = write(tmp_path, synthetic(30))
+    c = compile_file(src)
+    assert c.placement.cache_entries["t26"] == 0 and c.placement.where("s26") == "switch"
+    out = tmp_path / "build"
+    r = nfc_cli("build", src, "-o", str(out))
+    assert r.returncode == 0, r.stderr[-2000:]
+    tna = (out / "switch/tna.p4").read_text()
+    assert not re.search(r"^\s*table t26 \{", tna, re.M)
+    assert re.search(r"lookup t26, \S+: its switch cache has no entry", tna)
+    assert c.placement.cache_entries["t2"] > 0 and re.search(r"^\s*table t2 \{", tna, re.M)  # still a table
+    assert "verified" in r.stderr

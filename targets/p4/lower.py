@@ -539,11 +539,14 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
     t = c.prog.tables[s.table]
     if t.is_state and not t.hints.cache:
         raise Unsupported(f"data-plane state '{t.name}' on the switch", s.span)
+    size = c.placement.cache_entries.get(t.name, t.size)
+    if t.hints.cache and size == 0:  # no room was left for an entry (P4 has no table of size 0): all miss
+        return [p.Comment(f"lookup {t.name}, {_src(s.span)}: its switch cache has no entry, every packet goes to "
+                          "the server"), *_to_server_miss(c, s)]
     params = tuple((f"v_{v.name}", _bits(v.width)) for v in t.values)
     body = tuple(p.Assign(c.meta(f"{t.name}__{v.name}", _bits(v.width)), p.ref(f"v_{v.name}")) for v in t.values)
     action = p.Action(f"{t.name}__hit", params, body, f"entry of table {t.name}, {_src(t.span)}")
     keys = tuple(p.Key(_expr(c, k.expr), k.match, k.name) for k in t.keys)
-    size = c.placement.cache_entries.get(t.name, t.size)
     table = p.Table(t.name, keys, (action.name, "nfc_miss"), "nfc_miss", size,
                     f"table {t.name}, {_src(t.span)}" + (" (switch cache of the server's full table)" if t.hints.cache
                                                          else ""))
