@@ -4,7 +4,7 @@
     python3 build.py setup   # apt packages (DPDK, compilers) + .venv with pinned Python deps
     python3 build.py test    # setup, then ruff, mypy (strict on lang/ and compiler/), pytest
     python3 build.py demo    # setup, build the VPN gateway, print its placement, run it (switch model + DPDK)
-    python3 build.py bench   # setup, then run bench/*.py (ratios against in-run baselines)
+    python3 build.py bench [--quick] [NAME...]   # setup, then bench/bench_NAME.py (ratios against in-run baselines)
     python3 build.py fuzz --minutes N [--seed S] [--out DIR]   # setup, then every fuzzer for its share of N
 
 Everything a fresh Debian machine lacks is installed here, so nothing depends on what an
@@ -129,10 +129,20 @@ def demo() -> int:
 
 
 def bench(args: list[str]) -> int:
+    """Setup, then bench/bench_NAME.py for each NAME given (default: all), each with --quick if
+    given (every benchmark takes it: one short round); exit status 1 if any failed."""
+    ap = argparse.ArgumentParser(prog="build.py bench", description="run the benchmarks under bench/")
+    ap.add_argument("names", nargs="*", help="e.g. l3fwd state (bench/bench_l3fwd.py, bench/bench_state.py)")
+    ap.add_argument("--quick", action="store_true", help="one short round of each")
+    opts = ap.parse_args(args)
+    scripts = {p.stem.removeprefix("bench_"): p for p in sorted((ROOT / "bench").glob("bench_*.py"))}
+    unknown = [n for n in opts.names if n not in scripts]
+    if unknown:
+        ap.error(f"no benchmark {', '.join(unknown)} (there are: {', '.join(scripts)})")
     setup()
     rc = 0
-    for script in sorted((ROOT / "bench").glob("bench_*.py")):
-        rc |= run([str(PY), str(script), *args])
+    for name in opts.names or list(scripts):
+        rc |= run([str(PY), str(scripts[name]), *(["--quick"] if opts.quick else [])])
     return rc
 
 

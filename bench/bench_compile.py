@@ -41,7 +41,10 @@ def full(path: str) -> float:
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--quick", action="store_true", help="one run each (build.py bench --quick)")
     args = ap.parse_args()
+    if args.quick:
+        args.repeat = 1
     print(f"{'example':16} {'front end ms':>12} {'whole build ms':>14} {'ratio':>8}")
     for ex in sorted((ROOT / "examples").glob("*.nfp")):
         f = statistics.median(front(str(ex)) for _ in range(args.repeat))

@@ -375,7 +375,10 @@ def main() -> int:
     ap.add_argument("--update-cap", type=int, default=1 << 20, help="NFC_TABLE_CAP of nf (default: the default)")
     ap.add_argument("--json", help="also write every nf-bench result to this file")
     ap.add_argument("--skip", action="append", default=[], choices=["build", "rates", "updates"])
+    ap.add_argument("--quick", action="store_true", help="one repetition of 100 ms each (build.py bench --quick)")
     args = ap.parse_args()
+    if args.quick:
+        args.reps, args.ms, args.iters, args.window = 1, 100, 200_000, 1.0
     signal.signal(signal.SIGTERM, on_sigterm)
     with tempfile.TemporaryDirectory(prefix="nfc-bench-") as tmpdir:
         tmp = Path(tmpdir)

@@ -71,7 +71,10 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--limit", type=float, default=60.0, help="--place-timeout of every run (s)")
     ap.add_argument("--exact", action="store_true", help="also time the exact model alone")
+    ap.add_argument("--quick", action="store_true", help="one run each (build.py bench --quick)")
     args = ap.parse_args()
+    if args.quick:
+        args.repeat = 1
     head = f"{'program':14} {'stages':>6} {'units':>5} {'method':9} {'seconds':>8}  {'result':34}"
     print(head + (f" {'exact model alone':>18}" if args.exact else ""))
     with tempfile.TemporaryDirectory() as tmp:

@@ -162,7 +162,10 @@ def main() -> int:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--window", type=float, default=3.0, help="seconds measured per configuration and round")
     ap.add_argument("--json", type=Path, help="write the results here too")
+    ap.add_argument("--quick", action="store_true", help="one round of 1 s (build.py bench --quick)")
     args = ap.parse_args()
+    if args.quick:
+        args.rounds, args.window = 1, 1.0
     cores = sorted(os.sched_getaffinity(0))
     configs = [Config("own", 1), Config("own", 1, 2), Config("own", 2), Config("shared", 1), Config("shared", 2)]
     if len(cores) < 2:
