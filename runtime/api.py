@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.manifest import FieldInfo, TableInfo, load_plan
-from runtime.cache import CacheDecision, CachePolicy
+from runtime.cache import CacheDecision, CachePolicy, switch_order
 from runtime.control import ControlChannel
 from runtime.entries import EntriesError, EntrySpec, parse_value
 from runtime.errors import ChannelError, EntryNotFound, InvalidEntry, RuntimeApiError
@@ -215,13 +215,13 @@ class Runtime:
 
     def _cache(self, s: TableSchema, decisions: Sequence[CacheDecision], by_key: Mapping[tuple[int, ...], _Entry],
                evicted: Mapping[tuple[int, ...], _Entry]) -> None:
-        """Evict then install what the cache policy decided."""
-        evict = [evicted[k] for d in decisions for k in d.evict]
-        install = [by_key[k] for d in decisions for k in d.install]
-        if evict:
-            self._switch(s, "delete", evict)
-        if install:
-            self._switch(s, "add", install)
+        """Evict then install what the cache policy decided, in the order ``switch_order`` gives
+        (a key both installed and evicted by the batch is not written)."""
+        deletes, adds = switch_order(decisions, s.lpm is not None)
+        for keys in deletes:
+            self._switch(s, "delete", [evicted[k] for k in keys])
+        for keys in adds:
+            self._switch(s, "add", [by_key[k] for k in keys])
 
     def write(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
         if not entries:

@@ -7,15 +7,23 @@ the server).  The cache must forward exactly as the full table would:
   server prefix inside a cached prefix is cached too.  A new prefix inside a cached one must
   be cached (or, when the cache is full, every cached prefix covering it is evicted); a
   prefix is admitted only if every server prefix inside it is cached already.
+
+Each decision costs O(prefix length), not O(table): for every prefix P (its other key fields,
+its bits, its length) the policy counts the server prefixes and the cached prefixes strictly
+inside it, kept up to date along the path of shorter prefixes above each one added or removed;
+"every server prefix inside P is cached" is then the two counts of P being equal, and the
+cached prefixes covering P are found by looking up P cut to each shorter length.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
-__all__ = ["CacheDecision", "CachePolicy"]
+__all__ = ["CacheDecision", "CachePolicy", "switch_order"]
 
 Key = tuple[int, ...]  # the key fields; for LPM the prefix length last
+SERVER, CACHED = 0, 1  # the two counts of a prefix
 
 
 @dataclass
@@ -32,52 +40,114 @@ class CachePolicy:
         self.width = width
         self.cached: set[Key] = set()
         self.server: set[Key] = set()
+        self._inside: dict[Key, list[int]] = {}  # LPM: prefix -> [server, cached] prefixes strictly inside
 
-    def _covers(self, outer: Key, inner: Key) -> bool:
-        """outer's prefix contains inner's (the other key fields equal)."""
+    # ---- prefixes ---------------------------------------------------------------------------
+
+    def _cut(self, key: Key, length: int) -> Key:
+        """key's prefix cut to ``length`` bits (the other fields kept)."""
         assert self.lpm is not None
-        i, w = self.lpm, self.width
-        lo, li = outer[-1], inner[-1]
-        if lo > li or outer[:i] + outer[i + 1:-1] != inner[:i] + inner[i + 1:-1]:
-            return False
-        shift = w - lo
-        return (outer[i] >> shift) == (inner[i] >> shift) if lo else True
+        i, drop = self.lpm, self.width - length
+        value = key[i] >> drop << drop if length else 0
+        return (*key[:i], value, *key[i + 1:-1], length)
+
+    def _above(self, key: Key) -> Iterator[Key]:
+        """The prefixes strictly covering key, shortest first."""
+        return (self._cut(key, length) for length in range(key[-1]))
+
+    def _count(self, key: Key, which: int, delta: int) -> None:
+        for outer in self._above(key):
+            counts = self._inside.setdefault(outer, [0, 0])
+            counts[which] += delta
+            if counts == [0, 0]:
+                del self._inside[outer]
+
+    def _all_inside_cached(self, key: Key) -> bool:
+        counts = self._inside.get(key)
+        return counts is None or counts[SERVER] == counts[CACHED]
+
+    def _covering(self, key: Key) -> list[Key]:
+        """The cached prefixes covering key, key itself included."""
+        return [c for c in (*self._above(key), key) if c in self.cached]
+
+    # ---- the two sets, with their counts ----------------------------------------------------
+
+    def _serve(self, key: Key, on: bool) -> None:
+        if on != (key in self.server):
+            (self.server.add if on else self.server.discard)(key)
+            if self.lpm is not None:
+                self._count(key, SERVER, 1 if on else -1)
+
+    def _cache(self, keys: Iterable[Key], on: bool) -> None:
+        for key in keys:
+            if on != (key in self.cached):
+                (self.cached.add if on else self.cached.discard)(key)
+                if self.lpm is not None:
+                    self._count(key, CACHED, 1 if on else -1)
+
+    # ---- decisions --------------------------------------------------------------------------
 
     def on_add(self, key: Key) -> CacheDecision:
         d = CacheDecision()
-        self.server.add(key)
+        self._serve(key, True)
         if self.lpm is None:
             if len(self.cached) < self.capacity:
                 d.install.append(key)
         else:
-            covering = [c for c in self.cached if self._covers(c, key)]
-            inside = [s for s in self.server if s != key and self._covers(key, s)]
+            covering = self._covering(key)
             if covering and len(self.cached) >= self.capacity:
                 d.evict = self._with_dependants(covering)
-            elif covering or (len(self.cached) < self.capacity and all(s in self.cached for s in inside)):
+            elif covering or (len(self.cached) < self.capacity and self._all_inside_cached(key)):
                 d.install.append(key)
-        self.cached.difference_update(d.evict)
-        self.cached.update(d.install)
+        self._cache(d.evict, False)
+        self._cache(d.install, True)
         return d
 
     def _with_dependants(self, keys: list[Key]) -> list[Key]:
         """Evicting a prefix means evicting every cached prefix that covers it as well."""
         out = set(keys)
         for k in keys:
-            out.update(c for c in self.cached if self._covers(c, k))
-        return sorted(out, key=lambda k: -k[-1])  # most specific first
+            out.update(self._covering(k))
+        return sorted(out, key=lambda k: k[-1])  # the covering ones first: no moment where one hijacks
 
     def on_delete(self, key: Key) -> CacheDecision:
-        self.server.discard(key)
+        self._serve(key, False)
         d = CacheDecision(evict=[key] if key in self.cached else [])
-        self.cached.discard(key)
+        self._cache(d.evict, False)
         return d
 
     def undo(self, d: CacheDecision, key: Key, added: bool) -> None:
         """Forget a decision whose server or switch write was undone."""
-        self.cached.difference_update(d.install)
-        self.cached.update(d.evict)
-        if added:
-            self.server.discard(key)
-        else:
-            self.server.add(key)
+        self._cache(d.install, False)
+        self._cache(d.evict, True)
+        self._serve(key, not added)
+
+
+def switch_order(decisions: Iterable[CacheDecision], lpm: bool) -> tuple[list[list[Key]], list[list[Key]]]:
+    """What a batch of decisions (made one after the other) changes in the switch cache, as
+    writes in the order to send them: deletes, then adds, each a list of keys per write.  A key
+    installed and evicted within the batch is not written at all (it never reached the switch:
+    deleting it would fail).  For LPM, deletes go shortest prefix first and adds longest first,
+    one write per prefix length (a switch may apply a write's updates in any order, P4Runtime
+    §12), so at no moment is a prefix cached while a more specific one inside it is not."""
+    was: dict[Key, bool] = {}
+    now: dict[Key, bool] = {}
+    for d in decisions:
+        for k in d.evict:
+            was.setdefault(k, True)
+            now[k] = False
+        for k in d.install:
+            was.setdefault(k, False)
+            now[k] = True
+    deletes = [k for k, on in now.items() if was[k] and not on]
+    adds = [k for k, on in now.items() if on and not was[k]]
+    if not lpm:
+        return [deletes] if deletes else [], [adds] if adds else []
+    return _by_length(deletes, reverse=False), _by_length(adds, reverse=True)
+
+
+def _by_length(keys: list[Key], reverse: bool) -> list[list[Key]]:
+    groups: dict[int, list[Key]] = {}
+    for k in keys:
+        groups.setdefault(k[-1], []).append(k)
+    return [groups[n] for n in sorted(groups, reverse=reverse)]

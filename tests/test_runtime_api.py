@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import ipaddress
+import itertools
 import json
 import random
 import subprocess
@@ -22,7 +23,7 @@ from compiler.manifest import PLAN_VERSION
 from emulator.switchmodel.server import P4RuntimeServer, ServerTls, serve
 from nfc._build_dir import open_build
 from runtime.api import Runtime
-from runtime.cache import CachePolicy
+from runtime.cache import CachePolicy, switch_order
 from runtime.entries import load_entries, parse_value
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.p4runtime import ClientTls, SwitchClient
@@ -203,6 +204,63 @@ def test_lpm_cache_never_hijacks_traffic(seed):
             hit = _reference_lpm(cached, addr)
             full = _reference_lpm(table, addr)
             assert (hit if hit is not None else full) == full, (addr, sorted(cache), sorted(table))
+
+
+def _forwarded_as_some_version(cache: set[tuple[int, ...]], old: dict[ipaddress.IPv4Network, int],
+                               batch: dict[ipaddress.IPv4Network, int], probes: list[int]) -> None:
+    """Every probe address is forwarded (the cache, else the server, which already has the whole
+    batch) as the table is before the batch plus some of the batch's prefixes."""
+    table = {**old, **batch}
+    versions = [{**old, **{n: batch[n] for n in sub}} for r in range(len(batch) + 1)
+                for sub in itertools.combinations(batch, r)]
+    cached = {ipaddress.IPv4Network(k): table[ipaddress.IPv4Network(k)] for k in cache}
+    for a in probes:
+        addr = ipaddress.IPv4Address(a)
+        hit = _reference_lpm(cached, addr)
+        got = hit if hit is not None else _reference_lpm(table, addr)
+        assert got in {_reference_lpm(v, addr) for v in versions}, (addr, sorted(cache))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_a_batch_reaches_the_switch_in_an_order_that_never_hijacks(seed):
+    """Batches of adds go to the server first, then their cache decisions to the switch as
+    ``switch_order`` lays them out, one write after the other: after every write (a switch
+    applies a write's updates in any order, so only between writes is the state known) each
+    packet is forwarded as the table before the batch plus some of its prefixes (an eviction
+    of a /24 before the /16 covering it would send the /24's traffic to the /16), and every
+    delete names an entry the switch holds (it was: a /16 cached and then evicted for a /24 in
+    one batch was deleted before it was added, "switch delete vrf_fib: no entry with this key")."""
+    rnd = random.Random(seed)
+    policy = CachePolicy(capacity=3, lpm=0, width=32)
+    table: dict[ipaddress.IPv4Network, int] = {}
+    switch: set[tuple[int, ...]] = set()
+    probes = [0x0A000000 + (rnd.randrange(4) << 16) + (rnd.randrange(4) << 8) + rnd.randrange(256) for _ in range(64)]
+    for step in range(12):
+        batch: dict[ipaddress.IPv4Network, int] = {}
+        for _ in range(rnd.randrange(1, 5)):
+            net = ipaddress.IPv4Network((0x0A000000 + (rnd.randrange(4) << 16) + (rnd.randrange(4) << 8),
+                                         rnd.choice([8, 14, 16, 22, 24])), strict=False)
+            if net not in table and net not in batch:
+                batch[net] = 100 * step + len(batch)
+        deletes, adds = switch_order([policy.on_add((int(n.network_address), n.prefixlen)) for n in batch], lpm=True)
+        for keys in [*deletes, *adds]:
+            if keys in deletes:
+                assert all(k in switch for k in keys)
+                switch.difference_update(keys)
+            else:
+                assert not any(k in switch for k in keys)
+                switch.update(keys)
+            _forwarded_as_some_version(switch, table, batch, probes)
+        table.update(batch)
+        assert switch == policy.cached
+
+
+def test_a_prefix_cached_and_evicted_within_one_batch_is_never_written():
+    policy = CachePolicy(capacity=1, lpm=0, width=32)
+    decisions = [policy.on_add((0x0A010000, 16)), policy.on_add((0x0A010100, 24))]
+    assert decisions[0].install == [(0x0A010000, 16)] and decisions[1].evict == [(0x0A010000, 16)]
+    assert switch_order(decisions, lpm=True) == ([], [])
+    assert policy.cached == set()
 
 
 def test_naive_lpm_cache_would_hijack():
