@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
-__all__ = ["Program", "Running", "Sample", "Window", "parse_schedstat", "settle", "start", "stop_all",
-           "telemetry_socket", "thread_name", "window_between"]
+__all__ = ["Program", "Running", "Sample", "Window", "parse_schedstat", "parse_switches", "settle", "start",
+           "stop_all", "telemetry_socket", "thread_name", "thread_usage", "window_between"]
 
 
 def parse_schedstat(text: str) -> int:
@@ -277,3 +277,18 @@ def settle(runs: dict[str, Running], core: int, timeout: float) -> dict[str, str
         errors[key] = f"did not forward within {timeout:.0f} s:\n{runs[key].log_tail()}"
     stop_all([runs.pop(key) for key in errors])
     return errors
+
+
+def parse_switches(status: str) -> int:
+    """Involuntary context switches of a thread: ``nonvoluntary_ctxt_switches`` of
+    ``/proc/PID/task/TID/status`` (proc(5)): how often the scheduler took its CPU away."""
+    for line in status.splitlines():
+        if line.startswith("nonvoluntary_ctxt_switches:"):
+            return int(line.split(":", 1)[1])
+    raise ValueError("no nonvoluntary_ctxt_switches line")
+
+
+def thread_usage(pid: int, tid: int) -> tuple[int, int]:
+    """(nanoseconds run, involuntary context switches) of thread ``tid`` of process ``pid``."""
+    task = Path(f"/proc/{pid}/task/{tid}")
+    return parse_schedstat((task / "schedstat").read_text()), parse_switches((task / "status").read_text())

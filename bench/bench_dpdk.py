@@ -9,9 +9,9 @@ targets/dpdk/runtime/nfc_bench.c):
   packets are garbage, so the nfc run copies the template too: its fair ceiling);
 * bare bulk lookup: rte_hash_lookup_bulk_data over the same table and keys, no I/O.
 
-Each figure is the median of 3 runs.  Then the wall time of ``nfc build`` per example, and
-the control plane's update rate while the real server program forwards (net_null: the
-packets are garbage and dropped as bad_bridge, which still measures the loop's rate).
+Each figure is the median of 3 runs; before them, the wall time of ``nfc build`` per example.
+Updates while forwarding are bench/bench_updates.py's (packets that reach the tables, the
+writer on another core than the forwarding lcore).
 
     .venv/bin/python bench/bench_dpdk.py            # 1 and 1M entries (~1.5 minutes)
     .venv/bin/python bench/bench_dpdk.py --full     # also 16M (needs ~3.5 GB; ~5 minutes)
@@ -19,22 +19,19 @@ packets are garbage and dropped as bad_bridge, which still measures the loop's r
 Hugepages: root reserves them by writing /proc/sys/vm/nr_hugepages (EAL --in-memory) and
 the previous value is always written back; without them only the --no-huge rows are run.
 Goals (not tests): nfc >= 0.5x the I/O ceiling with 1 entry, >= 0.6x the bulk lookup at 16M
-entries, >= 100K updates/s with < 5 % throughput loss.
+entries.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import os
 import random
 import signal
-import statistics
 import struct
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -45,8 +42,7 @@ sys.path.insert(0, str(ROOT))
 from compiler.pipeline import compile_program  # noqa: E402
 from emulator.switchmodel import SwitchReference  # noqa: E402
 from lang import Diagnostics, SourceMap, load  # noqa: E402
-from runtime.control import ControlChannel  # noqa: E402
-from runtime.server_proc import ServerProcess, eal_args, hugepages  # noqa: E402
+from runtime.server_proc import hugepages  # noqa: E402
 
 COMMON = ["--no-pci", "--no-shconf", "--no-telemetry", "--log-level=warning"]
 TABLE = "overlay_routes"
@@ -63,7 +59,7 @@ def route_record(i: int) -> list[int]:
 
 
 def csum(b: bytes) -> int:
-    s = sum(struct.unpack(f"!{len(b) // 2}H", b))
+    s = int(sum(struct.unpack(f"!{len(b) // 2}H", b)))
     while s >> 16:
         s = (s & 0xFFFF) + (s >> 16)
     return ~s & 0xFFFF
@@ -86,10 +82,6 @@ def write_pcap(path: Path, packets: list[bytes]) -> None:
         for p in packets:
             f.write(struct.pack("<IIII", 0, 0, len(p), len(p)))
             f.write(p)
-
-
-def fmt_rate(x: float) -> str:
-    return f"{x / 1e6:.2f}M" if x >= 1e6 else f"{x / 1e3:.1f}K"
 
 
 # ---- nfc build times ---------------------------------------------------------------------------------
@@ -238,108 +230,6 @@ def packet_rates(server: Path, work: Workload, args: argparse.Namespace) -> list
     return results
 
 
-# ---- updates while forwarding ----------------------------------------------------------------------
-
-
-def total(c: dict[str, Any]) -> int:
-    return int(c["forwarded"]) + sum(int(v) for v in c["drops"].values())
-
-
-def rate(srv: ServerProcess, seconds: float) -> float:
-    c0, t0 = total(srv.control.counters()), time.perf_counter()
-    time.sleep(seconds)
-    c1, t1 = total(srv.control.counters()), time.perf_counter()
-    return (c1 - c0) / (t1 - t0)
-
-
-def churn_rate(srv: ServerProcess, fresh: list[list[int]], args: argparse.Namespace,
-               ) -> tuple[float, float, float, float]:
-    """Forwarding rate in alternating windows without and with another connection adding and
-    deleting ``fresh`` in a loop (interleaved: this machine's rate drifts); (idle packets/s,
-    busy packets/s, loss, updates/s): medians over the windows; loss is the median of the
-    windows' relative losses against the idle window before them."""
-    keys = [r[:3] for r in fresh]
-    stop, go = threading.Event(), threading.Event()
-    done = [0]
-    err: list[BaseException] = []
-
-    def churn() -> None:
-        try:
-            with ControlChannel(srv.socket) as ch:
-                while not stop.is_set():
-                    if not go.wait(0.05):
-                        continue
-                    ch.write("add", TABLE, fresh, chunk=len(fresh))
-                    ch.write("delete", TABLE, keys, chunk=len(fresh))
-                    done[0] += 2 * len(fresh)
-        except BaseException as e:
-            err.append(e)
-
-    th = threading.Thread(target=churn, daemon=True)
-    th.start()
-    idle: list[float] = []
-    busy: list[float] = []
-    ups: list[float] = []
-    pairs = 8
-    window = args.window / pairs
-    try:
-        for _ in range(pairs):
-            go.clear()
-            time.sleep(0.15)  # the message in flight finishes
-            idle.append(rate(srv, window))
-            go.set()
-            time.sleep(0.15)
-            u0, t0 = done[0], time.perf_counter()
-            busy.append(rate(srv, window))
-            ups.append((done[0] - u0) / (time.perf_counter() - t0))
-    finally:
-        stop.set()
-        th.join(timeout=60)
-    if err:
-        raise RuntimeError(f"the update loop failed: {err[0]!r}")
-    loss = statistics.median(100.0 * (1.0 - b / i) for i, b in zip(idle, busy, strict=True))
-    return statistics.median(idle), statistics.median(busy), loss, statistics.median(ups)
-
-
-def threads_on(pid: int, cpu: int) -> list[int]:
-    """The threads of process pid other than its main one bound to exactly ``cpu``."""
-    out = []
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        tid = int(task.name)
-        if tid != pid and os.sched_getaffinity(tid) == {cpu}:
-            out.append(tid)
-    return out
-
-
-def updates(server: Path, args: argparse.Namespace) -> None:
-    binary = make(server, "nf", args.update_cap, f"nf-{args.update_cap}")
-    print(f"\nupdates while forwarding: the server program nf (table capacity {args.update_cap:,}), net_null "
-          f"(garbage packets, dropped as bad_bridge), forwarding on lcore {args.lcore}")
-    records = [route_record(i) for i in range(M)]
-    fresh = [route_record(M + i) for i in range(args.update_batch)]
-    with hugepages(768) as huge, ServerProcess(binary, ["net_null0"], eal=eal_args(str(args.lcore), 512, huge)) as srv:
-        t = time.perf_counter()
-        srv.control.write("add", TABLE, records, chunk=65536)
-        dt = time.perf_counter() - t
-        entries = srv.control.counters()["tables"][TABLE]["entries"]
-        print(f"  hugepages: {'yes' if huge else 'no'}; add {len(records):,} entries (65536 a message, from Python): "
-              f"{dt:.2f} s = {fmt_rate(len(records) / dt)} entries/s; the table holds {entries:,}")
-        idle, busy, loss, ups = churn_rate(srv, fresh, args)
-        print(f"  forwarding loop idle: {idle / 1e6:.2f} Mpps; while adding+deleting {len(fresh)}-entry batches at "
-              f"{fmt_rate(ups)} updates/s: {busy / 1e6:.2f} Mpps; loss {loss:.1f} %")
-        print(f"  goal >= 100K updates/s with < 5 % loss: {'met' if ups >= 1e5 and loss < 5 else 'NOT met'}")
-        # the control thread inherits the forwarding lcore's CPU (nfc_control.c creates it with
-        # pthread_create after rte_eal_init): what moving it to the other cores would give
-        others = set(os.sched_getaffinity(0)) - {args.lcore}
-        moved = threads_on(srv.proc.pid, args.lcore)
-        if moved and others:
-            for tid in moved:
-                os.sched_setaffinity(tid, others)
-            idle, busy, loss, ups = churn_rate(srv, fresh, args)
-            print(f"  the same with the control thread moved off the forwarding core (by this script): idle "
-                  f"{idle / 1e6:.2f} Mpps, busy {busy / 1e6:.2f} Mpps at {fmt_rate(ups)} updates/s; loss {loss:.1f} %")
-
-
 def goals(results: list[tuple[tuple[Any, ...], Any]]) -> None:
     print("\ngoals (nfc/ceil is against the empty loop; nfc/copy against the loop with the same template copy):")
     for (n, size, huge, vdev), res in results:
@@ -370,15 +260,12 @@ def main() -> int:
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--lcore", type=int, default=1, help="the core measured (default 1: 0 is where DPDK tests run)")
     ap.add_argument("--iters", type=int, default=1_000_000, help="in-memory ns/packet iterations")
-    ap.add_argument("--window", type=float, default=2.0, help="seconds of forwarding measured, idle and busy")
-    ap.add_argument("--update-batch", type=int, default=16384, help="entries per add/delete message")
-    ap.add_argument("--update-cap", type=int, default=1 << 20, help="NFC_TABLE_CAP of nf (default: the default)")
     ap.add_argument("--json", help="also write every nf-bench result to this file")
-    ap.add_argument("--skip", action="append", default=[], choices=["build", "rates", "updates"])
+    ap.add_argument("--skip", action="append", default=[], choices=["build", "rates"])
     ap.add_argument("--quick", action="store_true", help="one repetition of 100 ms each (build.py bench --quick)")
     args = ap.parse_args()
     if args.quick:
-        args.reps, args.ms, args.iters, args.window = 1, 100, 200_000, 1.0
+        args.reps, args.ms, args.iters = 1, 100, 200_000
     signal.signal(signal.SIGTERM, on_sigterm)
     with tempfile.TemporaryDirectory(prefix="nfc-bench-") as tmpdir:
         tmp = Path(tmpdir)
@@ -396,8 +283,6 @@ def main() -> int:
             if args.json:
                 Path(args.json).write_text(json.dumps([{"entries": k[0], "packet": k[1], "huge": k[2], "vdev": k[3],
                                                         "result": r} for k, r in results], indent=1) + "\n")
-        if "updates" not in args.skip:
-            updates(server, args)
         print(f"\ntotal {time.perf_counter() - t:.0f} s")
     return 0
 
