@@ -104,9 +104,9 @@ def last_lines(r: subprocess.CompletedProcess[str], n: int = 4) -> str:
     return "\n".join((r.stdout + r.stderr).strip().splitlines()[-n:])
 
 
-def build_nfc(nfp: Path, out: Path) -> Path:
-    """``nfc build NFP --target dpdk`` and the server's ``make nf`` as its Makefile has it."""
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(nfp), "--target", "dpdk", "-o", str(out)],
+def build_nfc(nfp: Path, out: Path, *extra: str) -> Path:
+    """``nfc build NFP --target dpdk EXTRA...`` and the server's ``make nf`` as its Makefile has it."""
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(nfp), "--target", "dpdk", *extra, "-o", str(out)],
                        cwd=ROOT, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"nfc build {nfp.name} failed: {last_lines(r, 1)}")

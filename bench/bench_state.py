@@ -27,7 +27,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -41,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench._dpdk_proc import thread_run_ns  # noqa: E402
 from bench._l3fwd_work import FRAME_BYTES, write_pcap  # noqa: E402
+from bench.bench_l3fwd import build_nfc  # noqa: E402
 from runtime.server_proc import COMMON, ServerProcess  # noqa: E402
 
 FLOWS = 4096  # per queue
@@ -77,15 +77,7 @@ def entries(path: Path) -> Path:
 
 
 def build(tmp: Path) -> Path:
-    out = tmp / "cgnat"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/cgnat.nfp", "--target", "dpdk", "-o",
-                        str(out), "--allow-overcommit", "--no-verify"], cwd=ROOT, capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"bench_state: nfc build failed:\n{r.stderr[-3000:]}")
-    m = subprocess.run(["make", "-C", str(out / "server"), "-j2", "nf"], capture_output=True, text=True)
-    if m.returncode != 0:
-        raise SystemExit(f"bench_state: make failed:\n{m.stderr[-3000:]}")
-    return out / "server" / "nf"
+    return build_nfc(ROOT / "examples" / "cgnat.nfp", tmp / "cgnat", "--allow-overcommit", "--no-verify")
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,7 +30,7 @@ from compiler.partition_exact import solve_exact
 from compiler.place_bounds import ServerBound, server_lower_bound
 from compiler.place_check import violations
 from compiler.place_greedy import greedy
-from compiler.place_problem import Layout, Problem, objectives, problem_of, stage_cost_ns
+from compiler.place_problem import Layout, Problem, objectives, problem_of, server_stages, stage_cost_ns
 from compiler.place_scale import Bounds, lay_out, relax
 from compiler.placement import OBJECTIVES, MissPath, Optimality, Placement, Segment
 from compiler.profiles import TargetSet, TargetSpec
@@ -244,7 +244,8 @@ def _placement(prog: ir.Program, targets: TargetSet, lay: Layout, quality: Optim
         ns = 0.0
         if srv is not None and any(segment[s] is Segment.SERVER for s in p.stages):
             ns = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0)
-            ns += sum(stage_cost_ns(prog, prog.stages[s], srv) for s in p.stages if segment[s] is Segment.SERVER)
+            on = server_stages(segment)
+            ns += sum(stage_cost_ns(prog, prog.stages[s], srv, on) for s in p.stages if s in on)
         server_ns[p.name] = ns
         weighted += ns * p.traffic
     misses = _miss_paths(prog, segment, lay.cache, srv)
@@ -289,7 +290,9 @@ def _miss_paths(prog: ir.Program, segment: dict[str, Segment], cache: dict[str, 
         stage = next(s for s in prog.stages.values() for u in stage_units(prog, s) if name in u.tables)
         if segment[stage.name] is Segment.SERVER or srv is None:
             continue
-        ns = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0) + stage_cost_ns(prog, stage, srv)
+        # the miss path runs this stage alone on the server: what earlier stages wrote is in the bridge
+        ns = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0) + stage_cost_ns(prog, stage, srv,
+                                                                                   frozenset({stage.name}))
         out.append(MissPath(name, stage.name, prog.pipeline_of(stage.name).name, entries, hit_rate(t, entries), ns))
     return tuple(out)
 

@@ -22,41 +22,84 @@ import math
 from dataclasses import dataclass
 
 from compiler import ir
-from compiler.analysis import Unit, stage_units, stage_uses, stmt_exprs, walk_expr, walk_stmts
+from compiler.analysis import Loc, Unit, expr_reads, stage_units, stage_uses, stmt_exprs, walk_expr, walk_stmts
 from compiler.passes.capabilities import can_run
 from compiler.placement import Segment, UnitPlacement
 from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import register_blocks, table_blocks
 
 __all__ = ["MI", "SCALE", "CacheFacts", "Layout", "PipelineFacts", "Problem", "StageFacts", "UnitFacts",
-           "cache_entries_fit", "depends", "objectives", "problem_of", "stage_cost_ns", "stateful_objects"]
+           "cache_entries_fit", "depends", "objectives", "problem_of", "server_stages", "stage_cost_ns",
+           "stateful_objects"]
 
 SCALE = 100  # objective 1 in 1/100 ns
 MI = 1024 * 1024  # a cache's memory per entry is its blocks for MI entries, over MI
 
 
-def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec) -> float:
-    """Server nanoseconds one packet spends in ``stage`` (the profile's cost model)."""
+def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec,
+                  on_server: frozenset[str] | None = None) -> float:
+    """Server nanoseconds one packet spends in ``stage`` (the profile's cost model, measured from
+    the generated code by bench/bench_cost.py; docs/server.md, "Cost model"): each operation's
+    figure (a header push its own: it moves the packet's bytes to make room), each lookup its
+    table's, and when an earlier unit of the pipeline wrote a field of the key, that again plus
+    the cache misses of a lookup alone (``_relookup_ns``): the burst's bulk lookup (nfc_prefetch)
+    answered for the key the packet arrived with, so the generated code looks the new key up
+    once more, alone and not prefetched.  Only writes of stages in ``on_server`` count when it is
+    given (what the switch wrote arrives in the packet and the bridge header, and the bulk lookup
+    sees it); without it every earlier stage's do, which is right for a server-only program and
+    on the safe side for one the switch fronts."""
     c = spec.cost
-    total = 0.0
-    for use in _uses(prog, stage):
-        total += {"crypto": c.get("crypto", 70.0), "hash": c.get("hash", 2.0),
-                  "dataplane_insert": c.get("insert", 25.0)}.get(use, c.get("stmt", 1.0))
+    total = sum(_use_ns(op, c) for op in _uses(prog, stage))
+    total += sum(c.get("push", 1.0) - c.get("stmt", 1.0) for s in walk_stmts(stage.body) if isinstance(s, ir.Push))
+    written = _written_before(prog, stage, on_server)
     for unit in stage_units(prog, stage):
         for t in unit.tables:
-            total += _lookup_ns(prog.tables[t], c)
+            once = _lookup_ns(prog.tables[t], c)
+            rekeyed = any(expr_reads(k.expr) & written for k in prog.tables[t].keys)
+            total += once + (once + _relookup_ns(prog.tables[t], c) if rekeyed else 0.0)
+        written |= unit.writes
     return total
+
+
+def server_stages(segment: dict[str, Segment]) -> frozenset[str]:
+    """The stages a placement puts on the server: ``stage_cost_ns``'s ``on_server``."""
+    return frozenset(s for s, seg in segment.items() if seg is Segment.SERVER)
+
+
+def _use_ns(op: str, c: dict[str, float]) -> float:
+    return {"crypto": c.get("crypto", 70.0), "hash": c.get("hash", 2.0),
+            "dataplane_insert": c.get("insert", 25.0)}.get(op, c.get("stmt", 1.0))
+
+
+def _written_before(prog: ir.Program, stage: ir.Stage, among: frozenset[str] | None) -> set[Loc]:
+    """What the stages before ``stage`` in its pipeline (of ``among``, if given) write."""
+    p = next((p for p in prog.pipelines if stage.name in p.stages), None)
+    before = [s for s in (p.stages[:p.stages.index(stage.name)] if p else ()) if among is None or s in among]
+    return {loc for s in before for u in stage_units(prog, prog.stages[s]) for loc in u.writes}
 
 
 def _uses(prog: ir.Program, stage: ir.Stage) -> list[str]:
     return [u.op for u in stage_uses(prog, stage) if u.op != "lookup" and not u.op.startswith("match:")]
 
 
+def _log_between(size: int, lo: float, hi: float) -> float:
+    """Where ``size`` is between ``lo`` (0) and ``hi`` (1) on a log scale, clamped to [0, 1]."""
+    return min(1.0, max(0.0, math.log2(max(size, 1) / lo) / math.log2(hi / lo)))
+
+
+def _relookup_ns(t: ir.Table, c: dict[str, float]) -> float:
+    """What a lookup alone costs over one in a burst: the cache misses the bulk lookup overlaps.
+    ``relookup`` (``relookup_lpm`` for an LPM table) is measured at 1M entries; a table of at most
+    64K (the runtime's NFC_PREFETCH_MIN, below which it deems a table cached) has none;
+    log-interpolated between."""
+    key = "relookup_lpm" if t.match == "lpm" else "relookup"
+    return c.get(key, 0.0) * _log_between(t.size, 65536, 1e6)
+
+
 def _lookup_ns(t: ir.Table, c: dict[str, float]) -> float:
     if t.match == "exact":
         lo, hi = c.get("exact_1m", 19.0), c.get("exact_16m", 23.0)
-        frac = min(1.0, max(0.0, math.log2(max(t.size, 1) / 1e6) / 4))
-        return lo + (hi - lo) * frac
+        return lo + (hi - lo) * _log_between(t.size, 1e6, 16e6)
     if t.match == "lpm":
         return c.get("lpm", 6.0)
     return c.get("ternary", 40.0)

@@ -16,6 +16,7 @@ from compiler.analysis import stage_units
 from compiler.manifest import PLAN_VERSION, TablePlacement
 from compiler.partition import stage_cost_ns, switch_usage
 from compiler.pipeline import Compilation
+from compiler.place_problem import server_stages
 from compiler.placement import OBJECTIVES, Placement, Segment
 from compiler.profiles import TargetSpec
 from compiler.resources import server_bytes, table_blocks
@@ -76,7 +77,7 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
             entry: dict[str, Any] = {"name": s, "pipeline": p.name, "placement": pl.where(s),
                                      "segment": seg.label, "source": _src(prog.stages[s].span)}
             if seg is Segment.SERVER and srv is not None:
-                entry["server_ns"] = round(stage_cost_ns(prog, prog.stages[s], srv), 2)
+                entry["server_ns"] = round(stage_cost_ns(prog, prog.stages[s], srv, server_stages(pl.segment)), 2)
             stages.append(entry)
     switch_res: dict[str, Any] | None = None
     if sw is not None:

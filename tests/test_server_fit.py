@@ -8,6 +8,7 @@ import json
 import re
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -25,6 +26,12 @@ CASES = {
     "server_cores": ("65:1", "stage 'route' does not fit the server cores", ServerResource.CORES),
     "server_link": ("64:1", "deployment 'd' does not fit the switch-server links", ServerResource.LINK),
 }
+
+
+def _costs() -> dict[str, float]:
+    """The server profile's cost figures (ns), which bench/bench_cost.py re-measures."""
+    costs: dict[str, float] = tomllib.loads((ROOT / "stdlib" / "targets" / "dpdk_server.toml").read_text())["cost"]
+    return costs
 
 
 def _nfc(*args: str) -> subprocess.CompletedProcess[str]:
@@ -75,7 +82,12 @@ def test_notes_say_what_would_fit(tmp_path: Path) -> None:
     # the rate that fits is the offered one scaled by cores available / cores needed
     needed = float(re.search(r"the server part needs ([\d.]+) cores, the deployment has 2", r.stderr).group(1))
     fits = float(re.search(r"it would fit at a rate <= ([\d.]+) Mpps", r.stderr).group(1))
-    assert 3.5 < needed < 4.2 and fits == pytest.approx(60 * 2 / needed, abs=0.02)
+    # 60 Mpps x the server profile's ns/packet (docs/server.md, "Cost model"): I/O + bridge, two 16M-entry
+    # lookups, the second once more alone (its key meta.tenant is written by the first stage), 10 statements
+    # (4 assignments, 1 subtraction, forward and its port check (a comparison, a drop), 2 drops on a miss)
+    c = _costs()
+    ns = c["io"] + c["bridge"] + 3 * c["exact_16m"] + c["relookup"] + 10 * c["stmt"]
+    assert needed == pytest.approx(60 * ns / 1000, abs=0.01) and fits == pytest.approx(60 * 2 / needed, abs=0.02)
     assert "deployment 'd' offers 60 Mpps to 1 x small" in r.stderr  # the related span: the rate
     r = _nfc("build", "tests/corpus/server_link.nfp", "-o", str(tmp_path / "out"), "--no-verify")
     assert "61.44 Gbit/s, they carry 10 Gbit/s (1 x box)" in r.stderr
@@ -118,7 +130,12 @@ def test_report_shows_every_margin(tmp_path: Path) -> None:
     assert rows["tofino1 SRAM blocks"] == ["68", "960", "892 (93%)"]
     assert rows["tofino1 TCAM blocks"] == ["125", "288", "163 (57%)"]
     assert rows["server memory (each pe_server)"] == ["525.6 MiB", "64.0 GiB", "63.5 GiB (99%)"]
-    assert rows["server cores (1 x pe_server)"] == ["0.27", "18.00", "17.73 (98%)"]
+    # half the 15 Mpps (customer -> cloud) x the profile's ns/packet of overlay_route on the server: I/O +
+    # bridge, the 16M-entry lookup once (its key meta.customer is written by a switch stage and arrives in
+    # the bridge, before the burst's bulk lookup: no re-lookup; docs/server.md, "Cost model"), 3 statements
+    c = _costs()
+    cores = 7.5 * (c["io"] + c["bridge"] + c["exact_16m"] + 3 * c["stmt"]) / 1000
+    assert rows["server cores (1 x pe_server)"] == [f"{cores:.2f}", "18.00", f"{18 - cores:.2f} ({1 - cores / 18:.0%})"]
     assert rows["switch-server links (1 x pe_server)"] == ["30.72 Gbit/s", "40.00 Gbit/s", "9.28 Gbit/s (23%)"]
     plan = json.loads((out / "plan.json").read_text())
     assert plan["resources"]["server"]["overcommitted"] == []

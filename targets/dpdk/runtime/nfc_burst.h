@@ -42,6 +42,7 @@ static inline void nfc_burst(struct rte_mbuf **in, uint16_t n, uint16_t port, ui
 {
     int code[NFC_BURST];
     struct nfc_stats *st = pkt[0].stats;
+    const uint16_t room = nfc_new_room(pool);
     for (uint16_t i = 0; i < n; i++) {
         pkt[i].stats = st;
         struct rte_mbuf *whole = in[i]->nb_segs == 1 ? in[i] : nfc_linearize(in[i], jumbo);
@@ -68,7 +69,7 @@ static inline void nfc_burst(struct rte_mbuf **in, uint16_t n, uint16_t port, ui
         } else if ((to[i] = out_port(port, &pkt[i])) < 0) {
             st->no_port++;
         } else {
-            out[i] = nfc_output(in[i], &pkt[i], pool, jumbo, scratch); /* consumes in[i] */
+            out[i] = nfc_output(in[i], &pkt[i], pool, room, jumbo, scratch); /* consumes in[i] */
             if (out[i] != NULL)
                 st->forwarded++;
             else

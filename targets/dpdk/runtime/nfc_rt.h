@@ -212,6 +212,7 @@ static inline uint64_t nfc_csum_sum(const uint8_t *p, unsigned len)
 {
     uint64_t s = 0;
     unsigned i = 0;
+#pragma GCC unroll 16 /* len is a constant where the generated code calls it: straight loads */
     for (; i + 4 <= len; i += 4) {
         uint32_t w;
         memcpy(&w, p + i, sizeof w);
@@ -233,9 +234,10 @@ static inline uint64_t nfc_csum_sum(const uint8_t *p, unsigned len)
 
 static inline uint16_t nfc_csum_fold(uint64_t s)
 {
+    /* each step keeps the sum modulo 2^16 - 1 (end-around carry): 64 -> 33 -> 32 bits, then
+     * 32 -> 17 -> 16 bits (at most 0x1fffe, whose fold is 0xffff) */
     s = (s & 0xffffffffu) + (s >> 32);
     s = (s & 0xffffffffu) + (s >> 32);
-    s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
     return (uint16_t)~rte_be_to_cpu_16((uint16_t)s);
@@ -404,14 +406,20 @@ extern struct nfc_stats nfc_stats[];
  * payload, they are built aside and written there; otherwise a new mbuf from `pool` gets the
  * whole packet (from `jumbo` when it is too big for one of `pool`, if there is a jumbo pool).
  * The packets dropped for want of room are exactly those of that path: nothing to send, more
- * than NFC_MAX_PKT bytes, or more than a new mbuf holds.  `out`: scratch of NFC_MAX_PKT bytes. */
+ * than NFC_MAX_PKT bytes, or more than a new mbuf holds (`room`: nfc_new_room(pool), read once
+ * per burst: it lives in the pool's private area, a page of its own).  `out`: scratch of
+ * NFC_MAX_PKT bytes. */
+static inline uint16_t nfc_new_room(struct rte_mempool *pool)
+{
+    uint16_t room = rte_pktmbuf_data_room_size(pool);
+    return (uint16_t)(room - RTE_MIN(room, (uint16_t)RTE_PKTMBUF_HEADROOM)); /* a new mbuf's tailroom */
+}
+
 static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p, struct rte_mempool *pool,
-                                          struct rte_mempool *jumbo, uint8_t *out)
+                                          uint16_t room, struct rte_mempool *jumbo, uint8_t *out)
 {
     uint8_t *buf = (uint8_t *)m->buf_addr;
     uint32_t plen = p->payload_len;
-    uint16_t room = rte_pktmbuf_data_room_size(pool);
-    room = (uint16_t)(room - RTE_MIN(room, (uint16_t)RTE_PKTMBUF_HEADROOM)); /* a new mbuf's tailroom */
     if (plen <= NFC_MAX_PKT && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1 && p->payload >= buf &&
         p->payload + plen <= buf + m->buf_len) {
         const uint8_t *first = nfc_headers_in_place(p);
@@ -420,7 +428,8 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
             uint32_t len = b + (uint32_t)(p->payload - first) + plen;
             if (len > 0 && b <= at && len <= room && len <= NFC_MAX_PKT) {
                 nfc_finish_in_place(p);
-                memcpy(buf + at - b, out, b);
+                if (b > 0) /* most programs send no bridge here: no call */
+                    memcpy(buf + at - b, out, b);
                 rte_pktmbuf_reset(m);
                 m->data_off = (uint16_t)(at - b);
                 m->data_len = (uint16_t)len;
@@ -461,7 +470,8 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
  * nfc_lpm_lookup) takes the kept answer.  A key an earlier stage changes, or a table a packet
  * never looks up, costs a wasted lookup, never a different result: control-plane tables
  * change only between bursts as far as a packet can tell (RCU).  Data-plane state changes
- * within a burst: its lookups are only prefetched, in bulk, when the table is big. */
+ * within a burst: its lookups are only prefetched, in bulk, when the table is big.  A hit's
+ * values record (a table whose values are not inline) is prefetched too: the stage reads it. */
 #define NFC_PREFETCH_MIN 65536
 #define NFC_PREFETCH_BURST 32
 static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned n)
@@ -489,6 +499,9 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
                 nfc_lpm_find_bulk(&tab->trie, (const uint8_t *const *)kp, k, data, &hits);
             else if (rte_hash_lookup_bulk_data(tab->h, kp, k, &hits, data) < 0)
                 continue;
+            for (unsigned j = 0; !tab->inline_values && j < k; j++)
+                if ((hits >> j) & 1) /* the values record the stage reads (a miss of its own) */
+                    rte_prefetch0(data[j]);
             for (unsigned j = 0; keep && j < k; j++) {
                 struct nfc_pkt *p = &pkts[who[j]];
                 memcpy(p->pre_key[t], keys[j], tab->key_bytes);
