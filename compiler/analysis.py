@@ -15,7 +15,8 @@ from typing import assert_never
 from compiler import ir
 from lang.diagnostics import Span
 
-__all__ = ["Unit", "Use", "expr_reads", "loc_of", "stage_units", "stage_uses", "walk_stmts"]
+__all__ = ["STD_CAPABILITY", "Unit", "Use", "expr_reads", "loc_of", "parser_uses", "stage_units", "stage_uses",
+           "walk_stmts"]
 
 # A location: ("hdr", inst, field) | ("valid", inst) | ("meta", name) | ("std", name)
 # | ("local", name) | ("result", table) | ("reg", name) | ("pkt",) for the packet body.
@@ -236,6 +237,22 @@ def _walk_placed(prog: ir.Program, stmts: tuple[ir.Stmt, ...], skip_cached_miss:
                 yield from _walk_placed(prog, s.miss, skip_cached_miss)
 
 
+# std fields a target may lack, each the capability (op) of the same name; std.ingress_port
+# is everywhere.
+STD_CAPABILITY = ("packet_length", "timestamp")
+
+
+def parser_uses(graph: ir.ParserGraph) -> list[Use]:
+    """The capabilities a parse graph needs beyond extract and select: the std fields it reads."""
+    exprs = [e for st in graph.states for s in st.stmts for e in stmt_exprs(s)]
+    exprs += [e for st in graph.states for e in st.select]
+    return [u for e in exprs for x in walk_expr(e) for u in _expr_uses_std(x)]
+
+
+def _expr_uses_std(x: ir.Expr) -> list[Use]:
+    return [Use(x.name, x.span, f"std.{x.name}")] if isinstance(x, ir.StdField) and x.name in STD_CAPABILITY else []
+
+
 def stage_uses(prog: ir.Program, stage: ir.Stage, skip_cached_miss: bool = False) -> list[Use]:
     """Every operation and match kind the stage needs, with the span that needs it.
 
@@ -299,4 +316,4 @@ def _expr_uses(prog: ir.Program, x: ir.Expr) -> list[Use]:
         case ir.Binary() | ir.Unary():
             return [Use("arith", x.span, f"'{x.op}'")]
         case _:
-            return []
+            return _expr_uses_std(x)

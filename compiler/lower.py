@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import assert_never
 
 from compiler import ir
+from compiler.analysis import expr_reads
 from compiler.forward_ports import guard_forwards
 from lang import ast
 from lang.diagnostics import InternalError
@@ -176,7 +177,7 @@ class _Lower:
                     inner[s.hit_var] = s.table
                 return (ir.Lookup(s.table, self._opt(s.hit, inner), self._opt(s.miss, hits), s.span),)
             case ast.Push():
-                return (ir.Push(s.header, self._inits(s.inits, hits), s.span),)
+                return _push(s.header, self._inits(s.inits, hits), s.span)
             case ast.Pop():
                 return (ir.Pop(s.header, s.span),)
             case ast.Forward():
@@ -335,3 +336,21 @@ def _prop(p: ast.Property) -> ir.PropVal:
             return ir.PropVal(p.name, None, "", None, tuple(f"{lo}..{hi}" for lo, hi in v.ranges), p.span)
         case _:
             assert_never(v)
+
+
+def _push(inst: str, inits: tuple[tuple[str, ir.Expr], ...], span: ir.Span) -> tuple[ir.Stmt, ...]:
+    """``push``: its values are those before the header is made valid.  A value that reads the
+    pushed header (a field, its validity) or std.packet_length, which the push changes, is
+    copied to a local first (``nfc_`` names are reserved for nfc), so a target that makes the
+    header valid and then writes its fields one by one computes the same."""
+    before: list[ir.Stmt] = []
+    out: list[tuple[str, ir.Expr]] = []
+    for name, e in inits:
+        reads = expr_reads(e)
+        if any(loc[:2] in (("hdr", inst), ("valid", inst), ("hdrall", inst)) for loc in reads) or \
+                ("std", "packet_length") in reads:
+            local = ir.Local(f"nfc_push_{inst}_{name}", e.width, e.span)
+            before.append(ir.Assign(local, e, e.span))
+            e = local
+        out.append((name, e))
+    return (*before, ir.Push(inst, tuple(out), span))

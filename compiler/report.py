@@ -21,21 +21,22 @@ _ARTIFACT_PREFIX = {"switch": "switch_", "server": "server_"}
 
 
 def why_server(prog: ir.Program, stage: ir.Stage, sw: TargetSpec | None) -> str:
-    """One sentence: why a stage is not on the switch."""
+    """Why a stage is not on the switch: what the switch cannot do and which tables do not fit."""
     if sw is None:
         return "no switch in this build"
+    reasons: list[str] = []
     lacking = sorted({u.what for u in needs(prog, stage) if not supports(sw, u)})
     if lacking:
-        return f"{sw.name} cannot do {', '.join(lacking)}"
+        reasons.append(f"{sw.name} cannot do {', '.join(lacking)}")
     cap = int(sw.res("stages") * sw.res("sram_blocks")), int(sw.res("stages") * sw.res("tcam_blocks"))
     for u in stage_units(prog, stage):
         for name in u.tables:
             t = prog.tables[name]
             b = table_blocks(t, t.size, sw)
             if b.sram > cap[0] or b.tcam > cap[1]:
-                return (f"table '{name}' ({t.size:,} entries) needs {b.sram:,} SRAM / {b.tcam:,} TCAM blocks; "
-                        f"{sw.name} has {cap[0]} / {cap[1]} (fits up to {max_entries(t, sw):,} entries)")
-    return "the switch's remaining resources do not fit it next to the other stages"
+                reasons.append(f"table '{name}' ({t.size:,} entries) needs {b.sram:,} SRAM / {b.tcam:,} TCAM blocks; "
+                               f"{sw.name} has {cap[0]} / {cap[1]} (fits up to {max_entries(t, sw):,} entries)")
+    return "; ".join(reasons) or "the switch's remaining resources do not fit it next to the other stages"
 
 
 def _row(cols: list[str], widths: list[int]) -> str:

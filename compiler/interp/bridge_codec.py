@@ -75,6 +75,7 @@ def unpack_into(b: Bridge, data: bytes, ctx: Ctx, program: ir.Program) -> None:
             ctx.headers[inst] = unpack(h, data[offset : offset + h.bits // 8])
             offset += h.bits // 8
     ctx.payload = data[offset:]
+    ctx.parsed = True
     for name, value in values.items():
         kind, _, field = name.partition(".")
         if name == EGRESS:

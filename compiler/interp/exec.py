@@ -54,6 +54,15 @@ class Ctx:
     locals: dict[str, int] = field(default_factory=dict)
     results: dict[str, dict[str, int]] = field(default_factory=dict)
     egress: int | None = None
+    parsed: bool = False  # the headers are extracted and the rest is ``payload``
+
+    def packet_length(self) -> int:
+        """``std.packet_length``: the frame as it arrived while it is parsed; after that the packet
+        as it is now, its valid headers and payload (a ``push`` or ``pop`` changes it)."""
+        if not self.parsed:
+            return self.std["packet_length"]
+        n = sum(self.program.header_of(i).bits // 8 for i, h in self.headers.items() if h is not None)
+        return (n + len(self.payload)) & 0xFFFF
 
     def take_after(self, inst: str) -> bytes:
         """Deparse and invalidate every valid header after ``inst``, plus the payload."""
@@ -158,6 +167,7 @@ class Interpreter:
             target = self._select(state, ctx)
             if target.kind == "accept":
                 ctx.payload = data[offset:]
+                ctx.parsed = True
                 return
             if target.kind == "drop":
                 raise Stop(Outcome("drop", reason=target.name))
@@ -293,7 +303,7 @@ class Interpreter:
             case ir.MetaField():
                 return ctx.meta.get(e.name, 0)
             case ir.StdField():
-                return ctx.std[e.name]
+                return ctx.packet_length() if e.name == "packet_length" else ctx.std[e.name]
             case ir.Local():
                 return ctx.locals.get(e.name, 0)
             case ir.Result():

@@ -10,7 +10,8 @@ Header fields travel in the packet itself; the bridge carries what does not:
   headers valid on every path to the cut (``must_be_valid``) are *required*: a receiver
   drops a bridge with one of them clear as ``bad_bridge``;
 * every metadata / std field that is live at the cut: read by a later stage before a
-  later stage writes it unconditionally;
+  later stage writes it unconditionally (not ``std.packet_length``: each side reads it off the
+  packet it holds);
 * the egress port when it was chosen before the cut and may not be chosen again after, with
   a bit that says whether it was chosen on this packet's path (port 0 is a port).
 
@@ -80,7 +81,7 @@ def _layout(cut_id: int, p: ir.Pipeline, miss: str | None, direction: Direction,
     for loc in sorted(live):
         if loc[0] == "meta":
             fields.append((f"meta.{loc[1]}", meta_w[loc[1]]))
-        elif loc[0] == "std" and loc[1] in STD_FIELDS:
+        elif loc[0] == "std" and loc[1] in STD_FIELDS and loc[1] != "packet_length":
             fields.append((f"std.{loc[1]}", STD_FIELDS[loc[1]]))
     if ("std", "egress") in live and any(("std", "egress") in u.writes for s in before
                                          for u in stage_units(prog, prog.stages[s])):

@@ -10,7 +10,7 @@ partitioner reads the same capability data.
 from __future__ import annotations
 
 from compiler import ir
-from compiler.analysis import Use, stage_units, stage_uses
+from compiler.analysis import Use, parser_uses, stage_units, stage_uses
 from compiler.profiles import TargetSet, TargetSpec, load_profiles
 from lang.diagnostics import Diagnostics
 
@@ -47,6 +47,7 @@ def can_run(prog: ir.Program, stage: ir.Stage, spec: TargetSpec | None, miss_to_
 def check_capabilities(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> None:
     catalogue = list(load_profiles().values())
     chosen = targets.all()
+    _check_parsers(prog, targets.switch or targets.server, diags)
     for stage in prog.stages.values():
         uses = needs(prog, stage)
         miss_to_server = targets.server is not None
@@ -61,6 +62,18 @@ def check_capabilities(prog: ir.Program, targets: TargetSet, diags: Diagnostics)
                         "together", stage.span, notes=tuple(
                             f"{t.name} lacks {', '.join(sorted({u.op for u in uses if not supports(t, u)}))}"
                             for t in chosen))
+
+
+def _check_parsers(prog: ir.Program, parsing: TargetSpec | None, diags: Diagnostics) -> None:
+    """Parsers run on the first target a packet meets (the switch when there is one): what they
+    read must be there."""
+    if parsing is None:
+        return
+    for graph in prog.parsers.values():
+        for u in _first_per_op([u for u in parser_uses(graph) if not supports(parsing, u)]):
+            diags.error("E071", f"{u.what} in parser '{graph.name}' is unsupported on {parsing.name}, which runs the "
+                        f"parsers: it needs capability '{u.op}'", u.span,
+                        notes=("read it in a stage instead: the partitioner places that stage where it exists",))
 
 
 def _first_per_op(uses: list[Use]) -> list[Use]:

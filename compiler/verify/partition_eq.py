@@ -22,7 +22,7 @@ import z3
 from compiler import ir
 from compiler.interp.bits import pack
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
-from compiler.verify.symbolic import Semantics, SymState, Unsupported
+from compiler.verify.symbolic import PAYLOAD, Semantics, SymState, Unsupported
 
 __all__ = ["Counterexample", "PipelineProof", "verify_partition"]
 
@@ -108,7 +108,7 @@ class _Placed:
 
     def project(self, st: SymState, b: Bridge) -> None:
         """What crosses a cut: the headers the validity bits name (their fields travel in the
-        packet), the bridged metadata / std fields / egress port at their bridged widths;
+        packet, as does the payload), the bridged metadata / std fields / egress port at their bridged widths;
         everything else arrives as 0."""
         c = self.sem.ctx
         go = z3.Not(st.done)
@@ -126,7 +126,8 @@ class _Placed:
         for m, v in st.meta.items():
             st.meta[m] = z3.If(go, cross(f"meta.{m}", v), v)
         for n, v in st.std.items():
-            st.std[n] = z3.If(go, cross(f"std.{n}", v), v)
+            if n != PAYLOAD:  # the payload travels in the packet
+                st.std[n] = z3.If(go, cross(f"std.{n}", v), v)
         if EGRESS in carried:
             st.egress = z3.If(go, cross(EGRESS, st.egress), st.egress)
         if EGRESS not in carried or EGRESS_SET not in carried:  # whether a port was chosen does not cross
@@ -202,6 +203,9 @@ def _verify_pipeline(prog: ir.Program, p: ir.Pipeline, pp: ir.Pipeline, stages: 
     if r != z3.sat:
         return PipelineProof(p.name, False, seconds, f"z3: {solver.reason_unknown()}")
     m = solver.model()
+    solver.add(z3.ULE(s0.std[PAYLOAD], 64))  # a counterexample with a short payload, if there is one
+    if solver.check() == z3.sat:
+        m = solver.model()
     cex = _counterexample(prog, sem, m, s0, spec, placed)
     return PipelineProof(p.name, False, seconds, f"differs: spec {cex.spec}; placed {cex.placed}", cex)
 
@@ -217,7 +221,8 @@ def _counterexample(prog: ir.Program, sem: Semantics, m: z3.ModelRef, s0: SymSta
         if num(s0.valid[inst.name]):
             h = prog.headers[inst.header]
             data += pack(h, {f.name: num(s0.fields[(inst.name, f.name)]) for f in h.fields})
-    data += b"payload!"
+    n = num(s0.std[PAYLOAD])  # as long as the model has it: std.packet_length may read it
+    data += (b"payload!" * (n // 8 + 1))[:n]
     tables: dict[str, list[tuple[tuple[int, ...], dict[str, int] | None]]] = {}
     cached: dict[str, list[tuple[int, ...]]] = {}
     for name, key, kind in sem.lookups:

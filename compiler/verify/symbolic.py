@@ -22,9 +22,11 @@ import z3
 
 from compiler import ir
 
-__all__ = ["Semantics", "SymState", "Unsupported"]
+__all__ = ["PAYLOAD", "Semantics", "SymState", "Unsupported"]
 
 EGRESS_WIDTH = 32
+# std key of the payload length fixed by the parser (frame length less the parsed headers)
+PAYLOAD = "payload_length"
 Lookup = Callable[["SymState", ir.Lookup, z3.BoolRef], None]
 
 
@@ -155,6 +157,20 @@ class Semantics:
         """Every path of the (loop-free) parse graph, merged: validity as the disjunction of the
         paths that extract a header; a drop or punt target ends the packet with its reason."""
         self._parse_state(st, graph, graph.state("start"), z3.BoolVal(True, self.ctx), 0)
+        st.std[PAYLOAD] = st.std["packet_length"] - self._header_bytes(st)
+
+    def _header_bytes(self, st: SymState) -> z3.BitVecRef:
+        """The bytes of the valid headers, 16 bits wide as std.packet_length."""
+        zero = z3.BitVecVal(0, 16, self.ctx)
+        return sum((z3.If(st.valid[i.name], z3.BitVecVal(self.prog.header_of(i.name).bits // 8, 16, self.ctx), zero)
+                    for i in self.prog.instances), zero)
+
+    def packet_length(self, st: SymState) -> z3.BitVecRef:
+        """std.packet_length as the interpreter has it: the frame while it is parsed, then the
+        valid headers plus the payload."""
+        if PAYLOAD not in st.std:
+            return st.std["packet_length"]
+        return self._header_bytes(st) + st.std[PAYLOAD]
 
     def _parse_state(self, st: SymState, g: ir.ParserGraph, s: ir.ParserState, pc: z3.BoolRef, depth: int) -> None:
         if depth > len(g.states):
@@ -289,6 +305,8 @@ class Semantics:
             case ir.MetaField():
                 return st.meta[e.name]
             case ir.StdField():
+                if e.name == "packet_length":
+                    return _bv(self.packet_length(st), e.width)
                 if e.name not in st.std:
                     raise Unsupported(f"std.{e.name}")
                 return _bv(st.std[e.name], e.width)

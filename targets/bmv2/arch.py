@@ -34,8 +34,8 @@ class V1Model:
             return p.Cast(p.Bits(16), p.ref("standard_metadata.ingress_port"))
         if name == "timestamp":
             return p.ref("standard_metadata.ingress_global_timestamp")
-        if name == "packet_length":
-            return p.Cast(p.Bits(16), p.ref("standard_metadata.packet_length"))
+        # not packet_length: the twin runs the Tofino placement, whose switch stages cannot read it
+        # (and standard_metadata.packet_length is the arriving frame, not the packet as it is now)
         return None
 
     def ingress_params(self) -> tuple[p.Param, ...]:

@@ -63,6 +63,7 @@ class _Ctx:
     reasons: dict[str, int] = field(default_factory=dict)
     tindex: dict[str, int] = field(default_factory=dict)  # server table -> its index in nfc_tables[]
     software: bool = False
+    in_parser: bool = False  # lowering a parse graph (std.packet_length is the frame's length)
     hoisted: list[c.Stmt] = field(default_factory=list)
     temps: int = 0
 
@@ -455,6 +456,7 @@ def _offset(h: ir.HeaderType, name: str) -> int:
 def _parser(x: _Ctx, g: ir.ParserGraph) -> c.Func:
     """The parse graph as labelled blocks; every extract checks the length first.  Only the
     states reachable from ``start`` get a label (an unreachable one, W002, would be unused)."""
+    x.in_parser = True
     body: list[c.Stmt] = [c.Goto(f"st_{g.name}_start")]
     for st in _reachable(g):
         body += [c.Comment(f"{g.name}.{st.name}, {_src(st.span)}"), c.Label(f"st_{g.name}_{st.name}")]
@@ -479,8 +481,21 @@ def _parser(x: _Ctx, g: ir.ParserGraph) -> c.Func:
         body += _ptarget(x, g, st.default)
     if "off" in names_used(tuple(body)):  # not when every path drops before extracting
         body.insert(0, c.Decl("uint32_t", "off", c.Int(0, "u")))
+    x.in_parser = False
     return c.Func("int", f"nfc_parse_{g.name}", ("struct nfc_pkt *p", "const uint8_t *data", "uint32_t len"),
                   tuple(body), f"parser {g.name}, {_src(g.span)}")
+
+
+def _packet_length(x: _Ctx) -> c.Expr:
+    """std.packet_length (16 bits): in a parser the frame's length, after it the packet as it is
+    now, the valid headers and the payload (the reference interpreter's definition)."""
+    if x.in_parser:
+        return c.Bin("&", c.Cast("uint64_t", c.Name("len")), c.Int(0xFFFF, "ull"))
+    total: c.Expr = c.Cast("uint64_t", _p("payload_len"))
+    for i in x.prog.instances:
+        size = x.prog.header_of(i.name).bits // 8
+        total = c.Bin("+", total, c.Cond(c.Name(f"p->valid[{x.inst[i.name]}]"), c.Int(size, "ull"), c.Int(0, "ull")))
+    return c.Bin("&", total, c.Int(0xFFFF, "ull"))
 
 
 def _reachable(g: ir.ParserGraph) -> list[ir.ParserState]:
@@ -712,6 +727,8 @@ def _expr(x: _Ctx, e: ir.Expr) -> c.Expr:
         case ir.Local():
             return c.Name(f"p->meta[{x.meta_slot('local.' + e.name)}]")
         case ir.StdField():
+            if e.name == "packet_length":
+                return _packet_length(x)
             if e.name != "ingress_port":
                 raise Unsupported(f"std.{e.name} on the server", e.span)
             return _p("ingress_port")

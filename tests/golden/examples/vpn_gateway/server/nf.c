@@ -7,7 +7,7 @@
 #include <rte_lcore.h>
 #include "nfc_rt.h"
 
-const int nfc_nreasons = 18;
+const int nfc_nreasons = 19;
 
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
@@ -41,8 +41,11 @@ int nfc_run(struct nfc_pkt *p)
 {
     if (p->cut == 1u) {
         /* stage overlay_route, examples/vpn_gateway.nfp:122 */
+        if (!((p->valid[7] ? nfc_get16(p->hdr[7] + 2u) : 0ull) <= (((((((((((((uint64_t)p->payload_len) + (p->valid[0] ? 0xeull : 0ull)) + (p->valid[1] ? 0x14ull : 0ull)) + (p->valid[2] ? 8ull : 0ull)) + (p->valid[3] ? 8ull : 0ull)) + (p->valid[4] ? 0xeull : 0ull)) + (p->valid[5] ? 4ull : 0ull)) + (p->valid[6] ? 4ull : 0ull)) + (p->valid[7] ? 0x14ull : 0ull)) & 0xffffull) - 0xeull) & 0xffffull))) {
+            return 4;
+        }
         {
-            /* lookup overlay_routes, examples/vpn_gateway.nfp:123 */
+            /* lookup overlay_routes, examples/vpn_gateway.nfp:129 */
             uint8_t key1[16];
             uint64_t f2 = p->meta[0];
             uint64_t f3 = p->meta[1];
@@ -59,7 +62,7 @@ int nfc_run(struct nfc_pkt *p)
                 p->meta[3] = p->res[1] & 0xffffffull;
             } else {
                 p->stats->misses[0] = p->stats->misses[0] + 1;
-                return 8;
+                return 9;
             }
         }
         return NFC_CONTINUE;
@@ -244,48 +247,51 @@ const char * nfc_reason(int code)
         return "bad_ipv4_header";
     }
     if (code == 4) {
-        return "fragment";
+        return "bad_ipv4_length";
     }
     if (code == 5) {
-        return "inner_vlan_tag";
+        return "fragment";
     }
     if (code == 6) {
-        return "ipv4_options";
+        return "inner_vlan_tag";
     }
     if (code == 7) {
-        return "no_egress";
+        return "ipv4_options";
     }
     if (code == 8) {
-        return "no_overlay_route";
+        return "no_egress";
     }
     if (code == 9) {
-        return "no_pipeline";
+        return "no_overlay_route";
     }
     if (code == 0xa) {
-        return "no_such_port";
+        return "no_pipeline";
     }
     if (code == 0xb) {
-        return "no_underlay_route";
+        return "no_such_port";
     }
     if (code == 0xc) {
-        return "not_ipv4";
+        return "no_underlay_route";
     }
     if (code == 0xd) {
-        return "not_qinq";
+        return "not_ipv4";
     }
     if (code == 0xe) {
-        return "not_vxlan";
+        return "not_qinq";
     }
     if (code == 0xf) {
-        return "parser_no_match";
+        return "not_vxlan";
     }
     if (code == 0x10) {
-        return "truncated";
+        return "parser_no_match";
     }
     if (code == 0x11) {
-        return "unknown_vni";
+        return "truncated";
     }
     if (code == 0x12) {
+        return "unknown_vni";
+    }
+    if (code == 0x13) {
         return "vxlan_no_vni";
     }
     return "unknown";
@@ -334,7 +340,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->meta[1] = nfc_get(data, 0x16u, 0xcu);
         if (nfc_get(data, 8u, 1u)) {
             if ((off + 0xeu) > len) {
-                return 0x10;
+                return 0x11;
             }
             p->hdr[4] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[4] = 1;
@@ -342,7 +348,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         }
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
-                return 0x10;
+                return 0x11;
             }
             p->hdr[7] = (uint8_t *)((uintptr_t)(data + off));
             p->valid[7] = 1;

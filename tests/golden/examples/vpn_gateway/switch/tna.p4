@@ -8,35 +8,37 @@ const bit<8> NFC_DROP_BAD_IPV4_CHECKSUM = 8w2;
 
 const bit<8> NFC_DROP_BAD_IPV4_HEADER = 8w3;
 
-const bit<8> NFC_DROP_FRAGMENT = 8w4;
+const bit<8> NFC_DROP_BAD_IPV4_LENGTH = 8w4;
 
-const bit<8> NFC_DROP_INNER_VLAN_TAG = 8w5;
+const bit<8> NFC_DROP_FRAGMENT = 8w5;
 
-const bit<8> NFC_DROP_IPV4_OPTIONS = 8w6;
+const bit<8> NFC_DROP_INNER_VLAN_TAG = 8w6;
 
-const bit<8> NFC_DROP_NO_EGRESS = 8w7;
+const bit<8> NFC_DROP_IPV4_OPTIONS = 8w7;
 
-const bit<8> NFC_DROP_NO_OVERLAY_ROUTE = 8w8;
+const bit<8> NFC_DROP_NO_EGRESS = 8w8;
 
-const bit<8> NFC_DROP_NO_PIPELINE = 8w9;
+const bit<8> NFC_DROP_NO_OVERLAY_ROUTE = 8w9;
 
-const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xa;
+const bit<8> NFC_DROP_NO_PIPELINE = 8w0xa;
 
-const bit<8> NFC_DROP_NO_UNDERLAY_ROUTE = 8w0xb;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xb;
 
-const bit<8> NFC_DROP_NOT_IPV4 = 8w0xc;
+const bit<8> NFC_DROP_NO_UNDERLAY_ROUTE = 8w0xc;
 
-const bit<8> NFC_DROP_NOT_QINQ = 8w0xd;
+const bit<8> NFC_DROP_NOT_IPV4 = 8w0xd;
 
-const bit<8> NFC_DROP_NOT_VXLAN = 8w0xe;
+const bit<8> NFC_DROP_NOT_QINQ = 8w0xe;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xf;
+const bit<8> NFC_DROP_NOT_VXLAN = 8w0xf;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0x10;
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0x10;
 
-const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0x11;
+const bit<8> NFC_DROP_TRUNCATED = 8w0x11;
 
-const bit<8> NFC_DROP_VXLAN_NO_VNI = 8w0x12;
+const bit<8> NFC_DROP_UNKNOWN_VNI = 8w0x12;
+
+const bit<8> NFC_DROP_VXLAN_NO_VNI = 8w0x13;
 
 // the switch port of the control plane (packet-in / packet-out)
 const bit<16> NFC_CPU_PORT = 16w0xc0;
@@ -213,13 +215,13 @@ parser IngressParser(
         }
     }
 
-    // pipeline customer_to_cloud, examples/vpn_gateway.nfp:283
+    // pipeline customer_to_cloud, examples/vpn_gateway.nfp:289
     state nfc_enter_customer_to_cloud {
         meta.nfc_pipeline = 8w1;
         transition from_customer__start;
     }
 
-    // pipeline cloud_to_customer, examples/vpn_gateway.nfp:290
+    // pipeline cloud_to_customer, examples/vpn_gateway.nfp:296
     state nfc_enter_cloud_to_customer {
         meta.nfc_pipeline = 8w2;
         transition from_cloud__start;
@@ -307,7 +309,7 @@ parser IngressParser(
         transition accept;
     }
 
-    // from_cloud.start, examples/vpn_gateway.nfp:191
+    // from_cloud.start, examples/vpn_gateway.nfp:197
     state from_cloud__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
@@ -316,7 +318,7 @@ parser IngressParser(
         }
     }
 
-    // from_cloud.outer_ip, examples/vpn_gateway.nfp:201
+    // from_cloud.outer_ip, examples/vpn_gateway.nfp:207
     state from_cloud__outer_ip {
         pkt.extract(hdr.outer_ipv4);
         nfc_csum_outer_ipv4.add(hdr.outer_ipv4);
@@ -327,7 +329,7 @@ parser IngressParser(
         }
     }
 
-    // from_cloud.outer_proto, examples/vpn_gateway.nfp:211
+    // from_cloud.outer_proto, examples/vpn_gateway.nfp:217
     state from_cloud__outer_proto {
         transition select(hdr.outer_ipv4.protocol) {
             8w0x11: from_cloud__outer_l4;
@@ -335,7 +337,7 @@ parser IngressParser(
         }
     }
 
-    // from_cloud.outer_l4, examples/vpn_gateway.nfp:217
+    // from_cloud.outer_l4, examples/vpn_gateway.nfp:223
     state from_cloud__outer_l4 {
         pkt.extract(hdr.outer_udp);
         transition select(hdr.outer_udp.dport) {
@@ -344,7 +346,7 @@ parser IngressParser(
         }
     }
 
-    // from_cloud.tunnel, examples/vpn_gateway.nfp:225
+    // from_cloud.tunnel, examples/vpn_gateway.nfp:231
     state from_cloud__tunnel {
         pkt.extract(hdr.vxlan);
         transition select(hdr.vxlan.flags) {
@@ -353,7 +355,7 @@ parser IngressParser(
         }
     }
 
-    // from_cloud.inner_eth, examples/vpn_gateway.nfp:233
+    // from_cloud.inner_eth, examples/vpn_gateway.nfp:239
     state from_cloud__inner_eth {
         pkt.extract(hdr.eth);
         transition accept;
@@ -413,13 +415,13 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
 
-    // entry of table underlay_routes, examples/vpn_gateway.nfp:164
+    // entry of table underlay_routes, examples/vpn_gateway.nfp:170
     action underlay_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.underlay_routes__port = v_port;
         meta.underlay_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table underlay_routes, examples/vpn_gateway.nfp:164
+    // table underlay_routes, examples/vpn_gateway.nfp:170
     table underlay_routes {
         key = {
             hdr.outer_ipv4.dst : lpm @name("outer_ipv4_dst");
@@ -432,14 +434,14 @@ control Ingress(
         size = 64000;
     }
 
-    // entry of table vni_to_qinq, examples/vpn_gateway.nfp:242
+    // entry of table vni_to_qinq, examples/vpn_gateway.nfp:248
     action vni_to_qinq__hit(bit<12> v_s_tag, bit<12> v_c_tag, bit<16> v_port) {
         meta.vni_to_qinq__s_tag = v_s_tag;
         meta.vni_to_qinq__c_tag = v_c_tag;
         meta.vni_to_qinq__port = v_port;
     }
 
-    // table vni_to_qinq, examples/vpn_gateway.nfp:242
+    // table vni_to_qinq, examples/vpn_gateway.nfp:248
     table vni_to_qinq {
         key = {
             hdr.vxlan.vni : exact @name("vxlan_vni");
@@ -555,7 +557,7 @@ control Ingress(
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage vxlan_encap, examples/vpn_gateway.nfp:137
+                // stage vxlan_encap, examples/vpn_gateway.nfp:143
                 hdr.outer_eth.setValid();
                 hdr.outer_eth.dst = 48w0;
                 hdr.outer_eth.src = 48w0x2000aff0001;
@@ -587,7 +589,7 @@ control Ingress(
                 hdr.vxlan.reserved2 = 8w0;
             }
             if (meta.nfc_resume <= 8w3) {
-                // stage underlay_route, examples/vpn_gateway.nfp:176
+                // stage underlay_route, examples/vpn_gateway.nfp:182
                 if (underlay_routes.apply().hit) {
                     hdr.outer_eth.dst = meta.underlay_routes__next_hop_mac;
                     if (meta.underlay_routes__port <= 16w0x1f) {
@@ -610,7 +612,7 @@ control Ingress(
         }
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
-                // stage vxlan_decap, examples/vpn_gateway.nfp:254
+                // stage vxlan_decap, examples/vpn_gateway.nfp:260
                 if (vni_to_qinq.apply().hit) {
                     hdr.outer_eth.setInvalid();
                     hdr.outer_ipv4.setInvalid();

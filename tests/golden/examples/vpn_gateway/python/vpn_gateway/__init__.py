@@ -61,7 +61,7 @@ class UnderlayRoutesValues(NamedTuple):
 
 
 class UnderlayRoutes(Table):
-    """table underlay_routes (examples/vpn_gateway.nfp:164): lpm match, 64000 entries.
+    """table underlay_routes (examples/vpn_gateway.nfp:170): lpm match, 64000 entries.
 
     outer_ipv4_dst: bit<32>, lpm (value/prefix-length or (value, length))
     """
@@ -93,7 +93,7 @@ class VniToQinqValues(NamedTuple):
 
 
 class VniToQinq(Table):
-    """table vni_to_qinq (examples/vpn_gateway.nfp:242): exact match, 4000 entries.
+    """table vni_to_qinq (examples/vpn_gateway.nfp:248): exact match, 4000 entries.
 
     vxlan_vni: bit<24>, exact
     """
