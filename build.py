@@ -98,9 +98,17 @@ def setup_client_venv() -> None:
     stamp.write_text(want)
 
 
+def setup_protos() -> None:
+    """The p4runtime wheel's _pb2 modules rewritten for protobuf's C implementation (upb):
+    tools/p4rt_protos.py, idempotent, run on every setup (a reinstalled wheel is converted again)."""
+    if run([str(PY), str(ROOT / "tools" / "p4rt_protos.py")]):
+        sys.exit("cannot regenerate the p4runtime protobuf modules")
+
+
 def setup() -> None:
     setup_apt()
     setup_venv()
+    setup_protos()
     setup_client_venv()
 
 

@@ -198,8 +198,9 @@ class Runtime:
         """All or nothing: the updates that went through are reverted if one failed."""
         client: SwitchClient = self._need("switch", s)
         old: dict[tuple[tuple[int, int | None], ...], dict[str, int]] = {}
-        if op != "add":
-            old = {tuple(m[k.name] for k in s.keys): v for m, v, _p in client.read(s.name)}
+        if op != "add":  # the undo values: a read of exactly the entries written, O(batch) not O(table)
+            keys = [(e.match, e.priority) for e in entries]
+            old = {tuple(m[k.name] for k in s.keys): v for m, v, _p in client.read(s.name, keys)}
         ups = [SwitchUpdate(op, s.name, e.match, e.values, e.priority) for e in entries]
         errors = client.write(ups)
         bad = next((i for i, err in enumerate(errors) if err is not None), None)

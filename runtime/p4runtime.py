@@ -4,19 +4,20 @@ arbitration on the stream channel (§5), the pipeline config (§14), Write with 
 error details (§12) and Read (§13), translated through the build's name map
 (``OUT/switch/name_map.json``) from ``.nfp`` names to P4Runtime IDs.  What it sends is
 canonical (§8.4 shortest bytestrings, §9.1.1 don't-care matches left out), over TLS or
-mutual TLS when given certificates (§3.1.1)."""
+mutual TLS when given certificates (§3.1.1).
+
+A large write or read is split into requests of ``chunk`` updates (entities), each with a
+deadline that scales with it: the floor ``timeout`` plus ``per_update`` seconds per update, so
+a 200K-entry cache loads as ~50 requests none of which can outlive its own allowance."""
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 import grpc
 from google.protobuf import text_format
@@ -26,7 +27,10 @@ from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry, RuntimeApiError, TableFull
 
-__all__ = ["ClientTls", "SwitchClient", "SwitchUpdate"]
+__all__ = ["CHUNK", "PER_UPDATE", "ClientTls", "SwitchClient", "SwitchUpdate"]
+
+CHUNK = 4096  # updates (or read entities) per request: ~200 KB, far below gRPC's 4 MiB message limit
+PER_UPDATE = 0.002  # seconds of deadline per update on top of the floor: ~70x the switch model's ~30 µs
 
 _TYPES = {"add": p4runtime_pb2.Update.INSERT, "modify": p4runtime_pb2.Update.MODIFY,
           "delete": p4runtime_pb2.Update.DELETE}
@@ -109,15 +113,20 @@ def _get_match(fm: Any | None, spec: dict[str, Any]) -> Match:
 
 
 class SwitchClient:
-    """A primary P4Runtime client of one device (plain gRPC, or TLS / mutual TLS with ``tls``)."""
+    """A primary P4Runtime client of one device (plain gRPC, or TLS / mutual TLS with ``tls``).
+    ``timeout``: the deadline of a request of no updates (arbitration, pipeline config) and the
+    floor of every other; ``chunk`` and ``per_update``: how writes and reads are split, and the
+    deadline each part gets on top of the floor (:meth:`deadline`)."""
 
     def __init__(self, address: str, name_map: dict[str, Any], arch: str = "tna", device_id: int = 0,
                  election_id: tuple[int, int] = (0, 1), p4info: Path | None = None, timeout: float = 10.0,
-                 tls: ClientTls | None = None) -> None:
+                 tls: ClientTls | None = None, chunk: int = CHUNK, per_update: float = PER_UPDATE) -> None:
         self.names = name_map[arch]
         self.device_id = device_id
         self.election = election_id
         self.timeout = timeout
+        self.chunk = chunk
+        self.per_update = per_update
         self.channel = tls.channel(address) if tls is not None else grpc.insecure_channel(address)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self._requests: queue.Queue[Any] = queue.Queue()
@@ -165,6 +174,11 @@ class SwitchClient:
         self._requests.put(None)
         self.channel.close()
 
+    def deadline(self, n: int) -> float:
+        """Seconds a request of ``n`` updates or read entities may take: the floor plus the
+        allowance per update, so the deadline grows with the work and never cuts a big request."""
+        return self.timeout + self.per_update * n
+
     # ---- entries -----------------------------------------------------------------------------
 
     def _table_entry(self, te: Any, u: SwitchUpdate) -> None:
@@ -187,9 +201,26 @@ class SwitchClient:
             prm.value = _bytes(u.values[pname.removeprefix("v_")])
 
     def write(self, updates: Sequence[SwitchUpdate]) -> list[RuntimeApiError | None]:
-        """Send one WriteRequest; the error of each update (None: applied)."""
-        if not updates:
-            return []
+        """Send the updates in WriteRequests of ``chunk`` each, in order; the error of each
+        update (None: applied).  After a request with a failed update nothing more is sent: the
+        rest is reported not attempted, so the caller undoes exactly the updates that are None.
+        A transport failure of the first request raises ChannelError (nothing was applied)."""
+        errors: list[RuntimeApiError | None] = []
+        for start in range(0, len(updates), self.chunk):
+            part = updates[start:start + self.chunk]
+            try:
+                errors += self._write_chunk(part, start)
+            except ChannelError as e:
+                if start == 0:
+                    raise
+                e.index = start  # the updates before went through: the caller undoes them
+                return [*errors, e, *_not_attempted(updates, start + 1, start)]
+            if any(err is not None for err in errors):
+                return errors + _not_attempted(updates, len(errors), start)
+        return errors
+
+    def _write_chunk(self, updates: Sequence[SwitchUpdate], offset: int) -> list[RuntimeApiError | None]:
+        """One WriteRequest (CONTINUE_ON_ERROR, §12.2): the error of each of its updates."""
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
         req.election_id.high, req.election_id.low = self.election
         for u in updates:
@@ -197,14 +228,15 @@ class SwitchClient:
             up.type = _TYPES[u.op]
             self._table_entry(up.entity.table_entry, u)
         try:
-            self.stub.Write(req, timeout=self.timeout)
+            self.stub.Write(req, timeout=self.deadline(len(updates)))
             return [None] * len(updates)
         except grpc.RpcError as e:
-            return self._errors(e, updates)
+            return self._errors(e, updates, offset)
         except ValueError as e:  # grpc: the channel was closed
             raise ChannelError(f"P4Runtime Write: {e}") from e
 
-    def _errors(self, e: grpc.RpcError, updates: Sequence[SwitchUpdate]) -> list[RuntimeApiError | None]:
+    def _errors(self, e: grpc.RpcError, updates: Sequence[SwitchUpdate],
+                offset: int) -> list[RuntimeApiError | None]:
         details = next((v for k, v in (e.trailing_metadata() or ()) if k == "grpc-status-details-bin"), None)
         if details is None:
             raise ChannelError(f"P4Runtime Write failed: {e.code().name}: {e.details()}") from e
@@ -215,20 +247,50 @@ class SwitchClient:
             any_.Unpack(err)
             cls = _CODES.get(err.canonical_code, ChannelError)
             out.append(None if err.canonical_code == code_pb2.OK else cls(f"switch {u.op} {u.table}: {err.message}",
-                                                                          index=i))
+                                                                          index=offset + i))
         return out
 
-    def read(self, table: str) -> Iterator[tuple[dict[str, Match], dict[str, int], int]]:
-        """Every entry of a table: (match, values, priority) in ``.nfp`` names; a field the
-        switch left out is its don't-care match (ternary mask 0, prefix length 0, full range)."""
+    def read(self, table: str, keys: Sequence[tuple[dict[str, Match], int]] | None = None,
+             ) -> Iterator[tuple[dict[str, Match], dict[str, int], int]]:
+        """Every entry of a table, or with ``keys`` ((match, priority) each, every field given)
+        only the entries with those keys, as (match, values, priority) in ``.nfp`` names; a
+        field the switch left out is its don't-care match (ternary mask 0, prefix length 0, full
+        range).  A key is a query with the whole key (§9.1 "Wildcard Reads": it filters to one
+        entry), sent in ReadRequests of ``chunk`` queries."""
+        t = self.names["tables"][table]
+        info = self.names["p4runtime"]["tables"][t["p4_table"]]
+        if keys is None:  # a wildcard read of the table: its capacity bounds the reply
+            yield from self._read(table, [self._query(info, None, 0)], t["size"])
+            return
+        for start in range(0, len(keys), self.chunk):
+            part = keys[start:start + self.chunk]
+            yield from self._read(table, [self._query(info, m, p) for m, p in part], len(part))
+
+    @staticmethod
+    def _query(info: dict[str, Any], match: dict[str, Match] | None, priority: int) -> Any:
+        """A read entity: the table, and with ``match`` the key of one entry."""
+        ent = p4runtime_pb2.Entity()
+        te = ent.table_entry
+        te.table_id = info["id"]
+        te.priority = priority
+        if match is None:
+            return ent
+        for key, spec in info["match_fields"].items():
+            if not _put_match(te.match.add(), spec, *match[key]):
+                del te.match[-1]
+        return ent
+
+    def _read(self, table: str, entities: list[Any],
+              expect: int) -> Iterator[tuple[dict[str, Match], dict[str, int], int]]:
+        """One ReadRequest of ``entities``, its deadline scaled to ``expect`` entries."""
         t = self.names["tables"][table]
         info = self.names["p4runtime"]["tables"][t["p4_table"]]
         params = {p["id"]: k.removeprefix("v_") for k, p in self.names["p4runtime"]["actions"][t["p4_action"]]
                   ["params"].items()}
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
-        req.entities.add().table_entry.table_id = info["id"]
+        req.entities.extend(entities)
         try:
-            for resp in self.stub.Read(req, timeout=self.timeout):
+            for resp in self.stub.Read(req, timeout=self.deadline(expect)):
                 for ent in resp.entities:
                     te = ent.table_entry
                     given = {fm.field_id: fm for fm in te.match}
@@ -237,3 +299,9 @@ class SwitchClient:
                     yield match, values, te.priority
         except grpc.RpcError as e:
             raise ChannelError(f"P4Runtime Read failed: {e.details()}") from e
+
+
+def _not_attempted(updates: Sequence[SwitchUpdate], start: int, failed: int) -> list[RuntimeApiError | None]:
+    """The errors of ``updates[start:]``, never sent because the request from ``failed`` on failed."""
+    return [ChannelError(f"switch {u.op} {u.table}: not attempted (the request of update {failed} failed)",
+                         index=start + i) for i, u in enumerate(updates[start:])]

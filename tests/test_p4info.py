@@ -11,7 +11,6 @@ with ``targets.p4.p4info``.  The last tests feed hand-made syntax trees to
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
@@ -21,14 +20,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
 
 from targets.p4 import syntax as p
 from targets.p4.p4info import PREFIX, P4InfoError, build_p4info
 from tests.conftest import ROOT, compile_ir
-
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
-from google.protobuf import text_format
-from p4.config.v1 import p4info_pb2
 
 EXAMPLES = sorted(e.stem for e in (ROOT / "examples").glob("*.nfp"))
 ARCHS = ("tna", "v1model")

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import queue
 import subprocess
 import sys
@@ -20,8 +19,6 @@ from typing import Any
 
 import grpc
 import pytest
-
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 from google.protobuf import text_format
 from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2

@@ -14,13 +14,11 @@ import subprocess
 import sys
 
 import pytest
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
 
 from targets.p4.p4info import PREFIX
 from tests.conftest import ROOT, compile_ir
-
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
-from google.protobuf import text_format
-from p4.config.v1 import p4info_pb2
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))
 

@@ -70,7 +70,9 @@ class P4Table:
         self.actions = actions  # action name -> (param name, width) in order
         self.default = default
         self.size = size
-        self.entries: list[TableEntry] = []
+        # every entry by its identity (match and priority), in insertion order: the order decides
+        # between overlapping entries of equal rank, and a write finds its entry in O(1)
+        self._by_ident: dict[tuple[object, ...], TableEntry] = {}
         self._exact: dict[tuple[int, ...], TableEntry] | None = (
             {} if all(k.match == "exact" for k in keys) else None)
         # the lpm field whose prefix length ranks entries: only in a table without priorities
@@ -100,10 +102,13 @@ class P4Table:
     def _ident(e: TableEntry) -> tuple[object, ...]:
         return (tuple((m.value, m.arg) for m in e.key), e.priority)
 
+    @property
+    def entries(self) -> list[TableEntry]:
+        """The entries in insertion order."""
+        return list(self._by_ident.values())
+
     def _find(self, probe: TableEntry) -> TableEntry | None:
-        if self._exact is not None:
-            return self._exact.get(tuple(m.value for m in probe.key))
-        return next((x for x in self.entries if self._ident(x) == self._ident(probe)), None)
+        return self._by_ident.get(self._ident(probe))
 
     def get(self, key: tuple[Match, ...], priority: int = 0) -> TableEntry | None:
         """The entry with this key (match and priority), if there is one."""
@@ -113,9 +118,9 @@ class P4Table:
         self._check(e)
         if self._find(e) is not None:
             raise DuplicateEntry(f"{self.name}: an entry with this key already exists")
-        if len(self.entries) >= self.size:
+        if len(self._by_ident) >= self.size:
             raise TableFull(f"{self.name}: table is full ({self.size} entries)")
-        self.entries.append(e)
+        self._by_ident[self._ident(e)] = e
         if self._exact is not None:
             self._exact[tuple(m.value for m in e.key)] = e
 
@@ -123,7 +128,7 @@ class P4Table:
         found = self.get(key, priority)
         if found is None:
             raise MissingEntry(f"{self.name}: no entry with this key")
-        self.entries.remove(found)
+        del self._by_ident[self._ident(found)]
         if self._exact is not None:
             del self._exact[tuple(m.value for m in found.key)]
         return found
@@ -135,7 +140,7 @@ class P4Table:
         old = self._find(e)
         if old is None:
             raise MissingEntry(f"{self.name}: no entry with this key")
-        self.entries[next(i for i, x in enumerate(self.entries) if x is old)] = e
+        self._by_ident[self._ident(old)] = e  # same identity: the entry keeps its place
         if self._exact is not None:
             self._exact[tuple(m.value for m in e.key)] = e
 
@@ -143,11 +148,11 @@ class P4Table:
         """The contents now, for restore(): a batch of writes that must be all or nothing
         (P4Runtime ROLLBACK_ON_ERROR) goes back to it, entries in their original order, which
         decides between overlapping entries of equal priority."""
-        return tuple(self.entries), None if self._exact is None else dict(self._exact)
+        return tuple(self._by_ident.values()), None if self._exact is None else dict(self._exact)
 
     def restore(self, state: TableState) -> None:
         entries, exact = state
-        self.entries = list(entries)
+        self._by_ident = {self._ident(e): e for e in entries}
         self._exact = None if exact is None else dict(exact)
 
     def clear(self) -> None:
@@ -158,7 +163,7 @@ class P4Table:
             return self._exact.get(values)
         best: TableEntry | None = None
         best_rank = -1
-        for e in self.entries:
+        for e in self._by_ident.values():
             if all(_matches(k, m, v) for k, m, v in zip(self.keys, e.key, values, strict=True)):
                 rank = self._rank(e)
                 if rank > best_rank:

@@ -4,13 +4,10 @@ controller is sent when that changes."""
 
 from __future__ import annotations
 
-import os
 import queue
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2

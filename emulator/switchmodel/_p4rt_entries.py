@@ -6,12 +6,9 @@ table is what a switch would accept; on the way out an entry is written canonica
 
 from __future__ import annotations
 
-import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 from google.rpc import code_pb2
 
@@ -148,6 +145,13 @@ class Entries:
         self.actions: dict[str, dict[str, Any]] = names["actions"]
         self.table_by_id: dict[int, str] = {v["id"]: k for k, v in self.tables.items()}
         self.action_by_id: dict[int, str] = {v["id"]: k for k, v in self.actions.items()}
+        # derived once, not per update: a 200K-entry write looks them up 200K times
+        self._fields = {name: _in_key_order(info) for name, info in self.tables.items()}
+        self._field_by_id = {name: {spec["id"]: (key, spec) for key, spec in fields}
+                             for name, fields in self._fields.items()}
+        self._kinds = {name: [spec["match"] for _k, spec in fields] for name, fields in self._fields.items()}
+        self._params = {name: {p["id"]: (pname, p) for pname, p in info["params"].items()}
+                        for name, info in self.actions.items()}
 
     def table(self, table_id: int) -> str:
         name = self.table_by_id.get(table_id)
@@ -159,8 +163,7 @@ class Entries:
         """The table and identity of ``te``: every field once, by a known id; exact fields
         present; priority set exactly when the key has a ternary, range or optional field."""
         name = self.table(te.table_id)
-        fields = _in_key_order(self.tables[name])
-        by_id = {spec["id"]: (key, spec) for key, spec in fields}
+        fields, by_id = self._fields[name], self._field_by_id[name]
         given: dict[str, Match] = {}
         for fm in te.match:
             if fm.field_id not in by_id:
@@ -171,7 +174,7 @@ class Entries:
             given[key] = _match(fm, key, spec)
         match = tuple(given[key] if key in given else _dont_care({**spec, "name": key}) for key, spec in fields)
         if check_priority:
-            _check_priority(name, [spec["match"] for _k, spec in fields], te.priority)
+            _check_priority(name, self._kinds[name], te.priority)
         return EntryKey(name, match, te.priority)
 
     def entry(self, te: Any) -> tuple[EntryKey, TableEntry]:
@@ -187,7 +190,7 @@ class Entries:
         aname = self.action_by_id.get(action.action_id)
         if aname is None or aname not in self.tables[table]["actions"]:
             raise invalid(f"action {action.action_id} is not an action of table {table}")
-        specs = {p["id"]: (pname, p) for pname, p in self.actions[aname]["params"].items()}
+        specs = self._params[aname]
         values: dict[str, int] = {}
         for prm in action.params:
             if prm.param_id not in specs:
@@ -196,8 +199,8 @@ class Entries:
             if pname in values:
                 raise invalid(f"parameter {pname} of action {aname} is given twice")
             values[pname] = _uint(prm.value, p["bitwidth"], f"{aname}.{pname}")
-        missing = sorted(pname for pname, _p in specs.values() if pname not in values)
-        if missing:
+        if len(values) < len(specs):
+            missing = sorted(pname for pname, _p in specs.values() if pname not in values)
             raise invalid(f"action {aname} needs parameter(s) {', '.join(missing)}")
         return aname, values
 
@@ -207,7 +210,7 @@ class Entries:
         info = self.tables[table]
         te.table_id = info["id"]
         te.priority = entry.priority
-        for (_key, spec), m in zip(_in_key_order(info), entry.key, strict=True):
+        for (_key, spec), m in zip(self._fields[table], entry.key, strict=True):
             if not _is_dont_care(spec["match"], spec["bitwidth"], m):
                 _put_match(te.match.add(), spec, m)
         act = self.actions[entry.action]

@@ -7,20 +7,17 @@ kept by ``_p4rt_arbiter``; ``server.py`` puts the service on a gRPC port."""
 
 from __future__ import annotations
 
-import os
 import queue
 import threading
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
-
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 import grpc
 from google.rpc import code_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
 from compiler.interp import Outcome
-from emulator.p4.tables import TableState
+from emulator.p4.tables import PRIORITY_KINDS, Match, TableEntry, TableState
 from emulator.switchmodel._p4rt_arbiter import Arbiter
 from emulator.switchmodel._p4rt_entries import Entries, EntryKey, canonical, check_entry_fields
 from emulator.switchmodel._p4rt_status import Reject, abort, abort_with_details, invalid, table_op
@@ -34,8 +31,23 @@ _U = p4runtime_pb2.Update
 _SET = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _GET = p4runtime_pb2.GetForwardingPipelineConfigRequest
 
+_READ_CHUNK = 4096  # entities per ReadResponse: a big table streams in parts under gRPC's 4 MiB message limit
 _Cookies = dict[EntryKey, tuple[int, bytes]]  # controller_metadata and metadata of each entry, returned by Read
 _Snapshot = tuple[dict[str, TableState], _Cookies]
+
+
+class _Reply:
+    """The ReadResponses of one Read: a new one every ``_READ_CHUNK`` entities, so a read of a
+    200K-entry table is a stream of small messages, not one the client would refuse."""
+
+    def __init__(self) -> None:
+        self.parts = [p4runtime_pb2.ReadResponse()]
+
+    def add(self) -> Any:
+        """A new entity of the reply."""
+        if len(self.parts[-1].entities) >= _READ_CHUNK:
+            self.parts.append(p4runtime_pb2.ReadResponse())
+        return self.parts[-1].entities.add()
 
 
 class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[misc]
@@ -280,7 +292,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             self._check_device(request.device_id, request.role)
         except Reject as r:
             abort(context, r)
-        resp = p4runtime_pb2.ReadResponse()
+        resp = _Reply()
         results: list[tuple[int, str]] = []
         with self.lock:
             for ent in request.entities:
@@ -289,11 +301,11 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
                     results.append((code_pb2.OK, ""))
                 except Reject as r:
                     results.append((r.code, r.message))
-        yield resp
+        yield from resp.parts
         if any(code != code_pb2.OK for code, _m in results):
             abort_with_details(context, results, "some reads failed")
 
-    def _read(self, ent: Any, resp: Any) -> None:
+    def _read(self, ent: Any, resp: _Reply) -> None:
         kind = ent.WhichOneof("entity")
         if kind is None:
             raise invalid("an entity to read must be set (there is no read of everything, §13.2)")
@@ -304,7 +316,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         else:
             raise Reject(code_pb2.UNIMPLEMENTED, f"the switch model cannot read {kind}")
 
-    def _read_tables(self, query: Any, resp: Any) -> None:
+    def _read_tables(self, query: Any, resp: _Reply) -> None:
         """§9.1 "Wildcard Reads": table id 0 is every table; a match, priority or action id
         filters one table's entries."""
         if query.table_id == 0:
@@ -319,25 +331,35 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             return
         self._read_table(name, query, resp)
 
-    def _read_table(self, name: str, query: Any, resp: Any) -> None:
+    def _read_table(self, name: str, query: Any, resp: _Reply) -> None:
         match = self.entries.key(query, check_priority=False).match if len(query.match) else None
         action = self.entries.action_by_id.get(query.action.action.action_id) if query.HasField("action") else None
-        for entry in self.model.p4_tables[name].entries:
+        for entry in self._candidates(name, match, query.priority):
             if (match is not None and entry.key != match) or (query.priority and entry.priority != query.priority) \
                     or (action is not None and entry.action != action):
                 continue
-            te = resp.entities.add().table_entry
+            te = resp.add().table_entry
             self.entries.message(te, name, entry)
             te.controller_metadata, te.metadata = self.cookies.get(EntryKey(name, entry.key, entry.priority), (0, b""))
 
-    def _read_default(self, name: str, resp: Any) -> None:
+    def _candidates(self, name: str, match: tuple[Match, ...] | None, priority: int) -> Iterable[TableEntry]:
+        """The entries a query of table ``name`` may return: with the whole key (match, and the
+        priority where the key ranks by one) the one entry of that key, found as a write finds
+        it, so reading a batch's keys costs O(batch) (§9.1: such a query reads one entry); else all."""
+        table = self.model.p4_tables[name]
+        if match is None or (not priority and any(k.match in PRIORITY_KINDS for k in table.keys)):
+            return table.entries
+        found = table.get(match, priority)
+        return () if found is None else (found,)
+
+    def _read_default(self, name: str, resp: _Reply) -> None:
         info = self.entries.tables[name]
-        te = resp.entities.add().table_entry
+        te = resp.add().table_entry
         te.table_id = info["id"]
         te.is_default_action = True
         te.action.action.action_id = self.entries.actions[info["default_action"]]["id"]
 
-    def _read_drops(self, query: Any, resp: Any) -> None:
+    def _read_drops(self, query: Any, resp: _Reply) -> None:
         counter = self.names["counters"].get("nfc_drops")
         if counter is None or query.counter_id not in (0, counter["id"]):
             raise Reject(code_pb2.NOT_FOUND, f"no counter with id {query.counter_id}")
@@ -345,7 +367,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             code = self.reasons.get(reason)
             if code is None or (query.HasField("index") and query.index.index != code):
                 continue
-            ce = resp.entities.add().counter_entry
+            ce = resp.add().counter_entry
             ce.counter_id = counter["id"]
             ce.index.index = code
             ce.data.packet_count = count

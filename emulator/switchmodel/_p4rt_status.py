@@ -4,11 +4,8 @@ errors mapped to those codes, and a batch's per-update errors in the status deta
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
 from typing import Any
-
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 import grpc
 from google.rpc import code_pb2, status_pb2

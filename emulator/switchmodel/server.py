@@ -20,14 +20,11 @@ their checks), ``_p4rt_arbiter`` (arbitration), ``_p4rt_status`` (error reportin
 
 from __future__ import annotations
 
-import os
 import ssl
 from concurrent import futures
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 import grpc
 from p4.v1 import p4runtime_pb2_grpc

@@ -29,16 +29,11 @@ same program always gets the same IDs and adding a table does not renumber the r
 
 from __future__ import annotations
 
-import os
 import zlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
-
-# p4runtime 1.6.0 ships _pb2 modules generated for old protobuf; with protobuf >= 4 they
-# load only with the pure-Python implementation (../shared/notes/p4-here.md).
-os.environ.setdefault("PROTOCOL_BUFFERS_PYTHON_IMPLEMENTATION", "python")
 
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
