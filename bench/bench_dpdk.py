@@ -208,7 +208,8 @@ def packet_rates(server: Path, work: Workload, args: argparse.Namespace) -> list
           f"server gets it 3 B shorter: QinQ tags out, bridge in); min(entries, {args.flows}) distinct flows;"
           "\nnfc = the generated server program's processing incl. the template copy; I/O ceil = empty rx->tx loop;"
           "\nI/O+copy = rx->template copy->tx; bulk lkp = bare rte_hash_lookup_bulk_data (Mkeys/s, no I/O);"
-          "\n1 lkp = single rte_hash_lookup_data (Mkeys/s, no I/O); nfc ns = in-memory ns/packet of the processing")
+          "\n1 lkp = single rte_hash_lookup_data (Mkeys/s, no I/O); nfc ns = one packet at a time in memory "
+          "(no burst prefetch: a latency, not the forwarding loop's cost per packet)")
     print(HEADER)
 
     def phase(huge: bool) -> None:

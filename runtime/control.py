@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +28,13 @@ from runtime.errors import (
     TableFull,
 )
 
-__all__ = ["OP", "ControlChannel", "ControlRefused", "ServerTable"]
+__all__ = ["OP", "ControlChannel", "ControlRefused", "Hits", "ServerTable"]
 
 VERSION = 1
 REQ = struct.Struct("<4sBBHII")
 REP = struct.Struct("<4sBBHII")
-OP = {"hello": 1, "add": 2, "modify": 3, "delete": 4, "read": 5, "dump": 6, "counters": 7, "clear": 8, "start": 9}
+OP = {"hello": 1, "add": 2, "modify": 3, "delete": 4, "read": 5, "dump": 6, "counters": 7, "clear": 8, "start": 9,
+      "hits": 10}
 MAX_RECORDS = 1 << 20
 
 
@@ -58,10 +60,23 @@ class ServerTable:
     lpm: int  # the LPM key field, -1: none
     state: bool
     capacity: int
+    tracked: bool = False  # cached on the switch: the server samples its hits (HITS)
 
     @property
     def key_words(self) -> int:
         return len(self.keys) + (1 if self.lpm >= 0 else 0)
+
+
+@dataclass(frozen=True)
+class Hits:
+    """HITS: per key (its key fields; an LPM table's looked-up address, not a prefix), the
+    server's hits; ``not_kept``: hits of keys that did not fit the counts; ``lost_in_logs``:
+    samples of every table overwritten before the control thread drained them, since the
+    program started (a rate too high for the logs)."""
+
+    counts: Counter[tuple[int, ...]]
+    not_kept: int
+    lost_in_logs: int
 
 
 class ControlChannel:
@@ -85,7 +100,8 @@ class ControlChannel:
             raise ChannelError(f"the server program speaks control protocol {hello.get('version')}, not {VERSION}")
         self.program: str = hello["program"]
         self.tables = {t["name"]: ServerTable(i, t["name"], tuple(t["keys"]), tuple(t["values"]), t["lpm"],
-                                              bool(t["state"]), t["capacity"]) for i, t in enumerate(hello["tables"])}
+                                              bool(t["state"]), t["capacity"], bool(t.get("tracked", 0)))
+                       for i, t in enumerate(hello["tables"])}
 
     def close(self) -> None:
         self.sock.close()
@@ -186,6 +202,17 @@ class ControlChannel:
             out += [tuple(words[1 + i * stride:1 + (i + 1) * stride]) for i in range((len(words) - 1) // stride)]
             if resume == 0:
                 return out
+
+    def hits(self, table: str) -> Hits:
+        """The hits of a switch-cached table's entries on the server since the last call (the
+        switch's misses, sampled per lcore: docs/control.md, HITS); reset by the call."""
+        t = self._table(table)
+        n, body = self._request("hits", t.index, what=f" {table}")
+        words = struct.unpack(f"<{len(body) // 8}Q", body)
+        stride = len(t.keys) + 1
+        counts = Counter({tuple(words[2 + i * stride:1 + (i + 1) * stride]): words[1 + (i + 1) * stride]
+                          for i in range(n)})
+        return Hits(counts, words[0], words[1])
 
     def clear(self, table: str) -> int:
         """Delete every entry of a control-plane table; how many there were."""

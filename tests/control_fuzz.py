@@ -92,6 +92,7 @@ class TableModel:
     values: tuple[int, ...]
     lpm: int
     state: bool
+    tracked: bool = False  # HITS answers for it (cached on a switch; never with --target dpdk)
     entries: dict[tuple[int, ...], tuple[int, ...]] = field(default_factory=dict)
 
     @property
@@ -134,7 +135,7 @@ class Model:
         """``hello``: the tables of the HELLO reply, in order (a request names one by its index)."""
         self.hello = tuple(hello)
         self.tables = [TableModel(i, str(t["name"]), tuple(t["keys"]), tuple(t["values"]), int(t["lpm"]),
-                                  bool(t["state"])) for i, t in enumerate(hello)]
+                                  bool(t["state"]), bool(t.get("tracked", 0))) for i, t in enumerate(hello)]
 
     @staticmethod
     def of(ch: ControlChannel) -> Model:
@@ -170,6 +171,8 @@ def predict(model: Model, data: bytes) -> Expect:
         return Expect(BAD_REQUEST, closes=True)
     if op in (OP["hello"], OP["counters"], OP["start"]):
         return Expect(OK, frozenset({0}))
+    if op == OP["hits"]:  # the body is not read
+        return Expect(OK) if table < len(model.tables) and model.tables[table].tracked else Expect(NO_TABLE)
     if not OP["add"] <= op <= OP["clear"]:
         return Expect(BAD_OP)
     if table >= len(model.tables):

@@ -52,6 +52,7 @@ static gid_t group; /* --control-group's */
 static int listen_fd = -1;
 static int spare_fd = -1; /* kept open to answer a connection when descriptors run out */
 static volatile int stopping;
+static int tracking; /* a table's hits are sampled: drain the logs (control thread) */
 static pthread_t thread;
 static char sock_path[108];
 static struct stat sock_file; /* the socket file this program bound: only it is unlinked at the end */
@@ -147,8 +148,8 @@ static void hello(struct text *t)
     for (int i = 0; i < nfc_ntables; i++) {
         const struct nfc_table *tb = &nfc_tables[i];
         put(t, "%s{\"name\": \"%s\", \"src\": \"%s\", \"size\": %u, \"capacity\": %u, \"state\": %d, \"lpm\": %d, "
-               "\"keys\": [", i ? ", " : "", tb->name, tb->src, tb->size,
-            tb->cap, tb->state, tb->lpm);
+               "\"tracked\": %d, \"keys\": [", i ? ", " : "", tb->name, tb->src, tb->size,
+            tb->cap, tb->state, tb->lpm, tb->tracked);
         for (int k = 0; k < tb->nkeys; k++)
             put(t, "%s%u", k ? ", " : "", tb->key_width[k]);
         put(t, "], \"values\": [");
@@ -325,6 +326,20 @@ static void entries(struct client *c, struct nfc_table *tb)
     }
 }
 
+/* HITS: the table's counts since the last HITS, as many records as one reply holds. */
+static void hits(struct client *c, const struct nfc_table *tb)
+{
+    uint32_t words = tb->nkeys + 1u, max = (NFC_CTL_MAX_PAGE - 16) / (words * 8);
+    uint64_t *out = malloc(16 + (size_t)max * words * 8);
+    if (out == NULL) {
+        fail(c, NFC_E_NO_MEMORY, 0, "no memory for the reply");
+        return;
+    }
+    uint32_t n = nfc_hits_take(c->q.table, out + 2, max, &out[0], &out[1]);
+    reply(c, NFC_OK, n, out, 16 + n * words * 8);
+    free(out);
+}
+
 /* The whole request in c: queue its reply. */
 static void serve(struct client *c)
 {
@@ -342,10 +357,15 @@ static void serve(struct client *c)
             reply(c, NFC_OK, 0, t.s, (uint32_t)t.n);
         else
             fail(c, NFC_E_NO_MEMORY, 0, "no memory");
-    } else if (q->op < NFC_OP_ADD || q->op > NFC_OP_CLEAR) {
+    } else if ((q->op < NFC_OP_ADD || q->op > NFC_OP_CLEAR) && q->op != NFC_OP_HITS) {
         fail(c, NFC_E_BAD_OP, 0, "unknown operation");
     } else if (q->table >= nfc_ntables) {
         fail(c, NFC_E_NO_TABLE, 0, "no such table");
+    } else if (q->op == NFC_OP_HITS) {
+        if (nfc_tables[q->table].tracked)
+            hits(c, &nfc_tables[q->table]);
+        else
+            fail(c, NFC_E_NO_TABLE, 0, "the switch does not cache this table: its hits are not tracked");
     } else if (q->op == NFC_OP_DUMP) {
         dump(c);
     } else if (nfc_tables[q->table].state) {
@@ -561,10 +581,11 @@ static int admit(struct client *cl, int n, uint64_t *pause_until)
 }
 
 /* How long poll may wait (ms): until the nearest deadline or the end of a pause of the
- * socket, at most 100 ms (to see `stopping`), COPY_POLL_US while a DUMP waits for a copy. */
+ * socket, at most 100 ms (to see `stopping`; NFC_HITS_DRAIN_MS when hits are tracked),
+ * COPY_POLL_US while a DUMP waits for a copy. */
 static int poll_ms(const struct client *cl, int n, uint64_t now, uint64_t pause_until)
 {
-    uint64_t wait = 100000, real = now_us();
+    uint64_t wait = tracking ? NFC_HITS_DRAIN_MS * 1000u : 100000u, real = now_us();
     for (int i = 0; i < n; i++) {
         uint64_t left = cl[i].deadline > now ? cl[i].deadline - now : 0;
         if (cl[i].copy != NULL && wait > COPY_POLL_US)
@@ -582,6 +603,7 @@ static int poll_ms(const struct client *cl, int n, uint64_t now, uint64_t pause_
 static void *control_main(void *arg)
 {
     (void)arg;
+    tracking = nfc_hits_any();
     static struct client cl[NFC_CTL_MAX_CLIENTS];
     struct pollfd fds[NFC_CTL_MAX_CLIENTS + 1];
     uint64_t pause_until = 0;
@@ -603,6 +625,8 @@ static void *control_main(void *arg)
             }
         if (listening && (fds[0].revents & POLLIN))
             n = admit(cl, n, &pause_until);
+        if (tracking)
+            nfc_hits_drain();
     }
     for (int i = 0; i < n; i++)
         drop(&cl[i]);

@@ -62,6 +62,9 @@ enum nfc_ctl_op {
                             state_copy: {slices, cpu_ns, max_ns}} */
     NFC_OP_CLEAR = 8,    /* delete every entry of the table */
     NFC_OP_START = 9,    /* start forwarding (a program started with --wait) */
+    NFC_OP_HITS = 10,    /* a switch-cached table's hits since the last HITS (nfc_hits.h); reply: u64 hits not
+                            kept, u64 samples lost in the lcores' logs (all tables, since the start), then records
+                            (key fields, hits); index: the records.  A table not tracked: NO_TABLE */
 };
 
 enum nfc_ctl_status {

@@ -329,6 +329,7 @@ struct nfc_table {
     int8_t lpm;    /* index of the LPM key field, -1: none */
     uint8_t state; /* data-plane state: written by the forwarding lcore, not the control plane */
     uint8_t inline_values;
+    uint8_t tracked; /* cached on the switch: the server's hits are sampled (nfc_hits.h) */
     uint16_t key_bytes;
     uint8_t key_width[NFC_MAX_FIELDS];
     uint8_t value_width[NFC_MAX_FIELDS];
@@ -360,6 +361,9 @@ extern const int nfc_software;
  * (entries file, control channel).  Status codes are the control channel's (nfc_control.h). */
 int nfc_tables_init(void);
 int nfc_table_find(const char *name);
+/* The key fields of a table's key bytes as the control channel has them (an LPM table: then
+ * its prefix length); how many words. */
+int nfc_key_fields(const struct nfc_table *t, const uint8_t *key, uint64_t *out);
 int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint64_t *values, uint8_t *key);
 int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *values, int replace);
 int nfc_entry_read(const struct nfc_table *t, const uint64_t *keys, uint64_t *values);
@@ -397,6 +401,7 @@ int nfc_load_entries(const char *path);
 extern struct nfc_stats nfc_stats[];
 
 #include "nfc_state.h" /* data-plane state and port pools, shared by the lcores */
+#include "nfc_hits.h"  /* hits of switch-cached tables, sampled for the cache manager */
 
 /* The processed packet p, received in the single-segment mbuf m, as nfc_to_switch writes it;
  * NULL: no room.  m is consumed: sent on as the result, or freed.  The payload is still in

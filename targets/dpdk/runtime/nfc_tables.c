@@ -151,8 +151,7 @@ static struct nfc_state_copy *posted, *queue, **queue_end = &queue; /* control t
 static uint64_t next_slice;                        /* lcores, __atomic: no slice before (timer cycles) */
 static struct nfc_copy_stats copy_stats;           /* the lcore's slices; __atomic only */
 
-/* The keys of an entry back as the control channel's fields; how many. */
-static int unpack_key(const struct nfc_table *t, const uint8_t *key, uint64_t *out)
+int nfc_key_fields(const struct nfc_table *t, const uint8_t *key, uint64_t *out)
 {
     unsigned off = 0;
     for (int i = 0; i < t->nkeys; i++) {
@@ -176,7 +175,7 @@ uint32_t nfc_table_copy(const struct nfc_table *t, uint32_t *next, uint32_t max,
     void *data;
     while (n < max && rte_hash_iterate(t->h, &key, &data, next) >= 0) {
         uint64_t *r = out + n * stride_of(t);
-        nfc_values_of(t, data, r + unpack_key(t, key, r));
+        nfc_values_of(t, data, r + nfc_key_fields(t, key, r));
         n++;
     }
     return n;
@@ -193,7 +192,7 @@ static void copy_position(struct nfc_state_copy *r, uint64_t now_ns)
     if (nfc_state_expiry(data, t->nvalues) <= now_ns) /* expired: the next packet of it deletes it */
         return;
     uint64_t *rec = r->out + (size_t)r->n * stride_of(t);
-    nfc_values_of(t, data, rec + unpack_key(t, key, rec));
+    nfc_values_of(t, data, rec + nfc_key_fields(t, key, rec));
     r->n++;
 }
 

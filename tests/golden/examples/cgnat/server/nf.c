@@ -29,6 +29,7 @@ struct nfc_table nfc_tables[2] = {
         .lpm = -1,
         .state = 1,
         .inline_values = 0,
+        .tracked = 1,
         .key_bytes = 16,
         .key_width = {32, 16, 8},
         .value_width = {16},
@@ -44,6 +45,7 @@ struct nfc_table nfc_tables[2] = {
         .lpm = -1,
         .state = 1,
         .inline_values = 0,
+        .tracked = 1,
         .key_bytes = 16,
         .key_width = {32, 16, 8},
         .value_width = {32, 16},
@@ -84,6 +86,7 @@ int nfc_run(struct nfc_pkt *p)
                 p->res[0] = v1[0];
                 p->res[1] = v1[1];
                 p->stats->hits[1] = p->stats->hits[1] + 1;
+                nfc_hit_note(1, key1, 0x10u);
                 if ((uint64_t)p->valid[2]) {
                     if (p->valid[2]) {
                         nfc_set16(p->hdr[2] + 0x10u, nfc_csum_update(p->valid[2] ? nfc_get16(p->hdr[2] + 0x10u) : 0ull, p->valid[1] ? nfc_get32(p->hdr[1] + 0x10u) : 0ull, p->res[0], 0x20u));
@@ -150,6 +153,7 @@ int nfc_run(struct nfc_pkt *p)
                 nfc_state_touch(v5, 1);
                 p->res[2] = v5[0];
                 p->stats->hits[0] = p->stats->hits[0] + 1;
+                nfc_hit_note(0, key5, 0x10u);
                 p->meta[2] = p->res[2] & 0xffffull;
             } else {
                 p->stats->misses[0] = p->stats->misses[0] + 1;

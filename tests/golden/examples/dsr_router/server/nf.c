@@ -29,6 +29,7 @@ struct nfc_table nfc_tables[1] = {
         .lpm = 1,
         .state = 0,
         .inline_values = 1,
+        .tracked = 1,
         .key_bytes = 16,
         .key_width = {14, 32},
         .value_width = {32, 24},
@@ -54,6 +55,7 @@ int nfc_run(struct nfc_pkt *p)
                 p->res[0] = (v1 >> 0u) & 0xffffffffull;
                 p->res[1] = (v1 >> 0x20u) & 0xffffffull;
                 p->stats->hits[0] = p->stats->hits[0] + 1;
+                nfc_hit_note(0, key1, 0x10u);
                 p->meta[1] = p->res[0] & 0xffffffffull;
                 p->meta[2] = p->res[1] & 0xffffffull;
                 if (p->valid[7]) {

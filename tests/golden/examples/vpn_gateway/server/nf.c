@@ -29,6 +29,7 @@ struct nfc_table nfc_tables[1] = {
         .lpm = -1,
         .state = 0,
         .inline_values = 1,
+        .tracked = 0,
         .key_bytes = 16,
         .key_width = {12, 12, 32},
         .value_width = {32, 24},
