@@ -280,25 +280,56 @@ class SwitchClient:
                 del te.match[-1]
         return ent
 
+    def idle(self, table: str) -> Iterator[tuple[dict[str, Match], int, int]]:
+        """Every entry of a table that keeps idle time (a switch cache: TNA ``idle_timeout``) as
+        (match, priority, nanoseconds since its last hit, or since it was written if never hit):
+        a read with ``time_since_last_hit`` set (P4Runtime §9.1.10)."""
+        t = self.names["tables"][table]
+        info = self.names["p4runtime"]["tables"][t["p4_table"]]
+        query = self._query(info, None, 0)
+        query.table_entry.time_since_last_hit.SetInParent()  # §9.1.10: asks for the idle time
+        for te in self._entries([query], t["size"]):
+            yield self._match(info, te), te.priority, te.time_since_last_hit.elapsed_ns
+
+    @staticmethod
+    def _match(info: dict[str, Any], te: Any) -> dict[str, Match]:
+        given = {fm.field_id: fm for fm in te.match}
+        return {key: _get_match(given.get(spec["id"]), spec) for key, spec in info["match_fields"].items()}
+
     def _read(self, table: str, entities: list[Any],
               expect: int) -> Iterator[tuple[dict[str, Match], dict[str, int], int]]:
-        """One ReadRequest of ``entities``, its deadline scaled to ``expect`` entries."""
         t = self.names["tables"][table]
         info = self.names["p4runtime"]["tables"][t["p4_table"]]
         params = {p["id"]: k.removeprefix("v_") for k, p in self.names["p4runtime"]["actions"][t["p4_action"]]
                   ["params"].items()}
+        for te in self._entries(entities, expect):
+            values = {params[p.param_id]: int.from_bytes(p.value, "big") for p in te.action.action.params}
+            yield self._match(info, te), values, te.priority
+
+    def _entries(self, entities: list[Any], expect: int) -> Iterator[Any]:
+        """The table entries one ReadRequest of ``entities`` returns, its deadline scaled to
+        ``expect`` entries."""
         req = p4runtime_pb2.ReadRequest(device_id=self.device_id)
         req.entities.extend(entities)
         try:
             for resp in self.stub.Read(req, timeout=self.deadline(expect)):
                 for ent in resp.entities:
-                    te = ent.table_entry
-                    given = {fm.field_id: fm for fm in te.match}
-                    match = {key: _get_match(given.get(spec["id"]), spec) for key, spec in info["match_fields"].items()}
-                    values = {params[p.param_id]: int.from_bytes(p.value, "big") for p in te.action.action.params}
-                    yield match, values, te.priority
+                    yield ent.table_entry
         except grpc.RpcError as e:
-            raise ChannelError(f"P4Runtime Read failed: {e.details()}") from e
+            raise ChannelError(f"P4Runtime Read failed: {e.details()}{_reasons(e)}") from e
+
+
+def _reasons(e: grpc.RpcError) -> str:
+    """The messages of the per-entity errors a failed call carries (§12.3), as ': m1; m2'."""
+    details = next((v for k, v in (e.trailing_metadata() or ()) if k == "grpc-status-details-bin"), None)
+    if details is None:
+        return ""
+    messages = []
+    for any_ in status_pb2.Status.FromString(details).details:
+        err = p4runtime_pb2.Error()
+        if any_.Unpack(err) and err.canonical_code != code_pb2.OK:
+            messages.append(err.message)
+    return f": {'; '.join(messages)}" if messages else ""
 
 
 def _not_attempted(updates: Sequence[SwitchUpdate], start: int, failed: int) -> list[RuntimeApiError | None]:

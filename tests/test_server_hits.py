@@ -20,33 +20,18 @@ from scapy.layers.l2 import Ether
 
 from emulator.switchmodel import SwitchReference
 from runtime.errors import RuntimeApiError
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, write
+from tests.conftest import HAVE_DPDK, ROOT, compile_file
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
-PROGRAM = """import "std/headers.nfp";
-packet { eth: ethernet; ipv4: ipv4; }
-parser p {
-  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: ip; default: drop(not_ipv4); } }
-  state ip { extract ipv4; transition accept; }
-}
-// 8M hosts: the switch caches some, the server has them all
-table hosts { key { ipv4.dst: exact; } value { port: bit<16>; } size = 8M; cache = true; }
-table acl { key { ipv4.src: exact; } value { ok: bit<1>; } size = 1K; }
-stage route {
-  lookup hosts { hit(r) { forward(r.port); } miss { drop(no_route); } }
-  lookup acl { hit(a) { } miss { } }
-}
-pipeline main { ports = [0..7]; parser = p; stages = [route]; }
-deployment lab { switch = tofino1; servers = [dpdk_server]; server_ports = [16]; rate = 1Mpps; }
-"""
+PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
 HOSTS = [0x0A000001 + 7 * i for i in range(12)]
 
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hits")
-    src = write(tmp, PROGRAM)
+    src = str(PROGRAM)
     out = tmp / "out"
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", src, "-o", str(out), "--no-verify"],
                        capture_output=True, text=True, cwd=ROOT)

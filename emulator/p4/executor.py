@@ -156,7 +156,7 @@ class _Control:
         for a in c.action_decls:
             if a.name in t.actions:
                 params[a.name] = tuple((n, c.env.width(ty)) for n, ty in a.params)
-        return P4Table(t.name, keys, params, t.default_action, t.size)
+        return P4Table(t.name, keys, params, t.default_action, t.size, idle=bool(t.idle))
 
     @staticmethod
     def _apply(c: Compiler, t: p.Table, table: P4Table, scope: dict[str, p.Type]) -> Callable[[Frame], ApplyResult]:
@@ -169,6 +169,7 @@ class _Control:
             if e is None:
                 actions[default](f, {})
                 return ApplyResult(False, default)
+            table.hit(e)
             actions[e.action](f, e.params)
             return ApplyResult(True, e.action)
         return apply

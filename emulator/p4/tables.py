@@ -9,6 +9,7 @@ inserted first); otherwise, with an lpm field, the longest prefix.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 __all__ = ["PRIORITY_KINDS", "DuplicateEntry", "KeyField", "Match", "MissingEntry", "P4Table", "TableEntry",
@@ -64,8 +65,12 @@ def _m(w: int) -> int:
 
 class P4Table:
     def __init__(self, name: str, keys: tuple[KeyField, ...], actions: dict[str, tuple[tuple[str, int], ...]],
-                 default: str, size: int) -> None:
+                 default: str, size: int, idle: bool = False) -> None:
+        """``idle``: the table keeps each entry's idle time (TNA ``idle_timeout``, v1model
+        ``support_timeout``): the time of its last hit, or of its insertion (``idle_ns``)."""
         self.name = name
+        self.idle = idle
+        self._hit_at: dict[tuple[object, ...], float] = {}  # identity -> time.monotonic() of the last hit
         self.keys = keys
         self.actions = actions  # action name -> (param name, width) in order
         self.default = default
@@ -121,6 +126,8 @@ class P4Table:
         if len(self._by_ident) >= self.size:
             raise TableFull(f"{self.name}: table is full ({self.size} entries)")
         self._by_ident[self._ident(e)] = e
+        if self.idle:
+            self._hit_at[self._ident(e)] = time.monotonic()
         if self._exact is not None:
             self._exact[tuple(m.value for m in e.key)] = e
 
@@ -129,6 +136,7 @@ class P4Table:
         if found is None:
             raise MissingEntry(f"{self.name}: no entry with this key")
         del self._by_ident[self._ident(found)]
+        self._hit_at.pop(self._ident(found), None)
         if self._exact is not None:
             del self._exact[tuple(m.value for m in found.key)]
         return found
@@ -153,10 +161,22 @@ class P4Table:
     def restore(self, state: TableState) -> None:
         entries, exact = state
         self._by_ident = {self._ident(e): e for e in entries}
+        if self.idle:  # an entry deleted and put back counts as inserted now
+            now = time.monotonic()
+            self._hit_at = {k: self._hit_at.get(k, now) for k in self._by_ident}
         self._exact = None if exact is None else dict(exact)
 
     def clear(self) -> None:
         self.restore(((), None if self._exact is None else {}))
+
+    def hit(self, e: TableEntry) -> None:
+        """A packet hit ``e``: its idle time starts again."""
+        if self.idle:
+            self._hit_at[self._ident(e)] = time.monotonic()
+
+    def idle_ns(self, e: TableEntry) -> int:
+        """Nanoseconds since ``e`` was last hit (or inserted, if never hit)."""
+        return max(0, int((time.monotonic() - self._hit_at.get(self._ident(e), time.monotonic())) * 1e9))
 
     def lookup(self, values: tuple[int, ...]) -> TableEntry | None:
         if self._exact is not None:

@@ -244,11 +244,15 @@ def check_values(table: str, keys: Sequence[KeyField], match: Sequence[tuple[int
             _RULES[k.match](value, arg, k.name, k.width)
 
 
-def check_entry_fields(te: Any) -> None:
-    """The parts of a ``TableEntry`` this device has no use for must be left unset (§9.1)."""
+def check_entry_fields(te: Any, idle: bool = False) -> None:
+    """The parts of a ``TableEntry`` this device has no use for must be left unset (§9.1);
+    ``idle``: the table keeps idle time, so an entry may carry an ``idle_timeout_ns`` (kept and
+    read back; the model sends no notification: a controller reads ``time_since_last_hit``)."""
     if te.is_const:
         raise invalid("is_const must be false in a write")
-    if te.idle_timeout_ns or te.HasField("time_since_last_hit"):
-        raise invalid("the switch model's tables do not support idle timeout")
+    if te.HasField("time_since_last_hit"):
+        raise invalid("time_since_last_hit is read, not written")
+    if te.idle_timeout_ns and not idle:
+        raise invalid("the table keeps no idle time (no idle_timeout property): idle_timeout_ns must be 0")
     if te.HasField("meter_config") or te.HasField("counter_data") or te.HasField("meter_counter_data"):
         raise invalid("the switch model's tables have no direct counters or meters")

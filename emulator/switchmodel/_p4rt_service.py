@@ -32,7 +32,8 @@ _SET = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _GET = p4runtime_pb2.GetForwardingPipelineConfigRequest
 
 _READ_CHUNK = 4096  # entities per ReadResponse: a big table streams in parts under gRPC's 4 MiB message limit
-_Cookies = dict[EntryKey, tuple[int, bytes]]  # controller_metadata and metadata of each entry, returned by Read
+# controller_metadata, metadata and idle_timeout_ns of each entry, returned by Read
+_Cookies = dict[EntryKey, tuple[int, bytes, int]]
 _Snapshot = tuple[dict[str, TableState], _Cookies]
 
 
@@ -255,7 +256,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         if te.is_default_action and update.type != _U.MODIFY:
             raise invalid("the default entry can only be modified, not inserted or deleted")
         if update.type != _U.DELETE:  # §9.1: a DELETE is read for its key only
-            check_entry_fields(te)
+            check_entry_fields(te, self._keeps_idle(te.table_id))
         if te.is_default_action:
             self._modify_default(te)
         elif update.type == _U.DELETE:  # §9.1: a DELETE names the entry by its key; the rest is ignored
@@ -266,12 +267,16 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             key = self.entries.key(te)
             if self.model.p4_tables[key.table].get(key.match, key.priority) is None:
                 raise Reject(code_pb2.NOT_FOUND, f"{key.table}: no entry with this key")
-            self.cookies[key] = (te.controller_metadata, bytes(te.metadata))
+            self.cookies[key] = (te.controller_metadata, bytes(te.metadata), te.idle_timeout_ns)
         else:
             key, entry = self.entries.entry(te)
             table = self.model.p4_tables[key.table]
             table_op(lambda: table.insert(entry) if update.type == _U.INSERT else table.modify(entry))
-            self.cookies[key] = (te.controller_metadata, bytes(te.metadata))
+            self.cookies[key] = (te.controller_metadata, bytes(te.metadata), te.idle_timeout_ns)
+
+    def _keeps_idle(self, table_id: int) -> bool:
+        name = self.entries.table_by_id.get(table_id)
+        return name is not None and self.model.p4_tables[name].idle
 
     def _modify_default(self, te: Any) -> None:
         """§9.1.3 "Default Entry": it has no match and priority 0; a constant one is
@@ -332,6 +337,11 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         self._read_table(name, query, resp)
 
     def _read_table(self, name: str, query: Any, resp: _Reply) -> None:
+        table = self.model.p4_tables[name]
+        idle = query.HasField("time_since_last_hit")
+        if idle and not table.idle:
+            raise invalid(f"table {name} keeps no idle time (no idle_timeout property): time_since_last_hit "
+                          "cannot be read")
         match = self.entries.key(query, check_priority=False).match if len(query.match) else None
         action = self.entries.action_by_id.get(query.action.action.action_id) if query.HasField("action") else None
         for entry in self._candidates(name, match, query.priority):
@@ -340,7 +350,10 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
                 continue
             te = resp.add().table_entry
             self.entries.message(te, name, entry)
-            te.controller_metadata, te.metadata = self.cookies.get(EntryKey(name, entry.key, entry.priority), (0, b""))
+            te.controller_metadata, te.metadata, te.idle_timeout_ns = self.cookies.get(
+                EntryKey(name, entry.key, entry.priority), (0, b"", 0))
+            if idle:  # §9.1.10: asked for by setting time_since_last_hit in the query
+                te.time_since_last_hit.elapsed_ns = table.idle_ns(entry)
 
     def _candidates(self, name: str, match: tuple[Match, ...] | None, priority: int) -> Iterable[TableEntry]:
         """The entries a query of table ``name`` may return: with the whole key (match, and the

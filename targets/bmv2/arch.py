@@ -14,6 +14,7 @@ _HASH = {"crc16": "HashAlgorithm.crc16", "crc32": "HashAlgorithm.crc32"}
 
 class V1Model:
     name: str = "v1model"
+    idle_property: str = "support_timeout"  # p4c-bm2-ss: per-entry ageing, bmv2's ageing monitor
     includes: tuple[str, ...] = ("#include <core.p4>", "#include <v1model.p4>")
     port_type: p.Type = p.Bits(9)
     port_width: int = 9

@@ -25,6 +25,7 @@ class Arch(Protocol):
     includes: tuple[str, ...]
     port_type: p.Type  # the P4 type of a port number
     port_width: int
+    idle_property: str  # the table property that keeps per-entry idle time (TNA idle_timeout)
 
     def parser_params(self) -> tuple[p.Param, ...]: ...
 

@@ -36,7 +36,9 @@ P4L050   a field of a header read where the header may be invalid (P4_16 §8.25:
          value is unspecified); found by abstract interpretation, see below
 P4L051   warning: a field of a header written where the header may be invalid
 P4L060   table properties: an unknown action or match kind, a default action not in the
-         action list or with parameters, a table applied inside an action
+         action list or with parameters, a table applied inside an action, an idle-time
+         property other than the architecture's (TNA ``idle_timeout``, v1model
+         ``support_timeout``)
 P4L070   a package argument whose parameters do not match the architecture's block type
 =======  =================================================================================
 
@@ -211,6 +213,8 @@ _EQ = {"==", "!="}
 _ORD = {"<", "<=", ">", ">="}
 _LOGIC = {"&&", "||"}
 _SHIFT = {"<<", ">>"}
+# the table property each architecture keeps per-entry idle time with (tofino1_arch.p4 tables; p4c-bm2-ss)
+IDLE_PROPERTY = {"tna": "idle_timeout", "t2na": "idle_timeout", "v1model": "support_timeout"}
 
 
 class _Lint:
@@ -971,6 +975,10 @@ class _Lint:
                      f"parameters, not {len(action.params)}")
         if t.size <= 0:
             self.err("P4L060", scope.where, t.name, f"the size of table {t.name} must be positive, not {t.size}")
+        idle = IDLE_PROPERTY.get(self.arch)
+        if t.idle and t.idle != idle:
+            self.err("P4L060", scope.where, t.name, f"the idle-time property of table {t.name} must be {idle} on "
+                                                    f"{self.arch}, not {t.idle}")
 
     # -- packages --
 

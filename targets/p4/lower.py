@@ -547,9 +547,10 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
     body = tuple(p.Assign(c.meta(f"{t.name}__{v.name}", _bits(v.width)), p.ref(f"v_{v.name}")) for v in t.values)
     action = p.Action(f"{t.name}__hit", params, body, f"entry of table {t.name}, {_src(t.span)}")
     keys = tuple(p.Key(_expr(c, k.expr), k.match, k.name) for k in t.keys)
+    # a cache keeps each entry's idle time: the runtime evicts what the traffic no longer hits
     table = p.Table(t.name, keys, (action.name, "nfc_miss"), "nfc_miss", size,
                     f"table {t.name}, {_src(t.span)}" + (" (switch cache of the server's full table)" if t.hints.cache
-                                                         else ""))
+                                                         else ""), idle=c.arch.idle_property if t.hints.cache else "")
     c.locals += [action, table]
     c.names.tables[t.name] = {"p4_table": table.name, "p4_action": action.name, "size": size,
                               "keys": [k.name for k in t.keys], "values": [v.name for v in t.values]}

@@ -318,9 +318,12 @@ def build_p4info(prog: p.Program, arch: str,
         if _HAS_INITIAL_DEFAULT:
             pt.initial_default_action.action_id = default_id
         pt.size = t.size
+        if t.idle:  # P4Runtime §9.1.10: the entries' idle time is read (time_since_last_hit) or notified
+            pt.idle_timeout_behavior = p4info_pb2.Table.NOTIFY_CONTROL
         names["tables"][t.name] = {"id": pt.preamble.id, "name": qname, "match_fields": fields,
                                    "actions": list(t.actions), "default_action": t.default_action,
-                                   "const_default_action": t.const_default, "size": t.size}
+                                   "const_default_action": t.const_default, "size": t.size,
+                                   "idle_timeout": bool(t.idle)}
 
     for c, a in actions:
         qname = f"{c.name}.{a.name}"

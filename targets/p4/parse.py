@@ -19,7 +19,8 @@ LALR(1) with the contextual lexer):
   ``comment`` (several lines join with newlines); inside a body they are ``Comment``
   statements;
 * tables with ``key = {...}`` (every key carries ``@name("...")``), ``actions = {...}``,
-  ``[const] default_action = a();`` and ``size = N;``, in that order;
+  ``[const] default_action = a();``, ``size = N;`` and optionally an idle-time property
+  (``idle_timeout = true;``), in that order;
 * statements: assignment, call, ``if``/``else`` with braces, ``exit;``;
 * ``transition s;`` and ``transition select(...) {...}`` with keysets ``v``, ``v &&& m``,
   ``lo .. hi``, ``default`` and tuples ``(k1, k2)``;
@@ -299,8 +300,11 @@ class _Build(Transformer[Token, Any]):
         return str(name), type_
 
     def table_decl(self, c: list[Any]) -> p.Table:
-        comment, name, keys, actions, (default, const), size = c
-        return p.Table(str(name), keys, actions, default, _decimal(size), _text(comment), const)
+        comment, name, keys, actions, (default, const), size, idle = c
+        return p.Table(str(name), keys, actions, default, _decimal(size), _text(comment), const, idle or "")
+
+    def table_idle(self, c: list[Token]) -> str:
+        return str(c[0])
 
     def table_keys(self, c: list[p.Key]) -> tuple[p.Key, ...]:
         return tuple(c)

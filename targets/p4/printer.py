@@ -129,9 +129,10 @@ def _table(t: p.Table, n: int) -> list[str]:
     out += [f"{pad}{IND}}}", f"{pad}{IND}actions = {{"]
     out += [f"{pad}{IND * 2}{a};" for a in t.actions]
     const = "const " if t.const_default else ""
-    out += [f"{pad}{IND}}}", f"{pad}{IND}{const}default_action = {t.default_action}();", f"{pad}{IND}size = {t.size};",
-            f"{pad}}}"]
-    return out
+    out += [f"{pad}{IND}}}", f"{pad}{IND}{const}default_action = {t.default_action}();", f"{pad}{IND}size = {t.size};"]
+    if t.idle:
+        out.append(f"{pad}{IND}{t.idle} = true;")
+    return [*out, f"{pad}}}"]
 
 
 def _local(d: p.Instance | p.Action | p.Table, n: int) -> list[str]:

@@ -310,6 +310,7 @@ class Table:
     size: int
     comment: str = ""
     const_default: bool = True
+    idle: str = ""  # the architecture's idle-time property set to true (idle_timeout, support_timeout); "": none
 
 
 @dataclass(frozen=True, slots=True)

@@ -15,6 +15,7 @@ _HASH = {"crc16": "HashAlgorithm_t.CRC16", "crc32": "HashAlgorithm_t.CRC32"}
 
 class TNA:
     name: str = "tna"
+    idle_property: str = "idle_timeout"  # tofino1_arch.p4 / bf-p4c: per-entry hit state, idle-time notifications
     port_type: p.Type = p.TypeName("PortId_t")
     port_width: int = 9
     needs_ingress_checksum: bool = False

@@ -544,6 +544,7 @@ control Ingress(
         }
         const default_action = nfc_miss();
         size = 184284;
+        idle_timeout = true;
     }
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;

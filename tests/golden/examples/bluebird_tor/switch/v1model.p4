@@ -549,6 +549,7 @@ control NfcIngress(
         }
         const default_action = nfc_miss();
         size = 184284;
+        support_timeout = true;
     }
 
     // entry of table pa_routes, examples/bluebird_tor.nfp:188

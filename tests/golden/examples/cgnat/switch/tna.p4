@@ -554,6 +554,7 @@ control Ingress(
         }
         const default_action = nfc_miss();
         size = 337239;
+        idle_timeout = true;
     }
 
     // entry of table upstream_routes, examples/cgnat.nfp:193
@@ -594,6 +595,7 @@ control Ingress(
         }
         const default_action = nfc_miss();
         size = 399896;
+        idle_timeout = true;
     }
 
     // entry of table subscriber_routes, examples/cgnat.nfp:255

@@ -555,6 +555,7 @@ control NfcIngress(
         }
         const default_action = nfc_miss();
         size = 337239;
+        support_timeout = true;
     }
 
     // entry of table upstream_routes, examples/cgnat.nfp:193
@@ -595,6 +596,7 @@ control NfcIngress(
         }
         const default_action = nfc_miss();
         size = 399896;
+        support_timeout = true;
     }
 
     // entry of table subscriber_routes, examples/cgnat.nfp:255

@@ -480,6 +480,7 @@ control Ingress(
         }
         const default_action = nfc_miss();
         size = 49152;
+        idle_timeout = true;
     }
 
     // entry of table fabric_routes, examples/dsr_router.nfp:162

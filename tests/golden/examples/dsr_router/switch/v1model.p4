@@ -483,6 +483,7 @@ control NfcIngress(
         }
         const default_action = nfc_miss();
         size = 49152;
+        support_timeout = true;
     }
 
     // entry of table fabric_routes, examples/dsr_router.nfp:162

@@ -1,0 +1,87 @@
+"""Idle time of switch caches (issue 14 item 1, switch half): a cached table carries its
+architecture's idle-time property (TNA ``idle_timeout``, v1model ``support_timeout``), its
+P4Info says NOTIFY_CONTROL, the switch model keeps each entry's time since its last hit, and
+the runtime's P4Runtime client reads it as a controller would (``time_since_last_hit``,
+P4Runtime §9.1.10)."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+import sys
+import time
+
+import pytest
+from google.protobuf import text_format
+from p4.config.v1 import p4info_pb2
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from emulator.switchmodel import SwitchModel
+from emulator.switchmodel.server import P4RuntimeServer, serve
+from runtime.errors import ChannelError
+from runtime.p4runtime import SwitchClient, SwitchUpdate
+from targets.p4.lint import lint
+from targets.p4.parse import parse_program
+from tests.conftest import ROOT
+
+PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
+A, B, SRC = 0x0A000001, 0x0A000002, 0xC0000201
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("idle")
+    out = tmp / "out"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _table_text(p4: str, name: str) -> str:
+    start = p4.index(f"table {name} {{")
+    return p4[start:p4.index("\n    }", start)]
+
+
+@pytest.mark.parametrize(("arch", "prop"), [("tna", "idle_timeout"), ("v1model", "support_timeout")])
+def test_a_switch_cache_keeps_idle_time_and_says_so_in_p4info(built, arch, prop):
+    p4 = (built / f"switch/{arch}.p4").read_text()
+    assert f"{prop} = true;" in _table_text(p4, "hosts")
+    assert "timeout" not in _table_text(p4, "acl")  # not a cache: nothing to evict
+    info = text_format.Parse((built / f"switch/{arch}.p4info.txtpb").read_text(), p4info_pb2.P4Info())
+    behaviour = {t.preamble.alias: t.idle_timeout_behavior for t in info.tables}
+    assert behaviour == {"hosts": p4info_pb2.Table.NOTIFY_CONTROL, "acl": p4info_pb2.Table.NO_TIMEOUT}
+
+
+def test_the_lint_refuses_another_architectures_idle_property(built):
+    p4 = (built / "switch/tna.p4").read_text().replace("idle_timeout = true;", "support_timeout = true;")
+    found = [e for e in lint(parse_program(p4), "tna") if e.code == "P4L060"]
+    assert found and "idle-time property of table hosts must be idle_timeout on tna" in found[0].message
+
+
+def _frame(dst: int) -> bytes:
+    ip = IP(src=str(ipaddress.IPv4Address(SRC)), dst=str(ipaddress.IPv4Address(dst)))
+    return bytes(Ether(dst="02:00:00:00:00:01") / ip / UDP() / b"x")
+
+
+def test_the_client_reads_each_entrys_time_since_its_last_hit(built):
+    model = SwitchModel.from_build(built)
+    names = json.loads((built / "switch/name_map.json").read_text())
+    grpc_server, port = serve(P4RuntimeServer(model, names, "tna"))
+    client = SwitchClient(f"127.0.0.1:{port}", names, "tna", p4info=built / "switch/tna.p4info.txtpb")
+    try:
+        errors = client.write([SwitchUpdate("add", "acl", {"ipv4_src": (SRC, None)}, {"ok": 1}),
+                               *[SwitchUpdate("add", "hosts", {"ipv4_dst": (d, None)}, {"port": 3}) for d in (A, B)]])
+        assert errors == [None, None, None]
+        time.sleep(0.4)
+        out = model.process(_frame(A), 1)
+        assert (out.kind, out.port) == ("forward", 3)
+        idle = {m["ipv4_dst"][0]: ns for m, _prio, ns in client.idle("hosts")}
+        with pytest.raises(ChannelError, match="keeps no idle time"):
+            list(client.idle("acl"))
+    finally:
+        client.close()
+        grpc_server.stop(0)
+    assert idle[A] < 0.2e9 <= 0.4e9 <= idle[B]  # A just hit; B idle since it was written
