@@ -51,6 +51,14 @@ class _Entry:
         return tuple(self.server_record(s, with_values=False))
 
 
+def _from_key(s: TableSchema, key: tuple[int, ...], values: Mapping[str, int] | None = None) -> _Entry:
+    """The entry of a cache policy's key (the key fields; an LPM table's prefix length last)."""
+    match: dict[str, tuple[int, int | None]] = {f.name: (key[i], None) for i, f in enumerate(s.keys)}
+    if s.lpm is not None:  # an LPM key's prefix length travels in its LPM field
+        match[s.keys[s.lpm].name] = (key[s.lpm], key[-1])
+    return _Entry(match, dict(values or {}), 0)
+
+
 def _check(s: TableSchema, fields: Mapping[str, Any], with_values: bool, priority: int = 0) -> _Entry:
     names = {k.name for k in s.keys} | ({v.name for v in s.values} if with_values else set())
     unknown = sorted(set(fields) - names)
@@ -224,6 +232,24 @@ class Runtime:
         for keys in adds:
             self._switch(s, "add", [by_key[k] for k in keys])
 
+    def apply_cache(self, name: str, decisions: Sequence[CacheDecision]) -> None:
+        """Write to the switch what the cache manager moved in the table's policy (which holds
+        it already): evictions, then the promoted entries with their values as the server has
+        them.  On a refusal the policy forgets the decisions; each write is all or nothing, but
+        the writes sent before the refused one stay (as for every write to a cached table)."""
+        s = self.schemas[name]
+        installs = [k for d in decisions for k in d.install]
+        values = self._need("server", s).read(name, installs) if installs else []
+        by_key = {k: _from_key(s, k, dict(zip([v.name for v in s.values], vals, strict=True)))
+                  for k, vals in zip(installs, values, strict=True)}
+        evicted = {k: _from_key(s, k) for d in decisions for k in d.evict}
+        try:
+            self._cache(s, decisions, by_key, evicted)
+        except RuntimeApiError:
+            for d in reversed(decisions):
+                self.caches[name].revert(d)
+            raise
+
     def write(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
         if not entries:
             return
@@ -274,12 +300,7 @@ class Runtime:
                 return
             decisions = [policy.on_add(k) for k in keys]
             by_key = dict(zip(keys, entries, strict=True))
-            evicted = {k: _Entry({f.name: (k[i], None) for i, f in enumerate(s.keys)}, {}, 0)
-                       for d in decisions for k in d.evict}
-            for k in evicted:  # an LPM key's prefix length travels in its LPM field
-                if s.lpm is not None:
-                    lf = s.keys[s.lpm].name
-                    evicted[k].match[lf] = (k[s.lpm], k[-1])
+            evicted = {k: _from_key(s, k) for d in decisions for k in d.evict}
             try:
                 self._cache(s, decisions, by_key, evicted)
             except RuntimeApiError:

@@ -118,9 +118,44 @@ class CachePolicy:
 
     def undo(self, d: CacheDecision, key: Key, added: bool) -> None:
         """Forget a decision whose server or switch write was undone."""
+        self.revert(d)
+        self._serve(key, not added)
+
+    def revert(self, d: CacheDecision) -> None:
+        """Forget what a decision moved in or out of the cache (its switch write failed)."""
         self._cache(d.install, False)
         self._cache(d.evict, True)
-        self._serve(key, not added)
+
+    # ---- what the cache manager asks -------------------------------------------------------
+
+    def match(self, fields: Key) -> Key | None:
+        """The server entry a lookup of these key fields hits (LPM: the longest prefix
+        holding the address; each shorter length tried in turn, O(width)); None: a miss."""
+        if self.lpm is None:
+            return fields if fields in self.server else None
+        for length in range(self.width, -1, -1):
+            key = self._cut((*fields, self.width), length)
+            if key in self.server:
+                return key
+        return None
+
+    def promote(self, key: Key) -> CacheDecision | None:
+        """Cache a server entry the traffic wants, if there is room and (LPM) every server
+        prefix inside it is cached already, so it hijacks none; None: it cannot go in."""
+        if key in self.cached or key not in self.server or len(self.cached) >= self.capacity:
+            return None
+        if self.lpm is not None and not self._all_inside_cached(key):
+            return None
+        d = CacheDecision(install=[key])
+        self._cache(d.install, True)
+        return d
+
+    def demote(self, key: Key) -> CacheDecision:
+        """Take an entry out of the cache (LPM: with every cached prefix covering it, which
+        would otherwise catch its traffic)."""
+        d = CacheDecision(evict=self._with_dependants([key]) if self.lpm is not None else [key])
+        self._cache(d.evict, False)
+        return d
 
 
 def switch_order(decisions: Iterable[CacheDecision], lpm: bool) -> tuple[list[list[Key]], list[list[Key]]]:

@@ -1,0 +1,114 @@
+"""The cache manager (issue 14 item 2): keeps a switch cache filled with what the traffic
+hits, not with what was added first.
+
+One ``step`` of a cached table:
+
+1. **Evict the idle.** The switch keeps each cached entry's time since its last hit
+   (``SwitchClient.idle``: TNA ``idle_timeout``, P4Runtime ``time_since_last_hit``).  How idle
+   an entry may be depends on how full the cache is — Bluebird's Table 2 (seed 003 §4.4):
+   at 85 / 90 / 95 % occupancy, entries idle over 1100 / 300 / 100 s go; below 85 % none does.
+   An LPM prefix leaves with every cached prefix covering it (``CachePolicy.demote``).
+2. **Promote the hot.** The server counts its hits of the table (control channel HITS): each
+   is a switch miss.  The entries hit most go into the room there is, hottest first; an LPM
+   prefix goes in only when every server prefix inside it is cached already, so it hijacks
+   none (``CachePolicy.promote``; such a prefix is counted as ``blocked``).
+3. Write both to the switch in a safe order (``Runtime.apply_cache``: evictions shortest
+   prefix first, then promotions longest first; an entry is on the server before it is in
+   the cache).
+
+Data-plane state (CGN mappings) is not managed here yet: the runtime API does not write it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from runtime.api import Runtime
+from runtime.cache import CacheDecision, Key
+
+__all__ = ["BLUEBIRD", "CacheManager", "IdleLimits", "StepReport"]
+
+
+@dataclass(frozen=True)
+class IdleLimits:
+    """Per occupancy (a fraction of the cache's capacity), how long an entry may stay idle:
+    ``steps`` (occupancy at least, seconds), the fullest first."""
+
+    steps: tuple[tuple[float, float], ...]
+
+    def limit(self, occupancy: float) -> float | None:
+        """Seconds of idleness past which an entry is evicted; None: the cache keeps everything."""
+        return next((seconds for at_least, seconds in self.steps if occupancy >= at_least), None)
+
+
+BLUEBIRD = IdleLimits(((0.95, 100.0), (0.90, 300.0), (0.85, 1100.0)))  # seed 003, Table 2
+
+
+@dataclass(frozen=True)
+class StepReport:
+    evicted: int  # entries taken out of the switch cache (LPM: with their covering prefixes)
+    promoted: int  # server entries put into it
+    blocked: int  # hot LPM prefixes left out: a server prefix inside them is not cached
+    server_hits: int  # the switch misses the server counted since the last step
+    lost: int  # hits the server could not count (HITS: not kept, and lost in its logs since the last step)
+
+
+class CacheManager:
+    """Manages one cached table of a ``Runtime`` connected to both the switch and the server."""
+
+    def __init__(self, runtime: Runtime, table: str, limits: IdleLimits = BLUEBIRD) -> None:
+        self.rt = runtime
+        self.table = table
+        self.schema = runtime.schemas[table]
+        if not self.schema.cached:
+            raise ValueError(f"table {table} is not a switch cache")
+        self.policy = runtime.caches[table]
+        self.limits = limits
+        self._lost_in_logs = 0
+
+    def step(self) -> StepReport:
+        decisions = self._evict_idle()
+        evicted = sum(len(d.evict) for d in decisions)
+        hits = self.rt.server.hits(self.table) if self.rt.server is not None else None
+        want: Counter[Key] = Counter()
+        for fields, n in (hits.counts.items() if hits is not None else ()):
+            key = self.policy.match(fields)
+            if key is not None and key not in self.policy.cached:
+                want[key] += n
+        blocked = 0
+        for key, _n in want.most_common():
+            if len(self.policy.cached) >= self.policy.capacity:
+                break
+            d = self.policy.promote(key)
+            if d is None:
+                blocked += 1
+            else:
+                decisions.append(d)
+        self.rt.apply_cache(self.table, decisions)
+        lost = 0
+        if hits is not None:
+            lost = hits.not_kept + hits.lost_in_logs - self._lost_in_logs
+            self._lost_in_logs = hits.lost_in_logs
+        return StepReport(evicted, sum(len(d.install) for d in decisions), blocked,
+                          sum(hits.counts.values()) if hits is not None else 0, lost)
+
+    def _evict_idle(self) -> list[CacheDecision]:
+        limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
+        if limit is None or self.rt.switch is None:
+            return []
+        out: list[CacheDecision] = []
+        for match, _prio, idle_ns in self.rt.switch.idle(self.table):
+            key = self._key(match)
+            if idle_ns > limit * 1e9 and key in self.policy.cached:
+                out.append(self.policy.demote(key))
+        return out
+
+    def _key(self, match: dict[str, tuple[int, int | None]]) -> Key:
+        """A switch entry's match as the policy's key (an LPM table: its prefix length last)."""
+        s = self.schema
+        key = tuple(match[k.name][0] for k in s.keys)
+        if s.lpm is None:
+            return key
+        plen = match[s.keys[s.lpm].name][1]
+        return (*key, s.keys[s.lpm].width if plen is None else plen)

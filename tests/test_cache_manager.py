@@ -1,0 +1,114 @@
+"""The cache manager (issue 14 item 2): idle entries leave the switch cache and the entries the
+server sees hit most take their room.  The whole stack runs: the generated server program
+counting hits of real packets (HITS), the switch model keeping idle time over P4Runtime, the
+runtime API writing both; the switch's table is read back as the oracle of what moved."""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from emulator.switchmodel import SwitchModel, SwitchReference
+from emulator.switchmodel.server import P4RuntimeServer, serve
+from runtime.api import Runtime
+from runtime.cache import CachePolicy
+from runtime.cache_manager import BLUEBIRD, CacheManager, IdleLimits
+from runtime.p4runtime import SwitchClient
+from tests.conftest import HAVE_DPDK, ROOT, compile_file
+
+PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
+HOSTS = [0x0A000000 + i for i in range(20)]
+
+
+def _frame(dst: int) -> bytes:
+    return bytes(Ether(dst="02:00:00:00:00:01") / IP(src="192.0.2.1", dst=str(ipaddress.IPv4Address(dst)))
+                 / UDP() / b"x")
+
+
+def _write_pcap(path: Path, frames: list[bytes]) -> None:
+    from scapy.utils import RawPcapWriter
+
+    with RawPcapWriter(str(path), linktype=1) as w:
+        for f in frames:
+            w.write(f)
+
+
+@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path):
+    from runtime.server_proc import ServerProcess
+
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
+    c = compile_file(str(PROGRAM))
+    ref = SwitchReference(c.program, c.placement, c.bridges, c.targets.server_ports)  # its cache empty: all miss
+    hot = {HOSTS[10]: 40, HOSTS[11]: 30, HOSTS[12]: 20, HOSTS[13]: 10, HOSTS[14]: 1}
+    _write_pcap(tmp_path / "in.pcap", [ref.process(_frame(d), 1).data for d, n in hot.items() for _ in range(n)])
+    model = SwitchModel.from_build(out)
+    names = json.loads((out / "switch/name_map.json").read_text())
+    grpc_server, port = serve(P4RuntimeServer(model, names, "tna"))
+    switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+    dev = f"net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}"
+    try:
+        with ServerProcess(out / "server/nf", attach=[dev]) as srv:
+            rt = Runtime(out, switch=switch, server=srv.control)
+            rt.caches["hosts"].capacity = 6  # a small cache: the first 6 added fill it
+            rt.table("hosts").add_many([{"ipv4_dst": h, "port": 1 + i} for i, h in enumerate(HOSTS)])
+            assert {m["ipv4_dst"][0] for m, _v, _p in switch.read("hosts")} == set(HOSTS[:6])
+            srv.control.start()
+            deadline = time.monotonic() + 30
+            while srv.control.counters()["tables"]["hosts"]["hits"] < sum(hot.values()):
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            time.sleep(0.5)
+            for h in HOSTS[:2]:  # traffic the switch serves itself keeps these two
+                assert model.process(_frame(h), 1).port == 1 + HOSTS.index(h)
+            manager = CacheManager(rt, "hosts", IdleLimits(((0.95, 0.3),)))  # full: idle over 0.3 s goes
+            first = manager.step()
+            cached = {m["ipv4_dst"][0]: v["port"] for m, v, _p in switch.read("hosts")}
+            second = CacheManager(rt, "hosts", IdleLimits(())).step()  # evicts nothing
+    finally:
+        switch.close()
+        grpc_server.stop(0)
+    assert (first.evicted, first.promoted, first.server_hits) == (4, 4, sum(hot.values()))
+    # the two kept, then the four hottest misses by count (not the fifth, hit once), with the
+    # values the server holds
+    assert cached == {h: 1 + HOSTS.index(h) for h in [*HOSTS[:2], *HOSTS[10:14]]}
+    assert (second.evicted, second.promoted, second.server_hits) == (0, 0, 0)  # the hits were taken
+
+
+def test_bluebird_limits_follow_its_table_2():
+    assert [BLUEBIRD.limit(x) for x in (0.5, 0.85, 0.9, 0.94, 0.95, 1.0)] == [None, 1100, 300, 300, 100, 100]
+
+
+def _p(a: str) -> tuple[int, int]:
+    net = ipaddress.IPv4Network(a)
+    return int(net.network_address), net.prefixlen
+
+
+def test_an_lpm_prefix_is_promoted_only_once_what_is_inside_it_is_cached():
+    """Promoting 10.0.0.0/8 while 10.1.0.0/16 stays on the server would send 10.1/16's traffic
+    by the /8 on the switch: the /16 goes first."""
+    policy = CachePolicy(capacity=0, lpm=0, width=32)  # no room while the routes go in: none cached
+    wide, narrow = _p("10.0.0.0/8"), _p("10.1.0.0/16")
+    policy.on_add(wide)
+    policy.on_add(narrow)
+    policy.capacity = 4
+    assert policy.cached == set()
+    assert policy.match((int(ipaddress.IPv4Address("10.1.2.3")),)) == narrow
+    assert policy.match((int(ipaddress.IPv4Address("10.2.0.1")),)) == wide
+    assert policy.match((int(ipaddress.IPv4Address("11.0.0.1")),)) is None
+    assert policy.promote(wide) is None  # its /16 is on the server only
+    assert policy.promote(narrow) is not None and policy.promote(wide) is not None
+    d = policy.demote(narrow)  # the /8 covering it must leave with it
+    assert sorted(d.evict) == sorted([wide, narrow]) and policy.cached == set()
