@@ -9,7 +9,8 @@ One ``step`` of a cached table:
    at 85 / 90 / 95 % occupancy, entries idle over 1100 / 300 / 100 s go; below 85 % none does.
    An LPM prefix leaves with every cached prefix covering it (``CachePolicy.demote``).
 2. **Promote the hot.** The server counts its hits of the table (control channel HITS): each
-   is a switch miss.  The entries hit most go into the room there is, hottest first; an LPM
+   is a switch miss.  The manager adds them to each entry's heat, which halves every
+   ``half_life`` seconds; the hottest entries go into the room there is, first; an LPM
    prefix goes in only when every server prefix inside it is cached already, so it hijacks
    none (``CachePolicy.promote``; such a prefix is counted as ``blocked``).
 3. Write both to the switch in a safe order (``Runtime.apply_cache``: evictions shortest
@@ -21,6 +22,7 @@ Data-plane state (CGN mappings) is not managed here yet: the runtime API does no
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from dataclasses import dataclass
 
@@ -57,7 +59,9 @@ class StepReport:
 class CacheManager:
     """Manages one cached table of a ``Runtime`` connected to both the switch and the server."""
 
-    def __init__(self, runtime: Runtime, table: str, limits: IdleLimits = BLUEBIRD) -> None:
+    def __init__(self, runtime: Runtime, table: str, limits: IdleLimits = BLUEBIRD, half_life: float = 1.0) -> None:
+        """``half_life``: seconds after which a server hit counts half when hot entries are
+        ranked (the counts of one step are few; the ranking remembers the steps before)."""
         self.rt = runtime
         self.table = table
         self.schema = runtime.schemas[table]
@@ -65,19 +69,22 @@ class CacheManager:
             raise ValueError(f"table {table} is not a switch cache")
         self.policy = runtime.caches[table]
         self.limits = limits
+        self.half_life = half_life
+        self.heat: Counter[Key] = Counter()  # decayed server hits of entries not cached
+        self._last = time.monotonic()
         self._lost_in_logs = 0
 
     def step(self) -> StepReport:
         decisions = self._evict_idle()
         evicted = sum(len(d.evict) for d in decisions)
         hits = self.rt.server.hits(self.table) if self.rt.server is not None else None
-        want: Counter[Key] = Counter()
+        self._cool()
         for fields, n in (hits.counts.items() if hits is not None else ()):
             key = self.policy.match(fields)
             if key is not None and key not in self.policy.cached:
-                want[key] += n
+                self.heat[key] += n
         blocked = 0
-        for key, _n in want.most_common():
+        for key, _n in self.heat.most_common():
             if len(self.policy.cached) >= self.policy.capacity:
                 break
             d = self.policy.promote(key)
@@ -85,6 +92,7 @@ class CacheManager:
                 blocked += 1
             else:
                 decisions.append(d)
+                del self.heat[key]
         self.rt.apply_cache(self.table, decisions)
         lost = 0
         if hits is not None:
@@ -92,6 +100,16 @@ class CacheManager:
             self._lost_in_logs = hits.lost_in_logs
         return StepReport(evicted, sum(len(d.install) for d in decisions), blocked,
                           sum(hits.counts.values()) if hits is not None else 0, lost)
+
+    def _cool(self) -> None:
+        """Decay the heat by the time since the last step; forget what fell below half a hit."""
+        now = time.monotonic()
+        factor = 0.5 ** ((now - self._last) / self.half_life)
+        self._last = now
+        for key in list(self.heat):
+            self.heat[key] *= factor
+            if self.heat[key] < 0.5:
+                del self.heat[key]
 
     def _evict_idle(self) -> list[CacheDecision]:
         limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))

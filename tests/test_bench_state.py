@@ -44,4 +44,5 @@ def test_a_round_translates_every_packet_on_the_cpus_it_reports(tmp_path):
     assert {(row["mix"], row["lcores"], row["processes"]) for row in rows} >= {("own", 1, 1), ("shared", 1, 1)}
     for row in rows:
         assert row["dropped"] == 0 and row["mpps_wall"] > 0
-        assert row["cpus"] == pytest.approx(row["lcores"] * row["processes"], abs=0.3)
+        busy = row["lcores"] * row["processes"]  # each forwarding lcore polls without pause: a CPU each,
+        assert 0.5 * busy <= row["cpus"] <= busy + 0.3  # less when the machine is shared

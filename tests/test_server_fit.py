@@ -132,9 +132,10 @@ def test_report_shows_every_margin(tmp_path: Path) -> None:
     assert rows["server memory (each pe_server)"] == ["525.6 MiB", "64.0 GiB", "63.5 GiB (99%)"]
     # half the 15 Mpps (customer -> cloud) x the profile's ns/packet of overlay_route on the server: I/O +
     # bridge, the 16M-entry lookup once (its key meta.customer is written by a switch stage and arrives in
-    # the bridge, before the burst's bulk lookup: no re-lookup; docs/server.md, "Cost model"), 3 statements
+    # the bridge, before the burst's bulk lookup: no re-lookup; docs/server.md, "Cost model"), 3 statements,
+    # and 4 of the frame-length check (the verify, its '<=' and '-', std.packet_length)
     c = _costs()
-    cores = 7.5 * (c["io"] + c["bridge"] + c["exact_16m"] + 3 * c["stmt"]) / 1000
+    cores = 7.5 * (c["io"] + c["bridge"] + c["exact_16m"] + 7 * c["stmt"]) / 1000
     assert rows["server cores (1 x pe_server)"] == [f"{cores:.2f}", "18.00", f"{18 - cores:.2f} ({1 - cores / 18:.0%})"]
     assert rows["switch-server links (1 x pe_server)"] == ["30.72 Gbit/s", "40.00 Gbit/s", "9.28 Gbit/s (23%)"]
     plan = json.loads((out / "plan.json").read_text())

@@ -1,0 +1,246 @@
+"""The cache glue under skewed traffic (issue 14): how much of the traffic the switch cache
+serves once the cache manager has followed it, against the best any cache of that size
+could do, and how fast a newly hot entry reaches the switch.
+
+    .venv/bin/python bench/bench_cache.py             # 1M entries, a 1 % cache, Zipf 0.9 / 1.0 / 1.2 and uniform
+    .venv/bin/python bench/bench_cache.py --quick     # 100K entries, Zipf 1.0 only, fewer packets
+
+The program is ``tests/corpus/host_cache.nfp`` (an exact table of hosts, the switch caching
+some, the server holding all), built with ``nfc build --target tofino+dpdk``.  The whole
+data plane runs as ``nfc run --live`` runs it (``runtime.live.LiveDataPlane``): the switch
+model executes the generated TNA program for every packet, a miss goes over a veth pair to
+the generated server program (DPDK ``net_af_packet``), which counts it (HITS) and sends it
+back.  The runtime API loads every entry (the server first, then the first ``cache`` entries
+into the switch, first come), and a ``CacheManager`` steps every ``--step-ms`` in a thread
+of its own while the packets flow.
+
+Per distribution: ``--warm`` packets (the manager learns), then ``--packets`` measured:
+* **hit rate**: the share of the measured packets the switch served itself (1 - those the
+  server saw / those sent);
+* **optimum**: the share of the distribution's ``cache`` most likely keys (the top-k share),
+  the best hit rate any cache of that size can have;
+* **server relief**: packets the server did not have to see, per packet, compared with a
+  first-come cache (the share of the trace the first ``cache`` keys take);
+* **manager**: its steps, entries promoted / evicted per second of its own wall time.
+
+The idle limits are Bluebird's Table 2 divided by ``--idle-scale`` (100: 1 / 3 / 11 s at
+95 / 90 / 85 % occupancy), so that a run of seconds shows eviction.  Promotion latency: a key never
+sent before starts being sent (``--probes`` times, one key each); the time from its first
+packet to its entry in the switch's table (read over P4Runtime), median and p99.
+
+Prints one table; ``--json`` also one JSON line.  docs/runtime.md has a run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import json
+import random
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from emulator.switchmodel import SwitchModel  # noqa: E402
+from emulator.switchmodel.server import P4RuntimeServer, serve  # noqa: E402
+from runtime.api import Runtime  # noqa: E402
+from runtime.cache_manager import CacheManager, IdleLimits, StepReport  # noqa: E402
+from runtime.control import ControlChannel  # noqa: E402
+from runtime.live import LiveDataPlane  # noqa: E402
+from runtime.p4runtime import SwitchClient  # noqa: E402
+
+PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
+BASE = 0x0A000000  # host i is 10.0.0.0 + i
+BLUEBIRD_STEPS = ((0.95, 100.0), (0.90, 300.0), (0.85, 1100.0))  # seed 003, Table 2
+
+
+def log(msg: str) -> None:
+    print(f"[bench_cache {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Result:
+    skew: float  # 0: uniform
+    entries: int
+    cache: int
+    packets: int
+    hit_rate: float
+    optimum: float
+    first_come: float
+    steps: int
+    promoted_per_s: float
+    evicted_per_s: float
+
+
+def zipf_weights(n: int, s: float) -> list[float]:
+    """P(rank i) for i = 1..n (s = 0: uniform)."""
+    w = [1.0 / (i ** s) for i in range(1, n + 1)]
+    total = sum(w)
+    return [x / total for x in w]
+
+
+def frame(host: int) -> bytes:
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+
+    dst = str(ipaddress.IPv4Address(BASE + host))
+    return bytes(Ether(dst="02:00:00:00:00:01") / IP(src="192.0.2.1", dst=dst) / UDP() / b"x")
+
+
+class Stack:
+    """The built program running live, its runtime API, and a manager stepping in a thread."""
+
+    def __init__(self, out: Path, entries: int, cache: int, step_ms: float, idle_scale: float) -> None:
+        self.model = SwitchModel.from_build(out)
+        names = json.loads((out / "switch/name_map.json").read_text())
+        self.p4rt = P4RuntimeServer(self.model, names, "tna")
+        self.grpc, port = serve(self.p4rt)
+        self.client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+        self.live = LiveDataPlane(out / "server/nf", self.p4rt, self.model.server_ports[0])
+        assert self.live.server is not None
+        # a connection of its own: the manager's thread and this one each talk on theirs
+        self.rt = Runtime(out, switch=self.client, server=ControlChannel(self.live.server.socket))
+        self.rt.caches["hosts"].capacity = cache
+        t0 = time.monotonic()
+        self.rt.table("hosts").add_many({"ipv4_dst": BASE + i, "port": 1 + i % 7} for i in range(entries))
+        log(f"  {entries:,} entries loaded ({cache:,} into the switch, first come) in {time.monotonic() - t0:.1f} s")
+        limits = IdleLimits(tuple((at, seconds / idle_scale) for at, seconds in BLUEBIRD_STEPS))
+        self.manager = CacheManager(self.rt, "hosts", limits)
+        self.step_ms = step_ms
+        self.reports: list[tuple[float, StepReport]] = []
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            with self._lock:
+                report = self.manager.step()
+            self.reports.append((time.monotonic() - t0, report))
+            self._stop.wait(self.step_ms / 1000)
+
+    def server_saw(self) -> int:
+        c = self.live.server.control.counters() if self.live.server is not None else {}
+        t = c.get("tables", {}).get("hosts", {})
+        return int(t.get("hits", 0) + t.get("misses", 0))
+
+    def send(self, hosts: list[int]) -> None:
+        for h in hosts:
+            self.live.inject(1, frame(h))
+
+    def on_switch(self, host: int) -> bool:
+        return any(True for _ in self.client.read("hosts", [({"ipv4_dst": (BASE + host, None)}, 0)]))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+        if self.rt.server is not None:
+            self.rt.server.close()
+        self.live.close()
+        self.client.close()
+        self.grpc.stop(0)
+
+
+def run_skew(out: Path, skew: float, args: argparse.Namespace) -> Result:
+    log(f"skew {skew or 'uniform'}")
+    stack = Stack(out, args.entries, args.cache, args.step_ms, args.idle_scale)
+    try:
+        rnd = random.Random(7)
+        weights = zipf_weights(args.entries, skew)
+        order = list(range(args.entries))
+        rnd.shuffle(order)  # rank r is host order[r]: the hot ones are not the first added
+        trace = [order[r] for r in rnd.choices(range(args.entries), weights, k=args.warm + args.packets)]
+        stack.send(trace[:args.warm])
+        stack.live.settle()
+        before = stack.server_saw()
+        stack.send(trace[args.warm:])
+        stack.live.settle()
+        seen = stack.server_saw() - before
+        rank = {h: r for r, h in enumerate(order)}
+        first_come = sum(weights[rank[h]] for h in range(args.cache))
+        wall = sum(t for t, _ in stack.reports) or 1.0
+        return Result(skew, args.entries, args.cache, args.packets, 1 - seen / args.packets,
+                      sum(weights[:args.cache]), first_come, len(stack.reports),
+                      sum(r.promoted for _, r in stack.reports) / wall, sum(r.evicted for _, r in stack.reports) / wall)
+    finally:
+        stack.close()
+
+
+def promotion_latency(out: Path, args: argparse.Namespace) -> list[float]:
+    """Seconds from a fresh key's first packet to its switch entry, one key at a time."""
+    stack = Stack(out, args.entries, args.cache, args.step_ms, args.idle_scale)
+    try:
+        stack.rt.caches["hosts"].capacity = args.cache + args.probes  # room for each probe
+        out_s = []
+        for k in range(args.probes):
+            host = args.entries - 1 - k  # never sent before
+            t0 = time.monotonic()
+            while not stack.on_switch(host):
+                stack.send([host])
+                if time.monotonic() - t0 > 10:
+                    break
+            out_s.append(time.monotonic() - t0)
+        return out_s
+    finally:
+        stack.close()
+
+
+def build(folder: Path) -> Path:
+    out = folder / "host_cache"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
+                       capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        sys.exit(r.stderr[-2000:])
+    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(r.stderr[-2000:])
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="100K entries, Zipf 1.0 only, fewer packets")
+    ap.add_argument("--entries", type=int, default=1_000_000)
+    ap.add_argument("--cache", type=int, default=0, help="switch cache entries (default 1 %% of --entries)")
+    ap.add_argument("--skews", default="0.9,1.0,1.2,0", help="Zipf exponents; 0 is uniform")
+    ap.add_argument("--warm", type=int, default=20_000)
+    ap.add_argument("--packets", type=int, default=20_000)
+    ap.add_argument("--probes", type=int, default=20)
+    ap.add_argument("--step-ms", type=float, default=10.0)
+    ap.add_argument("--idle-scale", type=float, default=100.0,
+                    help="Bluebird's idle limits divided by this (the run lasts seconds, not hours)")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    if args.quick:
+        args.entries, args.skews, args.warm, args.packets, args.probes = 100_000, "1.0", 3_000, 3_000, 5
+    args.cache = args.cache or max(1, args.entries // 100)
+    with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
+        out = build(Path(tmp))
+        results = [run_skew(out, float(s), args) for s in args.skews.split(",")]
+        lat = promotion_latency(out, args)
+    print(f"\n{'skew':>7} {'entries':>9} {'cache':>7} {'hit rate':>9} {'optimum':>8} {'first come':>10} "
+          f"{'steps':>6} {'promoted/s':>10} {'evicted/s':>9}")
+    for r in results:
+        print(f"{r.skew or 'uniform':>7} {r.entries:>9,} {r.cache:>7,} {r.hit_rate:>9.3f} {r.optimum:>8.3f} "
+              f"{r.first_come:>10.3f} {r.steps:>6} {r.promoted_per_s:>10.0f} {r.evicted_per_s:>9.0f}")
+    lat_ms = sorted(x * 1000 for x in lat)
+    p99 = lat_ms[min(len(lat_ms) - 1, int(0.99 * len(lat_ms)))]
+    print(f"\npromotion latency (first packet of a new key to its switch entry, step every {args.step_ms:g} ms): "
+          f"median {statistics.median(lat_ms):.1f} ms, p99 {p99:.1f} ms over {len(lat_ms)} keys")
+    if args.json:
+        print(json.dumps({"results": [asdict(r) for r in results], "promotion_ms": lat_ms}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
