@@ -358,7 +358,7 @@ class Table:
             return dict(zip([v.name for v in self.schema.values], vals, strict=True))
         client: SwitchClient = self._rt._need("switch", self.schema)
         want = tuple(e.match[k.name] for k in self.schema.keys)
-        for m, v, _p in client.read(self.schema.name):
+        for m, v, _p in client.read(self.schema.name, [(e.match, e.priority)]):  # a query of that key, not a scan
             if tuple(m[k.name] for k in self.schema.keys) == want:
                 return v
         raise EntryNotFound(f"{self.schema.name}: no entry {keys}")

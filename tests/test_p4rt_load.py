@@ -168,3 +168,15 @@ def test_a_big_table_is_read_back_in_parts_under_the_message_limit(switch):
     parts = list(switch.client.stub.Read(req, timeout=30))
     assert len(parts) > 1 and all(p.ByteSize() < GRPC_MAX_MESSAGE // 4 for p in parts)
     assert sum(len(p.entities) for p in parts) == 12_000
+
+
+def test_reading_one_switch_entry_queries_its_key_not_the_table(switch):
+    """Table.read of a table on the switch alone: one query with the whole key (P4Runtime §9.1
+    reads that one entry), not a read of every entry filtered here."""
+    routes = switch.rt.table("vrf_routes_v4")
+    routes.add_many([{"meta_vrf": 1, "ipv4_dst": f"10.{i}.0.0/16", "to_vnet": 0, "port": i, "next_hop_mac": i}
+                     for i in range(1, 200)])
+    switch.reads.clear()
+    assert routes.read(meta_vrf=1, ipv4_dst="10.42.0.0/16") == {"to_vnet": 0, "port": 42, "next_hop_mac": 42}
+    assert [len(r.entities) for r in switch.reads] == [1]
+    assert len(switch.reads[0].entities[0].table_entry.match) == 2
