@@ -122,6 +122,11 @@ NOISE = ["\r", "\u2028", "\u2029", "\ufeff", "\0", "\t", "\x0c", "\x0b", "\x85",
          "/*", "*/", "//", "\\", "\u202e", "é", "\udcff", "\udcc3"]  # \udcXX: a raw invalid byte
 
 
+PROGRESS_EVERY = 1000  # inputs between two progress lines of a long run
+# a longer literal is left to the other mutations: Python refuses int() of over 4,300 digits
+MAX_TWEAK_DIGITS = 4000
+
+
 class Mutator:
     """Mutated programs from ``seeds`` (name -> text); ``mutate(i)`` is the same for the same seed and i."""
 
@@ -197,7 +202,7 @@ class Mutator:
     def _tweak(self, rnd: random.Random, pieces: list[Piece]) -> list[Piece]:
         """A decimal number (with its unit, if any) made a little or a lot larger or smaller."""
         idx = [i for i in _significant(pieces) if pieces[i].kind == "number" and pieces[i].text[:1].isdigit()
-               and re.fullmatch(r"\d+[A-Za-z%]*", pieces[i].text)]
+               and len(pieces[i].text) <= MAX_TWEAK_DIGITS and re.fullmatch(r"\d+[A-Za-z%]*", pieces[i].text)]
         if not idx:
             return pieces
         i = rnd.choice(idx)
@@ -641,6 +646,9 @@ def fuzz(count: int | None = None, seconds: float | None = None, seed: int = 0, 
         summary.kinds[outcome.kind] += 1
         summary.ops.update(ops)
         summary.slowest = max(summary.slowest, (took, f"#{i} from {name}"))
+        if progress and summary.inputs % PROGRESS_EVERY == 0:  # a long run that dies still tells how far it got
+            progress(f"{summary.inputs} inputs, {len(summary.failures)} failure signatures, "
+                     f"{time.monotonic() - started:.0f} s")
         if outcome.failed and outcome.signature not in summary.failures:
             if progress:
                 progress(f"#{i} ({name}, {'+'.join(ops)}, --target {target}): {outcome.signature}")

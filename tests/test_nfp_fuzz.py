@@ -140,3 +140,11 @@ def test_fmt_prints_a_tiny_quantity_that_parses_again():
     again = parse_text(printed, "u.nfp", diags)
     assert not diags.items and "timeout = 0.00000015s;" in printed
     assert again.decls[0].props[-1].value.number == 0.00000015  # type: ignore[union-attr]
+
+
+def test_the_mutator_survives_a_literal_too_long_for_python_int():
+    """A corpus program's 5,000-digit literal once ended a 77-minute campaign: the mutator's
+    own int() refused it (ValueError), and the summary, printed at the end, was lost."""
+    m = Mutator({"long.nfp": "const A: bit<8> = " + "9" * 5000 + ";\n"}, seed=1)
+    for i in range(200):
+        m.mutate(i)
