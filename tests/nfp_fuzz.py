@@ -502,6 +502,7 @@ def _spawn(key: int, data: bytes, target: str, timeout: float) -> _Running:
 
 def _collect(r: _Running, timeout: float) -> tuple[Outcome, float] | None:
     """The outcome and run time of a finished, dead or overdue child; None while it runs."""
+    alive = r.proc.is_alive()  # before the poll: a child that sends and exits between the two is read
     if r.conn.poll():
         try:
             result: tuple[Outcome, float] = r.conn.recv()
@@ -511,7 +512,7 @@ def _collect(r: _Running, timeout: float) -> tuple[Outcome, float] | None:
         if result is not None:
             return result
     elapsed = time.monotonic() - r.started
-    if not r.proc.is_alive():
+    if not alive:
         code = r.proc.exitcode
         if code == -signal.SIGXCPU:
             return Outcome("hang", f"more than {timeout:.0f} s of CPU time", "hang"), elapsed

@@ -148,3 +148,32 @@ def test_the_mutator_survives_a_literal_too_long_for_python_int():
     m = Mutator({"long.nfp": "const A: bit<8> = " + "9" * 5000 + ";\n"}, seed=1)
     for i in range(200):
         m.mutate(i)
+
+
+def test_a_child_that_answers_and_exits_between_two_checks_is_read_not_reported_dead():
+    """The parent polled (nothing yet), the child then sent its outcome and exited, and the
+    parent saw it dead: once reported as 'signal 0 ... no result' under load."""
+    from tests.nfp_fuzz import Outcome, _collect, _Running
+
+    answer = (Outcome("diagnostics", "", ""), 0.1)
+
+    class Child:  # sends and exits the moment the parent has polled once
+        sent = False
+
+        def poll(self) -> bool:
+            was, Child.sent = Child.sent, True
+            return was
+
+        def recv(self) -> tuple[Outcome, float]:
+            return answer
+
+        def is_alive(self) -> bool:
+            return not Child.sent
+
+        def join(self, timeout: float) -> None:
+            pass
+
+    child = Child()
+    r = _Running(1, child, child, "", time.monotonic())  # type: ignore[arg-type]
+    results = [_collect(r, 10.0), _collect(r, 10.0)]
+    assert results == [None, answer]
