@@ -23,7 +23,6 @@ Data-plane state (CGN mappings) is not managed here yet: the runtime API does no
 from __future__ import annotations
 
 import time
-from collections import Counter
 from dataclasses import dataclass
 
 from runtime.api import Runtime
@@ -70,21 +69,23 @@ class CacheManager:
         self.policy = runtime.caches[table]
         self.limits = limits
         self.half_life = half_life
-        self.heat: Counter[Key] = Counter()  # decayed server hits of entries not cached
-        self._last = time.monotonic()
+        # server hits of entries not cached, each weighted 2^((t - _t0) / half_life) at its time t:
+        # ranked as the decayed counts are, without touching every entry at every step
+        self.heat: dict[Key, float] = {}
+        self._t0 = time.monotonic()
         self._lost_in_logs = 0
 
     def step(self) -> StepReport:
         decisions = self._evict_idle()
         evicted = sum(len(d.evict) for d in decisions)
         hits = self.rt.server.hits(self.table) if self.rt.server is not None else None
-        self._cool()
+        weight = self._weight()
         for fields, n in (hits.counts.items() if hits is not None else ()):
             key = self.policy.match(fields)
             if key is not None and key not in self.policy.cached:
-                self.heat[key] += n
+                self.heat[key] = self.heat.get(key, 0.0) + n * weight
         blocked = 0
-        for key, _n in self.heat.most_common():
+        for key, _n in sorted(self.heat.items(), key=lambda kv: kv[1], reverse=True):
             if len(self.policy.cached) >= self.policy.capacity:
                 break
             d = self.policy.promote(key)
@@ -101,15 +102,15 @@ class CacheManager:
         return StepReport(evicted, sum(len(d.install) for d in decisions), blocked,
                           sum(hits.counts.values()) if hits is not None else 0, lost)
 
-    def _cool(self) -> None:
-        """Decay the heat by the time since the last step; forget what fell below half a hit."""
-        now = time.monotonic()
-        factor = 0.5 ** ((now - self._last) / self.half_life)
-        self._last = now
-        for key in list(self.heat):
-            self.heat[key] *= factor
-            if self.heat[key] < 0.5:
-                del self.heat[key]
+    def _weight(self) -> float:
+        """A hit's weight now.  Past 8 half-lives the heat is rescaled to weight 1, and what has
+        decayed below half a hit is forgotten: O(heat) once per 8 half-lives, not per step."""
+        weight = float(2.0 ** ((time.monotonic() - self._t0) / self.half_life))
+        if weight < 256.0:
+            return weight
+        self.heat = {k: v / weight for k, v in self.heat.items() if v / weight >= 0.5}
+        self._t0 = time.monotonic()
+        return 1.0
 
     def _evict_idle(self) -> list[CacheDecision]:
         limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))

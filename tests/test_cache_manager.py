@@ -10,7 +10,6 @@ import json
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -23,6 +22,7 @@ from runtime.cache import CachePolicy
 from runtime.cache_manager import BLUEBIRD, CacheManager, IdleLimits
 from runtime.p4runtime import SwitchClient
 from tests.conftest import HAVE_DPDK, ROOT, compile_file
+from tests.packet_fuzz import write_pcap
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
 HOSTS = [0x0A000000 + i for i in range(20)]
@@ -33,12 +33,6 @@ def _frame(dst: int) -> bytes:
                  / UDP() / b"x")
 
 
-def _write_pcap(path: Path, frames: list[bytes]) -> None:
-    from scapy.utils import RawPcapWriter
-
-    with RawPcapWriter(str(path), linktype=1) as w:
-        for f in frames:
-            w.write(f)
 
 
 @pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
@@ -53,7 +47,7 @@ def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path):
     c = compile_file(str(PROGRAM))
     ref = SwitchReference(c.program, c.placement, c.bridges, c.targets.server_ports)  # its cache empty: all miss
     hot = {HOSTS[10]: 40, HOSTS[11]: 30, HOSTS[12]: 20, HOSTS[13]: 10, HOSTS[14]: 1}
-    _write_pcap(tmp_path / "in.pcap", [ref.process(_frame(d), 1).data for d, n in hot.items() for _ in range(n)])
+    write_pcap(tmp_path / "in.pcap", [ref.process(_frame(d), 1).data for d, n in hot.items() for _ in range(n)])
     model = SwitchModel.from_build(out)
     names = json.loads((out / "switch/name_map.json").read_text())
     grpc_server, port = serve(P4RuntimeServer(model, names, "tna"))

@@ -146,8 +146,10 @@ def test_the_mutator_survives_a_literal_too_long_for_python_int():
     """A corpus program's 5,000-digit literal once ended a 77-minute campaign: the mutator's
     own int() refused it (ValueError), and the summary, printed at the end, was lost."""
     m = Mutator({"long.nfp": "const A: bit<8> = " + "9" * 5000 + ";\n"}, seed=1)
-    for i in range(200):
-        m.mutate(i)
+    made = [m.mutate(i) for i in range(200)]
+    assert sum("tweak" in ops for _name, _data, ops in made) > 20  # the mutation that raised was drawn
+    tweaked_alone = [data for _name, data, ops in made if ops == ["tweak"]]
+    assert tweaked_alone and all(b"9" * 5000 in data for data in tweaked_alone)  # too long to tweak: kept
 
 
 def test_a_child_that_answers_and_exits_between_two_checks_is_read_not_reported_dead():

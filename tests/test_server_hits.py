@@ -12,7 +12,6 @@ import subprocess
 import sys
 import time
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -21,6 +20,7 @@ from scapy.layers.l2 import Ether
 from emulator.switchmodel import SwitchReference
 from runtime.errors import RuntimeApiError
 from tests.conftest import HAVE_DPDK, ROOT, compile_file
+from tests.packet_fuzz import write_pcap
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -53,12 +53,6 @@ def _to_server(c, dsts: list[int]) -> list[bytes]:
     return out
 
 
-def _write(path: Path, frames: list[bytes]) -> None:
-    from scapy.utils import RawPcapWriter
-
-    with RawPcapWriter(str(path), linktype=1) as w:
-        for f in frames:
-            w.write(f)
 
 
 def test_hits_count_every_server_lookup_of_a_cached_table_per_key(built, tmp_path, monkeypatch):
@@ -71,7 +65,7 @@ def test_hits_count_every_server_lookup_of_a_cached_table_per_key(built, tmp_pat
     unknown = [0x0B000000 + i for i in range(5)]  # not in the table: misses, never counted
     dsts = [h for h, n in sent.items() for _ in range(n)] + unknown * 4
     rnd.shuffle(dsts)
-    _write(tmp_path / "in.pcap", _to_server(c, dsts))
+    write_pcap(tmp_path / "in.pcap", _to_server(c, dsts))
     dev = f"net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}"
     with ServerProcess(out / "server/nf-san", attach=[dev]) as srv:
         ch = srv.control

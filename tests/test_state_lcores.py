@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_cli, sanitized_harness
+from tests.packet_fuzz import write_pcap
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -64,12 +65,6 @@ def _queues(rnd: random.Random) -> list[list[bytes]]:
     return queues
 
 
-def _write(path: Path, frames: list[bytes]) -> None:
-    from scapy.utils import RawPcapWriter
-
-    with RawPcapWriter(str(path), linktype=1) as w:
-        for f in frames:
-            w.write(f)
 
 
 def test_two_lcores_share_state_and_agree_with_the_reference(server, tmp_path, monkeypatch):
@@ -94,7 +89,7 @@ def test_two_lcores_share_state_and_agree_with_the_reference(server, tmp_path, m
                 want_drops[o.reason or o.kind] += 1
     assert want_drops["syn_flood"] > 0 and len(want[0]) > FLOWS  # both outcomes are reached
     for q, frames in enumerate(queues):
-        _write(tmp_path / f"in{q}.pcap", [TAG.pack(0) + f for f in frames])
+        write_pcap(tmp_path / f"in{q}.pcap", [TAG.pack(0) + f for f in frames])
     dev = (f"net_pcap0,rx_pcap={tmp_path / 'in0.pcap'},rx_pcap={tmp_path / 'in1.pcap'},"
            f"tx_pcap={tmp_path / 'out0.pcap'},tx_pcap={tmp_path / 'out1.pcap'}")
     with ServerProcess(binary, eal=eal_args("0,1", 1024), live=False, extra=["--tagged"], attach=[dev]) as srv:
@@ -121,7 +116,7 @@ def test_dumps_while_two_lcores_rewrite_the_entries(server, tmp_path, monkeypatc
     monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
     queues = _queues(random.Random(14))
     for q, frames in enumerate(queues):
-        _write(tmp_path / f"in{q}.pcap", [TAG.pack(0) + f for f in frames])
+        write_pcap(tmp_path / f"in{q}.pcap", [TAG.pack(0) + f for f in frames])
     dev = (f"net_pcap0,rx_pcap={tmp_path / 'in0.pcap'},rx_pcap={tmp_path / 'in1.pcap'},infinite_rx=1")
     dumps = 0
     with ServerProcess(binary, [dev], eal=eal_args("0,1", 1024), extra=["--tagged"]) as srv:

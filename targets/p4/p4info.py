@@ -322,8 +322,7 @@ def build_p4info(prog: p.Program, arch: str,
             pt.idle_timeout_behavior = p4info_pb2.Table.NOTIFY_CONTROL
         names["tables"][t.name] = {"id": pt.preamble.id, "name": qname, "match_fields": fields,
                                    "actions": list(t.actions), "default_action": t.default_action,
-                                   "const_default_action": t.const_default, "size": t.size,
-                                   "idle_timeout": bool(t.idle)}
+                                   "const_default_action": t.const_default, "size": t.size}
 
     for c, a in actions:
         qname = f"{c.name}.{a.name}"
