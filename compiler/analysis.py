@@ -128,7 +128,7 @@ def stmt_exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
             return (s.cond,)
         case ir.Eval():
             return (s.expr,)
-        case ir.Lookup() | ir.Pop() | ir.Drop() | ir.Punt() | ir.Remove() | ir.Extract():
+        case ir.Lookup() | ir.Pop() | ir.Drop() | ir.Punt() | ir.Remove() | ir.Refresh() | ir.Extract():
             return ()
         case _:
             assert_never(s)
@@ -181,7 +181,7 @@ def _stmt_effects(prog: ir.Program, s: ir.Stmt, unit: Unit) -> None:
             unit.writes.add(("std", "egress"))
         case ir.Drop() | ir.Punt() | ir.Verify():
             unit.may_stop = True
-        case ir.Insert() | ir.Remove():
+        case ir.Insert() | ir.Remove() | ir.Refresh():
             unit.stateful = True
             for k in prog.tables[s.state].keys:
                 unit.reads |= expr_reads(k.expr)
@@ -288,8 +288,11 @@ def _stmt_uses(prog: ir.Program, s: ir.Stmt) -> list[Use]:
             return [Use("drop", s.span, "drop")]
         case ir.Punt():
             return [Use("punt", s.span, "punt")]
-        case ir.Insert() | ir.Remove():
-            return [Use("dataplane_insert", s.span, f"insert into '{s.state}'")]
+        case ir.Refresh() if prog.tables[s.state].hints.cache:
+            return []  # as a lookup in cached state: on the switch the cache's idle timeout is the timer
+        case ir.Insert() | ir.Remove() | ir.Refresh():
+            verb = "insert into" if isinstance(s, ir.Insert) else "remove from" if isinstance(s, ir.Remove) else "refresh of"
+            return [Use("dataplane_insert", s.span, f"{verb} '{s.state}'")]
         case ir.Verify():
             return [Use("drop", s.span, "verify")]
         case ir.If() | ir.Eval() | ir.Extract():

@@ -245,6 +245,14 @@ class Remove:
 
 
 @dataclass(frozen=True, slots=True)
+class Refresh:
+    """Restart the idle timer of the current key's live entry of a state table (nothing if none)."""
+
+    state: str
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class Verify:
     cond: Expr
     reason: str
@@ -265,7 +273,7 @@ class Extract:
     span: Span
 
 
-Stmt = Assign | If | Lookup | Push | Pop | Forward | Drop | Punt | Insert | Remove | Verify | Eval | Extract
+Stmt = Assign | If | Lookup | Push | Pop | Forward | Drop | Punt | Insert | Remove | Refresh | Verify | Eval | Extract
 
 # ---- declarations -----------------------------------------------------------------------
 
@@ -361,6 +369,8 @@ class Table:
     hints: Hints
     timeout: float | None
     span: Span
+    # state only: key fields (address, port) whose alloc_port port each entry holds until it expires
+    holds_ports: tuple[int, int] | None = None
 
     @property
     def key_bits(self) -> int:

@@ -85,6 +85,8 @@ def _stmt(s: ir.Stmt, n: int) -> list[str]:
             return [f"{pad}insert {s.state} {{ {vals} }}{tail};"]
         case ir.Remove():
             return [f"{pad}remove {s.state};"]
+        case ir.Refresh():
+            return [f"{pad}refresh {s.state};"]
         case ir.Verify():
             return [f"{pad}verify({print_expr(s.cond)}, {s.reason});"]
         case ir.Eval():

@@ -130,7 +130,10 @@ class _Lower:
         )
         size = quantity_count(props["size"]) if "size" in props else 0
         timeout = quantity_seconds(props["timeout"]) if "timeout" in props else None
-        return ir.Table(t.name, t.is_state, keys, values, size or 0, hints, timeout, t.span)
+        held = props.get("holds_ports")
+        names = [k.name for k in keys]
+        holds = (names.index(held.names[0]), names.index(held.names[1])) if isinstance(held, ast.NameList) else None
+        return ir.Table(t.name, t.is_state, keys, values, size or 0, hints, timeout, t.span, holds)
 
     def _pipeline(self, p: ast.PipelineDecl) -> ir.Pipeline:
         props = {x.name: x.value for x in p.props}
@@ -192,6 +195,8 @@ class _Lower:
                 return (ir.Insert(s.state, self._inits(s.inits, hits), timeout, s.span),)
             case ast.Remove():
                 return (ir.Remove(s.state, s.span),)
+            case ast.Refresh():
+                return (ir.Refresh(s.state, s.span),)
             case ast.Verify():
                 self.reasons.add(s.reason)
                 return (ir.Verify(self._expr(s.cond, hits), s.reason, s.span),)

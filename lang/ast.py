@@ -204,6 +204,14 @@ class Remove:
 
 
 @dataclass(frozen=True, slots=True)
+class Refresh:
+    """Restart the idle timer of the current key's entry of a state table, if it has one."""
+
+    span: Span
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
 class Verify:
     span: Span
     cond: Expr
@@ -222,7 +230,7 @@ class Extract:
     header: str
 
 
-Stmt = Assign | Let | If | Lookup | Push | Pop | Forward | Drop | Punt | Insert | Remove | Verify | ExprStmt | Extract
+Stmt = Assign | Let | If | Lookup | Push | Pop | Forward | Drop | Punt | Insert | Remove | Refresh | Verify | ExprStmt | Extract
 
 # ---- declarations -----------------------------------------------------------------------
 

@@ -126,6 +126,9 @@ class _Checker(ExprChecker):
             self._check_parser(p)
         for t in self.sym.tables.values():
             self._check_table(t)
+        holders = [p for t in self.sym.tables.values() for p in t.props if p.name == "holds_ports"]
+        for p in holders[1:]:
+            self.d.error("E032", "only one state may hold the ports alloc_port gives out", p.span)
         for r in self.sym.registers.values():
             self._width(r.type)
             self._count(r.size, "register size")
@@ -287,16 +290,34 @@ class _Checker(ExprChecker):
         if len(lpm) > 1:
             self.d.error("E031", f"{what} '{t.name}' may have one lpm key, not {len(lpm)}", lpm[1].kind_span)
         names: dict[str, Span] = {}
-        for k in t.keys:
-            self._check_key(t, k, names)
+        widths = {k.alias or key_field_name(k.expr): self._check_key(t, k, names) for k in t.keys}
         for v in t.values:
             if v.name in names:
                 self._dup(v.name, v.span, names[v.name])
             names[v.name] = v.span
             self._width(v.type)
         self._check_props(t)
+        held = next((p for p in t.props if p.name == "holds_ports"), None)
+        if held is not None:
+            self._holds_ports(t, held, widths)
 
-    def _check_key(self, t: ast.TableDecl, k: ast.KeyField, names: dict[str, Span]) -> None:
+    def _holds_ports(self, t: ast.TableDecl, p: ast.Property, widths: dict[str, int | None]) -> None:
+        """``holds_ports = [address, port];``: two key fields of a state, bit<32> and bit<16>
+        as alloc_port's pools are, whose entries hold that port of that address's pool."""
+        if not t.is_state:
+            self.d.error("E032", "only data-plane state holds ports", p.span)
+        elif not isinstance(p.value, ast.NameList) or len(p.value.names) != 2:
+            self.d.error("E032", "holds_ports names two key fields: [address, port]", p.value.span)
+        else:
+            for name, want in zip(p.value.names, (32, 16), strict=True):
+                if name not in widths:
+                    self.d.error("E032", f"'{name}' is not a key field of '{t.name}' (known: {', '.join(widths)})",
+                                 p.value.span)
+                elif widths[name] not in (want, None):
+                    self.d.error("E032", f"holds_ports: '{name}' must be bit<{want}> as alloc_port's "
+                                 f"{'address' if want == 32 else 'port'} is, not bit<{widths[name]}>", p.value.span)
+
+    def _check_key(self, t: ast.TableDecl, k: ast.KeyField, names: dict[str, Span]) -> int | None:
         if k.kind not in MATCH_KINDS:
             self.d.error("E031", f"match kind must be one of {', '.join(MATCH_KINDS)}, not '{k.kind}'", k.kind_span)
         elif t.is_state and k.kind != "exact":
@@ -313,6 +334,7 @@ class _Checker(ExprChecker):
         if key_name in names:
             self.d.error("E010", f"key name '{key_name}' is used twice (add 'as NAME')", k.span)
         names[key_name] = k.span
+        return ty.width if isinstance(ty, Bits) else None
 
     def _check_props(self, t: ast.TableDecl) -> None:
         seen: set[str] = set()
@@ -426,7 +448,7 @@ class _Checker(ExprChecker):
                 pass
             case ast.Insert():
                 self._insert(s, scope)
-            case ast.Remove():
+            case ast.Remove() | ast.Refresh():
                 self._state(s.state, s.span)
             case ast.Verify():
                 self._expect(s.cond, Bool(), scope)

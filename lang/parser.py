@@ -411,6 +411,9 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
     def remove_stmt(self, meta: Any, c: list[Any]) -> ast.Remove:
         return ast.Remove(self.sp(meta), str(c[0]))
 
+    def refresh_stmt(self, meta: Any, c: list[Any]) -> ast.Refresh:
+        return ast.Refresh(self.sp(meta), str(c[0]))
+
     def verify_stmt(self, meta: Any, c: list[Any]) -> ast.Verify:
         return ast.Verify(self.sp(meta), c[0], str(c[1]))
 

@@ -158,6 +158,8 @@ def _stmt(s: ast.Stmt, n: int) -> list[str]:
             return [f"{pad}insert {s.state} {{", *_inits(s.inits, n), f"{pad}}}{timeout};"]
         case ast.Remove():
             return [f"{pad}remove {s.state};"]
+        case ast.Refresh():
+            return [f"{pad}refresh {s.state};"]
         case ast.Verify():
             return [f"{pad}verify({print_expr(s.cond)}, {s.reason});"]
         case ast.ExprStmt():

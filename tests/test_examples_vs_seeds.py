@@ -458,8 +458,6 @@ def test_cgnat_mapping_used_both_ways_outlives_its_udp_timeout(nat: Interpreter)
         assert back.kind == "forward" and Ether(back.data)[UDP].dport == 5060, (t, back.reason)
 
 
-@pytest.mark.xfail(strict=True, reason="known difference: outbound packets refresh nat_out only; refreshing "
-                                       "nat_in from them needs linked state tables or a per-lookup refresh")
 def test_cgnat_outbound_traffic_alone_keeps_the_inbound_mapping(nat: Interpreter) -> None:
     """RFC 4787 REQ-6: "NAT Outbound refresh behavior" MUST be True (seed 002 §3: only
     outbound packets refresh a UDP mapping)."""
@@ -468,12 +466,34 @@ def test_cgnat_outbound_traffic_alone_keeps_the_inbound_mapping(nat: Interpreter
     assert _in(nat, UDP(sport=5061, dport=port), 400).kind == "forward"
 
 
-@pytest.mark.xfail(strict=True, reason="known difference: alloc_port's pool is never given back; freeing a "
-                                       "port when its mapping expires needs an expiry hook on state tables")
+def test_cgnat_inbound_traffic_does_not_keep_a_mapping(nat: Interpreter) -> None:
+    """Seed 002 §3: "Inbound packets do not refresh this timer for security reasons": replies
+    every 200 s do not keep a mapping past 300 s after the last outbound packet."""
+    port = _out(nat, UDP(sport=5062, dport=5062), 0)[UDP].sport
+    assert _in(nat, UDP(sport=5062, dport=port), 200).kind == "forward"
+    back = _in(nat, UDP(sport=5062, dport=port), 301)
+    assert (back.kind, back.reason) == ("drop", "no_mapping")
+
+
 def test_cgnat_frees_the_external_port_of_an_expired_mapping(nat: Interpreter) -> None:
     """Seed 002 §3: "the mapping is deleted and the external port is freed up"."""
     first = _out(nat, UDP(sport=1000, dport=53), 0)[UDP].sport
     assert _out(nat, UDP(sport=1001, dport=53), 1000, src="10.0.0.6")[UDP].sport == first
+
+
+def test_cgnat_keeps_the_port_of_a_live_mapping_and_sends_its_replies_to_its_owner(nat: Interpreter) -> None:
+    """A port is given out again only when its mapping has expired in both directions: a
+    second subscriber gets another port while the first mapping lives (RFC 4787 REQ-1), and
+    after the port moved to the second one, inbound packets to it reach the second, and the
+    first subscriber's next packet gets a new mapping (its old one went with the port)."""
+    first = _out(nat, UDP(sport=1000, dport=53), 0)[UDP].sport
+    assert _out(nat, UDP(sport=1001, dport=53), 299, src="10.0.0.6")[UDP].sport != first
+    assert _out(nat, UDP(sport=1000, dport=53), 299)[UDP].sport == first  # refreshed to 599 s
+    moved = _out(nat, UDP(sport=1002, dport=53), 600, src="10.0.0.7")[UDP].sport
+    assert moved == first
+    back = _in(nat, UDP(sport=53, dport=first), 601)
+    assert back.kind == "forward" and Ether(back.data)[IP].dst == "10.0.0.7"
+    assert _out(nat, UDP(sport=1000, dport=53), 602)[UDP].sport != first
 
 
 def test_cgnat_forwards_no_packet_whose_ttl_would_reach_zero_and_maps_nothing_for_it(nat: Interpreter) -> None:

@@ -236,7 +236,9 @@ class Interpreter:
             case ir.Insert():
                 self._insert(s, ctx)
             case ir.Remove():
-                self.state.state_remove(s.state, self._key(self.program.tables[s.state], ctx))
+                self.state.state_remove(s.state, self._key(self.program.tables[s.state], ctx), ctx.now)
+            case ir.Refresh():
+                self.state.state_lookup(s.state, self._key(self.program.tables[s.state], ctx), ctx.now)
             case ir.Verify():
                 if not self.eval(s.cond, ctx):
                     raise Stop(Outcome("drop", reason=s.reason))

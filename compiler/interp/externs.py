@@ -74,7 +74,7 @@ def replay_check(ctx: Ctx, args: list[int | str]) -> int:
 
 
 def alloc_port(ctx: Ctx, args: list[int | str]) -> int:
-    return ctx.state.alloc_port(int(args[0]))
+    return ctx.state.alloc_port(int(args[0]), ctx.now)
 
 
 EXTERNS: dict[str, Callable[[Ctx, list[int | str]], int]] = {

@@ -3,11 +3,17 @@
 Registers, counters, meters (RFC 2698 two-rate three-colour, colour-blind), data-plane
 written ``state`` tables with idle timeouts, ESP anti-replay windows and NAT port pools.
 Out-of-range register / counter / meter indices read 0 and write nothing.
+
+A port pool keeps, per port, the time it is held until: ``alloc_port`` gives out the lowest
+port >= 1024 whose time has passed and holds it for ever; the entries of the state that
+``holds_ports`` (if any) set it to their expiry when inserted or refreshed and give it back
+when removed, so the port of an expired mapping is free again (seed 002 §3).
 """
 
 from __future__ import annotations
 
 from collections import Counter as Tally
+import math
 from dataclasses import dataclass, field
 
 from compiler import ir
@@ -50,7 +56,7 @@ class DataplaneState:
     buckets: dict[tuple[str, int], _Bucket] = field(default_factory=dict)
     state_tables: dict[str, dict[tuple[int, ...], _StateEntry]] = field(default_factory=dict)
     replay: dict[int, tuple[int, int]] = field(default_factory=dict)  # sa -> (highest seq, bitmap)
-    port_pools: dict[int, set[int]] = field(default_factory=dict)
+    port_pools: dict[int, dict[int, float]] = field(default_factory=dict)  # address -> port -> held until
     drops: Tally[str] = field(default_factory=Tally)
     punts: Tally[str] = field(default_factory=Tally)
 
@@ -103,6 +109,7 @@ class DataplaneState:
             return None
         if refresh:
             e.expires = now + e.timeout
+            self._hold(name, key, e.expires)
         return e.values
 
     def state_insert(self, name: str, key: tuple[int, ...], values: dict[str, int], timeout: float,
@@ -113,10 +120,19 @@ class DataplaneState:
             if len(entries) >= self.program.tables[name].size:
                 return False
         entries[key] = _StateEntry(dict(values), timeout, now + timeout)
+        self._hold(name, key, now + timeout)
         return True
 
-    def state_remove(self, name: str, key: tuple[int, ...]) -> None:
-        self.state_tables.get(name, {}).pop(key, None)
+    def state_remove(self, name: str, key: tuple[int, ...], now: float) -> None:
+        e = self.state_tables.get(name, {}).pop(key, None)
+        if e is not None and e.expires > now:
+            self._hold(name, key, now)
+
+    def _hold(self, name: str, key: tuple[int, ...], until: float) -> None:
+        """The port an entry of the ``holds_ports`` state holds is held until ``until``."""
+        held = self.program.tables[name].holds_ports
+        if held is not None:
+            self.port_pools.setdefault(key[held[0]], {})[key[held[1]]] = until
 
     def expire(self, name: str, now: float) -> None:
         entries = self.state_tables.get(name, {})
@@ -140,10 +156,10 @@ class DataplaneState:
         return True
 
     # NAT port pools
-    def alloc_port(self, ext_ip: int) -> int:
-        used = self.port_pools.setdefault(ext_ip, set())
+    def alloc_port(self, ext_ip: int, now: float) -> int:
+        until = self.port_pools.setdefault(ext_ip, {})
         for port in range(1024, 65536):
-            if port not in used:
-                used.add(port)
+            if until.get(port, 0.0) <= now:
+                until[port] = math.inf  # until an entry that holds it says otherwise
                 return port
         return 0

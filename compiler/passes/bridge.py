@@ -41,7 +41,7 @@ def _reads(prog: ir.Program, s: ir.Stmt) -> set[Loc]:
     if isinstance(s, ir.Lookup):
         for k in prog.tables[s.table].keys:
             out |= expr_reads(k.expr)
-    if isinstance(s, ir.Insert | ir.Remove):
+    if isinstance(s, ir.Insert | ir.Remove | ir.Refresh):
         for k in prog.tables[s.state].keys:
             out |= expr_reads(k.expr)
     return out

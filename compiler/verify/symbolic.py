@@ -251,6 +251,8 @@ class Semantics:
                 t = self.prog.tables[s.state]
                 st.overlays.setdefault(t.name, []).append((active, self.table_key(st, t), z3.BoolVal(False, self.ctx),
                                                            {}))
+            case ir.Refresh():
+                pass  # a timer: what this packet sees of the table does not change
             case ir.Extract():
                 raise Unsupported("extract outside a parser")
             case _:

@@ -146,7 +146,7 @@ def _stage_tables(prog: ir.Program, st: ir.Stage) -> list[str]:
     """The tables a stage looks up, then the state it writes without looking it up (an insert
     into a seen-set no stage reads still needs its table)."""
     looked_up = [t for u in stage_units(prog, st) for t in u.tables]
-    written = [s.state for s in walk_stmts(st.body) if isinstance(s, ir.Insert | ir.Remove)]
+    written = [s.state for s in walk_stmts(st.body) if isinstance(s, ir.Insert | ir.Remove | ir.Refresh)]
     return list(dict.fromkeys(looked_up + written))  # each once: HELLO names a table by its index
 
 
@@ -597,6 +597,8 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
             return [c.If(c.Un("!", _expr(x, s.cond)), (c.Return(c.Int(x.reasons[s.reason], "")),))]
         case ir.Insert():
             return [_insert(x, s)]
+        case ir.Refresh():
+            return [_refresh(x, s)]
         case ir.Eval() if isinstance(s.expr, ir.ExternCall):
             return [c.ExprStmt(_expr(x, s.expr))]
         case ir.Punt() | ir.Insert() | ir.Remove() | ir.Eval() | ir.Extract():
@@ -648,7 +650,7 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
         hit = [c.Decl("uint64_t *", v.name, c.Cast("uint64_t *", c.Name(data)))]
         n = len(t.values)
         if t.is_state and t.hints.refresh:  # a hit restarts the idle timer
-            hit.append(c.ExprStmt(c.Call("nfc_state_touch", (v, c.Int(n, "")))))
+            hit.append(_touch(t, v))
         for i, f in enumerate(t.values):
             hit.append(c.Assign(c.Name(f"p->res[{_res(x, t.name, f.name)}]"), c.Index(v, c.Int(i, ""))))
     if v.name not in names_used(tuple(hit[1:])):  # no value to read and no idle timer to restart
@@ -687,6 +689,24 @@ def _key_fields(x: _Ctx, t: ir.Table) -> list[tuple[int, int, c.Expr]]:
     return fields
 
 
+def _touch(t: ir.Table, record: c.Expr) -> c.Stmt:
+    """Restart the idle timer of a state entry (and of the port it holds, nfc_state.h)."""
+    touch = "nfc_state_touch" if t.holds_ports is None else "nfc_state_touch_held"
+    return c.ExprStmt(c.Call(touch, (record, c.Int(len(t.values), ""))))
+
+
+def _refresh(x: _Ctx, s: ir.Refresh) -> c.Stmt:
+    """The current key's live entry, if any, restarts its idle timer."""
+    t = x.prog.tables[s.state]
+    size = _key_bytes(t)
+    x.temps += 1
+    key, data = f"key{x.temps}", f"hit{x.temps}"
+    found = c.Call("nfc_state_find", (_table(x, t), c.Name(key), c.Name(f"&{data}")))
+    return c.Block((c.Comment(f"refresh {t.name}, {_src(s.span)}"), *_key(x, t, key, size),
+                    c.Decl("void *", data, c.Name("NULL")),
+                    c.If(found, (_touch(t, c.Cast("uint64_t *", c.Name(data))),), ())))
+
+
 def timeout_ns_of(t: ir.Table) -> int:
     """A state table's idle timeout in ns (300 s when it names none), rounded, not truncated."""
     return round((t.timeout or 300.0) * 1e9)
@@ -708,6 +728,9 @@ def _insert(x: _Ctx, s: ir.Insert) -> c.Stmt:
     for i, f in enumerate(t.values):
         body.append(c.Assign(c.Index(c.Name(v), c.Int(i, "")), c.Bin("&", _expr(x, given[f.name]), _mask(f.width))))
     insert = c.Call("nfc_state_insert", (_table(x, t), c.Name(key), c.Name(v), timeout_ns))
+    if t.holds_ports is not None:  # the entry holds this port of this address (nfc_state.h)
+        addr, port = (_expr(x, t.keys[i].expr) for i in t.holds_ports)
+        insert = c.Call("nfc_state_insert_held", (_table(x, t), c.Name(key), c.Name(v), timeout_ns, addr, port))
     body.append(c.If(c.Bin("<", insert, c.Int(0, "")), (c.Return(c.Int(x.reasons["bad_bridge"], "")),)))
     return c.Block(tuple(body))
 

@@ -99,14 +99,21 @@ void nfc_state_expire(struct nfc_table *t, const uint8_t *key, const void *rec)
         retire(t, (void *)(uintptr_t)rec, pos);
 }
 
-int nfc_state_insert(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns)
+static uint64_t *port_time(uint64_t addr, uint64_t port);
+static void ports_hold(uint64_t *slot, uint64_t until);
+
+/* Publish a record for key: values, then the expiry and the timeout; `slot` (or NULL) the
+ * time of the port the entry holds, set to its expiry once it is in the table. */
+static int insert(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns,
+                  uint64_t *slot)
 {
     unsigned n = t->nvalues;
     /* a line of its own: lcores refreshing the expiries of different flows never write one line */
-    uint64_t *v = aligned_alloc(64, (((size_t)n + 2) * sizeof *v + 63) & ~(size_t)63);
+    uint64_t *v = aligned_alloc(64, (((size_t)n + 3) * sizeof *v + 63) & ~(size_t)63);
     if (v == NULL)
         return -1;
     memcpy(v, values, n * sizeof *v);
+    v[n + 2] = (uintptr_t)slot;
     v[n + 1] = timeout_ns;
     v[n] = nfc_now_ns() + timeout_ns;
     rte_spinlock_t *lock = &writer[t - nfc_tables];
@@ -116,20 +123,48 @@ int nfc_state_insert(struct nfc_table *t, const uint8_t *key, const uint64_t *va
     int added = rte_hash_add_key_data(t->h, key, v) >= 0; /* an existing key's data is swapped atomically */
     rte_spinlock_unlock(lock);
     if (!added)
-        free(v); /* never published */
+        free(v); /* never published; a port given out for it stays held, as the reference's does */
     else if (had)
         retire(t, old, -1);
+    if (added && slot != NULL)
+        ports_hold(slot, v[n]);
     return 0;
 }
 
+int nfc_state_insert(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns)
+{
+    return insert(t, key, values, timeout_ns, NULL);
+}
+
+int nfc_state_insert_held(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns,
+                          uint64_t addr, uint64_t port)
+{
+    uint64_t *slot = port_time(addr, port);
+    return slot != NULL ? insert(t, key, values, timeout_ns, slot) : -1;
+}
+
 /* ---- port pools of a carrier-grade NAT --------------------------------------------------------
- * One pool (a 65536-bit map, 8 KiB) per external address, made on its first use and found by
- * open addressing, so the number of addresses is bounded by memory only (it was a fixed 256:
- * the 257th address got 0 while the reference allocated).  Every lcore allocates, one at a
- * time (`pools_lock`). */
+ * Per external address (made on its first use and found by open addressing, so the number of
+ * addresses is bounded by memory only), each port's time: held until then, free after it (0:
+ * never given out; UINT64_MAX: given out and held for ever).  An entry of the state that holds
+ * ports sets its port's time to its expiry when inserted and on every refresh
+ * (nfc_state_touch_held, lock-free), so the port of an expired mapping is free again.  The
+ * times are kept in blocks of 64 ports, made when a block is first needed and never moved or
+ * freed: an entry keeps a pointer to its port's time.  A block (1 KiB, aligned to its size)
+ * has after its 64 times `low`, a lower bound of them (exact after each scan of the block; a
+ * refresh only raises a time, an insert lowers `low` with it), so alloc_port skips a block
+ * whose every port is held past now.  Every lcore allocates, one at a time (`pools_lock`).
+ *
+ * A refresh on one lcore and an allocation on another at the very nanosecond the holder
+ * expires can both succeed (the refresh found the entry live just before): the port then has
+ * two mappings.  Two lcores order their packets by arrival only to that grain; keep a
+ * mapping's packets on one lcore (RSS) and the window is one lookup long. */
+#define BLOCK_BYTES 1024u
+#define LOW 64 /* a block's lower bound, after its 64 times */
+
 struct nfc_pool {
     uint64_t addr;
-    uint64_t *used; /* NULL: a free slot */
+    uint64_t **blocks; /* 1024 blocks of 64 ports; NULL: a free slot of the pool table */
 };
 
 static struct nfc_pool *pools;
@@ -139,12 +174,13 @@ static rte_spinlock_t pools_lock = RTE_SPINLOCK_INITIALIZER;
 static struct nfc_pool *pool_slot(struct nfc_pool *in, size_t cap, uint64_t addr)
 {
     size_t i = (size_t)((addr * 0x9E3779B97F4A7C15ull) >> 32) & (cap - 1);
-    while (in[i].used != NULL && in[i].addr != addr)
+    while (in[i].blocks != NULL && in[i].addr != addr)
         i = (i + 1) & (cap - 1);
     return &in[i];
 }
 
-static uint64_t *pool_of(uint64_t ext_ip)
+/* The blocks of address ext_ip's pool, made if new (under pools_lock); NULL when memory runs out. */
+static uint64_t **pool_of(uint64_t ext_ip)
 {
     if (2 * (pools_n + 1) > pools_cap) { /* keep the table at most half full: grow and rehash */
         size_t bigger = pools_cap ? 2 * pools_cap : 64;
@@ -152,35 +188,72 @@ static uint64_t *pool_of(uint64_t ext_ip)
         if (fresh == NULL)
             return NULL;
         for (size_t i = 0; i < pools_cap; i++)
-            if (pools[i].used != NULL)
+            if (pools[i].blocks != NULL)
                 *pool_slot(fresh, bigger, pools[i].addr) = pools[i];
         free(pools);
         pools = fresh;
         pools_cap = bigger;
     }
     struct nfc_pool *slot = pool_slot(pools, pools_cap, ext_ip);
-    if (slot->used == NULL) {
-        slot->used = calloc(1024, sizeof(uint64_t));
-        if (slot->used == NULL)
+    if (slot->blocks == NULL) {
+        slot->blocks = calloc(1024, sizeof *slot->blocks);
+        if (slot->blocks == NULL)
             return NULL;
         slot->addr = ext_ip;
         pools_n++;
     }
-    return slot->used;
+    return slot->blocks;
+}
+
+/* Block w of a pool, made (every port free, low 0) if new; NULL when memory runs out. */
+static uint64_t *block(uint64_t **blocks, unsigned w)
+{
+    if (blocks[w] == NULL && (blocks[w] = aligned_alloc(BLOCK_BYTES, BLOCK_BYTES)) != NULL)
+        memset(blocks[w], 0, BLOCK_BYTES);
+    return blocks[w];
+}
+
+static uint64_t *port_time(uint64_t addr, uint64_t port)
+{
+    rte_spinlock_lock(&pools_lock);
+    uint64_t **blocks = pool_of(addr);
+    uint64_t *b = blocks != NULL ? block(blocks, (unsigned)(port & 0xffff) / 64) : NULL;
+    rte_spinlock_unlock(&pools_lock);
+    return b != NULL ? &b[port % 64] : NULL;
+}
+
+static void ports_hold(uint64_t *slot, uint64_t until)
+{
+    uint64_t *b = (uint64_t *)((uintptr_t)slot & ~(uintptr_t)(BLOCK_BYTES - 1));
+    rte_spinlock_lock(&pools_lock);
+    __atomic_store_n(slot, until, __ATOMIC_RELAXED);
+    if (until < b[LOW])
+        b[LOW] = until;
+    rte_spinlock_unlock(&pools_lock);
 }
 
 uint64_t nfc_alloc_port(uint64_t ext_ip)
 {
-    uint64_t port = 0;
+    uint64_t port = 0, now = nfc_now_ns();
     rte_spinlock_lock(&pools_lock);
-    uint64_t *used = pool_of(ext_ip);
-    for (unsigned w = 1024 / 64; used != NULL && w < 1024; w++) /* ports below 1024 are never given out */
-        if (used[w] != ~0ull) {
-            unsigned bit = (unsigned)__builtin_ctzll(~used[w]);
-            used[w] |= 1ull << bit;
-            port = w * 64u + bit;
+    uint64_t **blocks = pool_of(ext_ip);
+    for (unsigned w = 1024 / 64; blocks != NULL && w < 1024 && port == 0; w++) { /* never a port below 1024 */
+        if (blocks[w] != NULL && blocks[w][LOW] > now)
+            continue; /* every port of the block held past now */
+        uint64_t *b = block(blocks, w), low = UINT64_MAX;
+        if (b == NULL)
             break;
+        for (unsigned i = 0; i < 64; i++) {
+            uint64_t until = __atomic_load_n(&b[i], __ATOMIC_RELAXED);
+            if (port == 0 && until <= now) {
+                until = UINT64_MAX;
+                __atomic_store_n(&b[i], until, __ATOMIC_RELAXED);
+                port = w * 64u + i;
+            }
+            low = until < low ? until : low;
         }
+        b[LOW] = low;
+    }
     rte_spinlock_unlock(&pools_lock);
     return port;
 }

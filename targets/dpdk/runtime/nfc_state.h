@@ -17,7 +17,9 @@
 
 #include <stdint.h>
 
-/* Record v of a state table of n values: v[n] the expiry, v[n + 1] the timeout (ns). */
+/* Record v of a state table of n values: v[n] the expiry, v[n + 1] the timeout (ns); in the
+ * state that holds alloc_port's ports (`holds_ports`), v[n + 2] the port's slot in its pool,
+ * which holds the port until the same expiry. */
 static inline uint64_t nfc_state_expiry(const uint64_t *v, unsigned n)
 {
     return __atomic_load_n(&v[n], __ATOMIC_RELAXED);
@@ -27,6 +29,14 @@ static inline uint64_t nfc_state_expiry(const uint64_t *v, unsigned n)
 static inline void nfc_state_touch(uint64_t *v, unsigned n)
 {
     __atomic_store_n(&v[n], nfc_now_ns() + v[n + 1], __ATOMIC_RELAXED);
+}
+
+/* The same for an entry that holds a port: the port is held as long. */
+static inline void nfc_state_touch_held(uint64_t *v, unsigned n)
+{
+    uint64_t until = nfc_now_ns() + v[n + 1];
+    __atomic_store_n(&v[n], until, __ATOMIC_RELAXED);
+    __atomic_store_n((uint64_t *)(uintptr_t)v[n + 2], until, __ATOMIC_RELAXED);
 }
 
 /* An expired entry that a lookup found (rec its record): removed if it is still there (out of line). */
@@ -49,8 +59,15 @@ static inline int nfc_state_find(struct nfc_table *t, const uint8_t *key, void *
  * entries and the insert is lost, as a full hash table does. */
 int nfc_state_insert(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns);
 
-/* The lowest free port >= 1024 of external address ext_ip (the reference semantics,
- * compiler/interp/state.py); 0 when its 64512 ports are taken or memory runs out. */
+/* nfc_state_insert into the state that holds ports: the entry holds port `port` of address
+ * `addr` until it expires (then alloc_port may give the port out again). */
+int nfc_state_insert_held(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns,
+                          uint64_t addr, uint64_t port);
+
+/* The lowest port >= 1024 of external address ext_ip that nothing holds (given out by an
+ * earlier call and held for ever, unless an entry of the state that holds ports took it and
+ * has expired since; the reference semantics, compiler/interp/state.py); 0 when its 64512
+ * ports are held or memory runs out. */
 uint64_t nfc_alloc_port(uint64_t ext_ip);
 
 /* Free what lcore retired, as far as every lcore has passed a quiescent state since; with

@@ -19,10 +19,10 @@ const int nfc_ntables = 2;
 
 /* the server's tables (nfc_tables.c creates them and applies entries) */
 struct nfc_table nfc_tables[2] = {
-    /* table nat_out, examples/cgnat.nfp:122 */
+    /* table nat_out, examples/cgnat.nfp:124 */
     {
         .name = "nat_out",
-        .src = "examples/cgnat.nfp:122",
+        .src = "examples/cgnat.nfp:124",
         .size = 4000000u,
         .nkeys = 3,
         .nvalues = 1,
@@ -35,10 +35,10 @@ struct nfc_table nfc_tables[2] = {
         .value_width = {16},
         .timeout_ns = 300000000000ull,
     },
-    /* table nat_in, examples/cgnat.nfp:136 */
+    /* table nat_in, examples/cgnat.nfp:140 */
     {
         .name = "nat_in",
-        .src = "examples/cgnat.nfp:136",
+        .src = "examples/cgnat.nfp:140",
         .size = 4000000u,
         .nkeys = 3,
         .nvalues = 2,
@@ -57,7 +57,7 @@ struct nfc_table nfc_tables[2] = {
 int nfc_run(struct nfc_pkt *p)
 {
     if (p->cut == 1u) {
-        /* stage translate_in, examples/cgnat.nfp:215 */
+        /* stage translate_in, examples/cgnat.nfp:222 */
         p->meta[0] = (p->valid[1] ? nfc_get32(p->hdr[1] + 0x10u) : 0ull) & 0xffffffffull;
         if ((uint64_t)p->valid[2]) {
             p->meta[2] = (p->valid[2] ? nfc_get16(p->hdr[2] + 2u) : 0ull) & 0xffffull;
@@ -72,7 +72,7 @@ int nfc_run(struct nfc_pkt *p)
             }
         }
         {
-            /* lookup nat_in, examples/cgnat.nfp:227 */
+            /* lookup nat_in, examples/cgnat.nfp:234 */
             uint8_t key1[16];
             uint64_t f2 = p->meta[0];
             uint64_t f3 = p->meta[2];
@@ -82,7 +82,6 @@ int nfc_run(struct nfc_pkt *p)
             void * hit1 = NULL;
             if (nfc_state_find(&nfc_tables[1], key1, &hit1)) {
                 uint64_t * v1 = (uint64_t *)hit1;
-                nfc_state_touch(v1, 2);
                 p->res[0] = v1[0];
                 p->res[1] = v1[1];
                 p->stats->hits[1] = p->stats->hits[1] + 1;
@@ -138,9 +137,9 @@ int nfc_run(struct nfc_pkt *p)
         return NFC_CONTINUE;
     }
     if (p->cut == 3u) {
-        /* stage translate_out, examples/cgnat.nfp:152 */
+        /* stage translate_out, examples/cgnat.nfp:158 */
         {
-            /* lookup nat_out, examples/cgnat.nfp:153 */
+            /* lookup nat_out, examples/cgnat.nfp:159 */
             uint8_t key5[16];
             uint64_t f6 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
             uint64_t f7 = p->meta[1];
@@ -155,6 +154,19 @@ int nfc_run(struct nfc_pkt *p)
                 p->stats->hits[0] = p->stats->hits[0] + 1;
                 nfc_hit_note(0, key5, 0x10u);
                 p->meta[2] = p->res[2] & 0xffffull;
+                {
+                    /* refresh nat_in, examples/cgnat.nfp:162 */
+                    uint8_t key9[16];
+                    uint64_t f10 = p->meta[0];
+                    uint64_t f11 = p->meta[2];
+                    uint64_t f12 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+                    nfc_set64(key9, (((f10 & 0xffffffffull) << 0x20u) | ((f11 & 0xffffull) << 0x10u)) | ((f12 & 0xffull) << 8u));
+                    nfc_set64(key9 + 8u, 0ull);
+                    void * hit9 = NULL;
+                    if (nfc_state_find(&nfc_tables[1], key9, &hit9)) {
+                        nfc_state_touch_held((uint64_t *)hit9, 2);
+                    }
+                }
             } else {
                 p->stats->misses[0] = p->stats->misses[0] + 1;
                 p->meta[2] = nfc_alloc_port(p->meta[0]) & 0xffffull;
@@ -162,31 +174,31 @@ int nfc_run(struct nfc_pkt *p)
                     return 0xf;
                 }
                 {
-                    /* insert into nat_out, examples/cgnat.nfp:162 */
-                    uint8_t key9[16];
-                    uint64_t f10 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
-                    uint64_t f11 = p->meta[1];
-                    uint64_t f12 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
-                    nfc_set64(key9, (((f10 & 0xffffffffull) << 0x20u) | ((f11 & 0xffffull) << 0x10u)) | ((f12 & 0xffull) << 8u));
-                    nfc_set64(key9 + 8u, 0ull);
-                    uint64_t v9[1] = {0};
-                    v9[0] = p->meta[2] & 0xffffull;
-                    if (nfc_state_insert(&nfc_tables[0], key9, v9, p->meta[3] * 0x3b9aca00ull) < 0) {
+                    /* insert into nat_out, examples/cgnat.nfp:169 */
+                    uint8_t key13[16];
+                    uint64_t f14 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
+                    uint64_t f15 = p->meta[1];
+                    uint64_t f16 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+                    nfc_set64(key13, (((f14 & 0xffffffffull) << 0x20u) | ((f15 & 0xffffull) << 0x10u)) | ((f16 & 0xffull) << 8u));
+                    nfc_set64(key13 + 8u, 0ull);
+                    uint64_t v13[1] = {0};
+                    v13[0] = p->meta[2] & 0xffffull;
+                    if (nfc_state_insert(&nfc_tables[0], key13, v13, p->meta[3] * 0x3b9aca00ull) < 0) {
                         return 1;
                     }
                 }
                 {
-                    /* insert into nat_in, examples/cgnat.nfp:163 */
-                    uint8_t key13[16];
-                    uint64_t f14 = p->meta[0];
-                    uint64_t f15 = p->meta[2];
-                    uint64_t f16 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
-                    nfc_set64(key13, (((f14 & 0xffffffffull) << 0x20u) | ((f15 & 0xffffull) << 0x10u)) | ((f16 & 0xffull) << 8u));
-                    nfc_set64(key13 + 8u, 0ull);
-                    uint64_t v13[2] = {0};
-                    v13[0] = (p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull) & 0xffffffffull;
-                    v13[1] = p->meta[1] & 0xffffull;
-                    if (nfc_state_insert(&nfc_tables[1], key13, v13, p->meta[3] * 0x3b9aca00ull) < 0) {
+                    /* insert into nat_in, examples/cgnat.nfp:170 */
+                    uint8_t key17[16];
+                    uint64_t f18 = p->meta[0];
+                    uint64_t f19 = p->meta[2];
+                    uint64_t f20 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+                    nfc_set64(key17, (((f18 & 0xffffffffull) << 0x20u) | ((f19 & 0xffffull) << 0x10u)) | ((f20 & 0xffull) << 8u));
+                    nfc_set64(key17 + 8u, 0ull);
+                    uint64_t v17[2] = {0};
+                    v17[0] = (p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull) & 0xffffffffull;
+                    v17[1] = p->meta[1] & 0xffffull;
+                    if (nfc_state_insert_held(&nfc_tables[1], key17, v17, p->meta[3] * 0x3b9aca00ull, p->meta[0], p->meta[2]) < 0) {
                         return 1;
                     }
                 }
@@ -205,28 +217,28 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
         if (cap < 2u) {
             return 0;
         }
-        uint64_t f17 = 2u;
-        uint64_t f18 = p->valid[0];
-        uint64_t f19 = p->valid[1];
-        uint64_t f20 = p->valid[2];
-        uint64_t f21 = p->valid[3];
-        uint64_t f22 = p->valid[4];
-        nfc_set16(out, ((((((f17 & 0xffull) << 8u) | ((f18 & 1ull) << 7u)) | ((f19 & 1ull) << 6u)) | ((f20 & 1ull) << 5u)) | ((f21 & 1ull) << 4u)) | ((f22 & 1ull) << 3u));
+        uint64_t f21 = 2u;
+        uint64_t f22 = p->valid[0];
+        uint64_t f23 = p->valid[1];
+        uint64_t f24 = p->valid[2];
+        uint64_t f25 = p->valid[3];
+        uint64_t f26 = p->valid[4];
+        nfc_set16(out, ((((((f21 & 0xffull) << 8u) | ((f22 & 1ull) << 7u)) | ((f23 & 1ull) << 6u)) | ((f24 & 1ull) << 5u)) | ((f25 & 1ull) << 4u)) | ((f26 & 1ull) << 3u));
         n = 2u;
     }
     if (p->cut == 3u) {
         if (cap < 8u) {
             return 0;
         }
-        uint64_t f23 = 4u;
-        uint64_t f24 = p->valid[0];
-        uint64_t f25 = p->valid[1];
-        uint64_t f26 = p->valid[2];
-        uint64_t f27 = p->valid[3];
-        uint64_t f28 = p->valid[4];
-        uint64_t f29 = p->meta[0];
-        uint64_t f30 = p->meta[2];
-        nfc_set64(out, ((((((((f23 & 0xffull) << 0x38u) | ((f24 & 1ull) << 0x37u)) | ((f25 & 1ull) << 0x36u)) | ((f26 & 1ull) << 0x35u)) | ((f27 & 1ull) << 0x34u)) | ((f28 & 1ull) << 0x33u)) | ((f29 & 0xffffffffull) << 0x13u)) | ((f30 & 0xffffull) << 3u));
+        uint64_t f27 = 4u;
+        uint64_t f28 = p->valid[0];
+        uint64_t f29 = p->valid[1];
+        uint64_t f30 = p->valid[2];
+        uint64_t f31 = p->valid[3];
+        uint64_t f32 = p->valid[4];
+        uint64_t f33 = p->meta[0];
+        uint64_t f34 = p->meta[2];
+        nfc_set64(out, ((((((((f27 & 0xffull) << 0x38u) | ((f28 & 1ull) << 0x37u)) | ((f29 & 1ull) << 0x36u)) | ((f30 & 1ull) << 0x35u)) | ((f31 & 1ull) << 0x34u)) | ((f32 & 1ull) << 0x33u)) | ((f33 & 0xffffffffull) << 0x13u)) | ((f34 & 0xffffull) << 3u));
         n = 8u;
     }
     if (p->valid[0]) {
@@ -280,28 +292,28 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
         if (cap < 2u) {
             return 0;
         }
-        uint64_t f31 = 2u;
-        uint64_t f32 = p->valid[0];
-        uint64_t f33 = p->valid[1];
-        uint64_t f34 = p->valid[2];
-        uint64_t f35 = p->valid[3];
-        uint64_t f36 = p->valid[4];
-        nfc_set16(out, ((((((f31 & 0xffull) << 8u) | ((f32 & 1ull) << 7u)) | ((f33 & 1ull) << 6u)) | ((f34 & 1ull) << 5u)) | ((f35 & 1ull) << 4u)) | ((f36 & 1ull) << 3u));
+        uint64_t f35 = 2u;
+        uint64_t f36 = p->valid[0];
+        uint64_t f37 = p->valid[1];
+        uint64_t f38 = p->valid[2];
+        uint64_t f39 = p->valid[3];
+        uint64_t f40 = p->valid[4];
+        nfc_set16(out, ((((((f35 & 0xffull) << 8u) | ((f36 & 1ull) << 7u)) | ((f37 & 1ull) << 6u)) | ((f38 & 1ull) << 5u)) | ((f39 & 1ull) << 4u)) | ((f40 & 1ull) << 3u));
         n = 2u;
     }
     if (p->cut == 3u) {
         if (cap < 8u) {
             return 0;
         }
-        uint64_t f37 = 4u;
-        uint64_t f38 = p->valid[0];
-        uint64_t f39 = p->valid[1];
-        uint64_t f40 = p->valid[2];
-        uint64_t f41 = p->valid[3];
-        uint64_t f42 = p->valid[4];
-        uint64_t f43 = p->meta[0];
-        uint64_t f44 = p->meta[2];
-        nfc_set64(out, ((((((((f37 & 0xffull) << 0x38u) | ((f38 & 1ull) << 0x37u)) | ((f39 & 1ull) << 0x36u)) | ((f40 & 1ull) << 0x35u)) | ((f41 & 1ull) << 0x34u)) | ((f42 & 1ull) << 0x33u)) | ((f43 & 0xffffffffull) << 0x13u)) | ((f44 & 0xffffull) << 3u));
+        uint64_t f41 = 4u;
+        uint64_t f42 = p->valid[0];
+        uint64_t f43 = p->valid[1];
+        uint64_t f44 = p->valid[2];
+        uint64_t f45 = p->valid[3];
+        uint64_t f46 = p->valid[4];
+        uint64_t f47 = p->meta[0];
+        uint64_t f48 = p->meta[2];
+        nfc_set64(out, ((((((((f41 & 0xffull) << 0x38u) | ((f42 & 1ull) << 0x37u)) | ((f43 & 1ull) << 0x36u)) | ((f44 & 1ull) << 0x35u)) | ((f45 & 1ull) << 0x34u)) | ((f46 & 1ull) << 0x33u)) | ((f47 & 0xffffffffull) << 0x13u)) | ((f48 & 0xffffull) << 3u));
         n = 8u;
     }
     return n;
@@ -419,18 +431,18 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
         if (!(p->cut == 3u)) {
             return -1;
         }
-        uint64_t f45 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
-        uint64_t f46 = p->meta[1];
-        uint64_t f47 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
-        nfc_set64(key, (((f45 & 0xffffffffull) << 0x20u) | ((f46 & 0xffffull) << 0x10u)) | ((f47 & 0xffull) << 8u));
+        uint64_t f49 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
+        uint64_t f50 = p->meta[1];
+        uint64_t f51 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+        nfc_set64(key, (((f49 & 0xffffffffull) << 0x20u) | ((f50 & 0xffffull) << 0x10u)) | ((f51 & 0xffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
     if (table == 1) {
-        uint64_t f48 = p->meta[0];
-        uint64_t f49 = p->meta[2];
-        uint64_t f50 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
-        nfc_set64(key, (((f48 & 0xffffffffull) << 0x20u) | ((f49 & 0xffffull) << 0x10u)) | ((f50 & 0xffull) << 8u));
+        uint64_t f52 = p->meta[0];
+        uint64_t f53 = p->meta[2];
+        uint64_t f54 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+        nfc_set64(key, (((f52 & 0xffffffffull) << 0x20u) | ((f53 & 0xffffull) << 0x10u)) | ((f54 & 0xffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }

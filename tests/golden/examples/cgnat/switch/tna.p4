@@ -263,13 +263,13 @@ parser IngressParser(
         }
     }
 
-    // pipeline outbound, examples/cgnat.nfp:278
+    // pipeline outbound, examples/cgnat.nfp:285
     state nfc_enter_outbound {
         meta.nfc_pipeline = 8w1;
         transition ip_l4__start;
     }
 
-    // pipeline inbound, examples/cgnat.nfp:285
+    // pipeline inbound, examples/cgnat.nfp:292
     state nfc_enter_inbound {
         meta.nfc_pipeline = 8w2;
         transition ip_l4__start;
@@ -428,7 +428,7 @@ parser IngressParser(
         transition accept;
     }
 
-    // ip_l4.start, examples/cgnat.nfp:40
+    // ip_l4.start, examples/cgnat.nfp:42
     state ip_l4__start {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
@@ -437,7 +437,7 @@ parser IngressParser(
         }
     }
 
-    // ip_l4.ip, examples/cgnat.nfp:53
+    // ip_l4.ip, examples/cgnat.nfp:55
     state ip_l4__ip {
         pkt.extract(hdr.ipv4);
         nfc_csum_ipv4.add(hdr.ipv4);
@@ -448,7 +448,7 @@ parser IngressParser(
         }
     }
 
-    // ip_l4.l4, examples/cgnat.nfp:64
+    // ip_l4.l4, examples/cgnat.nfp:66
     state ip_l4__l4 {
         transition select(hdr.ipv4.protocol) {
             8w6: ip_l4__l4_tcp;
@@ -458,19 +458,19 @@ parser IngressParser(
         }
     }
 
-    // ip_l4.l4_tcp, examples/cgnat.nfp:72
+    // ip_l4.l4_tcp, examples/cgnat.nfp:74
     state ip_l4__l4_tcp {
         pkt.extract(hdr.tcp);
         transition accept;
     }
 
-    // ip_l4.l4_udp, examples/cgnat.nfp:76
+    // ip_l4.l4_udp, examples/cgnat.nfp:78
     state ip_l4__l4_udp {
         pkt.extract(hdr.udp);
         transition accept;
     }
 
-    // ip_l4.l4_icmp, examples/cgnat.nfp:80
+    // ip_l4.l4_icmp, examples/cgnat.nfp:82
     state ip_l4__l4_icmp {
         pkt.extract(hdr.icmp);
         transition accept;
@@ -518,12 +518,12 @@ control Ingress(
     action nfc_miss() {
     }
 
-    // entry of table subnet_to_external, examples/cgnat.nfp:90
+    // entry of table subnet_to_external, examples/cgnat.nfp:92
     action subnet_to_external__hit(bit<32> v_ext_ip) {
         meta.subnet_to_external__ext_ip = v_ext_ip;
     }
 
-    // table subnet_to_external, examples/cgnat.nfp:90
+    // table subnet_to_external, examples/cgnat.nfp:92
     table subnet_to_external {
         key = {
             hdr.ipv4.src : lpm @name("ipv4_src");
@@ -536,12 +536,12 @@ control Ingress(
         size = 4000;
     }
 
-    // entry of table nat_out, examples/cgnat.nfp:122
+    // entry of table nat_out, examples/cgnat.nfp:124
     action nat_out__hit(bit<16> v_ext_port) {
         meta.nat_out__ext_port = v_ext_port;
     }
 
-    // table nat_out, examples/cgnat.nfp:122 (switch cache of the server's full table)
+    // table nat_out, examples/cgnat.nfp:124 (switch cache of the server's full table)
     table nat_out {
         key = {
             hdr.ipv4.src : exact @name("int_ip");
@@ -557,13 +557,13 @@ control Ingress(
         idle_timeout = true;
     }
 
-    // entry of table upstream_routes, examples/cgnat.nfp:193
+    // entry of table upstream_routes, examples/cgnat.nfp:200
     action upstream_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.upstream_routes__port = v_port;
         meta.upstream_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table upstream_routes, examples/cgnat.nfp:193
+    // table upstream_routes, examples/cgnat.nfp:200
     table upstream_routes {
         key = {
             hdr.ipv4.dst : lpm @name("ipv4_dst");
@@ -576,13 +576,13 @@ control Ingress(
         size = 16000;
     }
 
-    // entry of table nat_in, examples/cgnat.nfp:136
+    // entry of table nat_in, examples/cgnat.nfp:140
     action nat_in__hit(bit<32> v_int_ip, bit<16> v_int_port) {
         meta.nat_in__int_ip = v_int_ip;
         meta.nat_in__int_port = v_int_port;
     }
 
-    // table nat_in, examples/cgnat.nfp:136 (switch cache of the server's full table)
+    // table nat_in, examples/cgnat.nfp:140 (switch cache of the server's full table)
     table nat_in {
         key = {
             meta.ext_ip : exact @name("meta_ext_ip");
@@ -598,13 +598,13 @@ control Ingress(
         idle_timeout = true;
     }
 
-    // entry of table subscriber_routes, examples/cgnat.nfp:255
+    // entry of table subscriber_routes, examples/cgnat.nfp:262
     action subscriber_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.subscriber_routes__port = v_port;
         meta.subscriber_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table subscriber_routes, examples/cgnat.nfp:255
+    // table subscriber_routes, examples/cgnat.nfp:262
     table subscriber_routes {
         key = {
             hdr.ipv4.dst : lpm @name("ipv4_dst");
@@ -698,7 +698,7 @@ control Ingress(
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
-                // stage classify_out, examples/cgnat.nfp:96
+                // stage classify_out, examples/cgnat.nfp:98
                 if (subnet_to_external.apply().hit) {
                     meta.ext_ip = meta.subnet_to_external__ext_ip;
                 } else {
@@ -735,7 +735,7 @@ control Ingress(
                 }
             }
             if (meta.nfc_resume <= 8w1) {
-                // stage translate_out, examples/cgnat.nfp:152
+                // stage translate_out, examples/cgnat.nfp:158
                 if (nat_out.apply().hit) {
                     meta.ext_port = meta.nat_out__ext_port;
                 } else {
@@ -758,7 +758,7 @@ control Ingress(
                 }
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage rewrite_out, examples/cgnat.nfp:168
+                // stage rewrite_out, examples/cgnat.nfp:175
                 if (hdr.tcp.isValid()) {
                     meta.nfc_csum1 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
                     meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 16);
@@ -797,7 +797,7 @@ control Ingress(
                 hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
             }
             if (meta.nfc_resume <= 8w3) {
-                // stage route_out, examples/cgnat.nfp:202
+                // stage route_out, examples/cgnat.nfp:209
                 if (upstream_routes.apply().hit) {
                     hdr.eth.src = 48w0x200004e4154;
                     hdr.eth.dst = meta.upstream_routes__next_hop_mac;
@@ -821,7 +821,7 @@ control Ingress(
         }
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
-                // stage translate_in, examples/cgnat.nfp:215
+                // stage translate_in, examples/cgnat.nfp:222
                 meta.ext_ip = hdr.ipv4.dst;
                 if (hdr.tcp.isValid()) {
                     meta.ext_port = hdr.tcp.dport;
@@ -900,7 +900,7 @@ control Ingress(
                 }
             }
             if (meta.nfc_resume <= 8w1) {
-                // stage route_in, examples/cgnat.nfp:264
+                // stage route_in, examples/cgnat.nfp:271
                 if (subscriber_routes.apply().hit) {
                     hdr.eth.src = 48w0x200004e4154;
                     hdr.eth.dst = meta.subscriber_routes__next_hop_mac;

@@ -27,7 +27,7 @@ class SubnetToExternalValues(NamedTuple):
 
 
 class SubnetToExternal(Table):
-    """table subnet_to_external (examples/cgnat.nfp:90): lpm match, 4000 entries.
+    """table subnet_to_external (examples/cgnat.nfp:92): lpm match, 4000 entries.
 
     ipv4_src: bit<32>, lpm (value/prefix-length or (value, length))
     """
@@ -57,7 +57,7 @@ class NatOutValues(NamedTuple):
 
 
 class NatOut(Table):
-    """state nat_out (examples/cgnat.nfp:122): exact match, 4000000 entries.
+    """state nat_out (examples/cgnat.nfp:124): exact match, 4000000 entries.
 
     int_ip: bit<32>, exact
     meta_int_port: bit<16>, exact
@@ -90,7 +90,7 @@ class NatInValues(NamedTuple):
 
 
 class NatIn(Table):
-    """state nat_in (examples/cgnat.nfp:136): exact match, 4000000 entries.
+    """state nat_in (examples/cgnat.nfp:140): exact match, 4000000 entries.
 
     meta_ext_ip: bit<32>, exact
     meta_ext_port: bit<16>, exact
@@ -123,7 +123,7 @@ class UpstreamRoutesValues(NamedTuple):
 
 
 class UpstreamRoutes(Table):
-    """table upstream_routes (examples/cgnat.nfp:193): lpm match, 16000 entries.
+    """table upstream_routes (examples/cgnat.nfp:200): lpm match, 16000 entries.
 
     ipv4_dst: bit<32>, lpm (value/prefix-length or (value, length))
     """
@@ -154,7 +154,7 @@ class SubscriberRoutesValues(NamedTuple):
 
 
 class SubscriberRoutes(Table):
-    """table subscriber_routes (examples/cgnat.nfp:255): lpm match, 16000 entries.
+    """table subscriber_routes (examples/cgnat.nfp:262): lpm match, 16000 entries.
 
     ipv4_dst: bit<32>, lpm (value/prefix-length or (value, length))
     """
