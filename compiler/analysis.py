@@ -291,7 +291,7 @@ def _stmt_uses(prog: ir.Program, s: ir.Stmt) -> list[Use]:
         case ir.Refresh() if prog.tables[s.state].hints.cache:
             return []  # as a lookup in cached state: on the switch the cache's idle timeout is the timer
         case ir.Insert() | ir.Remove() | ir.Refresh():
-            verb = "insert into" if isinstance(s, ir.Insert) else "remove from" if isinstance(s, ir.Remove) else "refresh of"
+            verb = {ir.Insert: "insert into", ir.Remove: "remove from", ir.Refresh: "refresh of"}[type(s)]
             return [Use("dataplane_insert", s.span, f"{verb} '{s.state}'")]
         case ir.Verify():
             return [Use("drop", s.span, "verify")]

@@ -230,7 +230,8 @@ class Extract:
     header: str
 
 
-Stmt = Assign | Let | If | Lookup | Push | Pop | Forward | Drop | Punt | Insert | Remove | Refresh | Verify | ExprStmt | Extract
+Stmt = (Assign | Let | If | Lookup | Push | Pop | Forward | Drop | Punt | Insert | Remove | Refresh | Verify | ExprStmt
+        | Extract)
 
 # ---- declarations -----------------------------------------------------------------------
 

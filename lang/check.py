@@ -126,9 +126,9 @@ class _Checker(ExprChecker):
             self._check_parser(p)
         for t in self.sym.tables.values():
             self._check_table(t)
-        holders = [p for t in self.sym.tables.values() for p in t.props if p.name == "holds_ports"]
-        for p in holders[1:]:
-            self.d.error("E032", "only one state may hold the ports alloc_port gives out", p.span)
+        holders = [prop for t in self.sym.tables.values() for prop in t.props if prop.name == "holds_ports"]
+        for prop in holders[1:]:
+            self.d.error("E032", "only one state may hold the ports alloc_port gives out", prop.span)
         for r in self.sym.registers.values():
             self._width(r.type)
             self._count(r.size, "register size")

@@ -46,6 +46,20 @@ CASES = [
     ("stage s {}\nstage s {}", "E010", 2, 1, "'s' is defined twice"),
     ("stage s { ip.dst = 300.1.1.1; }", "E021", 1, 20, "octets must be at most 255"),
     ("stage s { extract ip; }", "E013", 1, 11, "extract is only allowed in a parser state"),
+    ("table t { key { ip.dst: exact; } value { p: bit<9>; } size = 4; }\nstage s { refresh t; }",
+     "E013", 2, 11, "control-plane table"),
+    ("stage s { refresh nope; }", "E011", 1, 11, "unknown state 'nope'"),
+    ("state st { key { ip.src: exact; ip.ttl: exact; } size = 4; holds_ports = [ip_src, ip_ttl]; }",
+     "E032", 1, 74, "'ip_ttl' must be bit<16> as alloc_port's port is, not bit<8>"),
+    ("state st { key { ip.src: exact; } size = 4; holds_ports = [ip_src, port]; }",
+     "E032", 1, 59, "'port' is not a key field of 'st' (known: ip_src)"),
+    ("state st { key { ip.src: exact; } size = 4; holds_ports = ip_src; }",
+     "E032", 1, 59, "holds_ports names two key fields: [address, port]"),
+    ("table t { key { ip.src: exact; ip.id: exact; } size = 4; holds_ports = [ip_src, ip_id]; }",
+     "E032", 1, 58, "only data-plane state holds ports"),
+    ("state a { key { ip.src: exact; ip.id: exact; } size = 4; holds_ports = [ip_src, ip_id]; }\n"
+     "state b { key { ip.dst: exact; ip.id: exact; } size = 4; holds_ports = [ip_dst, ip_id]; }",
+     "E032", 2, 58, "only one state may hold the ports alloc_port gives out"),
     ("pipeline p { stages = [nope]; }", "E050", 1, 1, "needs 'ports = ...'"),
 ]
 

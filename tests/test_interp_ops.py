@@ -236,6 +236,47 @@ def test_state_without_refresh_expires_despite_hits(tmp_path):
     assert sport(it.process(ip_pkt(), 0, now=10.5)) == 1025
 
 
+# Two tables per mapping, as examples/cgnat.nfp: `out` by (source, sport) and `back` by
+# (address, port); `back` holds the port and is refreshed only by `out`'s hits.
+HELD = """state out { key { ip.src: exact; udp.sport: exact; } value { ext: bit<16>; } size = 8; timeout = 10s; }
+state back { key { ip.dst: exact as addr; meta.port: exact as port; } value { who: bit<32>; } size = 8;
+             timeout = 10s; refresh = false; holds_ports = [addr, port]; }
+stage s1 {
+  lookup out {
+    hit(m) { meta.port = m.ext; refresh back; }
+    miss { meta.port = alloc_port(ip.dst); if (meta.port == 0) { drop(exhausted); }
+           insert out { ext = meta.port; }  insert back { who = ip.src; } }
+  }
+  if (udp.dport == 7) { remove back; }
+  udp.sport = meta.port;
+  forward(1);
+}"""
+
+
+def test_refresh_restarts_another_tables_timer_and_a_held_port_is_freed_when_it_expires(tmp_path):
+    it = interp(tmp_path, HELD)
+    sport = lambda out: Ether(out.data)[UDP].sport  # noqa: E731
+    assert sport(it.process(ip_pkt(src="10.0.0.1"), 0, now=0)) == 1024
+    assert sport(it.process(ip_pkt(src="10.0.0.1"), 0, now=8)) == 1024  # out's hit: back refreshed to 18 s
+    assert sport(it.process(ip_pkt(src="10.0.0.3"), 0, now=12)) == 1025  # 1024 still held by back
+    assert it.state.state_lookup("back", (0x0A000002, 1024), 17, refresh=False) == {"who": 0x0A000001}
+    # out expired at 18 s with back: 1024 is free again, the lowest
+    assert sport(it.process(ip_pkt(src="10.0.0.4"), 0, now=18)) == 1024
+
+
+def test_refresh_of_a_missing_entry_does_nothing_and_remove_frees_the_port(tmp_path):
+    it = interp(tmp_path, HELD)
+    sport = lambda out: Ether(out.data)[UDP].sport  # noqa: E731
+    assert sport(it.process(ip_pkt(src="10.0.0.1"), 0, now=0)) == 1024
+    it.state.state_remove("back", (0x0A000002, 1024), 1)  # the mapping's inbound half, gone
+    assert sport(it.process(ip_pkt(src="10.0.0.1"), 0, now=2)) == 1024  # out hits; refresh finds nothing
+    assert "back" in it.state.state_tables and not it.state.state_tables["back"]
+    assert sport(it.process(ip_pkt(src="10.0.0.5"), 0, now=3)) == 1024  # the removal gave 1024 back
+    removed = bytes(Ether() / IP(src="10.0.0.6", dst="10.0.0.2") / UDP(sport=1000, dport=7))
+    assert sport(it.process(removed, 0, now=4)) == 1025  # inserted, then removed
+    assert sport(it.process(ip_pkt(src="10.0.0.7"), 0, now=5)) == 1025
+
+
 # ---- anti-replay (RFC 4303 Appendix A) ---------------------------------------------------
 
 def replay_it(tmp_path: Path) -> Interpreter:

@@ -12,8 +12,8 @@ when removed, so the port of an expired mapping is free again (seed 002 §3).
 
 from __future__ import annotations
 
-from collections import Counter as Tally
 import math
+from collections import Counter as Tally
 from dataclasses import dataclass, field
 
 from compiler import ir

@@ -648,7 +648,6 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
             shift += f.width
     else:
         hit = [c.Decl("uint64_t *", v.name, c.Cast("uint64_t *", c.Name(data)))]
-        n = len(t.values)
         if t.is_state and t.hints.refresh:  # a hit restarts the idle timer
             hit.append(_touch(t, v))
         for i, f in enumerate(t.values):
