@@ -139,16 +139,44 @@ class CachePolicy:
                 return key
         return None
 
-    def promote(self, key: Key) -> CacheDecision | None:
-        """Cache a server entry the traffic wants, if there is room and (LPM) every server
-        prefix inside it is cached already, so it hijacks none; None: it cannot go in."""
+    def promote(self, key: Key, unit: int = 1) -> CacheDecision | None:
+        """Cache a server entry the traffic wants, if there is room; an LPM prefix with every
+        server prefix inside it not cached yet, as one unit of at most ``unit`` entries (they
+        go in longest first: ``switch_order``), so it hijacks none.  None: it cannot go in
+        (no room, or a bigger unit)."""
         if key in self.cached or key not in self.server or len(self.cached) >= self.capacity:
             return None
+        inside: list[Key] = []
         if self.lpm is not None and not self._all_inside_cached(key):
-            return None
-        d = CacheDecision(install=[key])
+            counts = self._inside[key]
+            missing = counts[SERVER] - counts[CACHED]
+            if missing + 1 > min(unit, self.capacity - len(self.cached)):
+                return None
+            inside = self._uncached_inside(key)
+        d = CacheDecision(install=[*inside, key])
         self._cache(d.install, True)
         return d
+
+    def _uncached_inside(self, key: Key) -> list[Key]:
+        """The server prefixes strictly inside key and not cached: a walk down the prefixes
+        that have any inside them (``_inside``), O(their number x width)."""
+        assert self.lpm is not None
+        out: list[Key] = []
+        todo = [key]
+        while todo:
+            outer = todo.pop()
+            length = outer[-1]
+            if length == self.width:
+                continue
+            value, shift = outer[self.lpm], self.width - length - 1
+            for bit in (0, 1):
+                child = (*outer[:self.lpm], value | bit << shift, *outer[self.lpm + 1:-1], length + 1)
+                if child in self.server and child not in self.cached:
+                    out.append(child)
+                counts = self._inside.get(child)
+                if counts is not None and counts[SERVER] > counts[CACHED]:
+                    todo.append(child)
+        return out
 
     def demote(self, key: Key) -> CacheDecision:
         """Take an entry out of the cache (LPM: with every cached prefix covering it, which

@@ -11,8 +11,9 @@ One ``step`` of a cached table:
 2. **Promote the hot.** The server counts its hits of the table (control channel HITS): each
    is a switch miss.  The manager adds them to each entry's heat, which halves every
    ``half_life`` seconds; the hottest entries go into the room there is, first; an LPM
-   prefix goes in only when every server prefix inside it is cached already, so it hijacks
-   none (``CachePolicy.promote``; such a prefix is counted as ``blocked``).
+   prefix goes in with every server prefix inside it that is not cached yet, as one unit of
+   at most ``unit`` entries, so it hijacks none (``CachePolicy.promote``; a prefix with a
+   bigger unit, or one that does not fit the room left, is counted as ``blocked``).
 3. Write both to the switch in a safe order (``Runtime.apply_cache``: evictions shortest
    prefix first, then promotions longest first; an entry is on the server before it is in
    the cache).
@@ -50,7 +51,7 @@ BLUEBIRD = IdleLimits(((0.95, 100.0), (0.90, 300.0), (0.85, 1100.0)))  # seed 00
 class StepReport:
     evicted: int  # entries taken out of the switch cache (LPM: with their covering prefixes)
     promoted: int  # server entries put into it
-    blocked: int  # hot LPM prefixes left out: a server prefix inside them is not cached
+    blocked: int  # hot LPM prefixes left out: the unit of them and what is inside them is too big
     server_hits: int  # the switch misses the server counted since the last step
     lost: int  # hits the server could not count (HITS: not kept, and lost in its logs since the last step)
 
@@ -58,9 +59,12 @@ class StepReport:
 class CacheManager:
     """Manages one cached table of a ``Runtime`` connected to both the switch and the server."""
 
-    def __init__(self, runtime: Runtime, table: str, limits: IdleLimits = BLUEBIRD, half_life: float = 1.0) -> None:
+    def __init__(self, runtime: Runtime, table: str, limits: IdleLimits = BLUEBIRD, half_life: float = 1.0,
+                 unit: int = 64) -> None:
         """``half_life``: seconds after which a server hit counts half when hot entries are
-        ranked (the counts of one step are few; the ranking remembers the steps before)."""
+        ranked (the counts of one step are few; the ranking remembers the steps before);
+        ``unit``: most entries an LPM prefix takes into the cache with it (itself and the
+        server prefixes inside it)."""
         self.rt = runtime
         self.table = table
         self.schema = runtime.schemas[table]
@@ -69,6 +73,7 @@ class CacheManager:
         self.policy = runtime.caches[table]
         self.limits = limits
         self.half_life = half_life
+        self.unit = unit
         # server hits of entries not cached, each weighted 2^((t - _t0) / half_life) at its time t:
         # ranked as the decayed counts are, without touching every entry at every step
         self.heat: dict[Key, float] = {}
@@ -88,7 +93,7 @@ class CacheManager:
         for key, _n in sorted(self.heat.items(), key=lambda kv: kv[1], reverse=True):
             if len(self.policy.cached) >= self.policy.capacity:
                 break
-            d = self.policy.promote(key)
+            d = self.policy.promote(key, self.unit)
             if d is None:
                 blocked += 1
             else:
