@@ -24,7 +24,9 @@ from runtime.cache import CacheDecision, CachePolicy, switch_order
 from runtime.control import ControlChannel
 from runtime.entries import EntriesError, EntrySpec, parse_value
 from runtime.errors import ChannelError, EntryNotFound, InvalidEntry, RuntimeApiError
+from runtime.goal import GoalStore
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
+from runtime.reconcile import Repair, goal_entry, reconcile
 
 __all__ = ["Field", "Runtime", "Table", "TableSchema", "Value", "check_entry"]
 
@@ -135,8 +137,11 @@ class Runtime:
     """The control plane of one built NF (``OUT``): switch, server, or both."""
 
     def __init__(self, out: str | Path, *, switch: SwitchClient | None = None,
-                 server: ControlChannel | None = None) -> None:
+                 server: ControlChannel | None = None, goal: GoalStore | None = None) -> None:
+        """``goal``: where the runtime records every write the data planes took, for
+        ``reconcile`` after a restart (none: nothing is recorded)."""
         self.out = Path(out)
+        self.goal = goal
         self.plan = load_plan(self.out)
         self.schemas = {t.name: t for t in self.plan.tables}
         self.switch = switch
@@ -157,9 +162,10 @@ class Runtime:
 
     @classmethod
     def connect(cls, out: str | Path, *, p4runtime: str | None = None, control: str | Path | None = None,
-                arch: str = "tna", tls: ClientTls | None = None) -> Runtime:
+                arch: str = "tna", tls: ClientTls | None = None, goal: str | Path | None = None) -> Runtime:
         """Connect to a switch's P4Runtime endpoint and/or a server program's control socket;
-        with ``tls``, to the switch over TLS (mutual TLS when it holds a client certificate)."""
+        with ``tls``, to the switch over TLS (mutual TLS when it holds a client certificate);
+        with ``goal``, keep the goal state in that SQLite file (made if new)."""
         out = Path(out)
         switch = None
         if p4runtime is not None:
@@ -167,13 +173,23 @@ class Runtime:
             switch = SwitchClient(p4runtime, names, arch, tls=tls)
         elif tls is not None:
             raise ChannelError("tls= is for the switch's P4Runtime endpoint: give p4runtime= too")
-        return cls(out, switch=switch, server=ControlChannel(control) if control is not None else None)
+        return cls(out, switch=switch, server=ControlChannel(control) if control is not None else None,
+                   goal=GoalStore(goal) if goal is not None else None)
 
     def close(self) -> None:
         if self.switch is not None:
             self.switch.close()
         if self.server is not None:
             self.server.close()
+        if self.goal is not None:
+            self.goal.close()
+
+    def reconcile(self) -> dict[str, dict[str, Repair]]:
+        """After the switch, the server program or this runtime restarted: bring each table on
+        each side to the goal state (runtime/reconcile.py); per table and side, what it took."""
+        if self.goal is None:
+            raise ChannelError("reconcile needs the goal state: connect with goal=PATH")
+        return reconcile(self)
 
     def table(self, name: str) -> Table:
         if name not in self.schemas:
@@ -251,8 +267,14 @@ class Runtime:
             raise
 
     def write(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
+        """Put entries where the plan says (all or nothing); then record them in the goal state."""
         if not entries:
             return
+        self._write(s, op, entries)
+        if self.goal is not None:
+            self.goal.apply(s.name, op, [goal_entry(s, e) for e in entries])
+
+    def _write(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
         if not s.on_server:
             self._switch(s, op, entries)
             return

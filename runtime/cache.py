@@ -87,6 +87,10 @@ class CachePolicy:
 
     # ---- decisions --------------------------------------------------------------------------
 
+    def serve(self, key: Key) -> None:
+        """An entry the server holds, the cache left as it is (a runtime rebuilding its policy)."""
+        self._serve(key, True)
+
     def on_add(self, key: Key) -> CacheDecision:
         d = CacheDecision()
         self._serve(key, True)

@@ -132,8 +132,7 @@ def test_a_hot_prefix_goes_in_with_everything_inside_it_as_one_unit():
     hijack the /16 and /24's traffic; as a unit of 3 the /24 goes in first."""
     p = CachePolicy(capacity=8, lpm=0, width=32)
     for key in [(0x0A000000, 8), (0x0A010000, 16), (0x0A010200, 24), (0x0B000000, 8)]:
-        p.on_add(key)
-        p.revert(CacheDecision(install=[key]))  # the operator's adds reach the server only
+        p.serve(key)  # on the server only
     assert p.cached == set()
     assert p.promote((0x0A000000, 8), unit=2) is None  # a unit of 3 does not fit in 2
     d = p.promote((0x0A000000, 8), unit=3)

@@ -1,0 +1,51 @@
+"""The runtime's goal state: every entry the operator's writes have put in each table, kept in
+a SQLite file (Python's ``sqlite3``) so that it outlives the switch, the server program and
+the runtime itself.  ``Runtime.reconcile`` compares what each data plane holds with it after
+a restart and repairs the difference (issue 14, item 5; Bluebird's lesson, seed 003 §5: the
+controller holds the truth the switch is rebuilt from).
+
+One row per entry: the table, its key (each key field's value and prefix length or mask, in
+``.nfp`` order, as JSON), its priority and its values (JSON, ``.nfp`` order).  A write's
+entries are one transaction; the runtime records a write once both data planes took it.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+__all__ = ["GoalEntry", "GoalStore"]
+
+GoalEntry = tuple[tuple[tuple[int, int | None], ...], int, tuple[int, ...]]  # key, priority, values
+
+
+class GoalStore:
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        self.db = sqlite3.connect(self.path)
+        self.db.execute("CREATE TABLE IF NOT EXISTS entries (tbl TEXT NOT NULL, key TEXT NOT NULL, "
+                        "priority INTEGER NOT NULL, vals TEXT NOT NULL, PRIMARY KEY (tbl, key, priority))")
+        self.db.commit()
+
+    def close(self) -> None:
+        self.db.close()
+
+    def apply(self, table: str, op: str, entries: Sequence[GoalEntry]) -> None:
+        """Record a write the data planes took: ``add`` / ``modify`` set the entries, ``delete``
+        removes them (their values ignored)."""
+        rows = [(table, json.dumps(key), prio, json.dumps(vals)) for key, prio, vals in entries]
+        with self.db:
+            if op == "delete":
+                self.db.executemany("DELETE FROM entries WHERE tbl = ? AND key = ? AND priority = ?",
+                                    [r[:3] for r in rows])
+            else:
+                self.db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", rows)
+
+    def entries(self, table: str) -> Iterator[GoalEntry]:
+        for key, prio, vals in self.db.execute("SELECT key, priority, vals FROM entries WHERE tbl = ?", (table,)):
+            yield tuple((int(v), m) for v, m in json.loads(key)), int(prio), tuple(json.loads(vals))
+
+    def count(self, table: str) -> int:
+        return int(self.db.execute("SELECT COUNT(*) FROM entries WHERE tbl = ?", (table,)).fetchone()[0])

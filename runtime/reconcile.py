@@ -1,0 +1,161 @@
+"""After a restart of the switch, the server program or the runtime: compare what each data
+plane holds with the goal state (:mod:`runtime.goal`) and repair the difference, table by
+table (issue 14, item 5).
+
+* A server table (alone or behind a switch cache) is dumped (control channel DUMP) and
+  brought to the goal: missing entries added, stale ones modified, extra ones deleted.
+* A switch table is read whole (P4Runtime Read) and repaired the same way.
+* A switch cache is brought to what the cache policy holds, with the goal's values: extra
+  entries deleted first, shortest prefix first, then missing ones added, longest first, each
+  prefix length one write (``switch_order``), so no moment hijacks a prefix's traffic.  A
+  runtime that restarted has an empty policy: it adopts the cache entries the switch still
+  holds that keep the LPM invariant (every server prefix inside a cached one is cached) and
+  drops the rest, instead of emptying the cache.
+
+The server is repaired before the switch cache that is in front of it (an entry on the
+server before it is cached).  Data-plane state is not in the goal: the data plane writes it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from runtime.cache import CacheDecision, CachePolicy, Key, switch_order
+from runtime.goal import GoalEntry
+
+if TYPE_CHECKING:
+    from runtime.api import Runtime, TableSchema, _Entry
+
+__all__ = ["Repair", "reconcile"]
+
+
+@dataclass
+class Repair:
+    """What one side of one table needed: entries added, modified and deleted."""
+
+    added: int = 0
+    modified: int = 0
+    deleted: int = 0
+
+    def __bool__(self) -> bool:
+        return bool(self.added or self.modified or self.deleted)
+
+
+GoalKey = tuple[tuple[tuple[int, int | None], ...], int]  # the key fields, the priority
+
+
+def reconcile(rt: Runtime) -> dict[str, dict[str, Repair]]:
+    """Repair every table of ``rt`` against its goal store; per table, per side, what was done."""
+    from runtime.api import _Entry
+
+    assert rt.goal is not None
+    out: dict[str, dict[str, Repair]] = {}
+    for s in rt.schemas.values():
+        if s.state:
+            continue
+        goal = {(key, prio): vals for key, prio, vals in rt.goal.entries(s.name)}
+        entries = {gk: _Entry(dict(zip([k.name for k in s.keys], gk[0], strict=True)),
+                              dict(zip([v.name for v in s.values], vals, strict=True)), gk[1])
+                   for gk, vals in goal.items()}
+        sides: dict[str, Repair] = {}
+        if s.on_server and rt.server is not None:
+            sides["server"] = _server(rt, s, entries)
+        if s.cached and rt.switch is not None:
+            sides["switch"] = _cache(rt, s, entries)
+        elif s.on_switch and not s.on_server and rt.switch is not None:
+            sides["switch"] = _switch(rt, s, goal, entries)
+        out[s.name] = sides
+    return out
+
+
+def _server(rt: Runtime, s: TableSchema, entries: dict[GoalKey, _Entry]) -> Repair:
+    assert rt.server is not None
+    width = len(s.keys) + (1 if s.lpm is not None else 0)
+    have = {tuple(r[:width]): tuple(r[width:]) for r in rt.server.dump(s.name)}
+    want = {tuple(e.server_record(s, False)): e for e in entries.values()}
+    r = Repair()
+    extra = [k for k in have if k not in want]
+    if extra:
+        rt.server.write("delete", s.name, [list(k) for k in extra], chunk=1 << 20)
+        r.deleted = len(extra)
+    add = [e.server_record(s) for k, e in want.items() if k not in have]
+    stale = [rec for k, e in want.items() if k in have and have[k] != tuple((rec := e.server_record(s))[width:])]
+    for op, recs in (("add", add), ("modify", stale)):
+        if recs:
+            rt.server.write(op, s.name, recs, chunk=1 << 20)
+    r.added, r.modified = len(add), len(stale)
+    return r
+
+
+def _switch(rt: Runtime, s: TableSchema, goal: dict[GoalKey, tuple[int, ...]],
+            entries: dict[GoalKey, _Entry]) -> Repair:
+    """A table on the switch alone: its whole content to the goal."""
+    assert rt.switch is not None
+    have = {(tuple(m[k.name] for k in s.keys), p): tuple(v[f.name] for f in s.values)
+            for m, v, p in rt.switch.read(s.name)}
+    r = Repair(added=sum(k not in have for k in goal), deleted=sum(k not in goal for k in have),
+               modified=sum(k in have and have[k] != v for k, v in goal.items()))
+    for op, batch in (("delete", [_named(s, k) for k in have if k not in goal]),
+                      ("add", [entries[k] for k in goal if k not in have]),
+                      ("modify", [entries[k] for k, v in goal.items() if k in have and have[k] != v])):
+        if batch:
+            rt._switch(s, op, batch)
+    return r
+
+
+def _named(s: TableSchema, gk: GoalKey) -> _Entry:
+    from runtime.api import _Entry
+
+    return _Entry(dict(zip([k.name for k in s.keys], gk[0], strict=True)), {}, gk[1])
+
+
+def _cache(rt: Runtime, s: TableSchema, entries: dict[GoalKey, _Entry]) -> Repair:
+    """A switch cache to what the policy holds (adopting what the switch has, if the policy
+    is new), with the goal's values."""
+    assert rt.switch is not None
+    by_key = {e.key(s): e for e in entries.values()}
+    on_switch: dict[Key, tuple[int, ...]] = {}
+    for m, v, p in rt.switch.read(s.name):
+        e = _named(s, (tuple(m[k.name] for k in s.keys), p))
+        on_switch[e.key(s)] = tuple(v[f.name] for f in s.values)
+    policy = rt.caches[s.name]
+    if policy.server != set(by_key):  # the runtime restarted (or its goal was edited): start from the goal
+        policy = rt.caches[s.name] = _adopt(CachePolicy(policy.capacity, policy.lpm, policy.width), by_key,
+                                            on_switch)
+    want = policy.cached
+    stale = [k for k in want if k in on_switch and on_switch[k] != tuple(by_key[k].values[f.name] for f in s.values)]
+    evict = [k for k in on_switch if k not in want]
+    install = [k for k in want if k not in on_switch]
+    deletes, adds = switch_order([CacheDecision(install=install, evict=evict)], s.lpm is not None)
+    for keys in deletes:
+        rt._switch(s, "delete", [_key_entry(s, k) for k in keys])
+    for keys in adds:
+        rt._switch(s, "add", [by_key[k] for k in keys])
+    if stale:
+        rt._switch(s, "modify", [by_key[k] for k in stale])
+    return Repair(added=len(install), modified=len(stale), deleted=len(evict))
+
+
+def _key_entry(s: TableSchema, key: Key) -> _Entry:
+    from runtime.api import _from_key
+
+    return _from_key(s, key)
+
+
+def _adopt(policy: CachePolicy, server: dict[Key, _Entry], on_switch: Iterable[Key]) -> CachePolicy:
+    """A new policy serving ``server`` and caching what of ``on_switch`` it may: entries of
+    the table, up to the capacity, longest prefix first, each only if every server prefix
+    inside it is cached already (else it would hijack)."""
+    for key in server:
+        policy.serve(key)
+    keep = sorted((k for k in on_switch if k in server), key=lambda k: -k[-1] if policy.lpm is not None else 0)
+    for key in keep:
+        policy.promote(key)
+    return policy
+
+
+def goal_entry(s: TableSchema, e: _Entry) -> GoalEntry:
+    """An entry as the goal store keeps it."""
+    return tuple(e.match[k.name] for k in s.keys), e.priority, tuple(e.values.get(v.name, 0) for v in s.values)
