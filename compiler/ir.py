@@ -371,6 +371,8 @@ class Table:
     span: Span
     # state only: key fields (address, port) whose alloc_port port each entry holds until it expires
     holds_ports: tuple[int, int] | None = None
+    # a switch cache's idle limits: (occupancy at least, seconds idle), the fullest first; None: the runtime's default
+    idle_limits: tuple[tuple[float, float], ...] | None = None
 
     @property
     def key_bits(self) -> int:

@@ -133,7 +133,10 @@ class _Lower:
         held = props.get("holds_ports")
         names = [k.name for k in keys]
         holds = (names.index(held.names[0]), names.index(held.names[1])) if isinstance(held, ast.NameList) else None
-        return ir.Table(t.name, t.is_state, keys, values, size or 0, hints, timeout, t.span, holds)
+        limits = props.get("idle_limits")
+        idle = tuple(sorted(((quantity_fraction(a) or 0.0, quantity_seconds(b) or 0.0) for a, b in limits.pairs),
+                            reverse=True)) if isinstance(limits, ast.LimitList) else None
+        return ir.Table(t.name, t.is_state, keys, values, size or 0, hints, timeout, t.span, holds, idle)
 
     def _pipeline(self, p: ast.PipelineDecl) -> ir.Pipeline:
         props = {x.name: x.value for x in p.props}
@@ -339,6 +342,8 @@ def _prop(p: ast.Property) -> ir.PropVal:
             return ir.PropVal(p.name, None, "", None, v.names, p.span)
         case ast.PortList():
             return ir.PropVal(p.name, None, "", None, tuple(f"{lo}..{hi}" for lo, hi in v.ranges), p.span)
+        case ast.LimitList():
+            raise InternalError("idle limits are a table's, not a target's", p.span)
         case _:
             assert_never(v)
 

@@ -86,6 +86,7 @@ class TableInfo:
     tcam_blocks: int = 0
     mau_stages: tuple[int, int] | None = None  # first, last MAU stage on the switch
     server_bytes: int = 0  # the full table's memory on each server (0: not on a server)
+    idle_limits: tuple[tuple[float, float], ...] | None = None  # a cache's (occupancy, seconds), fullest first
 
     @property
     def state(self) -> bool:
@@ -256,7 +257,9 @@ def _table(t: dict[str, Any]) -> TableInfo:
                      t["source"], tuple(FieldInfo(k["name"], int(k["width"]), k["match"]) for k in t["keys"]),
                      tuple(FieldInfo(v["name"], int(v["width"])) for v in t["values"]),
                      int(sw.get("entries", 0)), int(sw.get("sram_blocks", 0)), int(sw.get("tcam_blocks", 0)),
-                     (int(mau[0]), int(mau[1])) if mau else None, int((t.get("server") or {}).get("memory_bytes", 0)))
+                     (int(mau[0]), int(mau[1])) if mau else None, int((t.get("server") or {}).get("memory_bytes", 0)),
+                     tuple((float(x["occupancy"]), float(x["seconds"])) for x in t["idle_limits"])
+                     if "idle_limits" in t else None)
 
 
 def _stage(s: dict[str, Any]) -> StageInfo:

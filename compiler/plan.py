@@ -62,6 +62,8 @@ def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | 
                          "mau_stages": [units[0].first, units[0].last] if units else None}
     if where.on_server:
         out["server"] = {"entries": t.size, "memory_bytes": server_bytes(t)}
+    if t.idle_limits is not None and where is TablePlacement.CACHED:  # the cache manager's policy
+        out["idle_limits"] = [{"occupancy": occ, "seconds": sec} for occ, sec in t.idle_limits]
     return out
 
 

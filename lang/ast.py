@@ -341,7 +341,15 @@ class NameValue:
     name: str
 
 
-PropValue = IntLit | BoolLit | Quantity | StringLit | NameValue | PortList | NameList
+@dataclass(frozen=True, slots=True)
+class LimitList:
+    """``[85%: 1100s, 90%: 300s]``: pairs of quantities (a cache's idle limits by occupancy)."""
+
+    span: Span
+    pairs: tuple[tuple[Quantity, Quantity], ...]
+
+
+PropValue = IntLit | BoolLit | Quantity | StringLit | NameValue | PortList | NameList | LimitList
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,6 +210,8 @@ class _Checker(ExprChecker):
         checks names and units), but every number and port list must be in range."""
         for p in props:
             check_number(p, self.d)
+            if isinstance(p.value, ast.LimitList):
+                self.d.error("E032", f"{p.name}: a list of limits is only a cached table's idle_limits", p.value.span)
 
     # ---- parse graphs --------------------------------------------------------------------
 
@@ -364,6 +366,31 @@ class _Checker(ExprChecker):
                 self.d.error("E032", f"{p.name} must be true or false", p.value.span)
             elif p.name in ("updates", "skew") and not isinstance(p.value, ast.IntLit | ast.Quantity):
                 self.d.error("E032", f"{p.name} must be a number", p.value.span)
+            elif p.name == "idle_limits":
+                self._idle_limits(t, p)
+            elif isinstance(p.value, ast.LimitList):
+                self.d.error("E032", f"{p.name}: a list of limits is only a cached table's idle_limits", p.value.span)
+
+    def _idle_limits(self, t: ast.TableDecl, p: ast.Property) -> None:
+        """``idle_limits = [85%: 1100s, 90%: 300s, 95%: 100s];``: how long a cached entry may
+        stay idle on the switch, by how full the cache is (the cache manager's policy)."""
+        cached = any(q.name == "cache" and isinstance(q.value, ast.BoolLit) and q.value.value for q in t.props)
+        if not cached:
+            self.d.error("E032", "idle_limits is for a switch cache: the table needs 'cache = true;'", p.span)
+        elif not isinstance(p.value, ast.LimitList):
+            self.d.error("E032", "idle_limits must be a list like [85%: 1100s, 90%: 300s, 95%: 100s]", p.value.span)
+        else:
+            seen: set[float] = set()
+            for full, idle in p.value.pairs:
+                f = quantity_fraction(full)
+                if full.unit != "%" or f is None or not 0 <= f <= 1:
+                    self.d.error("E032", "an idle limit's occupancy must be a percentage between 0% and 100%",
+                                 full.span)
+                elif f in seen:
+                    self.d.error("E032", f"occupancy {full.number:g}% is given twice", full.span)
+                else:
+                    seen.add(f)
+                check_timeout(idle, self.d)
 
     def _fraction(self, p: ast.Property) -> None:
         f = quantity_fraction(p.value)

@@ -507,6 +507,13 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
     def port_list(self, meta: Any, c: list[Any]) -> ast.PortList:
         return ast.PortList(self.sp(meta), tuple(c))
 
+    def limit(self, meta: Any, c: list[Any]) -> tuple[ast.Quantity, ast.Quantity]:
+        first, second = (self.lit_quantity(t, [t]) for t in c)  # a token is its own span
+        return first, second
+
+    def limit_list(self, meta: Any, c: list[Any]) -> ast.LimitList:
+        return ast.LimitList(self.sp(meta), tuple(c))
+
     def _table(self, meta: Any, c: list[Any], is_state: bool) -> ast.TableDecl:
         keys: tuple[ast.KeyField, ...] = ()
         values: tuple[ast.FieldDecl, ...] = ()

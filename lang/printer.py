@@ -97,6 +97,8 @@ def _prop_value(v: ast.PropValue) -> str:
             return "[" + ", ".join(v.names) + "]"
         case ast.PortList():
             return _ports(v)
+        case ast.LimitList():
+            return "[" + ", ".join(f"{print_expr(a)}: {print_expr(b)}" for a, b in v.pairs) + "]"
         case _:
             return print_expr(v)
 

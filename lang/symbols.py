@@ -36,7 +36,8 @@ STD_FIELDS: dict[str, int] = {"ingress_port": 16, "timestamp": 48, "packet_lengt
 MATCH_KINDS = ("exact", "lpm", "ternary", "range")
 HASHES = {"crc16": 16, "crc32": 32}
 BUILTINS = ("valid", "checksum_ok", "csum_update", *HASHES)
-TABLE_PROPS = {"size", "active", "updates", "traffic", "skew", "timeout", "pin", "cache", "refresh", "holds_ports"}
+TABLE_PROPS = {"size", "active", "updates", "traffic", "skew", "timeout", "pin", "cache", "refresh", "holds_ports",
+               "idle_limits"}
 PIPELINE_PROPS = {"ports", "parser", "stages", "traffic"}
 COUNTER_METHODS = {"counter": ("count",), "meter": ("execute",)}
 

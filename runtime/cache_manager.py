@@ -59,10 +59,11 @@ class StepReport:
 class CacheManager:
     """Manages one cached table of a ``Runtime`` connected to both the switch and the server."""
 
-    def __init__(self, runtime: Runtime, table: str, limits: IdleLimits = BLUEBIRD, half_life: float = 1.0,
+    def __init__(self, runtime: Runtime, table: str, limits: IdleLimits | None = None, half_life: float = 1.0,
                  unit: int = 64) -> None:
         """``half_life``: seconds after which a server hit counts half when hot entries are
         ranked (the counts of one step are few; the ranking remembers the steps before);
+        ``limits``: the table's ``idle_limits`` (plan.json) if not given, else Bluebird's;
         ``unit``: most entries an LPM prefix takes into the cache with it (itself and the
         server prefixes inside it)."""
         self.rt = runtime
@@ -71,7 +72,7 @@ class CacheManager:
         if not self.schema.cached:
             raise ValueError(f"table {table} is not a switch cache")
         self.policy = runtime.caches[table]
-        self.limits = limits
+        self.limits = limits or (IdleLimits(self.schema.idle_limits) if self.schema.idle_limits else BLUEBIRD)
         self.half_life = half_life
         self.unit = unit
         # server hits of entries not cached, each weighted 2^((t - _t0) / half_life) at its time t:

@@ -85,6 +85,26 @@ def test_bluebird_limits_follow_its_table_2():
     assert [BLUEBIRD.limit(x) for x in (0.5, 0.85, 0.9, 0.94, 0.95, 1.0)] == [None, 1100, 300, 300, 100, 100]
 
 
+def test_the_manager_takes_the_idle_limits_the_nfp_states(tmp_path):
+    """``idle_limits`` on a cached table reaches plan.json and the manager's policy: the
+    .nfp's limits, fullest first; without them, Bluebird's."""
+    src = tmp_path / "limits.nfp"
+    src.write_text(PROGRAM.read_text().replace("cache = true;", "cache = true; idle_limits = [50%: 20s, 99%: 1.5s];"))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(src), "-o", str(out), "--no-verify"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    m = CacheManager(Runtime(out), "hosts")
+    assert m.limits.steps == ((0.99, 1.5), (0.5, 20.0))
+    assert [m.limits.limit(x) for x in (0.4, 0.5, 0.98, 0.99)] == [None, 20.0, 20.0, 1.5]
+    assert CacheManager(Runtime(out), "hosts", limits=BLUEBIRD).limits is BLUEBIRD
+    plain = tmp_path / "plain"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(plain), "--no-verify"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert CacheManager(Runtime(plain), "hosts").limits is BLUEBIRD
+
+
 def _p(a: str) -> tuple[int, int]:
     net = ipaddress.IPv4Network(a)
     return int(net.network_address), net.prefixlen

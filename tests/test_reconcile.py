@@ -23,6 +23,7 @@ import pytest
 from emulator.switchmodel.server import P4RuntimeServer, serve
 from nfc._build_dir import open_build
 from runtime.api import Runtime
+from runtime.goal import GoalStore
 from runtime.p4runtime import SwitchClient, SwitchUpdate
 from runtime.server_proc import ServerProcess
 from tests.conftest import HAVE_DPDK, ROOT
@@ -77,17 +78,11 @@ class Sides:
         self.server.stop()
 
     def runtime(self, goal: Path) -> Runtime:
-        return Runtime(self.out, switch=self.switch, server=self.server.control, goal=_store(goal))
+        return Runtime(self.out, switch=self.switch, server=self.server.control, goal=GoalStore(goal))
 
     def close(self) -> None:
         self.stop_switch()
         self.stop_server()
-
-
-def _store(path: Path):  # noqa: ANN202
-    from runtime.goal import GoalStore
-
-    return GoalStore(path)
 
 
 def _load(rt: Runtime) -> None:

@@ -41,10 +41,10 @@ struct nfc_table nfc_tables[1] = {
 int nfc_run(struct nfc_pkt *p)
 {
     if (p->cut == 1u) {
-        /* stage map_ca_to_pa, examples/bluebird_tor.nfp:153 */
+        /* stage map_ca_to_pa, examples/bluebird_tor.nfp:155 */
         if (p->meta[1] == 1ull) {
             {
-                /* lookup ca_to_pa, examples/bluebird_tor.nfp:155 */
+                /* lookup ca_to_pa, examples/bluebird_tor.nfp:157 */
                 uint8_t key1[16];
                 uint64_t f2 = p->meta[0];
                 uint64_t f3 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;

@@ -258,13 +258,13 @@ parser NfcParser(
         }
     }
 
-    // pipeline bare_metal_to_vnet, examples/bluebird_tor.nfp:324
+    // pipeline bare_metal_to_vnet, examples/bluebird_tor.nfp:326
     state nfc_enter_bare_metal_to_vnet {
         meta.nfc_pipeline = 8w1;
         transition from_bare_metal__start;
     }
 
-    // pipeline vnet_to_bare_metal, examples/bluebird_tor.nfp:331
+    // pipeline vnet_to_bare_metal, examples/bluebird_tor.nfp:333
     state nfc_enter_vnet_to_bare_metal {
         meta.nfc_pipeline = 8w2;
         transition from_fabric__start;
@@ -354,7 +354,7 @@ parser NfcParser(
         transition accept;
     }
 
-    // from_fabric.start, examples/bluebird_tor.nfp:218
+    // from_fabric.start, examples/bluebird_tor.nfp:220
     state from_fabric__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
@@ -363,7 +363,7 @@ parser NfcParser(
         }
     }
 
-    // from_fabric.outer_ip, examples/bluebird_tor.nfp:227
+    // from_fabric.outer_ip, examples/bluebird_tor.nfp:229
     state from_fabric__outer_ip {
         pkt.extract(hdr.outer_ipv4);
         transition select(hdr.outer_ipv4.flags, hdr.outer_ipv4.frag_offset) {
@@ -372,7 +372,7 @@ parser NfcParser(
         }
     }
 
-    // from_fabric.outer_proto, examples/bluebird_tor.nfp:237
+    // from_fabric.outer_proto, examples/bluebird_tor.nfp:239
     state from_fabric__outer_proto {
         transition select(hdr.outer_ipv4.protocol) {
             8w0x11: from_fabric__outer_l4;
@@ -380,7 +380,7 @@ parser NfcParser(
         }
     }
 
-    // from_fabric.outer_l4, examples/bluebird_tor.nfp:243
+    // from_fabric.outer_l4, examples/bluebird_tor.nfp:245
     state from_fabric__outer_l4 {
         pkt.extract(hdr.outer_udp);
         transition select(hdr.outer_udp.dport) {
@@ -389,7 +389,7 @@ parser NfcParser(
         }
     }
 
-    // from_fabric.tunnel, examples/bluebird_tor.nfp:251
+    // from_fabric.tunnel, examples/bluebird_tor.nfp:253
     state from_fabric__tunnel {
         pkt.extract(hdr.vxlan);
         transition select(hdr.vxlan.flags) {
@@ -398,7 +398,7 @@ parser NfcParser(
         }
     }
 
-    // from_fabric.inner_eth, examples/bluebird_tor.nfp:259
+    // from_fabric.inner_eth, examples/bluebird_tor.nfp:261
     state from_fabric__inner_eth {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
@@ -407,7 +407,7 @@ parser NfcParser(
         }
     }
 
-    // from_fabric.inner_v4, examples/bluebird_tor.nfp:267
+    // from_fabric.inner_v4, examples/bluebird_tor.nfp:269
     state from_fabric__inner_v4 {
         pkt.extract(hdr.ipv4);
         transition accept;
@@ -552,13 +552,13 @@ control NfcIngress(
         support_timeout = true;
     }
 
-    // entry of table pa_routes, examples/bluebird_tor.nfp:188
+    // entry of table pa_routes, examples/bluebird_tor.nfp:190
     action pa_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.pa_routes__port = v_port;
         meta.pa_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table pa_routes, examples/bluebird_tor.nfp:188
+    // table pa_routes, examples/bluebird_tor.nfp:190
     table pa_routes {
         key = {
             meta.nfc_rd_outer_ipv4__dst : lpm @name("outer_ipv4_dst");
@@ -571,12 +571,12 @@ control NfcIngress(
         size = 4000;
     }
 
-    // entry of table vni_to_vrf, examples/bluebird_tor.nfp:277
+    // entry of table vni_to_vrf, examples/bluebird_tor.nfp:279
     action vni_to_vrf__hit(bit<16> v_vrf) {
         meta.vni_to_vrf__vrf = v_vrf;
     }
 
-    // table vni_to_vrf, examples/bluebird_tor.nfp:277
+    // table vni_to_vrf, examples/bluebird_tor.nfp:279
     table vni_to_vrf {
         key = {
             hdr.vxlan.vni : exact @name("vxlan_vni");
@@ -589,13 +589,13 @@ control NfcIngress(
         size = 4000;
     }
 
-    // entry of table bare_metal_hosts, examples/bluebird_tor.nfp:284
+    // entry of table bare_metal_hosts, examples/bluebird_tor.nfp:286
     action bare_metal_hosts__hit(bit<16> v_port, bit<48> v_mac) {
         meta.bare_metal_hosts__port = v_port;
         meta.bare_metal_hosts__mac = v_mac;
     }
 
-    // table bare_metal_hosts, examples/bluebird_tor.nfp:284
+    // table bare_metal_hosts, examples/bluebird_tor.nfp:286
     table bare_metal_hosts {
         key = {
             meta.vrf : exact @name("meta_vrf");
@@ -810,7 +810,7 @@ control NfcIngress(
                 }
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage map_ca_to_pa, examples/bluebird_tor.nfp:153
+                // stage map_ca_to_pa, examples/bluebird_tor.nfp:155
                 if (meta.to_vnet == 1w1) {
                     meta.nfc_rd_ipv4__dst = 32w0;
                     if (hdr.ipv4.isValid()) {
@@ -844,7 +844,7 @@ control NfcIngress(
                 }
             }
             if (meta.nfc_resume <= 8w3) {
-                // stage vxlan_encap, examples/bluebird_tor.nfp:166
+                // stage vxlan_encap, examples/bluebird_tor.nfp:168
                 if (meta.to_vnet == 1w1) {
                     hdr.outer_eth.setValid();
                     hdr.outer_eth.dst = 48w0;
@@ -898,7 +898,7 @@ control NfcIngress(
                 }
             }
             if (meta.nfc_resume <= 8w4) {
-                // stage underlay, examples/bluebird_tor.nfp:197
+                // stage underlay, examples/bluebird_tor.nfp:199
                 if (meta.to_vnet == 1w1) {
                     meta.nfc_rd_outer_ipv4__dst = 32w0;
                     if (hdr.outer_ipv4.isValid()) {
@@ -942,7 +942,7 @@ control NfcIngress(
         }
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
-                // stage vxlan_decap, examples/bluebird_tor.nfp:296
+                // stage vxlan_decap, examples/bluebird_tor.nfp:298
                 if (vni_to_vrf.apply().hit) {
                     meta.vrf = meta.vni_to_vrf__vrf;
                     hdr.outer_eth.setInvalid();
@@ -957,7 +957,7 @@ control NfcIngress(
                 }
             }
             if (meta.nfc_resume <= 8w1) {
-                // stage deliver, examples/bluebird_tor.nfp:309
+                // stage deliver, examples/bluebird_tor.nfp:311
                 if (bare_metal_hosts.apply().hit) {
                     hdr.eth.dst = meta.bare_metal_hosts__mac;
                     hdr.eth.src = 48w0x122354a29f;

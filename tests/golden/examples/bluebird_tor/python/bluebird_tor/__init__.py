@@ -156,7 +156,7 @@ class PaRoutesValues(NamedTuple):
 
 
 class PaRoutes(Table):
-    """table pa_routes (examples/bluebird_tor.nfp:188): lpm match, 4000 entries.
+    """table pa_routes (examples/bluebird_tor.nfp:190): lpm match, 4000 entries.
 
     outer_ipv4_dst: bit<32>, lpm (value/prefix-length or (value, length))
     """
@@ -186,7 +186,7 @@ class VniToVrfValues(NamedTuple):
 
 
 class VniToVrf(Table):
-    """table vni_to_vrf (examples/bluebird_tor.nfp:277): exact match, 4000 entries.
+    """table vni_to_vrf (examples/bluebird_tor.nfp:279): exact match, 4000 entries.
 
     vxlan_vni: bit<24>, exact
     """
@@ -217,7 +217,7 @@ class BareMetalHostsValues(NamedTuple):
 
 
 class BareMetalHosts(Table):
-    """table bare_metal_hosts (examples/bluebird_tor.nfp:284): exact match, 8000 entries.
+    """table bare_metal_hosts (examples/bluebird_tor.nfp:286): exact match, 8000 entries.
 
     meta_vrf: bit<16>, exact
     host: bit<32>, exact
