@@ -24,9 +24,11 @@ Per distribution: ``--warm`` packets (the manager learns), then ``--packets`` me
 * **manager**: its steps, entries promoted / evicted per second of its own wall time.
 
 The idle limits are Bluebird's Table 2 divided by ``--idle-scale`` (100: 1 / 3 / 11 s at
-95 / 90 / 85 % occupancy), so that a run of seconds shows eviction.  Promotion latency: a key never
-sent before starts being sent (``--probes`` times, one key each); the time from its first
-packet to its entry in the switch's table (read over P4Runtime), median and p99.
+95 / 90 / 85 % occupancy), so that a run of seconds shows eviction.  The manager promotes every
+``--step-ms`` (HITS, then the writes) and evicts every ``--evict-ms`` (a read of every cached
+entry's idle time).  Promotion latency: one packet of a key never sent before (``--probes``
+keys, one at a time); the time from handing it to the switch model to the return of the switch
+write that installs it, median and p99 (each key is then read back from the switch).
 
 Prints one table; ``--json`` also one JSON line.  docs/runtime.md has a run.
 """
@@ -43,6 +45,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -52,6 +55,7 @@ sys.path.insert(0, str(ROOT))
 from emulator.switchmodel import SwitchModel  # noqa: E402
 from emulator.switchmodel.server import P4RuntimeServer, serve  # noqa: E402
 from runtime.api import Runtime  # noqa: E402
+from runtime.cache import CacheDecision  # noqa: E402
 from runtime.cache_manager import CacheManager, IdleLimits, StepReport  # noqa: E402
 from runtime.control import ControlChannel  # noqa: E402
 from runtime.live import LiveDataPlane  # noqa: E402
@@ -98,7 +102,8 @@ def frame(host: int) -> bytes:
 class Stack:
     """The built program running live, its runtime API, and a manager stepping in a thread."""
 
-    def __init__(self, out: Path, entries: int, cache: int, step_ms: float, idle_scale: float) -> None:
+    def __init__(self, out: Path, entries: int, cache: int, step_ms: float, idle_scale: float,
+                 evict_ms: float) -> None:
         self.model = SwitchModel.from_build(out)
         names = json.loads((out / "switch/name_map.json").read_text())
         self.p4rt = P4RuntimeServer(self.model, names, "tna")
@@ -114,7 +119,19 @@ class Stack:
         log(f"  {entries:,} entries loaded ({cache:,} into the switch, first come) in {time.monotonic() - t0:.1f} s")
         limits = IdleLimits(tuple((at, seconds / idle_scale) for at, seconds in BLUEBIRD_STEPS))
         self.manager = CacheManager(self.rt, "hosts", limits)
+        self.installed: dict[tuple[int, ...], float] = {}  # key -> when its switch write returned
+        apply = self.rt.apply_cache
+
+        def timed(name: str, decisions: Sequence[CacheDecision]) -> None:
+            apply(name, decisions)
+            now = time.monotonic()
+            for d in decisions:
+                for k in d.install:
+                    self.installed.setdefault(k, now)
+
+        self.rt.apply_cache = timed  # type: ignore[method-assign]
         self.step_ms = step_ms
+        self.evict_ms = evict_ms
         self.reports: list[tuple[float, StepReport]] = []
         self._stop = threading.Event()
         self._lock = threading.Lock()
@@ -122,10 +139,13 @@ class Stack:
         self._thread.start()
 
     def _run(self) -> None:
+        evicted_at = 0.0
         while not self._stop.is_set():
             t0 = time.monotonic()
+            evict = t0 - evicted_at >= self.evict_ms / 1000
             with self._lock:
-                report = self.manager.step()
+                report = self.manager.step(evict=evict)
+            evicted_at = t0 if evict else evicted_at
             self.reports.append((time.monotonic() - t0, report))
             self._stop.wait(self.step_ms / 1000)
 
@@ -153,7 +173,7 @@ class Stack:
 
 def run_skew(out: Path, skew: float, args: argparse.Namespace) -> Result:
     log(f"skew {skew or 'uniform'}")
-    stack = Stack(out, args.entries, args.cache, args.step_ms, args.idle_scale)
+    stack = Stack(out, args.entries, args.cache, args.step_ms, args.idle_scale, args.evict_ms)
     try:
         rnd = random.Random(7)
         weights = zipf_weights(args.entries, skew)
@@ -177,19 +197,23 @@ def run_skew(out: Path, skew: float, args: argparse.Namespace) -> Result:
 
 
 def promotion_latency(out: Path, args: argparse.Namespace) -> list[float]:
-    """Seconds from a fresh key's first packet to its switch entry, one key at a time."""
-    stack = Stack(out, args.entries, args.cache, args.step_ms, args.idle_scale)
+    """Seconds from a fresh key's first packet (handed to the switch model) to the return of
+    the switch write that installs it (the manager's, timed as it returns), one key at a time;
+    every key is then read back from the switch."""
+    stack = Stack(out, args.entries, args.cache, args.step_ms, args.idle_scale, args.evict_ms)
     try:
         stack.rt.caches["hosts"].capacity = args.cache + args.probes  # room for each probe
         out_s = []
         for k in range(args.probes):
             host = args.entries - 1 - k  # never sent before
+            key = (BASE + host,)
             t0 = time.monotonic()
-            while not stack.on_switch(host):
-                stack.send([host])
-                if time.monotonic() - t0 > 10:
-                    break
-            out_s.append(time.monotonic() - t0)
+            stack.send([host])
+            while key not in stack.installed and time.monotonic() - t0 < 10:
+                time.sleep(0.0002)
+            out_s.append(stack.installed.get(key, time.monotonic()) - t0)
+            assert stack.on_switch(host), host
+            time.sleep(0.05)  # the next key alone
         return out_s
     finally:
         stack.close()
@@ -216,7 +240,8 @@ def main() -> int:
     ap.add_argument("--warm", type=int, default=20_000)
     ap.add_argument("--packets", type=int, default=20_000)
     ap.add_argument("--probes", type=int, default=20)
-    ap.add_argument("--step-ms", type=float, default=10.0)
+    ap.add_argument("--step-ms", type=float, default=1.0, help="promotion step (HITS, then writes)")
+    ap.add_argument("--evict-ms", type=float, default=100.0, help="eviction step (reads every idle time)")
     ap.add_argument("--idle-scale", type=float, default=100.0,
                     help="Bluebird's idle limits divided by this (the run lasts seconds, not hours)")
     ap.add_argument("--json", action="store_true")
@@ -235,7 +260,8 @@ def main() -> int:
               f"{r.first_come:>10.3f} {r.steps:>6} {r.promoted_per_s:>10.0f} {r.evicted_per_s:>9.0f}")
     lat_ms = sorted(x * 1000 for x in lat)
     p99 = lat_ms[min(len(lat_ms) - 1, int(0.99 * len(lat_ms)))]
-    print(f"\npromotion latency (first packet of a new key to its switch entry, step every {args.step_ms:g} ms): "
+    print(f"\npromotion latency (first packet of a new key to its switch write, step every {args.step_ms:g} ms, "
+          f"evictions every {args.evict_ms:g} ms): "
           f"median {statistics.median(lat_ms):.1f} ms, p99 {p99:.1f} ms over {len(lat_ms)} keys")
     if args.json:
         print(json.dumps({"results": [asdict(r) for r in results], "promotion_ms": lat_ms}))

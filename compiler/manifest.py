@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import enum
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -87,6 +87,10 @@ class TableInfo:
     mau_stages: tuple[int, int] | None = None  # first, last MAU stage on the switch
     server_bytes: int = 0  # the full table's memory on each server (0: not on a server)
     idle_limits: tuple[tuple[float, float], ...] | None = None  # a cache's (occupancy, seconds), fullest first
+    lpm: int | None = field(init=False, default=None)  # the index of the LPM key field, if any
+
+    def __post_init__(self) -> None:  # asked once per entry the runtime writes: computed once
+        object.__setattr__(self, "lpm", next((i for i, k in enumerate(self.keys) if k.match == "lpm"), None))
 
     @property
     def state(self) -> bool:
@@ -104,11 +108,6 @@ class TableInfo:
     @property
     def cached(self) -> bool:
         return self.placement.cached
-
-    @property
-    def lpm(self) -> int | None:
-        """The index of the LPM key field, if any."""
-        return next((i for i, k in enumerate(self.keys) if k.match == "lpm"), None)
 
 
 @dataclass(frozen=True, slots=True)

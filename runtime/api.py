@@ -13,8 +13,7 @@ leaves the switch cache before the server.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -62,6 +61,27 @@ def _from_key(s: TableSchema, key: tuple[int, ...], values: Mapping[str, int] | 
 
 
 def _check(s: TableSchema, fields: Mapping[str, Any], with_values: bool, priority: int = 0) -> _Entry:
+    if len(fields) != len(s.keys) + (len(s.values) if with_values else 0):
+        _names(s, fields, with_values)
+    match: dict[str, tuple[int, int | None]] = {}
+    values: dict[str, int] = {}
+    f: Field | None = None
+    try:  # what the check of one field refuses is InvalidEntry naming the table and the field
+        for f in s.keys:
+            match[f.name] = _key(f, fields[f.name])
+        for f in s.values if with_values else ():
+            values[f.name] = _value(f, fields[f.name])
+    except KeyError:
+        _names(s, fields, with_values)
+        raise
+    except (EntriesError, ValueError, TypeError) as e:
+        assert f is not None
+        raise InvalidEntry(f"{s.name}.{f.name}: {e}") from e
+    return _Entry(match, values, priority)
+
+
+def _names(s: TableSchema, fields: Mapping[str, Any], with_values: bool) -> None:
+    """InvalidEntry unless ``fields`` names exactly the table's key (and value) fields."""
     names = {k.name for k in s.keys} | ({v.name for v in s.values} if with_values else set())
     unknown = sorted(set(fields) - names)
     missing = sorted(names - set(fields))
@@ -69,24 +89,6 @@ def _check(s: TableSchema, fields: Mapping[str, Any], with_values: bool, priorit
         raise InvalidEntry(f"{s.name}: " + "; ".join(
             ([f"unknown field(s) {', '.join(unknown)}"] if unknown else []) +
             ([f"missing field(s) {', '.join(missing)}"] if missing else [])))
-    match: dict[str, tuple[int, int | None]] = {}
-    values: dict[str, int] = {}
-    for k in s.keys:
-        with _naming(s, k):
-            match[k.name] = _key(k, fields[k.name])
-    for v in s.values if with_values else ():
-        with _naming(s, v):
-            values[v.name] = _value(v, fields[v.name])
-    return _Entry(match, values, priority)
-
-
-@contextmanager
-def _naming(s: TableSchema, f: Field) -> Iterator[None]:
-    """What the check of one field refuses is InvalidEntry naming the table and the field."""
-    try:
-        yield
-    except (EntriesError, ValueError, TypeError) as e:
-        raise InvalidEntry(f"{s.name}.{f.name}: {e}") from e
 
 
 def _value(v: Field, raw: Any) -> int:

@@ -13,6 +13,11 @@ its bits, its length) the policy counts the server prefixes and the cached prefi
 inside it, kept up to date along the path of shorter prefixes above each one added or removed;
 "every server prefix inside P is cached" is then the two counts of P being equal, and the
 cached prefixes covering P are found by looking up P cut to each shorter length.
+
+Memory: the policy holds the cached keys (at most the switch's capacity) and, for LPM, the
+server's prefixes and their counts; for an exact table it only counts the server's entries
+(the runtime's writes add a key the server did not have and delete one it had; a key the
+manager promotes was hit on the server), so a table of 10M entries costs no per-entry object.
 """
 
 from __future__ import annotations
@@ -39,7 +44,8 @@ class CachePolicy:
         self.lpm = lpm
         self.width = width
         self.cached: set[Key] = set()
-        self.server: set[Key] = set()
+        self.server: set[Key] = set()  # LPM: the server's prefixes (exact: not kept, only counted)
+        self.served = 0  # entries on the server
         self._inside: dict[Key, list[int]] = {}  # LPM: prefix -> [server, cached] prefixes strictly inside
 
     # ---- prefixes ---------------------------------------------------------------------------
@@ -73,10 +79,12 @@ class CachePolicy:
     # ---- the two sets, with their counts ----------------------------------------------------
 
     def _serve(self, key: Key, on: bool) -> None:
-        if on != (key in self.server):
+        if self.lpm is None:
+            self.served += 1 if on else -1
+        elif on != (key in self.server):
             (self.server.add if on else self.server.discard)(key)
-            if self.lpm is not None:
-                self._count(key, SERVER, 1 if on else -1)
+            self.served += 1 if on else -1
+            self._count(key, SERVER, 1 if on else -1)
 
     def _cache(self, keys: Iterable[Key], on: bool) -> None:
         for key in keys:
@@ -134,9 +142,10 @@ class CachePolicy:
 
     def match(self, fields: Key) -> Key | None:
         """The server entry a lookup of these key fields hits (LPM: the longest prefix
-        holding the address; each shorter length tried in turn, O(width)); None: a miss."""
+        holding the address; each shorter length tried in turn, O(width); exact: the fields,
+        which the server reported hit); None: a miss."""
         if self.lpm is None:
-            return fields if fields in self.server else None
+            return fields  # the server hit it
         for length in range(self.width, -1, -1):
             key = self._cut((*fields, self.width), length)
             if key in self.server:
@@ -148,7 +157,7 @@ class CachePolicy:
         server prefix inside it not cached yet, as one unit of at most ``unit`` entries (they
         go in longest first: ``switch_order``), so it hijacks none.  None: it cannot go in
         (no room, or a bigger unit)."""
-        if key in self.cached or key not in self.server or len(self.cached) >= self.capacity:
+        if key in self.cached or len(self.cached) >= self.capacity or (self.lpm is not None and key not in self.server):
             return None
         inside: list[Key] = []
         if self.lpm is not None and not self._all_inside_cached(key):

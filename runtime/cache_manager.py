@@ -81,8 +81,10 @@ class CacheManager:
         self._t0 = time.monotonic()
         self._lost_in_logs = 0
 
-    def step(self) -> StepReport:
-        decisions = self._evict_idle()
+    def step(self, evict: bool = True) -> StepReport:
+        """Evict the idle (unless ``evict`` is false: that reads every cached entry's idle time
+        from the switch, O(cache); promotion alone is O(hits)), then promote the hot."""
+        decisions = self._evict_idle() if evict else []
         evicted = sum(len(d.evict) for d in decisions)
         hits = self.rt.server.hits(self.table) if self.rt.server is not None else None
         weight = self._weight()

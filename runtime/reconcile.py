@@ -121,10 +121,11 @@ def _cache(rt: Runtime, s: TableSchema, entries: dict[GoalKey, _Entry]) -> Repai
         e = _named(s, (tuple(m[k.name] for k in s.keys), p))
         on_switch[e.key(s)] = tuple(v[f.name] for f in s.values)
     policy = rt.caches[s.name]
-    if policy.server != set(by_key):  # the runtime restarted (or its goal was edited): start from the goal
+    if policy.served != len(by_key) or (policy.lpm is not None and policy.server != set(by_key)):
+        # the runtime restarted (or its goal was edited): start from the goal
         policy = rt.caches[s.name] = _adopt(CachePolicy(policy.capacity, policy.lpm, policy.width), by_key,
                                             on_switch)
-    want = policy.cached
+    want = {k for k in policy.cached if k in by_key}
     stale = [k for k in want if k in on_switch and on_switch[k] != tuple(by_key[k].values[f.name] for f in s.values)]
     evict = [k for k in on_switch if k not in want]
     install = [k for k in want if k not in on_switch]

@@ -1,0 +1,144 @@
+"""A server table of millions of entries behind a switch cache, loaded through the runtime API
+(issue 14, item 4: "10M server routes load without the runtime holding per-entry Python
+objects it does not need").
+
+    .venv/bin/python bench/bench_runtime_scale.py                 # 1M and 10M exact entries
+    .venv/bin/python bench/bench_runtime_scale.py --sizes 100000  # quick
+
+The program is tests/corpus/host_cache.nfp with its ``hosts`` table declared 16M (an exact
+/32 host table, ``cache = true``), built with ``nfc build`` into a temporary folder; the
+generated server program runs (``--no-huge``, memory sized for the table) with the switch
+model behind P4Runtime on loopback, and ``Runtime.table("hosts").add_many`` loads N entries in
+batches of 100,000: each batch to the server over the control channel, then the first entries
+into the switch cache (1 % of N) as the cache policy admits them.  Per size: the load's
+seconds and entries/s, the Python objects the runtime keeps once the load is done (the growth
+of ``gc.get_objects()``, after a collection) and its resident memory growth (after a collection
+and ``malloc_trim``), per entry; then a check that the server holds N entries and the switch
+the cache.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import gc
+import json
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from emulator.switchmodel import SwitchModel  # noqa: E402
+from emulator.switchmodel.server import P4RuntimeServer, serve  # noqa: E402
+from runtime.api import Runtime  # noqa: E402
+from runtime.p4runtime import SwitchClient  # noqa: E402
+from runtime.server_proc import ServerProcess, eal_args  # noqa: E402
+
+PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
+BATCH = 100_000
+BASE = 0x0A000000
+
+
+def log(msg: str) -> None:
+    print(f"[bench_runtime_scale {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True, slots=True)
+class Result:
+    entries: int
+    cache: int
+    load_s: float
+    entries_per_s: float
+    objects_per_entry: float  # Python objects the runtime keeps after the load, per entry
+    rss_growth_bytes_per_entry: float
+    server_entries: int
+    switch_entries: int
+
+
+def _rss() -> int:
+    """This process's resident memory after a collection, freed heap given back to the system."""
+    gc.collect()
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1]) * 1024
+    return 0
+
+
+def build(folder: Path) -> Path:
+    src = folder / "hosts16m.nfp"
+    src.write_text(PROGRAM.read_text().replace("size = 8M;", "size = 16M;"))
+    out = folder / "build"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(src), "-o", str(out), "--no-verify"],
+                       capture_output=True, text=True, cwd=ROOT)
+    if r.returncode != 0:
+        raise SystemExit(r.stderr)
+    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(r.stderr[-2000:])
+    return out
+
+
+def run(out: Path, n: int) -> Result:
+    model = SwitchModel.from_build(out)
+    names = json.loads((out / "switch/name_map.json").read_text())
+    grpc, port = serve(P4RuntimeServer(model, names, "tna"))
+    switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+    memory_mb = 512 + n * 320 // (1 << 20)  # the table's hash and records, with room
+    server = ServerProcess(out / "server/nf", ["net_null0"], eal=eal_args(memory_mb=memory_mb))
+    try:
+        rt = Runtime(out, switch=switch, server=server.control)
+        cache = max(1, n // 100)
+        rt.caches["hosts"].capacity = cache
+        objects0, rss0 = len(gc.get_objects()), _rss()
+        t0 = time.monotonic()
+        hosts = rt.table("hosts")
+        for start in range(0, n, BATCH):
+            hosts.add_many({"ipv4_dst": BASE + i, "port": 1 + i % 7} for i in range(start, min(n, start + BATCH)))
+            if start // BATCH % 10 == 9:
+                log(f"  {start + BATCH:,} loaded")
+        load_s = time.monotonic() - t0
+        rss = _rss() - rss0
+        objects = len(gc.get_objects()) - objects0
+        held = server.control.counters()["tables"]["hosts"]["entries"]
+        on_switch = sum(1 for _ in switch.read("hosts"))
+        return Result(n, cache, round(load_s, 1), round(n / load_s), round(objects / n, 3), round(rss / n, 1),
+                      held, on_switch)
+    finally:
+        server.control.close()
+        server.stop()
+        switch.close()
+        grpc.stop(0)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", default="1000000,10000000")
+    ap.add_argument("--json", action="store_true")
+    args = ap.parse_args()
+    results = []
+    with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
+        out = build(Path(tmp))
+        for n in (int(x) for x in args.sizes.split(",")):
+            log(f"{n:,} entries")
+            results.append(run(out, n))
+    print(f"\n{'entries':>11} {'cache':>8} {'load s':>7} {'entries/s':>10} {'objects/entry':>13} "
+          f"{'RSS B/entry':>11} {'server':>11} {'switch':>8}")
+    for r in results:
+        print(f"{r.entries:>11,} {r.cache:>8,} {r.load_s:>7.1f} {r.entries_per_s:>10,} "
+              f"{r.objects_per_entry:>13.3f} {r.rss_growth_bytes_per_entry:>11.1f} {r.server_entries:>11,} "
+              f"{r.switch_entries:>8,}")
+    print(f"peak RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024} MiB")
+    if args.json:
+        print(json.dumps([asdict(r) for r in results]))
+    return 0 if all(r.server_entries == r.entries and r.switch_entries == r.cache for r in results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
