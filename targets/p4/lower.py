@@ -498,7 +498,7 @@ def _stmt(c: _Ctx, s: ir.Stmt) -> list[p.Stmt]:
         case ir.Eval() if isinstance(s.expr, ir.CounterOp) and s.expr.method == "count":
             return [c.arch.count(_counter(c, s.expr.obj), _expr(c, s.expr.index))]
         case ir.Refresh() if c.prog.tables[s.state].hints.cache:
-            return []  # the switch cache's idle timeout is its timer (docs/switch.md, "Caches of state")
+            return []  # the switch cache's idle timeout is its timer (docs/switch.md, structure)
         case ir.Insert() | ir.Remove() | ir.Refresh() | ir.Eval() | ir.Extract():
             raise Unsupported(f"'{type(s).__name__.lower()}' on the switch", s.span)
         case _:
