@@ -80,6 +80,14 @@ def _phase(rnd: random.Random, hot: list[tuple[int, str]], first: int) -> list[b
     return out
 
 
+def _manage(manager: CacheManager, stop: threading.Event, moved: Counter[str]) -> None:
+    """Step every 20 ms until stopped, adding up what moved."""
+    while not stop.wait(0.02):
+        rep = manager.step()
+        moved["promoted"] += rep.promoted
+        moved["evicted"] += rep.evicted
+
+
 def test_forwarding_stays_as_the_full_table_says_while_the_manager_moves_the_cache(tmp_path):
     out = tmp_path / "dsr"
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/dsr_router.nfp", "-o", str(out),
@@ -114,14 +122,7 @@ def test_forwarding_stays_as_the_full_table_says_while_the_manager_moves_the_cac
                 hot = rnd.sample(ADDRS, 4)
                 packets = _phase(rnd, hot, 1000 * phase)
                 stop = threading.Event()
-
-                def manage() -> None:
-                    while not stop.wait(0.02):
-                        rep = manager.step()
-                        moved["promoted"] += rep.promoted
-                        moved["evicted"] += rep.evicted
-
-                t = threading.Thread(target=manage)
+                t = threading.Thread(target=_manage, args=(manager, stop, moved))
                 t.start()
                 try:
                     pace(packets, lambda d: live.inject(ACCESS_PORT, d), 600.0)
