@@ -144,6 +144,7 @@ class Runtime:
         ``reconcile`` after a restart (none: nothing is recorded)."""
         self.out = Path(out)
         self.goal = goal
+        self.idle_notify: dict[str, int] = {}  # cached table -> idle_timeout_ns its switch entries get (a manager's)
         self.plan = load_plan(self.out)
         self.schemas = {t.name: t for t in self.plan.tables}
         self.switch = switch
@@ -227,7 +228,8 @@ class Runtime:
         if op != "add":  # the undo values: a read of exactly the entries written, O(batch) not O(table)
             keys = [(e.match, e.priority) for e in entries]
             old = {tuple(m[k.name] for k in s.keys): v for m, v, _p in client.read(s.name, keys)}
-        ups = [SwitchUpdate(op, s.name, e.match, e.values, e.priority) for e in entries]
+        notify = self.idle_notify.get(s.name, 0)
+        ups = [SwitchUpdate(op, s.name, e.match, e.values, e.priority, notify) for e in entries]
         errors = client.write(ups)
         bad = next((i for i, err in enumerate(errors) if err is not None), None)
         if bad is None:

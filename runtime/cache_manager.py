@@ -28,6 +28,7 @@ from dataclasses import dataclass
 
 from runtime.api import Runtime
 from runtime.cache import CacheDecision, Key
+from runtime.p4runtime import SwitchUpdate
 
 __all__ = ["BLUEBIRD", "CacheManager", "IdleLimits", "StepReport"]
 
@@ -60,12 +61,15 @@ class CacheManager:
     """Manages one cached table of a ``Runtime`` connected to both the switch and the server."""
 
     def __init__(self, runtime: Runtime, table: str, limits: IdleLimits | None = None, half_life: float = 1.0,
-                 unit: int = 64) -> None:
+                 unit: int = 64, notify: bool = False) -> None:
         """``half_life``: seconds after which a server hit counts half when hot entries are
         ranked (the counts of one step are few; the ranking remembers the steps before);
         ``limits``: the table's ``idle_limits`` (plan.json) if not given, else Bluebird's;
         ``unit``: most entries an LPM prefix takes into the cache with it (itself and the
-        server prefixes inside it)."""
+        server prefixes inside it); ``notify``: the switch reports idle entries (P4Runtime
+        idle-timeout notifications, each cache entry written with the lowest limit as its
+        ``idle_timeout_ns``) and eviction reads the idle time of those only, not of the whole
+        cache at every step."""
         self.rt = runtime
         self.table = table
         self.schema = runtime.schemas[table]
@@ -80,6 +84,9 @@ class CacheManager:
         self.heat: dict[Key, float] = {}
         self._t0 = time.monotonic()
         self._lost_in_logs = 0
+        self.candidates: dict[Key, tuple[dict[str, tuple[int, int | None]], int]] | None = None
+        if notify and self.limits.steps and runtime.switch is not None:
+            self._notify(min(seconds for _at, seconds in self.limits.steps))
 
     def step(self, evict: bool = True) -> StepReport:
         """Evict the idle (unless ``evict`` is false: that reads every cached entry's idle time
@@ -120,15 +127,47 @@ class CacheManager:
         self._t0 = time.monotonic()
         return 1.0
 
+    def _notify(self, seconds: float) -> None:
+        """From now on every cache entry is written with ``seconds`` as its idle timeout, the
+        ones already there rewritten so (once, O(cache)); the switch reports each when idle."""
+        assert self.rt.switch is not None
+        self.rt.idle_notify[self.table] = max(1, int(seconds * 1e9))
+        self.candidates = {}
+        there = [SwitchUpdate("modify", self.table, m, v, p, self.rt.idle_notify[self.table])
+                 for m, v, p in self.rt.switch.read(self.table)]
+        errors = self.rt.switch.write(there) if there else []
+        bad = next((e for e in errors if e is not None), None)
+        if bad is not None:
+            raise bad
+
     def _evict_idle(self) -> list[CacheDecision]:
         limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
-        if limit is None or self.rt.switch is None:
+        if self.rt.switch is None:
             return []
+        if self.candidates is not None:  # only the entries the switch reported idle
+            for table, match, prio in self.rt.switch.idle_expired():
+                if table == self.table:
+                    self.candidates[self._key(match)] = (match, prio)
+            if limit is None or not self.candidates:
+                return []
+            idle = self.rt.switch.idle(self.table, list(self.candidates.values()))
+        else:
+            if limit is None:
+                return []
+            idle = self.rt.switch.idle(self.table)
         out: list[CacheDecision] = []
-        for match, _prio, idle_ns in self.rt.switch.idle(self.table):
+        seen: set[Key] = set()
+        for match, _prio, idle_ns in idle:
             key = self._key(match)
+            seen.add(key)
             if idle_ns > limit * 1e9 and key in self.policy.cached:
                 out.append(self.policy.demote(key))
+            hit_since = self.candidates is not None and idle_ns < self.rt.idle_notify[self.table]
+            if self.candidates is not None and (hit_since or key not in self.policy.cached):
+                self.candidates.pop(key, None)  # hit since it was reported (it will be again), or gone
+        if self.candidates is not None:
+            for key in set(self.candidates) - seen:  # no longer on the switch
+                del self.candidates[key]
         return out
 
     def _key(self, match: dict[str, tuple[int, int | None]]) -> Key:

@@ -50,6 +50,7 @@ class SwitchUpdate:
     match: dict[str, Match]
     values: dict[str, int]
     priority: int = 0
+    idle_timeout_ns: int = 0  # a cache's entry: notify when idle this long (0: never; §9.1.10)
 
 
 @dataclass(frozen=True)
@@ -132,6 +133,7 @@ class SwitchClient:
         self._requests: queue.Queue[Any] = queue.Queue()
         self._stream_error = "closed"
         self._responses: queue.Queue[Any] = queue.Queue()
+        self._idle: queue.Queue[tuple[str, dict[str, Match], int]] = queue.Queue()
         self._stream = self.stub.StreamChannel(iter(self._requests.get, None))
         threading.Thread(target=self._pump, daemon=True).start()
         arb = p4runtime_pb2.StreamMessageRequest()
@@ -155,10 +157,31 @@ class SwitchClient:
     def _pump(self) -> None:
         try:
             for msg in self._stream:
-                self._responses.put(msg)
+                if msg.HasField("idle_timeout_notification"):
+                    self._notified(msg.idle_timeout_notification)
+                else:
+                    self._responses.put(msg)
         except grpc.RpcError as e:
             self._stream_error = f"{e.code().name}: {e.details()}"
         self._responses.put(None)
+
+    def _notified(self, note: Any) -> None:
+        by_id = {info["id"]: (name, info) for name, info in self.names["p4runtime"]["tables"].items()}
+        logical = {t["p4_table"]: name for name, t in self.names["tables"].items()}
+        for te in note.table_entry:
+            p4_name, info = by_id.get(te.table_id, (None, None))
+            if p4_name is not None and p4_name in logical:
+                self._idle.put((logical[p4_name], self._match(info, te), te.priority))
+
+    def idle_expired(self) -> list[tuple[str, dict[str, Match], int]]:
+        """The entries the switch reported idle past their ``idle_timeout_ns`` since the last
+        call (IdleTimeoutNotification on the stream, §9.1.10), as (table, match, priority)."""
+        out = []
+        while True:
+            try:
+                out.append(self._idle.get_nowait())
+            except queue.Empty:
+                return out
 
     def _set_pipeline(self, p4info: Path) -> None:
         req = p4runtime_pb2.SetForwardingPipelineConfigRequest(
@@ -188,6 +211,7 @@ class SwitchClient:
         info = self.names["p4runtime"]["tables"][t["p4_table"]]
         te.table_id = info["id"]
         te.priority = u.priority
+        te.idle_timeout_ns = u.idle_timeout_ns if u.op != "delete" else 0
         for key, spec in info["match_fields"].items():
             if not _put_match(te.match.add(), spec, *u.match[key]):
                 del te.match[-1]
@@ -280,16 +304,21 @@ class SwitchClient:
                 del te.match[-1]
         return ent
 
-    def idle(self, table: str) -> Iterator[tuple[dict[str, Match], int, int]]:
-        """Every entry of a table that keeps idle time (a switch cache: TNA ``idle_timeout``) as
-        (match, priority, nanoseconds since its last hit, or since it was written if never hit):
-        a read with ``time_since_last_hit`` set (P4Runtime §9.1.10)."""
+    def idle(self, table: str, keys: Sequence[tuple[dict[str, Match], int]] | None = None,
+             ) -> Iterator[tuple[dict[str, Match], int, int]]:
+        """Every entry of a table that keeps idle time (a switch cache: TNA ``idle_timeout``),
+        or with ``keys`` those entries only, as (match, priority, nanoseconds since its last
+        hit, or since it was written if never hit): a read with ``time_since_last_hit`` set
+        (P4Runtime §9.1.10)."""
         t = self.names["tables"][table]
         info = self.names["p4runtime"]["tables"][t["p4_table"]]
-        query = self._query(info, None, 0)
-        query.table_entry.time_since_last_hit.SetInParent()  # §9.1.10: asks for the idle time
-        for te in self._entries([query], t["size"]):
-            yield self._match(info, te), te.priority, te.time_since_last_hit.elapsed_ns
+        queries = [self._query(info, m, p) for m, p in keys] if keys is not None else [self._query(info, None, 0)]
+        for q in queries:
+            q.table_entry.time_since_last_hit.SetInParent()  # §9.1.10: asks for the idle time
+        for start in range(0, len(queries), self.chunk):
+            part = queries[start:start + self.chunk]
+            for te in self._entries(part, t["size"] if keys is None else len(part)):
+                yield self._match(info, te), te.priority, te.time_since_last_hit.elapsed_ns
 
     @staticmethod
     def _match(info: dict[str, Any], te: Any) -> dict[str, Match]:

@@ -36,7 +36,10 @@ def _frame(dst: int) -> bytes:
 
 
 @pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
-def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path):
+@pytest.mark.parametrize("notify", [False, True], ids=["idle-read", "idle-notified"])
+def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path, notify):
+    """The manager finds the idle entries by reading every cached entry's idle time, or
+    (``notify``) from the switch's idle-timeout notifications, reading only those."""
     from runtime.server_proc import ServerProcess
 
     out = tmp_path / "out"
@@ -67,8 +70,11 @@ def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path):
             time.sleep(0.5)
             for h in HOSTS[:2]:  # traffic the switch serves itself keeps these two
                 assert model.process(_frame(h), 1).port == 1 + HOSTS.index(h)
-            manager = CacheManager(rt, "hosts", IdleLimits(((0.95, 0.3),)))  # full: idle over 0.3 s goes
+            manager = CacheManager(rt, "hosts", IdleLimits(((0.95, 0.3),)), notify=notify)  # full: idle > 0.3 s goes
+            if notify:
+                time.sleep(0.1)  # the switch's next scans report the four idle ones
             first = manager.step()
+            candidates = dict(manager.candidates or {})
             cached = {m["ipv4_dst"][0]: v["port"] for m, v, _p in switch.read("hosts")}
             second = CacheManager(rt, "hosts", IdleLimits(())).step()  # evicts nothing
     finally:
@@ -79,6 +85,7 @@ def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path):
     # values the server holds
     assert cached == {h: 1 + HOSTS.index(h) for h in [*HOSTS[:2], *HOSTS[10:14]]}
     assert (second.evicted, second.promoted, second.server_hits) == (0, 0, 0)  # the hits were taken
+    assert candidates == {}  # notified: the four evicted left the candidates
 
 
 def test_bluebird_limits_follow_its_table_2():

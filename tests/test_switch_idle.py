@@ -85,3 +85,40 @@ def test_the_client_reads_each_entrys_time_since_its_last_hit(built):
         client.close()
         grpc_server.stop(0)
     assert idle[A] < 0.2e9 <= 0.4e9 <= idle[B]  # A just hit; B idle since it was written
+
+
+def test_the_switch_reports_an_entry_idle_past_its_timeout_once_per_idle_spell(built):
+    """§9.1.10: an entry written with ``idle_timeout_ns`` is reported in an
+    IdleTimeoutNotification once it has not been hit for that long; not again while it stays
+    idle; again after a hit and a new idle spell.  An entry without a timeout never is."""
+    model = SwitchModel.from_build(built)
+    names = json.loads((built / "switch/name_map.json").read_text())
+    p4rt = P4RuntimeServer(model, names, "tna")
+    grpc_server, port = serve(p4rt)
+    client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+    C = 0x0A000003
+    try:
+        ups = [SwitchUpdate("add", "hosts", {"ipv4_dst": (d, None)}, {"port": 3}, 0, 100_000_000) for d in (A, B)]
+        ups.append(SwitchUpdate("add", "hosts", {"ipv4_dst": (C, None)}, {"port": 3}))  # no timeout
+        assert client.write(ups) == [None, None, None]
+        idle_reads = {m["ipv4_dst"][0]: ns for m, _p, ns in client.idle("hosts")}
+        assert all(ns < 100_000_000 for ns in idle_reads.values())
+        def hit_a_for(seconds: float) -> None:  # A is hit every 20 ms; B and C are not
+            end = time.monotonic() + seconds
+            while time.monotonic() < end:
+                p4rt.inject(1, _frame(A))
+                time.sleep(0.02)
+
+        hit_a_for(0.35)
+        first = client.idle_expired()
+        hit_a_for(0.2)
+        still = client.idle_expired()  # B stayed idle: not reported again
+        p4rt.inject(1, _frame(B))
+        hit_a_for(0.25)
+        again = client.idle_expired()  # B's new idle spell
+    finally:
+        client.close()
+        grpc_server.stop(0)
+    assert [(t, m["ipv4_dst"][0]) for t, m, _p in first] == [("hosts", B)]
+    assert still == []
+    assert [m["ipv4_dst"][0] for _t, m, _p in again] == [B]

@@ -174,6 +174,10 @@ class P4Table:
         if self.idle:
             self._hit_at[self._ident(e)] = time.monotonic()
 
+    def last_hit(self, e: TableEntry) -> float:
+        """``time.monotonic()`` of ``e``'s last hit (or insertion)."""
+        return self._hit_at.get(self._ident(e), 0.0)
+
     def idle_ns(self, e: TableEntry) -> int:
         """Nanoseconds since ``e`` was last hit (or inserted, if never hit)."""
         return max(0, int((time.monotonic() - self._hit_at.get(self._ident(e), time.monotonic())) * 1e9))

@@ -246,8 +246,8 @@ def check_values(table: str, keys: Sequence[KeyField], match: Sequence[tuple[int
 
 def check_entry_fields(te: Any, idle: bool = False) -> None:
     """The parts of a ``TableEntry`` this device has no use for must be left unset (§9.1);
-    ``idle``: the table keeps idle time, so an entry may carry an ``idle_timeout_ns`` (kept and
-    read back; the model sends no notification: a controller reads ``time_since_last_hit``)."""
+    ``idle``: the table keeps idle time, so an entry may carry an ``idle_timeout_ns`` (kept, read
+    back, and reported in an IdleTimeoutNotification once the entry has been idle that long)."""
     if te.is_const:
         raise invalid("is_const must be false in a write")
     if te.HasField("time_since_last_hit"):

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -31,6 +32,7 @@ _U = p4runtime_pb2.Update
 _SET = p4runtime_pb2.SetForwardingPipelineConfigRequest
 _GET = p4runtime_pb2.GetForwardingPipelineConfigRequest
 
+IDLE_SCAN_S = 0.01  # how often entries with an idle_timeout_ns are checked (§9.1.10 notifications)
 _READ_CHUNK = 4096  # entities per ReadResponse: a big table streams in parts under gRPC's 4 MiB message limit
 # controller_metadata, metadata and idle_timeout_ns of each entry, returned by Read
 _Cookies = dict[EntryKey, tuple[int, bytes, int]]
@@ -68,6 +70,9 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         self.arbiter = Arbiter(device_id)
         self.entries = Entries(self.names)
         self.cookies: _Cookies = {}
+        self._timeouts: dict[EntryKey, int] = {}  # the entries with an idle_timeout_ns, and it
+        self._notified: dict[EntryKey, float] = {}  # entry -> its last hit when it was reported idle
+        self._scanner: threading.Thread | None = None
 
     # ---- arbitration and packet I/O (StreamChannel) ----------------------------------------
 
@@ -241,6 +246,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
                    failed: int) -> list[tuple[int, str]]:
         """Back to ``before``: the failed update reports its error, the others ABORTED."""
         snapshots, self.cookies = before
+        self._timeouts = {k: c[2] for k, c in self.cookies.items() if c[2]}
         for name, state in snapshots.items():
             self.model.p4_tables[name].restore(state)
         undone = [(code_pb2.ABORTED, f"rolled back: update {failed} failed")] * failed
@@ -263,16 +269,53 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             key = self.entries.key(te)
             table_op(lambda: self.model.p4_tables[key.table].delete(key.match, key.priority))
             self.cookies.pop(key, None)
+            self._timeouts.pop(key, None)
+            self._notified.pop(key, None)
         elif update.type == _U.MODIFY and not te.HasField("action"):  # §9.1.2: an unset action is kept
             key = self.entries.key(te)
             if self.model.p4_tables[key.table].get(key.match, key.priority) is None:
                 raise Reject(code_pb2.NOT_FOUND, f"{key.table}: no entry with this key")
-            self.cookies[key] = (te.controller_metadata, bytes(te.metadata), te.idle_timeout_ns)
+            self._cookie(key, te)
         else:
             key, entry = self.entries.entry(te)
             table = self.model.p4_tables[key.table]
             table_op(lambda: table.insert(entry) if update.type == _U.INSERT else table.modify(entry))
-            self.cookies[key] = (te.controller_metadata, bytes(te.metadata), te.idle_timeout_ns)
+            self._cookie(key, te)
+        if te.idle_timeout_ns and self._scanner is None:
+            self._scanner = threading.Thread(target=self._scan_idle, daemon=True)
+            self._scanner.start()
+
+    def _cookie(self, key: EntryKey, te: Any) -> None:
+        self.cookies[key] = (te.controller_metadata, bytes(te.metadata), te.idle_timeout_ns)
+        if te.idle_timeout_ns:
+            self._timeouts[key] = te.idle_timeout_ns
+        else:
+            self._timeouts.pop(key, None)
+
+    def _scan_idle(self) -> None:
+        """§9.1.10: every IDLE_SCAN_S, the entries with an ``idle_timeout_ns`` not hit for that
+        long go to the primary client in one IdleTimeoutNotification.  An entry is reported once,
+        and again only once it has been hit and gone idle again."""
+        while True:
+            time.sleep(IDLE_SCAN_S)
+            with self.lock:
+                primary = self.arbiter.primary_out()
+                if primary is None:
+                    continue
+                msg = p4runtime_pb2.StreamMessageResponse()
+                for key, timeout_ns in self._timeouts.items():
+                    table = self.model.p4_tables[key.table]
+                    entry = table.get(key.match, key.priority)
+                    if entry is None or self._notified.get(key) == table.last_hit(entry) \
+                            or table.idle_ns(entry) < timeout_ns:
+                        continue
+                    te = msg.idle_timeout_notification.table_entry.add()
+                    self.entries.message(te, key.table, entry)
+                    te.controller_metadata, te.metadata, te.idle_timeout_ns = self.cookies[key]
+                    self._notified[key] = table.last_hit(entry)
+                if len(msg.idle_timeout_notification.table_entry):
+                    msg.idle_timeout_notification.timestamp = time.time_ns()
+                    primary.put(msg)
 
     def _keeps_idle(self, table_id: int) -> bool:
         name = self.entries.table_by_id.get(table_id)
