@@ -3,7 +3,7 @@
 objects it does not need").
 
     .venv/bin/python bench/bench_runtime_scale.py                 # 1M and 10M exact entries
-    .venv/bin/python bench/bench_runtime_scale.py --sizes 100000  # quick
+    .venv/bin/python bench/bench_runtime_scale.py --quick         # 100,000 entries
 
 The program is tests/corpus/host_cache.nfp with its ``hosts`` table declared 16M (an exact
 /32 host table, ``cache = true``), built with ``nfc build`` into a temporary folder; the
@@ -120,8 +120,11 @@ def run(out: Path, n: int) -> Result:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000000,10000000")
+    ap.add_argument("--quick", action="store_true", help="100,000 entries only")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.quick:
+        args.sizes = "100000"
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
         out = build(Path(tmp))
