@@ -187,6 +187,34 @@ def nfc_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=ROOT)
 
 
+def build_with_server(source: str, out: Path, *extra: str) -> Path:
+    """``nfc build SOURCE -o OUT --no-verify EXTRA...`` and ``make`` of its server program."""
+    r = nfc_cli("build", source, "-o", str(out), "--no-verify", *extra)
+    assert r.returncode == 0, r.stderr
+    m = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    assert m.returncode == 0, m.stderr[-3000:]
+    return out
+
+
+class P4RuntimeSwitch:
+    """A build's switch model behind its P4Runtime server on loopback, and a primary client."""
+
+    def __init__(self, out: Path, arch: str = "tna") -> None:
+        from emulator.switchmodel.server import P4RuntimeServer, serve
+        from nfc._build_dir import open_build
+        from runtime.p4runtime import SwitchClient
+
+        plan, _placed, self.model = open_build(out, arch)
+        self.names = json.loads(plan.path(out, "name_map").read_text())
+        self.p4rt = P4RuntimeServer(self.model, self.names, arch)
+        self.grpc, port = serve(self.p4rt)
+        self.client = SwitchClient(f"127.0.0.1:{port}", self.names, arch)
+
+    def close(self) -> None:
+        self.client.close()
+        self.grpc.stop(0)
+
+
 def entry_json(c: Any, table: str, e: Any) -> dict[str, object]:
     """Reference-interpreter entry ``e`` of ``table`` as an entry of the ``--entries`` file."""
     t = c.program.tables[table]

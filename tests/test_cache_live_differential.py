@@ -10,11 +10,8 @@ tables, sends it: same bytes, same port, whichever side answered it."""
 from __future__ import annotations
 
 import ipaddress
-import json
 import os
 import random
-import subprocess
-import sys
 import threading
 from collections import Counter
 from pathlib import Path
@@ -25,13 +22,10 @@ from scapy.layers.l2 import Ether
 from scapy.layers.vxlan import VXLAN
 
 from compiler.interp import Entry, Interpreter, Match
-from emulator.switchmodel.server import P4RuntimeServer, serve
-from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.cache_manager import CacheManager, IdleLimits
 from runtime.live import LiveDataPlane, pace
-from runtime.p4runtime import SwitchClient
-from tests.conftest import HAVE_DPDK, ROOT, compile_ir
+from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server, compile_ir
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
@@ -89,21 +83,14 @@ def _manage(manager: CacheManager, stop: threading.Event, moved: Counter[str]) -
 
 
 def test_forwarding_stays_as_the_full_table_says_while_the_manager_moves_the_cache(tmp_path):
-    out = tmp_path / "dsr"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/dsr_router.nfp", "-o", str(out),
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
-    plan, _placed, model = open_build(out)
-    names = json.loads(plan.path(out, "name_map").read_text())
-    p4rt = P4RuntimeServer(model, names, "tna")
-    grpc_server, port = serve(p4rt)
-    switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+    out = build_with_server("examples/dsr_router.nfp", tmp_path / "dsr")
+    sw = P4RuntimeSwitch(out)
+    switch = sw.client
     rnd = random.Random(14)
     routes = dict(ROUTES)
     moved = Counter[str]()
     try:
-        with LiveDataPlane(out / "server/nf", p4rt, model.server_ports[0]) as live:
+        with LiveDataPlane(out / "server/nf", sw.p4rt, sw.model.server_ports[0]) as live:
             assert live.server is not None
             rt = Runtime(out, switch=switch, server=live.server.control)
             rt.caches["vrf_fib"].capacity = 4  # a small cache: the manager must choose
@@ -139,8 +126,7 @@ def test_forwarding_stays_as_the_full_table_says_while_the_manager_moves_the_cac
                     got.update((port_, d) for d in live.take(port_))
             counters = live.counters()
     finally:
-        switch.close()
-        grpc_server.stop(0)
+        sw.close()
     assert got == want, (sorted(got - want)[:3], sorted(want - got)[:3])
     assert sum(want.values()) == 1200 and set(p for p, _ in want) == {FABRIC_PORT}
     assert moved["promoted"] > 0 and moved["evicted"] > 0, moved

@@ -13,20 +13,15 @@ forwarding check from a longest-prefix match written here."""
 from __future__ import annotations
 
 import ipaddress
-import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from emulator.switchmodel.server import P4RuntimeServer, serve
-from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.goal import GoalStore
-from runtime.p4runtime import SwitchClient, SwitchUpdate
+from runtime.p4runtime import SwitchUpdate
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, ROOT
+from tests.conftest import HAVE_DPDK, P4RuntimeSwitch, build_with_server
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -41,13 +36,7 @@ FABRIC = {"172.16.0.0/16": (3, 0x020000000003), "172.17.0.0/16": (4, 0x020000000
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("reconcile") / "dsr"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/dsr_router.nfp", "-o", str(out),
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-2000:]
-    return out
+    return build_with_server("examples/dsr_router.nfp", tmp_path_factory.mktemp("reconcile") / "dsr")
 
 
 class Sides:
@@ -55,20 +44,15 @@ class Sides:
 
     def __init__(self, out: Path) -> None:
         self.out = out
-        plan, _placed, _model = open_build(out)
-        self.names = json.loads(plan.path(out, "name_map").read_text())
-        self.grpc = self.server = None
         self.start_switch()
         self.start_server()
 
     def start_switch(self) -> None:
-        _plan, _placed, model = open_build(self.out)
-        self.grpc, port = serve(P4RuntimeServer(model, self.names, "tna"))
-        self.switch = SwitchClient(f"127.0.0.1:{port}", self.names, "tna")
+        self.sw = P4RuntimeSwitch(self.out)  # a new model: empty
+        self.switch = self.sw.client
 
     def stop_switch(self) -> None:
-        self.switch.close()
-        self.grpc.stop(0)
+        self.sw.close()
 
     def start_server(self) -> None:
         self.server = ServerProcess(self.out / "server/nf", ["net_null0"])
