@@ -15,8 +15,8 @@ from typing import assert_never
 from compiler import ir
 from lang.diagnostics import Span
 
-__all__ = ["STD_CAPABILITY", "Unit", "Use", "expr_reads", "loc_of", "parser_uses", "stage_units", "stage_uses",
-           "walk_stmts"]
+__all__ = ["REFRESH_OF", "STD_CAPABILITY", "Unit", "Use", "expr_reads", "loc_of", "parser_uses", "stage_units",
+           "stage_uses", "walk_stmts"]
 
 # A location: ("hdr", inst, field) | ("valid", inst) | ("meta", name) | ("std", name)
 # | ("local", name) | ("result", table) | ("reg", name) | ("pkt",) for the packet body.
@@ -253,6 +253,9 @@ def _expr_uses_std(x: ir.Expr) -> list[Use]:
     return [Use(x.name, x.span, f"std.{x.name}")] if isinstance(x, ir.StdField) and x.name in STD_CAPABILITY else []
 
 
+REFRESH_OF = "refresh of"  # what a refresh's use says (the cost model prices it as a lookup)
+
+
 def stage_uses(prog: ir.Program, stage: ir.Stage, skip_cached_miss: bool = False) -> list[Use]:
     """Every operation and match kind the stage needs, with the span that needs it.
 
@@ -291,7 +294,7 @@ def _stmt_uses(prog: ir.Program, s: ir.Stmt) -> list[Use]:
         case ir.Refresh() if prog.tables[s.state].hints.cache:
             return []  # as a lookup in cached state: on the switch the cache's idle timeout is the timer
         case ir.Insert() | ir.Remove() | ir.Refresh():
-            verb = {ir.Insert: "insert into", ir.Remove: "remove from", ir.Refresh: "refresh of"}[type(s)]
+            verb = {ir.Insert: "insert into", ir.Remove: "remove from", ir.Refresh: REFRESH_OF}[type(s)]
             return [Use("dataplane_insert", s.span, f"{verb} '{s.state}'")]
         case ir.Verify():
             return [Use("drop", s.span, "verify")]

@@ -22,7 +22,18 @@ import math
 from dataclasses import dataclass
 
 from compiler import ir
-from compiler.analysis import Loc, Unit, expr_reads, stage_units, stage_uses, stmt_exprs, walk_expr, walk_stmts
+from compiler.analysis import (
+    REFRESH_OF,
+    Loc,
+    Unit,
+    Use,
+    expr_reads,
+    stage_units,
+    stage_uses,
+    stmt_exprs,
+    walk_expr,
+    walk_stmts,
+)
 from compiler.passes.capabilities import can_run
 from compiler.placement import Segment, UnitPlacement
 from compiler.profiles import TargetSet, TargetSpec
@@ -47,10 +58,13 @@ def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec,
     once more, alone and not prefetched.  Only writes of stages in ``on_server`` count when it is
     given (what the switch wrote arrives in the packet and the bridge header, and the bulk lookup
     sees it); without it every earlier stage's do, which is right for a server-only program and
-    on the safe side for one the switch fronts."""
+    on the safe side for one the switch fronts.  A ``refresh`` is a lookup of its table alone
+    (``nfc_state_find``, not in the bulk lookup), not an insert."""
     c = spec.cost
-    total = sum(_use_ns(op, c) for op in _uses(prog, stage))
+    total = sum(_use_ns(u.op, c) for u in _uses(prog, stage))
     total += sum(c.get("push", 1.0) - c.get("stmt", 1.0) for s in walk_stmts(stage.body) if isinstance(s, ir.Push))
+    total += sum(_lookup_ns(prog.tables[s.state], c) + _relookup_ns(prog.tables[s.state], c)
+                 for s in walk_stmts(stage.body) if isinstance(s, ir.Refresh))
     written = _written_before(prog, stage, on_server)
     for unit in stage_units(prog, stage):
         for t in unit.tables:
@@ -78,8 +92,10 @@ def _written_before(prog: ir.Program, stage: ir.Stage, among: frozenset[str] | N
     return {loc for s in before for u in stage_units(prog, prog.stages[s]) for loc in u.writes}
 
 
-def _uses(prog: ir.Program, stage: ir.Stage) -> list[str]:
-    return [u.op for u in stage_uses(prog, stage) if u.op != "lookup" and not u.op.startswith("match:")]
+def _uses(prog: ir.Program, stage: ir.Stage) -> list[Use]:
+    """The operations priced one by one (lookups are priced by their tables; a refresh as a lookup)."""
+    return [u for u in stage_uses(prog, stage)
+            if u.op != "lookup" and not u.op.startswith("match:") and not u.what.startswith(REFRESH_OF)]
 
 
 def _log_between(size: int, lo: float, hi: float) -> float:
