@@ -177,3 +177,27 @@ def test_write_costs_replaces_value_and_comment_and_keeps_the_rest() -> None:
 def test_write_costs_refuses_a_key_the_profile_lacks() -> None:
     with pytest.raises(ValueError, match="parse"):
         bench_cost.write_costs(PROFILE, {"parse": (1.0, "x")})
+
+
+REFRESHED = """import "std/headers.nfp";
+packet { eth: ethernet; ipv4: ipv4; }
+parser p { state start { extract eth; extract ipv4; transition accept; } }
+state flows { key { ipv4.src: exact; } value { n: bit<8>; } size = 1M; CACHE }
+stage work {
+  lookup flows { hit(f) { ipv4.ttl = f.n; } miss { insert flows { n = 1; } } }
+  REFRESH
+  forward(1);
+}
+pipeline main { ports = [0..7]; parser = p; stages = [work]; }
+"""
+
+
+@pytest.mark.parametrize("cache", ["", "cache = true;"], ids=["state", "cached-state"])
+def test_a_refresh_costs_a_lookup_of_its_table_alone(tmp_path: Path, cache: str) -> None:
+    """``refresh s;`` runs nfc_state_find outside the burst's bulk lookup: the table's figure plus
+    relookup, whether or not the state is also cached on a switch (it was priced as an insert, or,
+    for cached state, not at all)."""
+    plain = stage_ns(REFRESHED.replace("CACHE", cache).replace("REFRESH", ""), "work", UNIT, tmp_path)
+    refreshed = stage_ns(REFRESHED.replace("CACHE", cache).replace("REFRESH", "refresh flows;"), "work", UNIT,
+                         tmp_path)
+    assert refreshed - plain == 100.0 + 1000.0
