@@ -318,7 +318,7 @@ _EXC = re.compile(r"(?P<type>[A-Za-z_][\w.]*)(?::|$)")
 @dataclass(frozen=True)
 class Outcome:
     """What one input did.  ``kind``: ok | diagnostics (both fine) | crash | hang | signal |
-    counterexample | no-diagnostic | bad-location | fmt (failures)."""
+    counterexample | no-diagnostic | bad-location | fmt | c-compile (failures)."""
 
     kind: str
     detail: str = ""
@@ -339,9 +339,34 @@ def _in_child(data: bytes, target: str, work: Path) -> Outcome:
         os.mkfifo(work / "fifo")  # an import of "fifo" must be refused, not wait for a writer
     rc, out = _nfc(cli.main, ["build", str(src), "--target", target, "-o", str(work / "out")])
     first = _judge(rc, out, data, src)
+    if first.kind == "ok":  # the switch program passed the P4 lint inside the build; the server's C:
+        first = _compile_server(work / "out" / "server") or first
     if first.failed or not _front_end_clean(out):
         return first
     return _fmt_round_trip(cli.main, src, work) or first
+
+
+@functools.cache
+def _dpdk_cflags() -> tuple[str, ...]:
+    import subprocess
+
+    r = subprocess.run(["pkg-config", "--cflags", "libdpdk"], capture_output=True, text=True)
+    return tuple(r.stdout.split()) if r.returncode == 0 else ()
+
+
+def _compile_server(folder: Path) -> Outcome | None:
+    """The generated server program compiles warning-free as its Makefile builds it
+    (``-O2 -Wall -Wextra -Werror``); skipped where DPDK's headers are missing."""
+    import subprocess
+
+    if not (folder / "nf.c").is_file() or not _dpdk_cflags():
+        return None
+    r = subprocess.run(["cc", *_dpdk_cflags(), "-O2", "-march=native", "-Wall", "-Wextra", "-Werror", "-std=gnu11",
+                        "-c", "-o", os.devnull, "nf.c"], capture_output=True, text=True, cwd=folder)
+    if r.returncode == 0:
+        return None
+    first = next((ln for ln in r.stderr.splitlines() if "error:" in ln), r.stderr[:200])
+    return Outcome("c-compile", r.stderr[-4000:], "c-compile " + re.sub(r"^[^:]*:\d+:\d+: ", "", first)[:120])
 
 
 def _nfc(main: Callable[[list[str]], int], argv: list[str]) -> tuple[int, str]:

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import HAVE_DPDK, ROOT
 from tests.nfp_fuzz import Mutator, fuzz, lex, minimise, run_one, seed_programs
 
 COUNT = 2000 if os.environ.get("NFC_SLOW") else 300
@@ -179,3 +179,22 @@ def test_a_child_that_answers_and_exits_between_two_checks_is_read_not_reported_
     r = _Running(1, child, child, "", time.monotonic())  # type: ignore[arg-type]
     results = [_collect(r, 10.0), _collect(r, 10.0)]
     assert results == [None, answer]
+
+
+def _unused_variable(x: object, counter: object, t: object) -> object:
+    from targets.c import syntax as c
+
+    return c.Decl("int", "nfc_planted_unused", c.Int(0, ""))  # -Wunused-variable, an error under -Werror
+
+
+@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+def test_a_server_program_that_does_not_compile_warning_free_is_a_failure(monkeypatch):
+    """A build nfc calls good whose nf.c draws a warning from the C compiler (as its Makefile
+    builds it) is reported, signed by the compiler's message."""
+    import targets.dpdk.lower
+
+    monkeypatch.setattr(targets.dpdk.lower, "_count", _unused_variable)  # the forked child inherits the patch
+    outcome = run_one(SMALL.encode(), target="dpdk")
+    assert outcome.kind == "c-compile" and "nfc_planted_unused" in outcome.signature, outcome
+    monkeypatch.undo()
+    assert run_one(SMALL.encode(), target="dpdk").kind == "ok"
