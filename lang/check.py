@@ -14,6 +14,7 @@ from lang import ast
 from lang.check_expr import ExprChecker
 from lang.check_values import check_count, check_number, check_port_list, check_timeout
 from lang.diagnostics import Diagnostics, Span
+from lang.limits import MAX_TIMEOUT_SECONDS
 from lang.symbols import (
     MATCH_KINDS,
     PIPELINE_PROPS,
@@ -560,11 +561,22 @@ class _Checker(ExprChecker):
                 continue
             self._expect(init.value, self._width(f.type), scope)
 
+    def _insert_timeout(self, e: ast.Expr, scope: Scope) -> None:
+        """An insert's ``timeout`` in seconds: a literal above 0 and at most MAX_TIMEOUT_SECONDS,
+        or a value of at most 32 bits (the generated code keeps nanoseconds in 64 bits)."""
+        t = self._expect(e, None, scope, want_bits=True)
+        if isinstance(t, IntLiteral) and not 0 < t.value <= MAX_TIMEOUT_SECONDS:
+            shown = str(t.value) if t.value.bit_length() < 80 else f"of {t.value.bit_length()} bits"
+            self.d.error("E090", f"timeout must be above 0s and at most {MAX_TIMEOUT_SECONDS}s, not {shown}s", e.span)
+        elif isinstance(t, Bits) and t.width > 32:
+            self.d.error("E090", f"timeout must be at most 32 bits of seconds (at most {MAX_TIMEOUT_SECONDS}s), "
+                         f"not bit<{t.width}>", e.span)
+
     def _insert(self, s: ast.Insert, scope: Scope) -> None:
         self.used_tables.add(s.state)
         tbl = self._state(s.state, s.span)
         if s.timeout is not None:
-            self._expect(s.timeout, None, scope, want_bits=True)
+            self._insert_timeout(s.timeout, scope)
         if tbl is None:
             return
         self._inits(s.inits, tbl.values, f"state '{tbl.name}' has no value field", scope)
