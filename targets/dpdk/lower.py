@@ -217,7 +217,11 @@ def _from_switch(x: _Ctx) -> c.Func:
     body: list[c.Stmt] = [
         c.ExprStmt(c.Call("memset", (c.Name("p->valid"), c.Int(0, ""), c.Call("sizeof", (c.Name("p->valid"),))))),
         c.Comment(f"only the {len(x.meta)} metadata slots this program uses"),
-        c.ExprStmt(c.Call("memset", (c.Name("p->meta"), c.Int(0, ""), c.Int(8 * max(1, len(x.meta)), "")))),
+        # from the first slot's address: a byte count equal to the array's length, given the array
+        # itself, draws -Wmemset-elt-size (8 slots of uint64_t meta[64])
+        c.ExprStmt(c.Call("memset", (c.Name("&p->meta[0]"), c.Int(0, ""),
+                                     c.Bin("*", c.Int(max(1, len(x.meta)), ""),
+                                           c.Call("sizeof", (c.Name("p->meta[0]"),)))))),
         c.Assign(_p("egress_set"), c.Int(0, "")),
         c.Assign(_p("ingress_port"), c.Name("port")),
         c.Assign(_p("pre_ok"), c.Int(0, "")),

@@ -330,7 +330,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
 {
     memset(p->valid, 0, sizeof(p->valid));
     /* only the 6 metadata slots this program uses */
-    memset(p->meta, 0, 0x30);
+    memset(&p->meta[0], 0, 6 * sizeof(p->meta[0]));
     p->egress_set = 0;
     p->ingress_port = port;
     p->pre_ok = 0;
