@@ -50,7 +50,13 @@ from runtime.server_proc import hugepages  # noqa: E402
 
 L3FWD_SRC = Path("/usr/share/dpdk/examples")  # Debian's dpdk-doc
 ORDER = ("l3fwd", "nfc", "dsr", "testpmd")  # the order within a round
-MEMORY_MB = {"l3fwd": 512, "nfc": 1024, "dsr": 1024, "testpmd": 256}
+MEMORY_MB = {"l3fwd": 512, "nfc": 1024, "base": 1024, "dsr": 1024, "testpmd": 256}
+
+
+def order(args: argparse.Namespace) -> tuple[str, ...]:
+    """The programs of a round: with ``--base TREE``, the nfc program as that tree builds it comes
+    right after this tree's (the comparison of two commits, interleaved in one run)."""
+    return (*ORDER[:2], "base", *ORDER[2:]) if args.base else ORDER
 MAX_NOT_FORWARDED = 0.01
 # l3fwd's LPM is created for 1,024 rules; and it asks every port for RX checksum offload, which
 # net_pcap lacks (nothing in the LPM path reads the offload's result).
@@ -104,10 +110,13 @@ def last_lines(r: subprocess.CompletedProcess[str], n: int = 4) -> str:
     return "\n".join((r.stdout + r.stderr).strip().splitlines()[-n:])
 
 
-def build_nfc(nfp: Path, out: Path, *extra: str) -> Path:
-    """``nfc build NFP --target dpdk EXTRA...`` and the server's ``make nf`` as its Makefile has it."""
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(nfp), "--target", "dpdk", *extra, "-o", str(out)],
-                       cwd=ROOT, capture_output=True, text=True)
+def build_nfc(nfp: Path, out: Path, *extra: str, tree: Path = ROOT) -> Path:
+    """``nfc build NFP --target dpdk EXTRA...`` and the server's ``make nf`` as its Makefile has it;
+    ``tree``: the checkout whose nfc builds it (its own virtualenv's Python if it has one)."""
+    venv = tree / ".venv" / "bin" / "python"
+    python = str(venv) if venv.exists() else sys.executable
+    r = subprocess.run([python, "-m", "nfc.cli", "build", str(nfp), "--target", "dpdk", *extra, "-o", str(out)],
+                       cwd=tree, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"nfc build {nfp.name} failed: {last_lines(r, 1)}")
     server = load_plan(out).path(out, "server_makefile").parent
@@ -259,21 +268,21 @@ def exit_counters(output: str) -> dict[str, Any] | None:
 def run_rounds(running: dict[str, Running], results: dict[str, Result], args: argparse.Namespace) -> None:
     """``args.rounds`` rounds, each a window of every running program in ORDER."""
     for r in range(args.rounds):
-        for name in ORDER:
+        for name in order(args):
             if name in running:
                 w = running[name].measure(args.warmup, args.window)
                 results[name].windows.append(w)
                 results[name].thread = thread_name(running[name].proc.pid, w.thread)
                 results[name].totals = running[name].last
         log(f"  round {r + 1}/{args.rounds}, Mpps per CPU-s: " + ", ".join(
-            f"{n} {results[n].windows[-1].mpps_cpu:.2f}" for n in ORDER if n in running))
+            f"{n} {results[n].windows[-1].mpps_cpu:.2f}" for n in order(args) if n in running))
 
 
 def measure_row(row: Row, l3fwd: Running | str, progs: list[Program], errors: dict[str, str], tmp: Path,
                 args: argparse.Namespace) -> dict[str, Result]:
     """Start the row's nfc, DSR and testpmd beside its l3fwd (loaded and paused), run the rounds and
     stop them all; ``errors``: the programs that could not even be built."""
-    results = {name: Result(error=errors.get(name)) for name in ORDER}
+    results = {name: Result(error=errors.get(name)) for name in order(args)}
     if isinstance(l3fwd, str):
         results["l3fwd"].error = l3fwd
     runs = start(progs, tmp)
@@ -287,7 +296,7 @@ def measure_row(row: Row, l3fwd: Running | str, progs: list[Program], errors: di
     finally:
         everyone = {**{r.program.name: r for r in runs.values()}, **running}
         for name, output in zip(everyone, stop_all(everyone.values()), strict=True):
-            if name in ("nfc", "dsr"):
+            if name in ("nfc", "base", "dsr"):
                 results[name].counters = exit_counters(output)
     return results
 
@@ -321,12 +330,15 @@ def ratio(a: float | None, b: float | None) -> str:
 
 
 def table(rows: dict[Row, dict[str, Result]], attr: str) -> str:
-    lines = ["| routes, memory | l3fwd | nfc, same function | nfc / l3fwd | DSR router | DSR / l3fwd | testpmd io |",
-             "|---|---|---|---|---|---|---|"]
+    base = any("base" in res for res in rows.values())
+    extra = (" base | nfc / base |", "---|---|") if base else ("", "")
+    lines = ["| routes, memory | l3fwd | nfc, same function | nfc / l3fwd | DSR router | DSR / l3fwd | testpmd io |"
+             + extra[0], "|---|---|---|---|---|---|---|" + extra[1]]
     for row, res in rows.items():
-        m = {n: res[n].median(attr) for n in ORDER}
+        m = {n: res[n].median(attr) for n in res}
+        more = f" {fig(m['base'])} | {ratio(m['nfc'], m['base'])} |" if base else ""
         lines.append(f"| {row.label} | {fig(m['l3fwd'])} | {fig(m['nfc'])} | {ratio(m['nfc'], m['l3fwd'])} | "
-                     f"{fig(m['dsr'])} | {ratio(m['dsr'], m['l3fwd'])} | {fig(m['testpmd'])} |")
+                     f"{fig(m['dsr'])} | {ratio(m['dsr'], m['l3fwd'])} | {fig(m['testpmd'])} |{more}")
     return "\n".join(lines)
 
 
@@ -349,7 +361,7 @@ def report(rows: dict[Row, dict[str, Result]], errors: list[str], args: argparse
         data = {"command": " ".join(sys.argv), "machine": machine(), "rounds": args.rounds, "window_s": args.window,
                 "core": args.core, "errors": errors,
                 "rows": [{"routes": row.routes, "hugepages": row.huge,
-                          "programs": {n: res[n].to_json() for n in ORDER}} for row, res in rows.items()]}
+                          "programs": {n: r.to_json() for n, r in res.items()}} for row, res in rows.items()]}
         Path(args.json).write_text(json.dumps(data, indent=1) + "\n")
 
 
@@ -357,14 +369,14 @@ def report(rows: dict[Row, dict[str, Result]], errors: list[str], args: argparse
 
 
 @contextmanager
-def hugepages_for(rows: list[Row]) -> Iterator[bool]:
+def hugepages_for(rows: list[Row], names: tuple[str, ...]) -> Iterator[bool]:
     """Hugepages for every l3fwd that uses them (all load first and wait for their row) plus one
     row's other programs, with room to spare; yields whether they were had."""
     n = sum(r.huge for r in rows)
     if n == 0:
         yield False
         return
-    with hugepages(n * MEMORY_MB["l3fwd"] + sum(MEMORY_MB[p] for p in ORDER if p != "l3fwd") + 512) as got:
+    with hugepages(n * MEMORY_MB["l3fwd"] + sum(MEMORY_MB[p] for p in names if p != "l3fwd") + 512) as got:
         yield got
 
 
@@ -373,7 +385,10 @@ def row_programs(row: Row, w: Workload, binaries: dict[str, Path | str], cores: 
     """The row's nfc, DSR and testpmd programs, and why each of the others has no binary."""
     f = w.files
     progs, errors = [], {}
-    for name, entries, pcap in (("nfc", f.nfc_entries, f.pcap), ("dsr", f.dsr_entries, f.dsr_pcap)):
+    for name, entries, pcap in (("nfc", f.nfc_entries, f.pcap), ("base", f.nfc_entries, f.pcap),
+                                ("dsr", f.dsr_entries, f.dsr_pcap)):
+        if name not in binaries:
+            continue
         b = binaries[name]
         if isinstance(b, Path):
             progs.append(nfc_program(name, b, row, entries, pcap, cores, tag))
@@ -387,12 +402,15 @@ def row_programs(row: Row, w: Workload, binaries: dict[str, Path | str], cores: 
     return progs, errors
 
 
-def build_servers(tmp: Path) -> dict[str, Path | str]:
-    """The two generated servers (built in ``tmp``) and testpmd, or why each is missing."""
+def build_servers(tmp: Path, base: Path | None) -> dict[str, Path | str]:
+    """The two generated servers (built in ``tmp``; with ``base``, the nfc program as that tree
+    builds it, too) and testpmd, or why each is missing."""
     out: dict[str, Path | str] = {}
-    for name, nfp in (("nfc", ROOT / "bench" / "l3fwd.nfp"), ("dsr", ROOT / "examples" / "dsr_router.nfp")):
+    l3 = ROOT / "bench" / "l3fwd.nfp"
+    trees = [("nfc", l3, ROOT), ("dsr", ROOT / "examples" / "dsr_router.nfp", ROOT)]
+    for name, nfp, tree in trees + ([("base", l3, base)] if base is not None else []):
         try:
-            out[name] = build_nfc(nfp, tmp / name)
+            out[name] = build_nfc(nfp, tmp / name, tree=tree)
         except RuntimeError as e:
             out[name] = str(e)
     testpmd = shutil.which("dpdk-testpmd")
@@ -407,7 +425,7 @@ def run(args: argparse.Namespace, tmp: Path, stack: ExitStack) -> tuple[dict[Row
             for n in args.routes]
     log("building l3fwd from dpdk-doc's sources; writing the route sets")
     l3fwd = build_l3fwd(tmp)
-    if any(r.huge for r in rows) and not stack.enter_context(hugepages_for(rows)):
+    if any(r.huge for r in rows) and not stack.enter_context(hugepages_for(rows, order(args))):
         log("hugepages: could not reserve them (root only): the hugepage rows are left out")
         rows = [r for r in rows if not r.huge]
     loads = {n: Workload(n, tmp) for n in args.routes}
@@ -422,7 +440,7 @@ def run(args: argparse.Namespace, tmp: Path, stack: ExitStack) -> tuple[dict[Row
         try:
             for w in loads.values():
                 w.for_nfc()
-            binaries = build_servers(tmp)
+            binaries = build_servers(tmp, args.base)
             log("the generated servers are built; waiting for l3fwd")
             l3fwd_failed = settled.result()
         except BaseException:
@@ -458,6 +476,8 @@ def main() -> int:
     ap.add_argument("--start-timeout", type=float, default=120.0)
     ap.add_argument("--l3fwd-timeout", type=float, default=1200.0, help="seconds l3fwd may take to load")
     ap.add_argument("--json", help="also write every window and counter to this file")
+    ap.add_argument("--base", type=Path, help="a checkout of another commit (e.g. a git worktree): its nfc builds "
+                    "bench/l3fwd.nfp too, measured in the same rounds (columns base, nfc / base)")
     args = ap.parse_args()
     if args.quick:
         args.rounds = 1

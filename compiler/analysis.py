@@ -15,8 +15,8 @@ from typing import assert_never
 from compiler import ir
 from lang.diagnostics import Span
 
-__all__ = ["REFRESH_OF", "STD_CAPABILITY", "Unit", "Use", "expr_reads", "loc_of", "parser_uses", "stage_units",
-           "stage_uses", "walk_stmts"]
+__all__ = ["REFRESH_OF", "STD_CAPABILITY", "Unit", "Use", "changed_by", "expr_reads", "loc_of", "parser_uses",
+           "stage_units", "stage_uses", "stmt_writes", "walk_stmts"]
 
 # A location: ("hdr", inst, field) | ("valid", inst) | ("meta", name) | ("std", name)
 # | ("local", name) | ("result", table) | ("reg", name) | ("pkt",) for the packet body.
@@ -151,12 +151,42 @@ def _effects(prog: ir.Program, unit: Unit) -> None:
             unit.reads |= expr_reads(e)
             if any(isinstance(x, ir.CounterOp | ir.ExternCall) for x in walk_expr(e)):
                 unit.stateful = True
-            for x in walk_expr(e):
-                if isinstance(x, ir.ExternCall):
-                    unit.writes |= {("valid", a.inst) for a in x.args if isinstance(a, ir.HeaderRef)}
-                    unit.writes.add(("pkt",))
-                    unit.reads.add(("pkt",))
+            _extern_effects(e, unit)
         _stmt_effects(prog, s, unit)
+
+
+def _extern_effects(e: ir.Expr, unit: Unit) -> None:
+    """An extern call reads and writes the packet, and the validity of the headers it is given."""
+    for x in walk_expr(e):
+        if isinstance(x, ir.ExternCall):
+            unit.writes |= {("valid", a.inst) for a in x.args if isinstance(a, ir.HeaderRef)}
+            unit.writes.add(("pkt",))
+            unit.reads.add(("pkt",))
+
+
+def stmt_writes(prog: ir.Program, s: ir.Stmt) -> set[Loc]:
+    """What statement ``s`` itself writes, not the statements nested in it (an if's arms, a
+    lookup's hit and miss blocks)."""
+    unit = Unit("", 0, (), ())
+    for e in stmt_exprs(s):
+        _extern_effects(e, unit)
+    _stmt_effects(prog, s, unit)
+    return unit.writes
+
+
+def changed_by(reads: set[Loc], writes: set[Loc]) -> bool:
+    """Whether locations ``reads`` may read differently after ``writes``: the same location, a
+    field of a header whose validity changed (an invalid header's fields read 0), or the
+    packet's length after any header was added or removed."""
+    valid = {w[1] for w in writes if w[0] == "valid"}
+    for r in reads:
+        if r in writes or (r[0] in ("hdr", "hdrall") and r[1] in valid):
+            return True
+        if r[0] == "hdrall" and any(w[0] == "hdr" and w[1] == r[1] for w in writes):
+            return True
+        if r == ("std", "packet_length") and valid:
+            return True
+    return False
 
 
 def _stmt_effects(prog: ir.Program, s: ir.Stmt, unit: Unit) -> None:

@@ -71,10 +71,12 @@ def _stmt(s: c.Stmt, n: int) -> list[str]:
             assert_never(s)
 
 
-def _item(i: c.Include | c.Global | c.Func) -> list[str]:
+def _item(i: c.Include | c.Define | c.Global | c.Func) -> list[str]:
     match i:
         case c.Include():
             return [f"#include {i.header}"]
+        case c.Define():
+            return [f"#define {i.name} {i.value}" + (f" {comment(i.comment)}" if i.comment else "")]
         case c.Global() if isinstance(i.init, tuple):
             above = [comment(i.comment)] if i.comment else []
             rows = []
@@ -115,7 +117,7 @@ def print_unit(u: c.Unit) -> str:
     parts = [comment(u.comment)]
     prev: type | None = None
     for item in u.items:
-        if prev is not None and (type(item) is not c.Include or prev is not c.Include):
+        if prev is not None and (type(item) is not prev or prev not in (c.Include, c.Define)):
             parts.append("")
         parts += _item(item)
         prev = type(item)

@@ -13,6 +13,7 @@ __all__ = [
     "Comment",
     "Cond",
     "Decl",
+    "Define",
     "Expr",
     "ExprStmt",
     "Func",
@@ -166,6 +167,15 @@ class Init:
 
 
 @dataclass(frozen=True, slots=True)
+class Define:
+    """``#define NAME value``, with a comment after it."""
+
+    name: str
+    value: str
+    comment: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Include:
     header: str  # "<rte_ethdev.h>" or "\"nfc_rt.h\""
 
@@ -173,4 +183,4 @@ class Include:
 @dataclass(frozen=True, slots=True)
 class Unit:
     comment: str
-    items: tuple[Include | Global | Func, ...]
+    items: tuple[Include | Define | Global | Func, ...]

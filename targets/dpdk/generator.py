@@ -1,6 +1,6 @@
-"""The server generator, named ``dpdk``: writes ``OUT/server/`` (the generated
-``nf.c``, the hand-written runtime ``nfc_rt.h`` / ``nfc_main.c`` and a Makefile using
-``pkg-config libdpdk``)."""
+"""The server generator, named ``dpdk``: writes ``OUT/server/`` (the generated ``nf.c`` and
+``nfc_prog.h``, its packet model's sizes; the hand-written runtime ``nfc_rt.h`` / ``nfc_main.c``
+and a Makefile using ``pkg-config libdpdk``)."""
 
 from __future__ import annotations
 
@@ -31,8 +31,10 @@ class DpdkGenerator:
     def emit(self, placed: Placed, plan: Plan, out: Path) -> dict[str, str]:
         folder = out / "server"
         folder.mkdir(parents=True, exist_ok=True)
-        unit = lower_server(placed.program, placed.placement, placed.bridges, software=plan.switch is None)
-        (folder / "nf.c").write_text(print_unit(unit))
+        server = lower_server(placed.program, placed.placement, placed.bridges, software=plan.switch is None)
+        (folder / "nf.c").write_text(print_unit(server.nf))
+        (folder / "nfc_prog.h").write_text(print_unit(server.sizes))
         for name in COPIED.values():
             shutil.copyfile(RUNTIME / name, folder / name)
-        return {"server_c": "server/nf.c", **{k: f"server/{v}" for k, v in COPIED.items()}}
+        return {"server_c": "server/nf.c", "server_sizes_h": "server/nfc_prog.h",
+                **{k: f"server/{v}" for k, v in COPIED.items()}}

@@ -12,10 +12,20 @@
 #include <rte_hash.h>
 #include <rte_mbuf.h>
 
+/* The packet model's slots, sized for the program by the generated nfc_prog.h (header
+ * instances, bytes of a pushed header, metadata and locals, lookup results): a burst of
+ * nfc_pkt stays in the L1 cache.  Without it (the runtime's own tests), the generator's limits. */
+#if defined(__has_include)
+#if __has_include("nfc_prog.h")
+#include "nfc_prog.h"
+#endif
+#endif
+#ifndef NFC_MAX_INST
 #define NFC_MAX_INST 32
 #define NFC_MAX_HDR 64
 #define NFC_MAX_META 64
 #define NFC_MAX_RES 64
+#endif
 #define NFC_MAX_PKT 9216
 /* a jumbo mbuf holds a whole frame up to NFC_MAX_PKT (9216 bytes) in one segment: the packet
  * path reads contiguous bytes, so a frame received over several 2 KiB segments is copied into
@@ -529,12 +539,30 @@ static inline int nfc_kept(const struct nfc_pkt *p, int t, const uint8_t *key, u
     return -1;
 }
 
+/* The burst's answer for control-plane table t, if nfc_prefetch kept one, where the generated
+ * code knows the key is the one nfc_prefetch took (nothing the key reads was written since the
+ * packet arrived): 1 found, 0 missed, -1 no answer kept.  No key is built or compared. */
+static inline int nfc_kept_answer(const struct nfc_pkt *p, int t, void **data)
+{
+    if ((p->pre_ok >> t) & 1) {
+        *data = p->pre_data[t];
+        return p->pre_hit[t];
+    }
+    return -1;
+}
+
+/* Exact-match lookup of control-plane table t in its rte_hash; 1: found. */
+static inline int nfc_exact_find(int t, const uint8_t *key, void **data)
+{
+    return rte_hash_lookup_data(nfc_tables[t].h, key, data) >= 0;
+}
+
 /* Exact-match lookup of control-plane table t; 1: found. */
 static inline int nfc_exact_lookup(const struct nfc_pkt *p, int t, const uint8_t *key, unsigned key_bytes,
                                    void **data)
 {
     int kept = nfc_kept(p, t, key, key_bytes, data);
-    return kept >= 0 ? kept : rte_hash_lookup_data(nfc_tables[t].h, key, data) >= 0;
+    return kept >= 0 ? kept : nfc_exact_find(t, key, data);
 }
 
 /* Longest-prefix-match lookup of table t (the LPM field whole in the key); 1: found. */

@@ -47,14 +47,18 @@ int nfc_run(struct nfc_pkt *p)
         }
         {
             /* lookup overlay_routes, examples/vpn_gateway.nfp:129 */
-            uint8_t key1[16];
-            uint64_t f2 = p->meta[0];
-            uint64_t f3 = p->meta[1];
-            uint64_t f4 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
-            nfc_set64(key1, (((f2 & 0xfffull) << 0x34u) | ((f3 & 0xfffull) << 0x28u)) | ((f4 & 0xffffffffull) << 8u));
-            nfc_set64(key1 + 8u, 0ull);
             void * hit1 = NULL;
-            if (nfc_exact_lookup(p, 0, key1, 0x10u, &hit1)) {
+            int found1 = nfc_kept_answer(p, 0, &hit1);
+            if (found1 < 0) {
+                uint8_t key1[16];
+                uint64_t f2 = p->meta[0];
+                uint64_t f3 = p->meta[1];
+                uint64_t f4 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
+                nfc_set64(key1, (((f2 & 0xfffull) << 0x34u) | ((f3 & 0xfffull) << 0x28u)) | ((f4 & 0xffffffffull) << 8u));
+                nfc_set64(key1 + 8u, 0ull);
+                found1 = nfc_exact_find(0, key1, &hit1);
+            }
+            if (found1) {
                 uint64_t v1 = (uint64_t)((uintptr_t)hit1);
                 p->res[0] = (v1 >> 0u) & 0xffffffffull;
                 p->res[1] = (v1 >> 0x20u) & 0xffffffull;
