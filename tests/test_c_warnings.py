@@ -52,7 +52,7 @@ def _reuse_runtime_objects(server: Path, runtime: Path) -> None:
     """Give ``server`` the runtime objects compiled once, when its runtime sources are the same
     files: make then compiles only ``nf.c`` and the sources that lay out ``struct nfc_pkt``,
     whose slots the program's own ``nfc_prog.h`` sizes (the copies are newer than the sources)."""
-    sources = [f.name for f in runtime.iterdir() if f.suffix in (".c", ".h")]
+    sources = [f.name for f in runtime.iterdir() if f.suffix in (".c", ".h") and f.name != "nfc_prog.h"]
     if all((server / name).is_file() and filecmp.cmp(server / name, runtime / name, shallow=False)
            for name in sources):
         for obj in runtime.glob("*.o"):
