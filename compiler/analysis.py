@@ -15,7 +15,7 @@ from typing import assert_never
 from compiler import ir
 from lang.diagnostics import Span
 
-__all__ = ["REFRESH_OF", "STD_CAPABILITY", "Unit", "Use", "changed_by", "expr_reads", "loc_of", "parser_uses",
+__all__ = ["STD_CAPABILITY", "Unit", "Use", "changed_by", "expr_reads", "loc_of", "parser_uses",
            "stage_units", "stage_uses", "stmt_writes", "walk_stmts"]
 
 # A location: ("hdr", inst, field) | ("valid", inst) | ("meta", name) | ("std", name)
@@ -30,6 +30,7 @@ class Use:
     op: str
     span: Span
     what: str  # human-readable: "esp_encrypt", "lpm match on ipv4.dst", ...
+    by_table: bool = False  # priced as a lookup of its table (the cost model), not one by one
 
 
 @dataclass
@@ -283,9 +284,6 @@ def _expr_uses_std(x: ir.Expr) -> list[Use]:
     return [Use(x.name, x.span, f"std.{x.name}")] if isinstance(x, ir.StdField) and x.name in STD_CAPABILITY else []
 
 
-REFRESH_OF = "refresh of"  # what a refresh's use says (the cost model prices it as a lookup)
-
-
 def stage_uses(prog: ir.Program, stage: ir.Stage, skip_cached_miss: bool = False) -> list[Use]:
     """Every operation and match kind the stage needs, with the span that needs it.
 
@@ -309,10 +307,11 @@ def _stmt_uses(prog: ir.Program, s: ir.Stmt) -> list[Use]:
             return [Use(op, s.span, "register write" if op == "register" else "assignment")]
         case ir.Lookup():
             t = prog.tables[s.table]
-            out = [Use(f"match:{k.match}", k.span, f"{k.match} match on {k.name} of table '{t.name}'") for k in t.keys]
+            out = [Use(f"match:{k.match}", k.span, f"{k.match} match on {k.name} of table '{t.name}'", by_table=True)
+                   for k in t.keys]
             if t.is_state and not t.hints.cache:
                 out.append(Use("dataplane_insert", s.span, f"lookup in data-plane state '{t.name}'"))
-            return [Use("lookup", s.span, f"lookup in '{t.name}'"), *out]
+            return [Use("lookup", s.span, f"lookup in '{t.name}'", by_table=True), *out]
         case ir.Push() | ir.Pop():
             return [Use("push_pop", s.span, f"{'push' if isinstance(s, ir.Push) else 'pop'} {s.inst}")]
         case ir.Forward():
@@ -323,8 +322,10 @@ def _stmt_uses(prog: ir.Program, s: ir.Stmt) -> list[Use]:
             return [Use("punt", s.span, "punt")]
         case ir.Refresh() if prog.tables[s.state].hints.cache:
             return []  # as a lookup in cached state: on the switch the cache's idle timeout is the timer
-        case ir.Insert() | ir.Remove() | ir.Refresh():
-            verb = {ir.Insert: "insert into", ir.Remove: "remove from", ir.Refresh: REFRESH_OF}[type(s)]
+        case ir.Refresh():  # the cost model prices it as a lookup of its table alone
+            return [Use("dataplane_insert", s.span, f"refresh of '{s.state}'", by_table=True)]
+        case ir.Insert() | ir.Remove():
+            verb = "insert into" if isinstance(s, ir.Insert) else "remove from"
             return [Use("dataplane_insert", s.span, f"{verb} '{s.state}'")]
         case ir.Verify():
             return [Use("drop", s.span, "verify")]

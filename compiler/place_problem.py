@@ -23,7 +23,6 @@ from dataclasses import dataclass
 
 from compiler import ir
 from compiler.analysis import (
-    REFRESH_OF,
     Loc,
     Unit,
     Use,
@@ -94,8 +93,7 @@ def _written_before(prog: ir.Program, stage: ir.Stage, among: frozenset[str] | N
 
 def _uses(prog: ir.Program, stage: ir.Stage) -> list[Use]:
     """The operations priced one by one (lookups are priced by their tables; a refresh as a lookup)."""
-    return [u for u in stage_uses(prog, stage)
-            if u.op != "lookup" and not u.op.startswith("match:") and not u.what.startswith(REFRESH_OF)]
+    return [u for u in stage_uses(prog, stage) if not u.by_table]
 
 
 def _log_between(size: int, lo: float, hi: float) -> float:
