@@ -7,6 +7,8 @@ kept by ``_p4rt_arbiter``; ``server.py`` puts the service on a gRPC port."""
 
 from __future__ import annotations
 
+import heapq
+import itertools
 import queue
 import threading
 import time
@@ -72,6 +74,11 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         self.cookies: _Cookies = {}
         self._timeouts: dict[EntryKey, int] = {}  # the entries with an idle_timeout_ns, and it
         self._notified: dict[EntryKey, float] = {}  # entry -> its last hit when it was reported idle
+        # when each entry with a timeout is next looked at (time.monotonic()), and a heap of them
+        # (stale items, whose time is not the entry's in _due, are skipped)
+        self._due: dict[EntryKey, float] = {}
+        self._heap: list[tuple[float, int, EntryKey]] = []
+        self._seq = itertools.count()
         self._scanner: threading.Thread | None = None
 
     # ---- arbitration and packet I/O (StreamChannel) ----------------------------------------
@@ -247,6 +254,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         """Back to ``before``: the failed update reports its error, the others ABORTED."""
         snapshots, self.cookies = before
         self._timeouts = {k: c[2] for k, c in self.cookies.items() if c[2]}
+        for k, timeout_ns in self._timeouts.items():
+            self._look_at(k, time.monotonic() + timeout_ns / 1e9)
         for name, state in snapshots.items():
             self.model.p4_tables[name].restore(state)
         undone = [(code_pb2.ABORTED, f"rolled back: update {failed} failed")] * failed
@@ -271,6 +280,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             self.cookies.pop(key, None)
             self._timeouts.pop(key, None)
             self._notified.pop(key, None)
+            self._due.pop(key, None)
         elif update.type == _U.MODIFY and not te.HasField("action"):  # §9.1.2: an unset action is kept
             key = self.entries.key(te)
             if self.model.p4_tables[key.table].get(key.match, key.priority) is None:
@@ -289,13 +299,19 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         self.cookies[key] = (te.controller_metadata, bytes(te.metadata), te.idle_timeout_ns)
         if te.idle_timeout_ns:
             self._timeouts[key] = te.idle_timeout_ns
+            self._look_at(key, time.monotonic() + te.idle_timeout_ns / 1e9)
         else:
             self._timeouts.pop(key, None)
+
+    def _look_at(self, key: EntryKey, when: float) -> None:
+        self._due[key] = when
+        heapq.heappush(self._heap, (when, next(self._seq), key))
 
     def _scan_idle(self) -> None:
         """§9.1.10: every IDLE_SCAN_S, the entries with an ``idle_timeout_ns`` not hit for that
         long go to the primary client in one IdleTimeoutNotification.  An entry is reported once,
-        and again only once it has been hit and gone idle again."""
+        and again only once it has been hit and gone idle again.  Only the entries due are looked
+        at (each about once per timeout): one hit since is looked at again a timeout after it."""
         while True:
             time.sleep(IDLE_SCAN_S)
             with self.lock:
@@ -303,16 +319,28 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
                 if primary is None:
                     continue
                 msg = p4runtime_pb2.StreamMessageResponse()
-                for key, timeout_ns in self._timeouts.items():
+                now = time.monotonic()
+                while self._heap and self._heap[0][0] <= now:
+                    when, _, key = heapq.heappop(self._heap)
+                    timeout_ns = self._timeouts.get(key)
+                    if self._due.get(key) != when or timeout_ns is None:
+                        continue  # looked at later, or deleted
+                    del self._due[key]
                     table = self.model.p4_tables[key.table]
                     entry = table.get(key.match, key.priority)
-                    if entry is None or self._notified.get(key) == table.last_hit(entry) \
-                            or table.idle_ns(entry) < timeout_ns:
+                    if entry is None:
+                        continue
+                    last = table.last_hit(entry)
+                    if table.idle_ns(entry) < timeout_ns:  # (not before the next scan: rounding)
+                        self._look_at(key, max(last + timeout_ns / 1e9, now + IDLE_SCAN_S))
+                        continue
+                    self._look_at(key, now + timeout_ns / 1e9)  # for its next hit and idle spell
+                    if self._notified.get(key) == last:
                         continue
                     te = msg.idle_timeout_notification.table_entry.add()
                     self.entries.message(te, key.table, entry)
                     te.controller_metadata, te.metadata, te.idle_timeout_ns = self.cookies[key]
-                    self._notified[key] = table.last_hit(entry)
+                    self._notified[key] = last
                 if len(msg.idle_timeout_notification.table_entry):
                     msg.idle_timeout_notification.timestamp = time.time_ns()
                     primary.put(msg)
