@@ -503,11 +503,15 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
             unsigned who[NFC_PREFETCH_BURST];
             uint64_t hits = 0;
             unsigned k = 0;
-            for (; from < n && k < NFC_PREFETCH_BURST; from++)
-                if (codes[from] == NFC_CONTINUE && nfc_bench_key(t, &pkts[from], keys[k]) == 0) {
-                    kp[k] = keys[k];
+            for (; from < n && k < NFC_PREFETCH_BURST; from++) {
+                /* a key whose answer is kept is built where it is kept: no copy (a libc memcpy of
+                 * key_bytes per packet and table) */
+                uint8_t *kb = keep ? pkts[from].pre_key[t] : keys[k];
+                if (codes[from] == NFC_CONTINUE && nfc_bench_key(t, &pkts[from], kb) == 0) {
+                    kp[k] = kb;
                     who[k++] = from;
                 }
+            }
             if (k == 0)
                 continue;
             if (tab->lpm >= 0)
@@ -519,7 +523,6 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
                     rte_prefetch0(data[j]);
             for (unsigned j = 0; keep && j < k; j++) {
                 struct nfc_pkt *p = &pkts[who[j]];
-                memcpy(p->pre_key[t], keys[j], tab->key_bytes);
                 p->pre_hit[t] = (uint8_t)((hits >> j) & 1);
                 p->pre_data[t] = data[j];
                 p->pre_ok |= 1u << t;
