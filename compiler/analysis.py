@@ -177,11 +177,12 @@ def stmt_writes(prog: ir.Program, s: ir.Stmt) -> set[Loc]:
 
 def changed_by(reads: set[Loc], writes: set[Loc]) -> bool:
     """Whether locations ``reads`` may read differently after ``writes``: the same location, a
-    field of a header whose validity changed (an invalid header's fields read 0), or the
-    packet's length after any header was added or removed."""
+    field of a header whose validity changed (an invalid header's fields read 0) or after an
+    extern wrote the packet, or the packet's length after any header was added or removed."""
     valid = {w[1] for w in writes if w[0] == "valid"}
+    packet = ("pkt",) in writes
     for r in reads:
-        if r in writes or (r[0] in ("hdr", "hdrall") and r[1] in valid):
+        if r in writes or (r[0] in ("hdr", "hdrall") and (r[1] in valid or packet)):
             return True
         if r[0] == "hdrall" and any(w[0] == "hdr" and w[1] == r[1] for w in writes):
             return True

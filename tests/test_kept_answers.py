@@ -25,6 +25,7 @@ def test_a_read_is_changed_by_its_own_write_and_by_its_header_changing_validity(
     dst = ("hdr", "ipv4", "dst")
     assert changed_by({dst}, {dst})
     assert changed_by({dst}, {("valid", "ipv4")})  # popped: the field reads 0
+    assert changed_by({dst}, {("pkt",)})  # an extern wrote the packet
     assert not changed_by({dst}, {("hdr", "ipv4", "src"), ("valid", "vlan"), ("meta", "x")})
     assert changed_by({("meta", "x")}, {("meta", "x")})
     assert not changed_by({("meta", "x")}, {("local", "x")})
