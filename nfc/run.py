@@ -32,6 +32,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     s.add_argument("--entries", metavar="FILE", help="table entries (YAML or JSON, .nfp names)")
     s.add_argument("--inject", action="append", default=[], metavar="PORT=PCAP", required=True)
     s.add_argument("--capture", metavar="DIR", default="capture")
+    s.add_argument("--goal", metavar="FILE", type=Path,
+                   help="keep the goal state (every entry the runtime wrote) in this SQLite file: the data planes "
+                        "first get what an earlier run left there, then --entries")
     s.add_argument("--live", action="store_true",
                    help="run live: the server program on a veth pair (net_af_packet) in a network namespace of its "
                         "own, entries changeable while packets flow (needs root)")
@@ -76,10 +79,10 @@ def run(args: argparse.Namespace, sources: SourceMap) -> int:
                 print(f"switch model P4Runtime{security(tls)} on 127.0.0.1:{port}", file=sys.stderr, flush=True)
                 counters = run_live(out, p4rt, model.server_ports[0], client, entries, parse_injects(args.inject),
                                     Path(args.capture), args.pps, args.serve_seconds,
-                                    lambda m: print(m, file=sys.stderr, flush=True))
+                                    lambda m: print(m, file=sys.stderr, flush=True), args.goal)
             else:
                 counters = run_hybrid(out, plan, model, client, entries, parse_injects(args.inject),
-                                      Path(args.capture))
+                                      Path(args.capture), args.goal)
         except KeyboardInterrupt:  # everything started has been cleaned up on the way out
             print("nfc run: interrupted", file=sys.stderr)
             return 130
@@ -111,7 +114,7 @@ def _run_server(args: argparse.Namespace, out: Path) -> int:
                          "run it without --live, or rebuild with a switch target")
     try:
         counters = run_server(out, load_entries(args.entries) if args.entries else [], parse_injects(args.inject),
-                              Path(args.capture))
+                              Path(args.capture), args.goal)
     except KeyboardInterrupt:
         print("nfc run: interrupted", file=sys.stderr)
         return 130

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import json
+import sqlite3
 import struct
 import subprocess
 import tempfile
@@ -28,6 +29,7 @@ from compiler.manifest import Plan
 from runtime.api import Runtime
 from runtime.entries import EntrySpec
 from runtime.errors import RuntimeApiError
+from runtime.goal import GoalStore
 from runtime.live import LiveDataPlane, LiveError, Switch, pace
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess, eal_args
@@ -73,6 +75,25 @@ def _counters(drops: Counter[str], outputs: dict[int, list[bytes]], server: dict
             "server": {"forwarded": server.get("forwarded", 0), "tables": server.get("tables", {})}}
 
 
+def program(out: Path, switch: SwitchClient | None, server: Any, entries: list[EntrySpec],
+            goal: Path | None) -> None:
+    """Put ``entries`` where the plan says, through the runtime API.  With ``goal`` (a SQLite
+    file, runtime/goal.py), first bring the data planes, which start empty, to the goal state an
+    earlier run left there (``Runtime.reconcile``), then record the new entries in it too: a run
+    restarted with the same file forwards as the last one did without its entries given again."""
+    try:
+        rt = Runtime(out, switch=switch, server=server, goal=GoalStore(goal) if goal is not None else None)
+        try:
+            if goal is not None:
+                rt.reconcile()
+            rt.load(entries)
+        finally:
+            if rt.goal is not None:
+                rt.goal.close()
+    except sqlite3.Error as e:  # not a SQLite file, unreadable, disk full
+        raise RunError(f"the goal state {goal}: {e}") from e
+
+
 def build_server(out: Path) -> Path:
     binary = out / "server" / "nf"
     if not binary.exists():
@@ -83,7 +104,8 @@ def build_server(out: Path) -> Path:
 
 
 def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchClient | None,
-               entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path) -> dict[str, Any]:
+               entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path,
+               goal: Path | None = None) -> dict[str, Any]:
     _fresh(capture)
     outputs: dict[int, list[bytes]] = {}
     drops: Counter[str] = Counter()
@@ -109,8 +131,7 @@ def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchC
                                 attach=[f"net_pcap0,rx_pcap={work / 'to_server.pcap'},"
                                         f"tx_pcap={work / 'from_server.pcap'}"])
         try:
-            runtime = Runtime(out, switch=switch_client, server=srv.control if srv else None)
-            runtime.load(entries)
+            program(out, switch_client, srv.control if srv else None, entries, goal)
             for port, path in injects:
                 for data, _ in RawPcapReader(str(path)):
                     deliver(switch.process(bytes(data), port))
@@ -138,7 +159,7 @@ _TAG = struct.Struct(">I")  # nf --tagged: the logical port before each frame
 
 
 def run_server(out: Path, entries: list[EntrySpec], injects: list[tuple[int, Path]],
-               capture: Path) -> dict[str, Any]:
+               capture: Path, goal: Path | None = None) -> dict[str, Any]:
     """A build without a switch: the DPDK program alone, every logical port carried by one
     tagged net_pcap device (``nf --tagged``) so that packets keep their injection order."""
     _fresh(capture)
@@ -149,7 +170,7 @@ def run_server(out: Path, entries: list[EntrySpec], injects: list[tuple[int, Pat
         srv = ServerProcess(build_server(out), eal=EAL_ARGS, live=False, extra=["--tagged"],
                             attach=[f"net_pcap0,rx_pcap={work / 'in.pcap'},tx_pcap={work / 'out.pcap'}"])
         try:
-            Runtime(out, switch=None, server=srv.control).load(entries)
+            program(out, None, srv.control, entries, goal)
             _write(work / "in.pcap", packets)
             srv.control.start()
             server_counters = srv.wait()
@@ -166,7 +187,7 @@ def run_server(out: Path, entries: list[EntrySpec], injects: list[tuple[int, Pat
 
 def run_live(out: Path, switch: Switch, server_port: int, switch_client: SwitchClient | None,
              entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path, pps: float = 1000.0,
-             serve_seconds: float = 0.0, announce: Any = print) -> dict[str, Any]:
+             serve_seconds: float = 0.0, announce: Any = print, goal: Path | None = None) -> dict[str, Any]:
     """The live data plane: entries through the runtime, the pcaps sent at ``pps``, then
     ``serve_seconds`` more with the P4Runtime endpoint and the control socket open to other
     controllers (their addresses go to ``announce``); captures and counters as in batch mode."""
@@ -174,7 +195,7 @@ def run_live(out: Path, switch: Switch, server_port: int, switch_client: SwitchC
     try:
         with LiveDataPlane(build_server(out), switch, server_port) as live:
             assert live.server is not None
-            Runtime(out, switch=switch_client, server=live.server.control).load(entries)
+            program(out, switch_client, live.server.control, entries, goal)
             announce(f"server control socket: {live.server.socket} (network namespace {live.netns})")
             for port, path in injects:
                 pace([bytes(d) for d, _ in RawPcapReader(str(path))], functools.partial(live.inject, port), pps)

@@ -99,3 +99,43 @@ def test_server_alone_runs_on_its_logical_ports_and_capture_starts_empty(tmp_pat
     assert sorted(p.name for p in cap.glob("port-*.pcap")) == ["port-4.pcap"]
     r = run(f"17={tmp_path / 'cloud.pcap'}", live=True)
     assert r.returncode == 1 and "has no switch program" in r.stderr
+
+
+def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_its_entries(tmp_path):
+    """``--goal FILE``: the entries a run wrote are kept in FILE (SQLite); a later run with the
+    same file and no entries brings its fresh data plane to them first (Runtime.reconcile) and
+    forwards the same packets the same way; without the file it has no route.  A file that is
+    not a goal store is refused with a message, not a traceback."""
+    out = tmp_path / "vpn"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
+                        "--target", "dpdk", "--no-verify", "--allow-overcommit"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    entries = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
+                                   "values": {"host_ip": "172.16.5.17", "vni": 5042}}],
+               "underlay_routes": [{"match": {"outer_ipv4_dst": "172.16.0.0/16"},
+                                    "values": {"port": 21, "next_hop_mac": NH_MAC}}]}
+    (tmp_path / "entries.json").write_text(json.dumps(entries))
+    customer = (Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / Dot1AD(vlan=5) / Dot1Q(vlan=42)
+                / IP(src="192.168.200.1", dst="192.168.42.17") / UDP(sport=7, dport=9) / b"to the cloud")
+    wrpcap(str(tmp_path / "customer.pcap"), [customer])
+    goal, cap = tmp_path / "goal.sqlite", tmp_path / "cap"
+
+    def run(*more: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--inject",
+                               f"3={tmp_path / 'customer.pcap'}", "--capture", str(cap), *more],
+                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+
+    want = [expected_vxlan(customer, "172.16.5.17", 5042)]
+    r = run("--entries", str(tmp_path / "entries.json"), "--goal", str(goal))
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [bytes(p) for p in rdpcap(str(cap / "port-21.pcap"))] == want
+    r = run("--goal", str(goal))  # no entries given: the goal's
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [bytes(p) for p in rdpcap(str(cap / "port-21.pcap"))] == want
+    r = run()  # neither: nothing routes it
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert json.loads(r.stdout)["egress_packets"] == {} and not (cap / "port-21.pcap").exists()
+    (tmp_path / "not.sqlite").write_text("entries: []\n")
+    r = run("--goal", str(tmp_path / "not.sqlite"))
+    assert r.returncode == 1 and "goal state" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
