@@ -186,7 +186,7 @@ def changed_by(reads: set[Loc], writes: set[Loc]) -> bool:
             return True
         if r[0] == "hdrall" and any(w[0] == "hdr" and w[1] == r[1] for w in writes):
             return True
-        if r == ("std", "packet_length") and valid:
+        if r == ("std", "packet_length") and (valid or packet):  # an extern may resize the packet (ESP)
             return True
     return False
 

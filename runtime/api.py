@@ -126,6 +126,14 @@ def _fields(spec: EntrySpec) -> dict[str, Any]:
     return {k: (v, a) if a is not None else v for k, (v, a) in spec.match.items()} | spec.values
 
 
+def _by_table(entries: Iterable[EntrySpec]) -> dict[str, list[tuple[dict[str, Any], int]]]:
+    """Entries given as data, as the keyword arguments and priority of a call, per table."""
+    by_table: dict[str, list[tuple[dict[str, Any], int]]] = {}
+    for e in entries:
+        by_table.setdefault(e.table, []).append((_fields(e), e.priority))
+    return by_table
+
+
 def check_entry(s: TableSchema, spec: EntrySpec) -> EntrySpec:
     """An entries-file entry of table ``s`` checked as a call to the runtime API is (fields
     exactly the table's, values and addresses of the fields' widths, InvalidEntry naming the
@@ -201,10 +209,23 @@ class Runtime:
 
     def load(self, entries: Iterable[EntrySpec]) -> int:
         """Add entries given as data (an entries file), table by table; all or nothing per table."""
-        by_table: dict[str, list[tuple[dict[str, Any], int]]] = {}
-        for e in entries:
-            by_table.setdefault(e.table, []).append((_fields(e), e.priority))
-        return sum(self.table(t).add_many([r for r, _ in rows], [p for _, p in rows]) for t, rows in by_table.items())
+        return sum(self.table(t).add_many([r for r, _ in rows], [p for _, p in rows])
+                   for t, rows in _by_table(entries).items())
+
+    def intend(self, entries: Iterable[EntrySpec]) -> int:
+        """Record entries given as data in the goal state, each replacing the goal's entry of its
+        key (checked as ``load`` checks them; all or nothing per table), without writing the
+        data planes: ``reconcile`` puts them there.  A run restarted with its goal file and
+        the same entries file then finds them there, not added twice."""
+        if self.goal is None:
+            raise ChannelError("intend needs the goal state: connect with goal=PATH")
+        n = 0
+        for t, rows in _by_table(entries).items():
+            s = self.table(t).schema
+            checked = [_check(s, row, True, prio) for row, prio in rows]
+            self.goal.apply(s.name, "add", [goal_entry(s, e) for e in checked])
+            n += len(checked)
+        return n
 
     # ---- the two sides -----------------------------------------------------------------------
 

@@ -16,9 +16,13 @@ import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
-__all__ = ["GoalEntry", "GoalStore"]
+__all__ = ["GoalEntry", "GoalError", "GoalStore"]
 
 GoalEntry = tuple[tuple[tuple[int, int | None], ...], int, tuple[int, ...]]  # key, priority, values
+
+
+class GoalError(ValueError):
+    """The goal file holds something this program's runtime did not write."""
 
 
 class GoalStore:
@@ -43,9 +47,23 @@ class GoalStore:
             else:
                 self.db.executemany("INSERT OR REPLACE INTO entries VALUES (?, ?, ?, ?)", rows)
 
-    def entries(self, table: str) -> Iterator[GoalEntry]:
+    def entries(self, table: str, keys: int, values: int) -> Iterator[GoalEntry]:
+        """The entries of ``table``, each checked to have the ``keys`` key fields and ``values``
+        values the table has now (a goal file of another program, or of the program before
+        an edit of the table, is a GoalError naming the table, not a wrong write)."""
         for key, prio, vals in self.db.execute("SELECT key, priority, vals FROM entries WHERE tbl = ?", (table,)):
-            yield tuple((int(v), m) for v, m in json.loads(key)), int(prio), tuple(json.loads(vals))
+            try:
+                k = tuple((int(v), None if m is None else int(m)) for v, m in json.loads(key))
+                vs = tuple(int(v) for v in json.loads(vals))
+                entry = (k, int(prio), vs)
+            except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
+                raise GoalError(f"{self.path}: table {table}: an entry that is not one this runtime wrote "
+                                f"({e})") from e
+            if len(k) != keys or len(vs) != values:
+                raise GoalError(f"{self.path}: table {table}: an entry of {len(k)} key fields and {len(vs)} "
+                                f"values, the table has {keys} and {values} (the goal state of another "
+                                f"program or of an earlier version of this one)")
+            yield entry
 
     def count(self, table: str) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM entries WHERE tbl = ?", (table,)).fetchone()[0])

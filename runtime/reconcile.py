@@ -55,7 +55,7 @@ def reconcile(rt: Runtime) -> dict[str, dict[str, Repair]]:
     for s in rt.schemas.values():
         if s.state:
             continue
-        goal = {(key, prio): vals for key, prio, vals in rt.goal.entries(s.name)}
+        goal = {(key, prio): vals for key, prio, vals in rt.goal.entries(s.name, len(s.keys), len(s.values))}
         entries = {gk: _Entry(dict(zip([k.name for k in s.keys], gk[0], strict=True)),
                               dict(zip([v.name for v in s.values], vals, strict=True)), gk[1])
                    for gk, vals in goal.items()}

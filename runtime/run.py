@@ -29,7 +29,7 @@ from compiler.manifest import Plan
 from runtime.api import Runtime
 from runtime.entries import EntrySpec
 from runtime.errors import RuntimeApiError
-from runtime.goal import GoalStore
+from runtime.goal import GoalError, GoalStore
 from runtime.live import LiveDataPlane, LiveError, Switch, pace
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess, eal_args
@@ -78,19 +78,22 @@ def _counters(drops: Counter[str], outputs: dict[int, list[bytes]], server: dict
 def program(out: Path, switch: SwitchClient | None, server: Any, entries: list[EntrySpec],
             goal: Path | None) -> None:
     """Put ``entries`` where the plan says, through the runtime API.  With ``goal`` (a SQLite
-    file, runtime/goal.py), first bring the data planes, which start empty, to the goal state an
-    earlier run left there (``Runtime.reconcile``), then record the new entries in it too: a run
-    restarted with the same file forwards as the last one did without its entries given again."""
+    file, runtime/goal.py), the entries are first recorded in the goal state an earlier run may
+    have left there (each replacing the goal's entry of its key), then the data planes, which
+    start empty, are brought to it (``Runtime.reconcile``): a run restarted with the same file
+    forwards as the last one did, with or without its entries given again."""
     try:
         rt = Runtime(out, switch=switch, server=server, goal=GoalStore(goal) if goal is not None else None)
         try:
             if goal is not None:
+                rt.intend(entries)
                 rt.reconcile()
-            rt.load(entries)
+            else:
+                rt.load(entries)
         finally:
             if rt.goal is not None:
                 rt.goal.close()
-    except sqlite3.Error as e:  # not a SQLite file, unreadable, disk full
+    except (sqlite3.Error, GoalError) as e:  # not a SQLite file or not this program's, unreadable, disk full
         raise RunError(f"the goal state {goal}: {e}") from e
 
 

@@ -32,6 +32,7 @@ def test_a_read_is_changed_by_its_own_write_and_by_its_header_changing_validity(
     assert changed_by({("hdrall", "ipv4")}, {("hdr", "ipv4", "ttl")})  # checksum_ok reads every field
     assert changed_by({("std", "packet_length")}, {("valid", "vlan")})  # a push or pop changes the length
     assert not changed_by({("std", "packet_length")}, {("hdr", "ipv4", "ttl")})
+    assert changed_by({("std", "packet_length")}, {("pkt",)})  # an extern that wrote the packet may resize it
     assert changed_by({("result", "t")}, {("result", "t")})
     assert not changed_by(set(), {("hdr", "ipv4", "dst")})
 

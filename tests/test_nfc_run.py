@@ -5,6 +5,7 @@ routes loaded; expected packets are built with scapy here, never copied from the
 from __future__ import annotations
 
 import json
+import sqlite3
 import subprocess
 import sys
 
@@ -133,9 +134,17 @@ def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_i
     r = run("--goal", str(goal))  # no entries given: the goal's
     assert r.returncode == 0, r.stderr[-3000:]
     assert [bytes(p) for p in rdpcap(str(cap / "port-21.pcap"))] == want
+    r = run("--entries", str(tmp_path / "entries.json"), "--goal", str(goal))  # the first command again
+    assert r.returncode == 0, r.stderr[-3000:]
+    assert [bytes(p) for p in rdpcap(str(cap / "port-21.pcap"))] == want
     r = run()  # neither: nothing routes it
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout)["egress_packets"] == {} and not (cap / "port-21.pcap").exists()
     (tmp_path / "not.sqlite").write_text("entries: []\n")
     r = run("--goal", str(tmp_path / "not.sqlite"))
     assert r.returncode == 1 and "goal state" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
+    with sqlite3.connect(goal) as db:  # an entry of the table as another program (or version) has it
+        db.execute("INSERT INTO entries VALUES ('overlay_routes', '[[5, null], [42, null]]', 0, '[1, 2]')")
+    r = run("--goal", str(goal))
+    assert r.returncode == 1 and "table overlay_routes" in r.stderr and "2 key fields" in r.stderr, r.stderr[-3000:]
+    assert "Traceback" not in r.stderr

@@ -122,3 +122,43 @@ def test_the_switch_reports_an_entry_idle_past_its_timeout_once_per_idle_spell(b
     assert [(t, m["ipv4_dst"][0]) for t, m, _p in first] == [("hosts", B)]
     assert still == []
     assert [m["ipv4_dst"][0] for _t, m, _p in again] == [B]
+
+
+def test_a_rolled_back_batch_does_not_put_off_an_idle_entrys_notification(built):
+    """A ROLLBACK_ON_ERROR batch that fails (§12.2) leaves the table as it was, and so the idle
+    times: an entry idle since before the batch is reported when its timeout runs out, not a
+    timeout after the failed batch (the rollback used to reschedule every entry's look at it);
+    the entry the batch inserted and took back is never reported."""
+    import grpc
+    from p4.v1 import p4runtime_pb2
+
+    model = SwitchModel.from_build(built)
+    names = json.loads((built / "switch/name_map.json").read_text())
+    grpc_server, port = serve(P4RuntimeServer(model, names, "tna"))
+    client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+    D = 0x0A000004
+    try:
+        written = time.monotonic()
+        assert client.write([SwitchUpdate("add", "hosts", {"ipv4_dst": (B, None)}, {"port": 3}, 0,
+                                          400_000_000)]) == [None]
+        time.sleep(0.25)
+        req = p4runtime_pb2.WriteRequest(device_id=client.device_id,
+                                         atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR)
+        req.election_id.high, req.election_id.low = client.election
+        for dst in (D, B):  # B again: ALREADY_EXISTS, so D is taken back too
+            up = req.updates.add()
+            up.type = p4runtime_pb2.Update.INSERT
+            client._table_entry(up.entity.table_entry,
+                                SwitchUpdate("add", "hosts", {"ipv4_dst": (dst, None)}, {"port": 3}, 0, 400_000_000))
+        with pytest.raises(grpc.RpcError):
+            client.stub.Write(req)
+        reported: list[int] = []
+        while time.monotonic() < written + 0.58 and not reported:  # due at 0.4 s; after the batch: 0.65 s
+            reported += [m["ipv4_dst"][0] for _t, m, _p in client.idle_expired()]
+            time.sleep(0.01)
+        time.sleep(0.5)  # D, had it stayed, would be due now
+        later = [m["ipv4_dst"][0] for _t, m, _p in client.idle_expired()]
+    finally:
+        client.close()
+        grpc_server.stop(0)
+    assert reported == [B] and later == []

@@ -254,8 +254,13 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         """Back to ``before``: the failed update reports its error, the others ABORTED."""
         snapshots, self.cookies = before
         self._timeouts = {k: c[2] for k, c in self.cookies.items() if c[2]}
-        for k, timeout_ns in self._timeouts.items():
-            self._look_at(k, time.monotonic() + timeout_ns / 1e9)
+        for k in [k for k in self._due if k not in self._timeouts]:  # inserted by the batch, undone
+            del self._due[k]
+            self._notified.pop(k, None)
+        now = time.monotonic()
+        for k, timeout_ns in self._timeouts.items():  # only those the batch deleted have no time left
+            if k not in self._due:
+                self._look_at(k, now + timeout_ns / 1e9)
         for name, state in snapshots.items():
             self.model.p4_tables[name].restore(state)
         undone = [(code_pb2.ABORTED, f"rolled back: update {failed} failed")] * failed
@@ -304,6 +309,11 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             self._timeouts.pop(key, None)
 
     def _look_at(self, key: EntryKey, when: float) -> None:
+        """Look at ``key`` by ``when`` (or when it was due already, if sooner: a look finds an
+        entry hit since not idle and looks again a timeout after its hit, so a look too early
+        costs a check, one too late a late notification)."""
+        if key in self._due and self._due[key] <= when:
+            return
         self._due[key] = when
         heapq.heappush(self._heap, (when, next(self._seq), key))
 
