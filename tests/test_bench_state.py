@@ -45,4 +45,6 @@ def test_a_round_translates_every_packet_on_the_cpus_it_reports(tmp_path):
     for row in rows:
         assert row["dropped"] == 0 and row["mpps_wall"] > 0
         busy = row["lcores"] * row["processes"]  # each forwarding lcore polls without pause: a CPU each,
-        assert 0.5 * busy <= row["cpus"] <= busy + 0.3  # less when the machine is shared
+        # less when the machine is shared (CI's is: 2 lcores got 0.99 CPUs beside a fuzzer), never
+        # more; the lower bound catches a reading of the wrong threads (an idle one's is ~0)
+        assert 0.3 * busy <= row["cpus"] <= busy + 0.3
