@@ -181,6 +181,50 @@ def test_bluebird_ca_pa_mappings_that_fit_next_to_shrunken_route_tables():
     assert [b.path for b in c.bridges] == ["miss:ca_to_pa", "miss:ca_to_pa"]
 
 
+PARSE_DIAMOND = """
+import "std/headers.nfp";
+packet { eth: ethernet; svlan: vlan; cvlan: vlan; ipv4: ipv4; ipv6: ipv6; }
+parser p {
+  state start {
+    extract eth;
+    transition select(eth.ethertype) { 0x8100: tagged; 0x86dd: v6; default: v4; }
+  }
+  state tagged {
+    extract svlan;
+    transition select(svlan.ethertype) { 0x8100: inner; default: v4; }
+  }
+  state inner { extract cvlan; transition v4; }
+  state v4 { extract ipv4; transition accept; }
+  state v6 { extract ipv6; transition accept; }
+}
+stage s { forward(1); }
+ports all = [0..3];
+pipeline fwd { ports = all; parser = p; stages = [s]; }
+"""
+
+
+def test_parser_state_must_is_the_meet_over_every_path_to_the_state(tmp_path):
+    """What the server's parser reads without testing validity: the headers extracted on every
+    path from start to a state, against every path enumerated (the graph has no loop)."""
+    from compiler.passes.validity import parser_state_must
+
+    g = compile_file(write(tmp_path, PARSE_DIAMOND), target="dpdk").program.parsers["p"]
+    succ = {st.name: [t.name for t in (*[c.target for c in st.cases], st.default) if t.kind == "state"]
+            for st in g.states}
+    extracts = {st.name: {s.inst for s in st.stmts if type(s).__name__ == "Extract"} for st in g.states}
+    seen: dict[str, list[set[str]]] = {}
+
+    def walk(state: str, before: set[str]) -> None:
+        seen.setdefault(state, []).append(before)
+        for nxt in succ[state]:
+            walk(nxt, before | extracts[state])
+
+    walk("start", set())
+    expected = {state: set.intersection(*paths) for state, paths in seen.items()}
+    assert {n: set(m) for n, m in parser_state_must(g).items()} == expected
+    assert expected["v4"] == {"eth"} and expected["inner"] == {"eth", "svlan"}  # the meet is not trivial
+
+
 def test_hit_rate_model():
     from compiler.ir import Hints, Table
     from compiler.partition import hit_rate

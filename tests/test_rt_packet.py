@@ -31,6 +31,11 @@ int main(void)
             buf[i] = (unsigned char)b;
         }
         printf("csum %u\n", (unsigned)nfc_csum(buf, len)); /* the number nfc_set16 stores */
+        if (len >= 2) { /* a header's own checksum field at byte (len - 2) / 2, as stored */
+            unsigned char out[2];
+            nfc_csum_put(out, buf, len, (len - 2) / 2);
+            printf("put %u\n", (unsigned)(out[0] << 8 | out[1]));
+        }
     }
     return 0;
 }
@@ -50,10 +55,12 @@ def rt_probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return d / "probe"
 
 
-def run_probe(probe: Path, inputs: list[bytes]) -> list[int]:
+def run_probe(probe: Path, inputs: list[bytes], what: str = "csum") -> list[int]:
+    """``what``: "csum", the checksum of each input; "put", the two bytes nfc_csum_put stores
+    for a checksum field at byte (len - 2) / 2 of each input of 2 bytes or more."""
     text = "".join(f"{len(b)} {' '.join(f'{x:x}' for x in b)}\n" for b in inputs)
     out = subprocess.run([str(probe)], input=text, check=True, capture_output=True, text=True).stdout.split("\n")
-    return [int(line.split()[1]) for line in out if line.startswith("csum ")]
+    return [int(line.split()[1]) for line in out if line.startswith(f"{what} ")]
 
 
 def rfc1071(data: bytes) -> int:
@@ -74,3 +81,21 @@ def test_checksum_equals_rfc_1071_at_every_carry(rt_probe: Path) -> None:
                for _ in range(300)]
     sums = run_probe(rt_probe, inputs)
     assert sums == [rfc1071(b) for b in inputs]
+
+
+def test_a_checksum_field_is_stored_in_network_order_as_rfc_1071_gives_it(rt_probe: Path) -> None:
+    """nfc_csum_put (what the generated code writes into a header's checksum field): the
+    checksum of the bytes with the field taken as zero, stored big-endian, at every carry and
+    at even and odd field offsets."""
+    rnd = random.Random(17)
+    inputs = [bytes([0xFF]) * n for n in range(2, 65)]
+    inputs += [bytes(rnd.choice([0x00, 0xFF, rnd.randrange(256)]) for _ in range(rnd.randint(2, 128)))
+               for _ in range(300)]
+
+    def zeroed(b: bytes) -> bytes:
+        at = (len(b) - 2) // 2
+        return b[:at] + b"\0\0" + b[at + 2:]
+
+    stored = run_probe(rt_probe, inputs, "put")
+    assert len(stored) == len(inputs)
+    assert stored == [rfc1071(zeroed(b)) for b in inputs]

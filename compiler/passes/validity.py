@@ -21,23 +21,45 @@ from compiler import ir
 from compiler.analysis import expr_reads, stmt_exprs
 from lang.diagnostics import Diagnostics, Span
 
-__all__ = ["check_validity", "must_be_valid", "must_branches", "must_step", "parser_may_extract"]
+__all__ = ["check_validity", "must_be_valid", "must_branches", "must_step", "parser_may_extract",
+           "parser_state_must", "reachable_states"]
 
 
 def parser_may_extract(graph: ir.ParserGraph) -> frozenset[str]:
     """Instances extracted in some state reachable from ``start``."""
-    seen: set[str] = set()
-    out: set[str] = set()
-    todo = ["start"]
+    return frozenset(s.inst for st in reachable_states(graph) for s in st.stmts if isinstance(s, ir.Extract))
+
+
+def reachable_states(graph: ir.ParserGraph) -> list[ir.ParserState]:
+    """The states reachable from ``start``, in declaration order."""
+    seen, todo = {"start"}, ["start"]
     while todo:
-        name = todo.pop()
-        if name in seen:
-            continue
-        seen.add(name)
-        st = graph.state(name)
-        out |= {s.inst for s in st.stmts if isinstance(s, ir.Extract)}
-        todo += [t.name for t in (*[c.target for c in st.cases], st.default) if t.kind == "state"]
-    return frozenset(out)
+        st = graph.state(todo.pop())
+        for t in (*[c.target for c in st.cases], st.default):
+            if t.kind == "state" and t.name not in seen:
+                seen.add(t.name)
+                todo.append(t.name)
+    return [st for st in graph.states if st.name in seen]
+
+
+def parser_state_must(graph: ir.ParserGraph) -> dict[str, frozenset[str]]:
+    """Instances extracted on every path from ``start`` to the entry of each state reachable
+    from it (a generator reads their fields in that state without testing validity)."""
+    names = [st.name for st in reachable_states(graph)]
+    extracted = {n: frozenset(s.inst for s in graph.state(n).stmts if isinstance(s, ir.Extract)) for n in names}
+    top = frozenset().union(*extracted.values())
+    entry = {n: top for n in names}
+    entry["start"] = frozenset()
+    changed = True
+    while changed:  # the sets only shrink: a fixed point in at most |instances| x |states| rounds
+        changed = False
+        for n in names:
+            st, out = graph.state(n), entry[n] | extracted[n]
+            for t in (*[c.target for c in st.cases], st.default):
+                if t.kind == "state" and entry[t.name] & out != entry[t.name]:
+                    entry[t.name] = entry[t.name] & out
+                    changed = True
+    return entry
 
 
 def check_validity(prog: ir.Program, diags: Diagnostics) -> dict[str, frozenset[str]]:

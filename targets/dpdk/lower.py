@@ -24,6 +24,7 @@ from typing import assert_never
 from compiler import ir
 from compiler.analysis import Loc, changed_by, drop_reasons, expr_reads, stage_units, stmt_writes, walk_expr, walk_stmts
 from compiler.ir import Span
+from compiler.passes.validity import must_be_valid, must_branches, must_step, parser_state_must, reachable_states
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
 from targets.c import syntax as c
 from targets.c.printer import string_literal
@@ -71,6 +72,9 @@ class _Ctx:
     temps: int = 0
     push_bytes: int = 0  # the biggest header a stage pushes (its bytes live in p->store)
     written: set[Loc] = field(default_factory=set)  # what the cut's statements lowered so far write
+    # the header instances valid on every path to the statement being lowered: their fields are
+    # read and written without testing p->valid (compiler/passes/validity.py, as the P4 lowering)
+    must: frozenset[str] = frozenset()
 
     def meta_slot(self, name: str) -> int:
         if name not in self.meta:
@@ -154,6 +158,8 @@ def _sizes(x: _Ctx) -> c.Unit:
         c.Define("NFC_MAX_HDR", str(max(1, x.push_bytes)), "bytes of the biggest pushed header"),
         c.Define("NFC_MAX_META", str(max(1, len(x.meta))), "metadata fields and locals"),
         c.Define("NFC_MAX_RES", str(max(1, len(x.res))), "lookup result fields"),
+        c.Define("NFC_PRE_TABLES", str(PRE_TABLES), "tables whose bulk lookup answers are kept per packet"),
+        c.Define("NFC_PRE_KEY", str(PRE_KEY), "key bytes of a kept answer"),
     ))
 
 
@@ -241,8 +247,8 @@ def _from_switch(x: _Ctx) -> c.Func:
     body: list[c.Stmt] = [
         c.ExprStmt(c.Call("memset", (c.Name("p->valid"), c.Int(0, ""), c.Call("sizeof", (c.Name("p->valid"),))))),
         c.Comment(f"only the {len(x.meta)} metadata slots this program uses"),
-        # from the first slot's address: a byte count equal to the array's length, given the array
-        # itself, draws -Wmemset-elt-size (8 slots of uint64_t meta[64])
+        # from the first slot's address: given the array itself, a byte count equal to its number of
+        # elements (8 slots are 64 bytes; 64 slots were once the array's length) draws -Wmemset-elt-size
         c.ExprStmt(c.Call("memset", (c.Name("&p->meta[0]"), c.Int(0, ""),
                                      c.Bin("*", c.Int(max(1, len(x.meta)), ""),
                                            c.Call("sizeof", (c.Name("p->meta[0]"),)))))),
@@ -355,8 +361,8 @@ def _checksum(h: ir.HeaderType, k: int, at: c.Expr) -> list[c.Stmt]:
         return []
     off, size = _offset(h, h.checksum), h.bits // 8
     if off % 8 == 0:  # summed from the source: reading back a copy just stored stalls
-        return [_set_expr(at, off, 16, c.Call("nfc_csum_zero", (c.Name(f"p->hdr[{k}]"), c.Int(size, "u"),
-                                                                 c.Int(off // 8, "u"))))]
+        return [c.ExprStmt(c.Call("nfc_csum_put", (_at(at, off), c.Name(f"p->hdr[{k}]"), c.Int(size, "u"),
+                                                   c.Int(off // 8, "u"))))]
     return [_set_expr(at, off, 16, c.Int(0, "u")), _set_expr(at, off, 16, c.Call("nfc_csum", (at, c.Int(size, "u"))))]
 
 
@@ -438,16 +444,8 @@ def _pack(x: _Ctx, buf: str, size: int, fields: list[tuple[int, int, c.Expr]]) -
             part = c.Bin("&", part, _mask(hi - lo))
             part = c.Bin("<<", part, c.Int(end - hi, "u")) if end > hi else part
             word = part if word is None else c.Bin("|", word, part)
-        out.append(_store(c.Name(buf), start, end - start, word if word is not None else c.Int(0, "ull")))
+        out.append(_set_expr(c.Name(buf), start, end - start, word if word is not None else c.Int(0, "ull")))
     return out
-
-
-def _store(buf: c.Expr, off: int, width: int, value: c.Expr) -> c.Stmt:
-    """Whole bytes [off / 8, (off + width) / 8) of ``buf`` := value, without reading them: a
-    buffer being filled may still be uninitialised (nfc_set's read-modify-write would read it)."""
-    if _aligned(off, width):
-        return _set_expr(buf, off, width, value)
-    return c.ExprStmt(c.Call("nfc_store_be", (_at(buf, off), c.Int(width // 8, "u"), value)))
 
 
 def _set(buf: str, off: int, width: int, value: c.Expr) -> c.Stmt:
@@ -455,9 +453,13 @@ def _set(buf: str, off: int, width: int, value: c.Expr) -> c.Stmt:
 
 
 def _set_expr(buf: c.Expr, off: int, width: int, value: c.Expr) -> c.Stmt:
-    """Bits [off, off + width) of ``buf`` := value; a byte-aligned 8/16/32/64-bit field is one store."""
+    """Bits [off, off + width) of ``buf`` := value; a byte-aligned 8/16/32/64-bit field is one
+    store, other whole bytes (a 48-bit MAC) a few: whole bytes are never read first (a buffer
+    being filled may still be uninitialised; nfc_set's read-modify-write would read it)."""
     if _aligned(off, width):
         return c.ExprStmt(c.Call(f"nfc_set{width}", (_at(buf, off), value)))
+    if off % 8 == 0 and width % 8 == 0 and width < 64:
+        return c.ExprStmt(c.Call("nfc_store_be", (_at(buf, off), c.Int(width // 8, "u"), value)))
     return c.ExprStmt(c.Call("nfc_set", (buf, c.Int(off, "u"), c.Int(width, "u"), value)))
 
 
@@ -493,8 +495,10 @@ def _parser(x: _Ctx, g: ir.ParserGraph) -> c.Func:
     states reachable from ``start`` get a label (an unreachable one, W002, would be unused)."""
     x.in_parser = True
     body: list[c.Stmt] = [c.Goto(f"st_{g.name}_start")]
-    for st in _reachable(g):
+    at_entry = parser_state_must(g)
+    for st in reachable_states(g):
         body += [c.Comment(f"{g.name}.{st.name}, {_src(st.span)}"), c.Label(f"st_{g.name}_{st.name}")]
+        x.must = at_entry[st.name]
         for s in st.stmts:
             if isinstance(s, ir.Extract):
                 k, size = x.inst[s.inst], x.prog.header_of(s.inst).bits // 8
@@ -503,6 +507,7 @@ def _parser(x: _Ctx, g: ir.ParserGraph) -> c.Func:
                          _point(k),
                          c.Assign(c.Name(f"p->valid[{k}]"), c.Int(1, "")),
                          c.Assign(c.Name("off"), c.Bin("+", c.Name("off"), c.Int(size, "u")))]
+                x.must |= {s.inst}
             elif isinstance(s, ir.Verify):
                 body.append(c.If(c.Un("!", _expr(x, s.cond)), (c.Return(c.Int(x.reasons[s.reason], "")),)))
             else:
@@ -516,7 +521,7 @@ def _parser(x: _Ctx, g: ir.ParserGraph) -> c.Func:
         body += _ptarget(x, g, st.default)
     if "off" in names_used(tuple(body)):  # not when every path drops before extracting
         body.insert(0, c.Decl("uint32_t", "off", c.Int(0, "u")))
-    x.in_parser = False
+    x.in_parser, x.must = False, frozenset()
     return c.Func("int", f"nfc_parse_{g.name}", ("struct nfc_pkt *p", "const uint8_t *data", "uint32_t len"),
                   tuple(body), f"parser {g.name}, {_src(g.span)}")
 
@@ -526,23 +531,16 @@ def _packet_length(x: _Ctx) -> c.Expr:
     now, the valid headers and the payload (the reference interpreter's definition)."""
     if x.in_parser:
         return c.Bin("&", c.Cast("uint64_t", c.Name("len")), c.Int(0xFFFF, "ull"))
+    known = sum(x.prog.header_of(i.name).bits // 8 for i in x.prog.instances if i.name in x.must)
     total: c.Expr = c.Cast("uint64_t", _p("payload_len"))
+    if known:
+        total = c.Bin("+", total, c.Int(known, "ull"))
     for i in x.prog.instances:
+        if i.name in x.must:
+            continue
         size = x.prog.header_of(i.name).bits // 8
         total = c.Bin("+", total, c.Cond(c.Name(f"p->valid[{x.inst[i.name]}]"), c.Int(size, "ull"), c.Int(0, "ull")))
     return c.Bin("&", total, c.Int(0xFFFF, "ull"))
-
-
-def _reachable(g: ir.ParserGraph) -> list[ir.ParserState]:
-    """The states reachable from ``start``, in declaration order."""
-    seen, todo = {"start"}, ["start"]
-    while todo:
-        st = g.state(todo.pop())
-        for t in (*(case.target for case in st.cases), st.default):
-            if t.kind == "state" and t.name not in seen:
-                seen.add(t.name)
-                todo.append(t.name)
-    return [st for st in g.states if st.name in seen]
 
 
 def _ptarget(x: _Ctx, g: ir.ParserGraph, t: ir.PTarget) -> list[c.Stmt]:
@@ -559,43 +557,74 @@ def _ptarget(x: _Ctx, g: ir.ParserGraph, t: ir.PTarget) -> list[c.Stmt]:
 
 # ---- stages ---------------------------------------------------------------------------------
 
-def _cuts(x: _Ctx) -> list[tuple[int, tuple[str, ...], bool]]:
-    """What the server runs per value of p->cut: (cut id, its stages, a whole pipeline on a
-    server without a switch)."""
-    out: list[tuple[int, tuple[str, ...], bool]] = []
+@dataclass(frozen=True, slots=True)
+class _Cut:
+    """What the server runs for one value of p->cut: its stages (a whole pipeline on a server
+    without a switch), and the header instances valid on entry to them on every path: those
+    the bridge requires (nfc_from_switch drops a packet without them as bad_bridge), or those
+    the pipeline's parser extracts on every path to accept."""
+
+    id: int
+    stages: tuple[str, ...]
+    whole: bool
+    must: frozenset[str]
+
+
+def _cuts(x: _Ctx) -> list[_Cut]:
+    out: list[_Cut] = []
     for b in x.bridges:
         if b.direction is Direction.TO_SERVER:
             pl = next(p for p in x.prog.pipelines if p.name == b.pipeline)
-            out.append((b.cut_id, tuple(x.placement.server_part(pl.stages, b)), False))
+            out.append(_Cut(b.cut_id, tuple(x.placement.server_part(pl.stages, b)), False, frozenset(b.required)))
     if x.software:
-        out += [(SOFTWARE_CUT + i, tuple(pl.stages), True) for i, pl in enumerate(x.prog.pipelines)]
+        at_entry = must_be_valid(x.prog)
+        out += [_Cut(SOFTWARE_CUT + i, tuple(pl.stages), True, at_entry[pl.stages[0]] if pl.stages else frozenset())
+                for i, pl in enumerate(x.prog.pipelines)]
     return out
 
 
 def _run(x: _Ctx) -> c.Func:
     body: list[c.Stmt] = []
-    for cut, stages, whole in _cuts(x):
+    for cut in _cuts(x):
         code: list[c.Stmt] = []
         x.written = set()  # nothing written yet: a key the stages have not changed is the one prefetched
-        for s in stages:
+        x.must = cut.must
+        for s in cut.stages:
             st = x.prog.stages[s]
             code += [c.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(x, st.body)]
-        if whole:
+        x.must = frozenset()
+        if cut.whole:
             code.append(c.If(c.Un("!", _p("egress_set")), (c.Return(c.Int(x.reasons["no_egress"], "")),)))
-        body.append(c.If(c.Bin("==", _p("cut"), c.Int(cut, "u")), (*code, c.Return(c.Name("NFC_CONTINUE")))))
+        body.append(c.If(c.Bin("==", _p("cut"), c.Int(cut.id, "u")), (*code, c.Return(c.Name("NFC_CONTINUE")))))
     body.append(c.Return(c.Int(x.reasons["bad_bridge"], "")))
     return c.Func("int", "nfc_run", ("struct nfc_pkt *p",), tuple(body),
                   "the server stages; NFC_CONTINUE or a drop reason code", static=False)
 
 
 def _block(x: _Ctx, stmts: tuple[ir.Stmt, ...]) -> list[c.Stmt]:
+    """``stmts`` lowered from ``x.must`` (the headers valid on entry), which is left as the
+    headers valid after them."""
     out: list[c.Stmt] = []
     for s in stmts:
-        outer, x.hoisted = x.hoisted, []
-        lowered = _stmt(x, s)
+        outer, x.hoisted, before = x.hoisted, [], x.must
+        lowered = _stmt(x, s)  # nested blocks set x.must for their own statements
         out += [*x.hoisted, *lowered]
         x.hoisted = outer
+        after = must_step(s, before)
+        x.must = before if after is None else after  # None: no path goes on (what follows is unreachable)
     return out
+
+
+def _branches(x: _Ctx, s: ir.If | ir.Lookup) -> tuple[list[c.Stmt], list[c.Stmt]]:
+    """The two branches of ``s`` lowered, each from the headers valid on entry to it."""
+    (a, ma), (b, mb) = must_branches(s, x.must)
+    before = x.must
+    x.must = ma
+    first = _block(x, a)
+    x.must = mb
+    second = _block(x, b)
+    x.must = before
+    return first, second
 
 
 def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
@@ -605,7 +634,9 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
         case ir.Assign():
             return [_assign(x, s.target, _expr(x, s.value))]
         case ir.If():
-            return [c.If(_expr(x, s.cond), tuple(_block(x, s.then)), tuple(_block(x, s.orelse)))]
+            cond = _expr(x, s.cond)
+            then, orelse = _branches(x, s)
+            return [c.If(cond, tuple(then), tuple(orelse))]
         case ir.Lookup():
             return _lookup(x, s)
         case ir.Push():
@@ -648,8 +679,8 @@ def _assign(x: _Ctx, target: ir.LValue, value: c.Expr) -> c.Stmt:
         case ir.HeaderField():
             k = x.inst[target.inst]
             h = x.prog.header_of(target.inst)
-            return c.If(c.Name(f"p->valid[{k}]"), (_set(f"p->hdr[{k}]", _offset(h, target.field), target.width,
-                                                       value),))
+            write = _set(f"p->hdr[{k}]", _offset(h, target.field), target.width, value)
+            return write if target.inst in x.must else c.If(c.Name(f"p->valid[{k}]"), (write,))
         case ir.MetaField():
             return c.Assign(c.Name(f"p->meta[{x.meta_slot(target.name)}]"), c.Bin("&", value, _mask(target.width)))
         case ir.Local():
@@ -704,7 +735,8 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     hit.append(_count(x, "hits", t))
     if _tracked(x, t):
         hit.append(c.ExprStmt(c.Call("nfc_hit_note", (c.Int(x.tindex[t.name], ""), c.Name(key), c.Int(size, "u")))))
-    hit += _block(x, s.hit)
+    on_hit, on_miss = _branches(x, s)
+    hit += on_hit
     found: c.Expr
     if as_taken:
         found = c.Name(f"found{num}")
@@ -713,7 +745,7 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
                        (c.Name("p"), c.Int(x.tindex[t.name], ""), c.Name(key), c.Int(size, "u"), c.Name(f"&{data}")))
     else:  # an expired entry is removed and misses (nfc_state.h)
         found = c.Call("nfc_state_find", (_table(x, t), c.Name(key), c.Name(f"&{data}")))
-    out.append(c.If(found, tuple(hit), (_count(x, "misses", t), *_block(x, s.miss))))
+    out.append(c.If(found, tuple(hit), (_count(x, "misses", t), *on_miss)))
     return [c.Block(tuple(out))]
 
 
@@ -814,7 +846,7 @@ def _expr(x: _Ctx, e: ir.Expr) -> c.Expr:
             k = x.inst[e.inst]
             h = x.prog.header_of(e.inst)
             get = _get(c.Name(f"p->hdr[{k}]"), _offset(h, e.field), e.width)
-            return c.Cond(c.Name(f"p->valid[{k}]"), get, c.Int(0, "ull"))
+            return get if e.inst in x.must else c.Cond(c.Name(f"p->valid[{k}]"), get, c.Int(0, "ull"))
         case ir.MetaField():
             return c.Name(f"p->meta[{x.meta_slot(e.name)}]")
         case ir.Local():
@@ -915,16 +947,18 @@ def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
     body: list[c.Stmt] = []
     cuts = _cuts(x)
     for t in tables:
-        using = [cut for cut, stages, _ in cuts if any(t.name in _stage_tables(x.prog, x.prog.stages[s])
-                                                          for s in stages)]
+        using = [cut for cut in cuts if any(t.name in _stage_tables(x.prog, x.prog.stages[s]) for s in cut.stages)]
         size = _key_bytes(t)
         x.hoisted = []
+        # the key as the packet arrives: the headers valid on entry to every cut that looks it up
+        x.must = frozenset.intersection(*(cut.must for cut in using)) if using else frozenset()
         fill = _pack(x, "key", size, _key_fields(x, t))
+        x.must = frozenset()
         fill = [*x.hoisted, *fill, c.Return(c.Int(0, ""))]
         if len(using) < len(cuts):
             cond: c.Expr = c.Int(0, "")
             for cut in using:
-                hit = c.Bin("==", _p("cut"), c.Int(cut, "u"))
+                hit = c.Bin("==", _p("cut"), c.Int(cut.id, "u"))
                 cond = hit if cond == c.Int(0, "") else c.Bin("||", cond, hit)
             fill.insert(0, c.If(c.Un("!", cond), (c.Return(c.Int(-1, "")),)))
         body.append(c.If(c.Bin("==", c.Name("table"), c.Int(x.tindex[t.name], "")), tuple(fill)))

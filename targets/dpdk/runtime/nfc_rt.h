@@ -51,8 +51,10 @@ struct nfc_stats {
     uint64_t misses[NFC_MAX_TABLES];
 } __attribute__((aligned(64)));
 
+#ifndef NFC_PRE_TABLES /* nfc_prog.h has the generator's (targets/dpdk/lower.py PRE_TABLES, PRE_KEY) */
 #define NFC_PRE_TABLES 8
 #define NFC_PRE_KEY 32 /* keys up to this many bytes are remembered */
+#endif
 
 struct nfc_pkt {
     struct nfc_stats *stats;
@@ -242,7 +244,8 @@ static inline uint64_t nfc_csum_sum(const uint8_t *p, unsigned len)
     return s;
 }
 
-static inline uint16_t nfc_csum_fold(uint64_t s)
+/* The plain sum folded to 16 bits, as the words were loaded (network order once stored). */
+static inline uint16_t nfc_csum_fold16(uint64_t s)
 {
     /* each step keeps the sum modulo 2^16 - 1 (end-around carry): 64 -> 33 -> 32 bits, then
      * 32 -> 17 -> 16 bits (at most 0x1fffe, whose fold is 0xffff) */
@@ -250,7 +253,12 @@ static inline uint16_t nfc_csum_fold(uint64_t s)
     s = (s & 0xffffffffu) + (s >> 32);
     s = (s & 0xffff) + (s >> 16);
     s = (s & 0xffff) + (s >> 16);
-    return (uint16_t)~rte_be_to_cpu_16((uint16_t)s);
+    return (uint16_t)s;
+}
+
+static inline uint16_t nfc_csum_fold(uint64_t s)
+{
+    return (uint16_t)~rte_be_to_cpu_16(nfc_csum_fold16(s));
 }
 
 static inline uint16_t nfc_csum(const uint8_t *p, unsigned len)
@@ -270,11 +278,25 @@ static inline unsigned nfc_csum_shift(unsigned i, unsigned len)
     return 0;
 }
 
-static inline uint16_t nfc_csum_zero(const uint8_t *p, unsigned len, unsigned at)
+static inline uint64_t nfc_csum_sum_zero(const uint8_t *p, unsigned len, unsigned at)
 {
     uint64_t s = nfc_csum_sum(p, len);
-    s -= ((uint64_t)p[at] << nfc_csum_shift(at, len)) + ((uint64_t)p[at + 1] << nfc_csum_shift(at + 1, len));
-    return nfc_csum_fold(s);
+    return s - (((uint64_t)p[at] << nfc_csum_shift(at, len)) + ((uint64_t)p[at + 1] << nfc_csum_shift(at + 1, len)));
+}
+
+static inline uint16_t nfc_csum_zero(const uint8_t *p, unsigned len, unsigned at)
+{
+    return nfc_csum_fold(nfc_csum_sum_zero(p, len, at));
+}
+
+/* nfc_csum_zero(p, len, at) stored at `out` (2 bytes) in network order, as the generated code
+ * writes a header's checksum: the folded sum of the words as loaded is already in network
+ * order once stored (RFC 1071 2.(B)), so no byte swap to the host's order and back (the
+ * compiler keeps both swaps). */
+static inline void nfc_csum_put(uint8_t *out, const uint8_t *p, unsigned len, unsigned at)
+{
+    uint16_t raw = (uint16_t)~nfc_csum_fold16(nfc_csum_sum_zero(p, len, at));
+    memcpy(out, &raw, sizeof raw);
 }
 
 /* CRC-16/ARC and CRC-32 (IEEE) of the first `bits` bits of p, zero-padded to bytes. */
@@ -445,7 +467,9 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
                 nfc_finish_in_place(p);
                 if (b > 0) /* most programs send no bridge here: no call */
                     memcpy(buf + at - b, out, b);
-                rte_pktmbuf_reset(m);
+                /* no rte_pktmbuf_reset: m is one direct segment of ours (next, nb_segs and
+                 * tx_offload as a fresh mbuf has them); what the receive side set (ol_flags'
+                 * RX bits, packet_type, hash) no transmit path reads, as in l3fwd */
                 m->data_off = (uint16_t)(at - b);
                 m->data_len = (uint16_t)len;
                 m->pkt_len = len;

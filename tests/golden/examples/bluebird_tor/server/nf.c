@@ -60,9 +60,7 @@ int nfc_run(struct nfc_pkt *p)
                     nfc_hit_note(0, key1, 0x10u);
                     p->meta[4] = p->res[0] & 0xffffffffull;
                     p->meta[5] = p->res[1] & 0xffffffull;
-                    if (p->valid[4]) {
-                        nfc_set(p->hdr[4], 0u, 0x30u, p->res[2]);
-                    }
+                    nfc_store_be(p->hdr[4], 6u, p->res[2]);
                 } else {
                     p->stats->misses[0] = p->stats->misses[0] + 1;
                     return 8;
@@ -110,7 +108,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[1], 0x14);
-        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
+        nfc_csum_put((out + n) + 0xau, p->hdr[1], 0x14u, 0xau);
         n = n + 0x14u;
     }
     if (p->valid[2]) {
@@ -139,7 +137,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[5], 0x14);
-        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[5], 0x14u, 0xau));
+        nfc_csum_put((out + n) + 0xau, p->hdr[5], 0x14u, 0xau);
         n = n + 0x14u;
     }
     if (p->valid[6]) {
@@ -236,10 +234,10 @@ const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
 void nfc_finish_in_place(struct nfc_pkt *p)
 {
     if (p->valid[1]) {
-        nfc_set16(p->hdr[1] + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
+        nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
     }
     if (p->valid[5]) {
-        nfc_set16(p->hdr[5] + 0xau, nfc_csum_zero(p->hdr[5], 0x14u, 0xau));
+        nfc_csum_put(p->hdr[5] + 0xau, p->hdr[5], 0x14u, 0xau);
     }
 }
 

@@ -58,12 +58,12 @@ int nfc_run(struct nfc_pkt *p)
 {
     if (p->cut == 1u) {
         /* stage translate_in, examples/cgnat.nfp:222 */
-        p->meta[0] = (p->valid[1] ? nfc_get32(p->hdr[1] + 0x10u) : 0ull) & 0xffffffffull;
+        p->meta[0] = nfc_get32(p->hdr[1] + 0x10u) & 0xffffffffull;
         if ((uint64_t)p->valid[2]) {
-            p->meta[2] = (p->valid[2] ? nfc_get16(p->hdr[2] + 2u) : 0ull) & 0xffffull;
+            p->meta[2] = nfc_get16(p->hdr[2] + 2u) & 0xffffull;
         } else {
             if ((uint64_t)p->valid[3]) {
-                p->meta[2] = (p->valid[3] ? nfc_get16(p->hdr[3] + 2u) : 0ull) & 0xffffull;
+                p->meta[2] = nfc_get16(p->hdr[3] + 2u) & 0xffffull;
             } else {
                 if (!((p->valid[4] ? nfc_get8(p->hdr[4]) : 0ull) == 0ull)) {
                     return 5;
@@ -76,7 +76,7 @@ int nfc_run(struct nfc_pkt *p)
             uint8_t key1[16];
             uint64_t f2 = p->meta[0];
             uint64_t f3 = p->meta[2];
-            uint64_t f4 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+            uint64_t f4 = nfc_get8(p->hdr[1] + 9u);
             nfc_set64(key1, (((f2 & 0xffffffffull) << 0x20u) | ((f3 & 0xffffull) << 0x10u)) | ((f4 & 0xffull) << 8u));
             nfc_set64(key1 + 8u, 0ull);
             void * hit1 = NULL;
@@ -87,48 +87,26 @@ int nfc_run(struct nfc_pkt *p)
                 p->stats->hits[1] = p->stats->hits[1] + 1;
                 nfc_hit_note(1, key1, 0x10u);
                 if ((uint64_t)p->valid[2]) {
-                    if (p->valid[2]) {
-                        nfc_set16(p->hdr[2] + 0x10u, nfc_csum_update(p->valid[2] ? nfc_get16(p->hdr[2] + 0x10u) : 0ull, p->valid[1] ? nfc_get32(p->hdr[1] + 0x10u) : 0ull, p->res[0], 0x20u));
-                    }
-                    if (p->valid[2]) {
-                        nfc_set16(p->hdr[2] + 0x10u, nfc_csum_update(p->valid[2] ? nfc_get16(p->hdr[2] + 0x10u) : 0ull, p->valid[2] ? nfc_get16(p->hdr[2] + 2u) : 0ull, p->res[1], 0x10u));
-                    }
-                    if (p->valid[2]) {
-                        nfc_set16(p->hdr[2] + 2u, p->res[1]);
-                    }
+                    nfc_set16(p->hdr[2] + 0x10u, nfc_csum_update(nfc_get16(p->hdr[2] + 0x10u), nfc_get32(p->hdr[1] + 0x10u), p->res[0], 0x20u));
+                    nfc_set16(p->hdr[2] + 0x10u, nfc_csum_update(nfc_get16(p->hdr[2] + 0x10u), nfc_get16(p->hdr[2] + 2u), p->res[1], 0x10u));
+                    nfc_set16(p->hdr[2] + 2u, p->res[1]);
                 }
                 if ((uint64_t)p->valid[3]) {
-                    if ((p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull) != 0ull) {
-                        if (p->valid[3]) {
-                            nfc_set16(p->hdr[3] + 6u, nfc_csum_update(p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull, p->valid[1] ? nfc_get32(p->hdr[1] + 0x10u) : 0ull, p->res[0], 0x20u));
-                        }
-                        if (p->valid[3]) {
-                            nfc_set16(p->hdr[3] + 6u, nfc_csum_update(p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull, p->valid[3] ? nfc_get16(p->hdr[3] + 2u) : 0ull, p->res[1], 0x10u));
-                        }
-                        if ((p->valid[3] ? nfc_get16(p->hdr[3] + 6u) : 0ull) == 0ull) {
-                            if (p->valid[3]) {
-                                nfc_set16(p->hdr[3] + 6u, 0xffffull);
-                            }
+                    if (nfc_get16(p->hdr[3] + 6u) != 0ull) {
+                        nfc_set16(p->hdr[3] + 6u, nfc_csum_update(nfc_get16(p->hdr[3] + 6u), nfc_get32(p->hdr[1] + 0x10u), p->res[0], 0x20u));
+                        nfc_set16(p->hdr[3] + 6u, nfc_csum_update(nfc_get16(p->hdr[3] + 6u), nfc_get16(p->hdr[3] + 2u), p->res[1], 0x10u));
+                        if (nfc_get16(p->hdr[3] + 6u) == 0ull) {
+                            nfc_set16(p->hdr[3] + 6u, 0xffffull);
                         }
                     }
-                    if (p->valid[3]) {
-                        nfc_set16(p->hdr[3] + 2u, p->res[1]);
-                    }
+                    nfc_set16(p->hdr[3] + 2u, p->res[1]);
                 }
                 if ((uint64_t)p->valid[4]) {
-                    if (p->valid[4]) {
-                        nfc_set16(p->hdr[4] + 2u, nfc_csum_update(p->valid[4] ? nfc_get16(p->hdr[4] + 2u) : 0ull, ((p->valid[4] ? nfc_get32(p->hdr[4] + 4u) : 0ull) >> 0x10u) & 0xffffull, p->res[1], 0x10u));
-                    }
-                    if (p->valid[4]) {
-                        nfc_set32(p->hdr[4] + 4u, (p->res[1] << 0x10u) | (((p->valid[4] ? nfc_get32(p->hdr[4] + 4u) : 0ull) >> 0u) & 0xffffull));
-                    }
+                    nfc_set16(p->hdr[4] + 2u, nfc_csum_update(nfc_get16(p->hdr[4] + 2u), (nfc_get32(p->hdr[4] + 4u) >> 0x10u) & 0xffffull, p->res[1], 0x10u));
+                    nfc_set32(p->hdr[4] + 4u, (p->res[1] << 0x10u) | ((nfc_get32(p->hdr[4] + 4u) >> 0u) & 0xffffull));
                 }
-                if (p->valid[1]) {
-                    nfc_set32(p->hdr[1] + 0x10u, p->res[0]);
-                }
-                if (p->valid[1]) {
-                    nfc_set8(p->hdr[1] + 8u, ((p->valid[1] ? nfc_get8(p->hdr[1] + 8u) : 0ull) - 1ull) & 0xffull);
-                }
+                nfc_set32(p->hdr[1] + 0x10u, p->res[0]);
+                nfc_set8(p->hdr[1] + 8u, (nfc_get8(p->hdr[1] + 8u) - 1ull) & 0xffull);
             } else {
                 p->stats->misses[1] = p->stats->misses[1] + 1;
                 return 8;
@@ -141,9 +119,9 @@ int nfc_run(struct nfc_pkt *p)
         {
             /* lookup nat_out, examples/cgnat.nfp:159 */
             uint8_t key5[16];
-            uint64_t f6 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
+            uint64_t f6 = nfc_get32(p->hdr[1] + 0xcu);
             uint64_t f7 = p->meta[1];
-            uint64_t f8 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+            uint64_t f8 = nfc_get8(p->hdr[1] + 9u);
             nfc_set64(key5, (((f6 & 0xffffffffull) << 0x20u) | ((f7 & 0xffffull) << 0x10u)) | ((f8 & 0xffull) << 8u));
             nfc_set64(key5 + 8u, 0ull);
             void * hit5 = NULL;
@@ -159,7 +137,7 @@ int nfc_run(struct nfc_pkt *p)
                     uint8_t key9[16];
                     uint64_t f10 = p->meta[0];
                     uint64_t f11 = p->meta[2];
-                    uint64_t f12 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+                    uint64_t f12 = nfc_get8(p->hdr[1] + 9u);
                     nfc_set64(key9, (((f10 & 0xffffffffull) << 0x20u) | ((f11 & 0xffffull) << 0x10u)) | ((f12 & 0xffull) << 8u));
                     nfc_set64(key9 + 8u, 0ull);
                     void * hit9 = NULL;
@@ -176,9 +154,9 @@ int nfc_run(struct nfc_pkt *p)
                 {
                     /* insert into nat_out, examples/cgnat.nfp:169 */
                     uint8_t key13[16];
-                    uint64_t f14 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
+                    uint64_t f14 = nfc_get32(p->hdr[1] + 0xcu);
                     uint64_t f15 = p->meta[1];
-                    uint64_t f16 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+                    uint64_t f16 = nfc_get8(p->hdr[1] + 9u);
                     nfc_set64(key13, (((f14 & 0xffffffffull) << 0x20u) | ((f15 & 0xffffull) << 0x10u)) | ((f16 & 0xffull) << 8u));
                     nfc_set64(key13 + 8u, 0ull);
                     uint64_t v13[1] = {0};
@@ -192,11 +170,11 @@ int nfc_run(struct nfc_pkt *p)
                     uint8_t key17[16];
                     uint64_t f18 = p->meta[0];
                     uint64_t f19 = p->meta[2];
-                    uint64_t f20 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+                    uint64_t f20 = nfc_get8(p->hdr[1] + 9u);
                     nfc_set64(key17, (((f18 & 0xffffffffull) << 0x20u) | ((f19 & 0xffffull) << 0x10u)) | ((f20 & 0xffull) << 8u));
                     nfc_set64(key17 + 8u, 0ull);
                     uint64_t v17[2] = {0};
-                    v17[0] = (p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull) & 0xffffffffull;
+                    v17[0] = nfc_get32(p->hdr[1] + 0xcu) & 0xffffffffull;
                     v17[1] = p->meta[1] & 0xffffull;
                     if (nfc_state_insert_held(&nfc_tables[1], key17, v17, p->meta[3] * 0x3b9aca00ull, p->meta[0], p->meta[2]) < 0) {
                         return 1;
@@ -253,7 +231,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[1], 0x14);
-        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
+        nfc_csum_put((out + n) + 0xau, p->hdr[1], 0x14u, 0xau);
         n = n + 0x14u;
     }
     if (p->valid[2]) {
@@ -360,7 +338,7 @@ const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
 void nfc_finish_in_place(struct nfc_pkt *p)
 {
     if (p->valid[1]) {
-        nfc_set16(p->hdr[1] + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
+        nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
     }
 }
 
@@ -431,9 +409,9 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
         if (!(p->cut == 3u)) {
             return -1;
         }
-        uint64_t f49 = p->valid[1] ? nfc_get32(p->hdr[1] + 0xcu) : 0ull;
+        uint64_t f49 = nfc_get32(p->hdr[1] + 0xcu);
         uint64_t f50 = p->meta[1];
-        uint64_t f51 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+        uint64_t f51 = nfc_get8(p->hdr[1] + 9u);
         nfc_set64(key, (((f49 & 0xffffffffull) << 0x20u) | ((f50 & 0xffffull) << 0x10u)) | ((f51 & 0xffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
@@ -441,7 +419,7 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
     if (table == 1) {
         uint64_t f52 = p->meta[0];
         uint64_t f53 = p->meta[2];
-        uint64_t f54 = p->valid[1] ? nfc_get8(p->hdr[1] + 9u) : 0ull;
+        uint64_t f54 = nfc_get8(p->hdr[1] + 9u);
         nfc_set64(key, (((f52 & 0xffffffffull) << 0x20u) | ((f53 & 0xffffull) << 0x10u)) | ((f54 & 0xffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;

@@ -46,7 +46,7 @@ int nfc_run(struct nfc_pkt *p)
             /* lookup vrf_fib, examples/dsr_router.nfp:135 */
             uint8_t key1[16];
             uint64_t f2 = p->meta[0];
-            uint64_t f3 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
+            uint64_t f3 = nfc_get32(p->hdr[7] + 0x10u);
             nfc_set64(key1, ((f2 & 0x3fffull) << 0x32u) | ((f3 & 0xffffffffull) << 0x12u));
             nfc_set64(key1 + 8u, 0ull);
             void * hit1 = NULL;
@@ -58,9 +58,7 @@ int nfc_run(struct nfc_pkt *p)
                 nfc_hit_note(0, key1, 0x10u);
                 p->meta[1] = p->res[0] & 0xffffffffull;
                 p->meta[2] = p->res[1] & 0xffffffull;
-                if (p->valid[7]) {
-                    nfc_set8(p->hdr[7] + 8u, ((p->valid[7] ? nfc_get8(p->hdr[7] + 8u) : 0ull) - 1ull) & 0xffull);
-                }
+                nfc_set8(p->hdr[7] + 8u, (nfc_get8(p->hdr[7] + 8u) - 1ull) & 0xffull);
             } else {
                 p->stats->misses[0] = p->stats->misses[0] + 1;
                 return 0xa;
@@ -100,7 +98,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[1], 0x14);
-        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
+        nfc_csum_put((out + n) + 0xau, p->hdr[1], 0x14u, 0xau);
         n = n + 0x14u;
     }
     if (p->valid[2]) {
@@ -143,7 +141,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[7], 0x14);
-        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[7], 0x14u, 0xau));
+        nfc_csum_put((out + n) + 0xau, p->hdr[7], 0x14u, 0xau);
         n = n + 0x14u;
     }
     if ((n + p->payload_len) > cap) {
@@ -232,10 +230,10 @@ const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
 void nfc_finish_in_place(struct nfc_pkt *p)
 {
     if (p->valid[1]) {
-        nfc_set16(p->hdr[1] + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
+        nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
     }
     if (p->valid[7]) {
-        nfc_set16(p->hdr[7] + 0xau, nfc_csum_zero(p->hdr[7], 0x14u, 0xau));
+        nfc_csum_put(p->hdr[7] + 0xau, p->hdr[7], 0x14u, 0xau);
     }
 }
 
@@ -310,7 +308,7 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
         uint64_t f14 = p->meta[0];
-        uint64_t f15 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
+        uint64_t f15 = nfc_get32(p->hdr[7] + 0x10u);
         nfc_set64(key, ((f14 & 0x3fffull) << 0x32u) | ((f15 & 0xffffffffull) << 0x12u));
         nfc_set64(key + 8u, 0ull);
         return 0;

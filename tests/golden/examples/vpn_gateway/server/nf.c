@@ -42,7 +42,7 @@ int nfc_run(struct nfc_pkt *p)
 {
     if (p->cut == 1u) {
         /* stage overlay_route, examples/vpn_gateway.nfp:122 */
-        if (!((p->valid[7] ? nfc_get16(p->hdr[7] + 2u) : 0ull) <= (((((((((((((uint64_t)p->payload_len) + (p->valid[0] ? 0xeull : 0ull)) + (p->valid[1] ? 0x14ull : 0ull)) + (p->valid[2] ? 8ull : 0ull)) + (p->valid[3] ? 8ull : 0ull)) + (p->valid[4] ? 0xeull : 0ull)) + (p->valid[5] ? 4ull : 0ull)) + (p->valid[6] ? 4ull : 0ull)) + (p->valid[7] ? 0x14ull : 0ull)) & 0xffffull) - 0xeull) & 0xffffull))) {
+        if (!(nfc_get16(p->hdr[7] + 2u) <= ((((((((((((uint64_t)p->payload_len) + 0x22ull) + (p->valid[0] ? 0xeull : 0ull)) + (p->valid[1] ? 0x14ull : 0ull)) + (p->valid[2] ? 8ull : 0ull)) + (p->valid[3] ? 8ull : 0ull)) + (p->valid[5] ? 4ull : 0ull)) + (p->valid[6] ? 4ull : 0ull)) & 0xffffull) - 0xeull) & 0xffffull))) {
             return 4;
         }
         {
@@ -53,7 +53,7 @@ int nfc_run(struct nfc_pkt *p)
                 uint8_t key1[16];
                 uint64_t f2 = p->meta[0];
                 uint64_t f3 = p->meta[1];
-                uint64_t f4 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
+                uint64_t f4 = nfc_get32(p->hdr[7] + 0x10u);
                 nfc_set64(key1, (((f2 & 0xfffull) << 0x34u) | ((f3 & 0xfffull) << 0x28u)) | ((f4 & 0xffffffffull) << 8u));
                 nfc_set64(key1 + 8u, 0ull);
                 found1 = nfc_exact_find(0, key1, &hit1);
@@ -104,7 +104,7 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
             return 0;
         }
         memcpy(out + n, p->hdr[1], 0x14);
-        nfc_set16((out + n) + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
+        nfc_csum_put((out + n) + 0xau, p->hdr[1], 0x14u, 0xau);
         n = n + 0x14u;
     }
     if (p->valid[2]) {
@@ -235,7 +235,7 @@ const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
 void nfc_finish_in_place(struct nfc_pkt *p)
 {
     if (p->valid[1]) {
-        nfc_set16(p->hdr[1] + 0xau, nfc_csum_zero(p->hdr[1], 0x14u, 0xau));
+        nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
     }
 }
 
@@ -308,7 +308,7 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
     if (table == 0) {
         uint64_t f15 = p->meta[0];
         uint64_t f16 = p->meta[1];
-        uint64_t f17 = p->valid[7] ? nfc_get32(p->hdr[7] + 0x10u) : 0ull;
+        uint64_t f17 = nfc_get32(p->hdr[7] + 0x10u);
         nfc_set64(key, (((f15 & 0xfffull) << 0x34u) | ((f16 & 0xfffull) << 0x28u)) | ((f17 & 0xffffffffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
