@@ -1,12 +1,12 @@
 """Loading a switch cache over P4Runtime (issue 14, item 4): how long the runtime API takes to
 put N entries of a built example's cached table into ``nfc switch-model --p4runtime``.
 
-    .venv/bin/python bench/bench_p4rt_load.py               # Bluebird 10K/50K/184,284 exact, DSR 10K LPM
+    .venv/bin/python bench/bench_p4rt_load.py               # Bluebird 10K/50K/221,140 exact, DSR 10K LPM
     .venv/bin/python bench/bench_p4rt_load.py --quick       # Bluebird 10K, DSR 2K
     .venv/bin/python bench/bench_p4rt_load.py --python-protobuf --exact 10000 --lpm 0   # "before"
 
 The tables: Bluebird's route cache ``ca_to_pa`` (``examples/bluebird_tor.nfp``; exact on VRF and
-customer address; 184,284 entries fit the switch, the cache of the issue) and DSR's ``vrf_fib``
+customer address; 221,140 entries fit the switch, the cache of the example) and DSR's ``vrf_fib``
 (``examples/dsr_router.nfp``; exact VRF + LPM destination, /24 routes), each built with
 ``nfc build --target tofino+dpdk`` into a temporary folder.  For every size a fresh switch model
 serves P4Runtime on loopback; the client is the runtime API's switch half (``Runtime._switch``:
@@ -185,12 +185,12 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="one short round: 10K Bluebird entries, 2K DSR routes")
-    ap.add_argument("--exact", type=sizes, default=None, help="Bluebird ca_to_pa sizes (default 10000,50000,184284)")
+    ap.add_argument("--exact", type=sizes, default=None, help="Bluebird ca_to_pa sizes (default 10000,50000,221140)")
     ap.add_argument("--lpm", type=sizes, default=None, help="DSR vrf_fib sizes, /24 routes (default 10000; 0: none)")
     ap.add_argument("--python-protobuf", action="store_true", help="protobuf's pure-Python implementation (before)")
     ap.add_argument("--json", type=Path, help="also write the rows here")
     args = ap.parse_args()
-    exact = args.exact if args.exact is not None else [10_000] if args.quick else [10_000, 50_000, 184_284]
+    exact = args.exact if args.exact is not None else [10_000] if args.quick else [10_000, 50_000, 221_140]
     lpm = args.lpm if args.lpm is not None else [2_000] if args.quick else [10_000]
     rows, failed = [], []
     with tempfile.TemporaryDirectory(prefix="bench-p4rt-") as tmp:

@@ -187,7 +187,6 @@ struct metadata_t {
     bit<16> nfc_rd_ipv4__total_len;
     bit<128> nfc_rd_ipv6__dst;
     bit<8> nfc_rd_ipv6__hop_limit;
-    bit<32> nfc_rd_outer_ipv4__dst;
     bit<8> nfc_resume;
     bit<48> pa_routes__next_hop_mac;
     bit<16> pa_routes__port;
@@ -237,7 +236,6 @@ parser IngressParser(
         meta.nfc_rd_ipv4__total_len = 16w0;
         meta.nfc_rd_ipv6__dst = 128w0;
         meta.nfc_rd_ipv6__hop_limit = 8w0;
-        meta.nfc_rd_outer_ipv4__dst = 32w0;
         meta.nfc_resume = 8w0;
         meta.pa_routes__next_hop_mac = 48w0;
         meta.pa_routes__port = 16w0;
@@ -258,13 +256,13 @@ parser IngressParser(
         }
     }
 
-    // pipeline bare_metal_to_vnet, examples/bluebird_tor.nfp:326
+    // pipeline bare_metal_to_vnet, examples/bluebird_tor.nfp:331
     state nfc_enter_bare_metal_to_vnet {
         meta.nfc_pipeline = 8w1;
         transition from_bare_metal__start;
     }
 
-    // pipeline vnet_to_bare_metal, examples/bluebird_tor.nfp:333
+    // pipeline vnet_to_bare_metal, examples/bluebird_tor.nfp:338
     state nfc_enter_vnet_to_bare_metal {
         meta.nfc_pipeline = 8w2;
         transition from_fabric__start;
@@ -356,7 +354,7 @@ parser IngressParser(
         transition accept;
     }
 
-    // from_fabric.start, examples/bluebird_tor.nfp:220
+    // from_fabric.start, examples/bluebird_tor.nfp:225
     state from_fabric__start {
         pkt.extract(hdr.outer_eth);
         transition select(hdr.outer_eth.ethertype) {
@@ -365,7 +363,7 @@ parser IngressParser(
         }
     }
 
-    // from_fabric.outer_ip, examples/bluebird_tor.nfp:229
+    // from_fabric.outer_ip, examples/bluebird_tor.nfp:234
     state from_fabric__outer_ip {
         pkt.extract(hdr.outer_ipv4);
         nfc_csum_outer_ipv4.add(hdr.outer_ipv4);
@@ -376,7 +374,7 @@ parser IngressParser(
         }
     }
 
-    // from_fabric.outer_proto, examples/bluebird_tor.nfp:239
+    // from_fabric.outer_proto, examples/bluebird_tor.nfp:244
     state from_fabric__outer_proto {
         transition select(hdr.outer_ipv4.protocol) {
             8w0x11: from_fabric__outer_l4;
@@ -384,7 +382,7 @@ parser IngressParser(
         }
     }
 
-    // from_fabric.outer_l4, examples/bluebird_tor.nfp:245
+    // from_fabric.outer_l4, examples/bluebird_tor.nfp:250
     state from_fabric__outer_l4 {
         pkt.extract(hdr.outer_udp);
         transition select(hdr.outer_udp.dport) {
@@ -393,7 +391,7 @@ parser IngressParser(
         }
     }
 
-    // from_fabric.tunnel, examples/bluebird_tor.nfp:253
+    // from_fabric.tunnel, examples/bluebird_tor.nfp:258
     state from_fabric__tunnel {
         pkt.extract(hdr.vxlan);
         transition select(hdr.vxlan.flags) {
@@ -402,7 +400,7 @@ parser IngressParser(
         }
     }
 
-    // from_fabric.inner_eth, examples/bluebird_tor.nfp:261
+    // from_fabric.inner_eth, examples/bluebird_tor.nfp:266
     state from_fabric__inner_eth {
         pkt.extract(hdr.eth);
         transition select(hdr.eth.ethertype) {
@@ -411,7 +409,7 @@ parser IngressParser(
         }
     }
 
-    // from_fabric.inner_v4, examples/bluebird_tor.nfp:269
+    // from_fabric.inner_v4, examples/bluebird_tor.nfp:274
     state from_fabric__inner_v4 {
         pkt.extract(hdr.ipv4);
         nfc_csum_ipv4.add(hdr.ipv4);
@@ -543,22 +541,22 @@ control Ingress(
             nfc_miss;
         }
         const default_action = nfc_miss();
-        size = 184284;
+        size = 221140;
         idle_timeout = true;
     }
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
 
-    // entry of table pa_routes, examples/bluebird_tor.nfp:190
+    // entry of table pa_routes, examples/bluebird_tor.nfp:195
     action pa_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.pa_routes__port = v_port;
         meta.pa_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table pa_routes, examples/bluebird_tor.nfp:190
+    // table pa_routes, examples/bluebird_tor.nfp:195
     table pa_routes {
         key = {
-            meta.nfc_rd_outer_ipv4__dst : lpm @name("outer_ipv4_dst");
+            meta.vtep : lpm @name("vtep");
         }
         actions = {
             pa_routes__hit;
@@ -568,12 +566,12 @@ control Ingress(
         size = 4000;
     }
 
-    // entry of table vni_to_vrf, examples/bluebird_tor.nfp:279
+    // entry of table vni_to_vrf, examples/bluebird_tor.nfp:284
     action vni_to_vrf__hit(bit<16> v_vrf) {
         meta.vni_to_vrf__vrf = v_vrf;
     }
 
-    // table vni_to_vrf, examples/bluebird_tor.nfp:279
+    // table vni_to_vrf, examples/bluebird_tor.nfp:284
     table vni_to_vrf {
         key = {
             hdr.vxlan.vni : exact @name("vxlan_vni");
@@ -586,13 +584,13 @@ control Ingress(
         size = 4000;
     }
 
-    // entry of table bare_metal_hosts, examples/bluebird_tor.nfp:286
+    // entry of table bare_metal_hosts, examples/bluebird_tor.nfp:291
     action bare_metal_hosts__hit(bit<16> v_port, bit<48> v_mac) {
         meta.bare_metal_hosts__port = v_port;
         meta.bare_metal_hosts__mac = v_mac;
     }
 
-    // table bare_metal_hosts, examples/bluebird_tor.nfp:286
+    // table bare_metal_hosts, examples/bluebird_tor.nfp:291
     table bare_metal_hosts {
         key = {
             meta.vrf : exact @name("meta_vrf");
@@ -833,12 +831,8 @@ control Ingress(
                 }
             }
             if (meta.nfc_resume <= 8w3) {
-                // stage vxlan_encap, examples/bluebird_tor.nfp:168
+                // stage vxlan_encap, examples/bluebird_tor.nfp:173
                 if (meta.to_vnet == 1w1) {
-                    hdr.outer_eth.setValid();
-                    hdr.outer_eth.dst = 48w0;
-                    hdr.outer_eth.src = 48w0x122354a29f;
-                    hdr.outer_eth.ethertype = 16w0x800;
                     meta.nfc_rd_ipv4__total_len = 16w0;
                     if (hdr.ipv4.isValid()) {
                         meta.nfc_rd_ipv4__total_len = hdr.ipv4.total_len;
@@ -887,14 +881,13 @@ control Ingress(
                 }
             }
             if (meta.nfc_resume <= 8w4) {
-                // stage underlay, examples/bluebird_tor.nfp:199
+                // stage underlay, examples/bluebird_tor.nfp:204
                 if (meta.to_vnet == 1w1) {
-                    meta.nfc_rd_outer_ipv4__dst = 32w0;
-                    if (hdr.outer_ipv4.isValid()) {
-                        meta.nfc_rd_outer_ipv4__dst = hdr.outer_ipv4.dst;
-                    }
                     if (pa_routes.apply().hit) {
+                        hdr.outer_eth.setValid();
                         hdr.outer_eth.dst = meta.pa_routes__next_hop_mac;
+                        hdr.outer_eth.src = 48w0x122354a29f;
+                        hdr.outer_eth.ethertype = 16w0x800;
                         if (meta.pa_routes__port <= 16w0x3f) {
                             meta.nfc_egress = meta.pa_routes__port;
                             ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
@@ -931,7 +924,7 @@ control Ingress(
         }
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
-                // stage vxlan_decap, examples/bluebird_tor.nfp:298
+                // stage vxlan_decap, examples/bluebird_tor.nfp:303
                 if (vni_to_vrf.apply().hit) {
                     meta.vrf = meta.vni_to_vrf__vrf;
                     hdr.outer_eth.setInvalid();
@@ -946,7 +939,7 @@ control Ingress(
                 }
             }
             if (meta.nfc_resume <= 8w1) {
-                // stage deliver, examples/bluebird_tor.nfp:311
+                // stage deliver, examples/bluebird_tor.nfp:316
                 if (bare_metal_hosts.apply().hit) {
                     hdr.eth.dst = meta.bare_metal_hosts__mac;
                     hdr.eth.src = 48w0x122354a29f;

@@ -156,26 +156,26 @@ class PaRoutesValues(NamedTuple):
 
 
 class PaRoutes(Table):
-    """table pa_routes (examples/bluebird_tor.nfp:190): lpm match, 4000 entries.
+    """table pa_routes (examples/bluebird_tor.nfp:195): lpm match, 4000 entries.
 
-    outer_ipv4_dst: bit<32>, lpm (value/prefix-length or (value, length))
+    vtep: bit<32>, lpm (value/prefix-length or (value, length))
     """
 
-    def add(self, *, outer_ipv4_dst: Value | tuple[Value, Value], port: Value, next_hop_mac: Value) -> None:
+    def add(self, *, vtep: Value | tuple[Value, Value], port: Value, next_hop_mac: Value) -> None:
         """Add an entry; EntryExists if its key is present."""
-        self._apply("add", {"outer_ipv4_dst": outer_ipv4_dst, "port": port, "next_hop_mac": next_hop_mac})
+        self._apply("add", {"vtep": vtep, "port": port, "next_hop_mac": next_hop_mac})
 
-    def modify(self, *, outer_ipv4_dst: Value | tuple[Value, Value], port: Value, next_hop_mac: Value) -> None:
+    def modify(self, *, vtep: Value | tuple[Value, Value], port: Value, next_hop_mac: Value) -> None:
         """Replace the values of an entry; EntryNotFound if its key is absent."""
-        self._apply("modify", {"outer_ipv4_dst": outer_ipv4_dst, "port": port, "next_hop_mac": next_hop_mac})
+        self._apply("modify", {"vtep": vtep, "port": port, "next_hop_mac": next_hop_mac})
 
-    def delete(self, *, outer_ipv4_dst: Value | tuple[Value, Value]) -> None:
+    def delete(self, *, vtep: Value | tuple[Value, Value]) -> None:
         """Delete an entry; EntryNotFound if its key is absent."""
-        self._apply("delete", {"outer_ipv4_dst": outer_ipv4_dst})
+        self._apply("delete", {"vtep": vtep})
 
-    def get(self, *, outer_ipv4_dst: Value | tuple[Value, Value]) -> PaRoutesValues:
+    def get(self, *, vtep: Value | tuple[Value, Value]) -> PaRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"outer_ipv4_dst": outer_ipv4_dst})
+        values = self.read(**{"vtep": vtep})
         return PaRoutesValues(values["port"], values["next_hop_mac"])
 
 
@@ -186,7 +186,7 @@ class VniToVrfValues(NamedTuple):
 
 
 class VniToVrf(Table):
-    """table vni_to_vrf (examples/bluebird_tor.nfp:279): exact match, 4000 entries.
+    """table vni_to_vrf (examples/bluebird_tor.nfp:284): exact match, 4000 entries.
 
     vxlan_vni: bit<24>, exact
     """
@@ -217,7 +217,7 @@ class BareMetalHostsValues(NamedTuple):
 
 
 class BareMetalHosts(Table):
-    """table bare_metal_hosts (examples/bluebird_tor.nfp:286): exact match, 8000 entries.
+    """table bare_metal_hosts (examples/bluebird_tor.nfp:291): exact match, 8000 entries.
 
     meta_vrf: bit<16>, exact
     host: bit<32>, exact
