@@ -964,7 +964,8 @@ def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
         body.append(c.If(c.Bin("==", c.Name("table"), c.Int(x.tindex[t.name], "")), tuple(fill)))
     body.append(c.Return(c.Int(-1, "")))
     params = ("int table", "const struct nfc_pkt *p", "uint8_t *key")
-    return c.Func("int", "nfc_bench_key", params, tuple(body), "the key bytes of a lookup", static=False)
+    return c.Func("int", "nfc_bench_key", params, tuple(body),
+                  "the key bytes of a lookup, of a packet nfc_from_switch took (NFC_CONTINUE)", static=False)
 
 
 def _reason_fn(x: _Ctx) -> c.Func:

@@ -313,10 +313,10 @@ int main(int argc, char **argv)
     const void **keyp = malloc(nkp * sizeof *keyp);
     if (keys == NULL || keyp == NULL)
         return 1;
-    for (uint32_t k = 0; k < n; k++) {
-        nfc_from_switch(&p, tbuf + toff[k], tlen[k], 0);
-        nfc_bench_key(ti, &p, keys + (size_t)k * kb);
-    }
+    for (uint32_t k = 0; k < n; k++) /* as nfc_prefetch: the key of a packet that arrived whole (a
+                                         * required header may go unchecked in the key) */
+        if (nfc_from_switch(&p, tbuf + toff[k], tlen[k], 0) == NFC_CONTINUE)
+            nfc_bench_key(ti, &p, keys + (size_t)k * kb);
     for (uint32_t k = 0; k < nkp; k++)
         keyp[k] = keys + (size_t)(k % n) * kb;
     void *data = NULL;

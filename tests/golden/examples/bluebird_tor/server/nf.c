@@ -310,7 +310,7 @@ const char * nfc_reason(int code)
     return "unknown";
 }
 
-/* the key bytes of a lookup */
+/* the key bytes of a lookup, of a packet nfc_from_switch took (NFC_CONTINUE) */
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
