@@ -304,7 +304,13 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         self.cookies[key] = (te.controller_metadata, bytes(te.metadata), te.idle_timeout_ns)
         if te.idle_timeout_ns:
             self._timeouts[key] = te.idle_timeout_ns
-            self._look_at(key, time.monotonic() + te.idle_timeout_ns / 1e9)
+            # due a timeout after its last hit (or insertion), not after this write: an entry a
+            # MODIFY gives a timeout it has already been idle for is reported at the next scan
+            table = self.model.p4_tables[key.table]
+            entry = table.get(key.match, key.priority)
+            now = time.monotonic()
+            last = table.last_hit(entry) if entry is not None else now
+            self._look_at(key, max(now, last + te.idle_timeout_ns / 1e9))
         else:
             self._timeouts.pop(key, None)
 
