@@ -6,12 +6,9 @@ static int forward(void *arg)
 {
     (void)arg;
     unsigned lcore = rte_lcore_id();
-    uint16_t queue = (uint16_t)rte_lcore_index((int)lcore);
-    static struct nfc_pkt pkts[RTE_MAX_LCORE][BURST];
-    static uint8_t outs[RTE_MAX_LCORE][NFC_MAX_PKT];
-    struct nfc_pkt *pkt = pkts[lcore];
-    for (int i = 0; i < BURST; i++)
-        pkt[i].stats = &nfc_stats[lcore];
+    uint16_t queue;
+    uint8_t *scratch;
+    struct nfc_pkt *pkt = lcore_setup(lcore, &queue, &scratch);
     struct rte_mbuf *in[BURST], *done[BURST], *tx[BURST];
     int to[BURST];
     uint64_t hz = rte_get_timer_hz(), last = rte_get_timer_cycles(), seen = 0;
@@ -22,7 +19,7 @@ static int forward(void *arg)
             break; /* as forward(): without --live the first empty burst after traffic ends the input */
         seen += n;
         if (n > 0) {
-            nfc_burst(in, n, 0, logical[0], pkt, outs[lcore], pool, jumbo, out_port, done, to);
+            nfc_burst(in, n, 0, logical[0], pkt, scratch, pool, jumbo, out_port, done, to);
             uint16_t k = 0;
             for (uint16_t i = 0; i < n; i++)
                 if (done[i] != NULL)

@@ -5,8 +5,29 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <rte_hash.h>
+
 #include "nfc_ctl.h"
 #include "nfc_rt.h"
+
+/* Every table of the file sized for its lines before any is loaded: a first pass counts the
+ * lines per table name (a table short of memory for them still loads what fits). */
+static void reserve_lines(FILE *f)
+{
+    static uint64_t lines[NFC_MAX_TABLES];
+    char line[4096];
+    memset(lines, 0, sizeof lines);
+    while (fgets(line, sizeof line, f) != NULL) {
+        char *save = NULL, *name = strtok_r(line, " \t\n", &save);
+        int ti = name != NULL && name[0] != '#' ? nfc_table_find(name) : -1;
+        if (ti >= 0 && ti < NFC_MAX_TABLES)
+            lines[ti]++;
+    }
+    for (int i = 0; i < nfc_ntables && i < NFC_MAX_TABLES; i++)
+        if (lines[i] > 0)
+            nfc_table_reserve(&nfc_tables[i], rte_hash_count(nfc_tables[i].h) + lines[i]);
+    rewind(f);
+}
 
 int nfc_load_entries(const char *path)
 {
@@ -15,6 +36,7 @@ int nfc_load_entries(const char *path)
         fprintf(stderr, "nfc: cannot open entries file %s: %s\n", path, strerror(errno));
         return -1;
     }
+    reserve_lines(f);
     char line[4096];
     int n = 0, lineno = 0;
     while (fgets(line, sizeof line, f) != NULL) {

@@ -137,16 +137,26 @@ static void process(struct rte_mbuf **in, uint16_t n, uint16_t port, struct nfc_
 
 /* The run-to-completion loop of one lcore, on its queue of every port (nfc_burst.h does
  * the processing of each burst). */
+/* A forwarding lcore's packet records (each counting into the lcore's counters) and output
+ * scratch; *queue: its rx/tx queue on every port. */
+static struct nfc_pkt *lcore_setup(unsigned lcore, uint16_t *queue, uint8_t **scratch)
+{
+    static struct nfc_pkt pkts[RTE_MAX_LCORE][BURST];
+    static uint8_t outs[RTE_MAX_LCORE][NFC_MAX_PKT];
+    *queue = (uint16_t)rte_lcore_index((int)lcore);
+    *scratch = outs[lcore];
+    for (int i = 0; i < BURST; i++)
+        pkts[lcore][i].stats = &nfc_stats[lcore];
+    return pkts[lcore];
+}
+
 static int forward(void *arg)
 {
     (void)arg;
     unsigned lcore = rte_lcore_id();
-    uint16_t queue = (uint16_t)rte_lcore_index((int)lcore);
-    static struct nfc_pkt pkts[RTE_MAX_LCORE][BURST];
-    static uint8_t outs[RTE_MAX_LCORE][NFC_MAX_PKT];
-    struct nfc_pkt *pkt = pkts[lcore];
-    for (int i = 0; i < BURST; i++)
-        pkt[i].stats = &nfc_stats[lcore];
+    uint16_t queue;
+    uint8_t *scratch;
+    struct nfc_pkt *pkt = lcore_setup(lcore, &queue, &scratch);
     uint64_t hz = rte_get_timer_hz(), last = rte_get_timer_cycles(), seen = 0;
     struct rte_mbuf *in[BURST], *out[MAX_PORTS][BURST];
     uint16_t nout[MAX_PORTS];
@@ -157,7 +167,7 @@ static int forward(void *arg)
             uint16_t n = rte_eth_rx_burst(port, queue, in, BURST);
             got += n;
             memset(nout, 0, sizeof nout);
-            process(in, n, port, pkt, outs[lcore], out, nout);
+            process(in, n, port, pkt, scratch, out, nout);
             for (uint16_t q = 0; q < nports; q++) {
                 uint16_t sent = 0;
                 /* a queue that takes nothing for 1 ms is given up on: the frames left are
@@ -268,11 +278,12 @@ int main(int argc, char **argv)
         fprintf(stderr, "nfc: --tagged is for a program without a switch (built with a server target alone)\n");
         return 2;
     }
-    signal(SIGINT, on_signal);
-    signal(SIGTERM, on_signal);
     uint16_t lcores = (uint16_t)rte_lcore_count();
     if (nfc_tables_init() != 0 || (entries != NULL && nfc_load_entries(entries) < 0))
         return 1;
+    /* from here a signal ends forwarding cleanly; before, it ends a long load at once */
+    signal(SIGINT, on_signal);
+    signal(SIGTERM, on_signal);
     if (nfc_control_start() != 0)
         return 1;
     while (!nfc_started && !quit)

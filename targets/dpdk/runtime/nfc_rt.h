@@ -369,6 +369,7 @@ struct nfc_table {
     /* run time */
     struct rte_hash *h;         /* replaced when the table grows (RCU) */
     uint32_t cap;               /* h's capacity */
+    uint32_t no_room;           /* 0, or a capacity that memory could not give h (nfc_tables.c) */
     struct nfc_lpm trie;        /* LPM: the routes as the lookups see them (nfc_lpm.h) */
     volatile uint64_t plens[2]; /* LPM: the prefix lengths present (bit per length) */
     uint32_t plen_count[65];    /* LPM: entries per prefix length (control thread only) */
@@ -398,6 +399,9 @@ int nfc_table_find(const char *name);
 int nfc_key_fields(const struct nfc_table *t, const uint8_t *key, uint64_t *out);
 int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint64_t *values, uint8_t *key);
 int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *values, int replace);
+/* Room for n entries in all in control-plane table t (the entries file sizes its tables before
+ * loading them, so no entry is copied by a growth); 0, or -1: no memory for them (nothing changed). */
+int nfc_table_reserve(struct nfc_table *t, uint64_t n);
 int nfc_entry_read(const struct nfc_table *t, const uint64_t *keys, uint64_t *values);
 int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint32_t stride, uint32_t *bad);
 /* Up to max entries of control-plane table t from rte_hash_iterate position *next (0: the

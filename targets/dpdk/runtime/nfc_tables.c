@@ -425,15 +425,13 @@ static void plen_ref(struct nfc_table *t, const uint64_t *keys, int delta)
 
 static void grace_period(void);
 
-/* Control-plane table t in an rte_hash NFC_GROW_BY times as big: the entries copied (the
- * same data words), the new one published, the old one freed after a grace period, so the
- * lcores forward on throughout.  0, or -1 (no memory) with nothing changed.  Key positions
- * change: nothing may hold one of the old table (a delete not yet freed) across this. */
-static int grow(struct nfc_table *t)
+/* Control-plane table t in an rte_hash of capacity `cap`: the entries copied (the same data
+ * words), the new one published, the old one freed after a grace period, so the lcores forward
+ * on throughout.  0, or -1 (no memory) with nothing changed.  Key positions change: nothing may
+ * hold one of the old table (a delete not yet freed) across this. */
+static int rebuild(struct nfc_table *t, uint32_t cap)
 {
-    if (t->state || t->cap > UINT32_MAX / NFC_GROW_BY)
-        return -1;
-    struct rte_hash *old = t->h, *h = hash_new(t, (int)(t - nfc_tables), t->cap * NFC_GROW_BY);
+    struct rte_hash *old = t->h, *h = hash_new(t, (int)(t - nfc_tables), cap);
     if (h == NULL)
         return -1;
     const void *key;
@@ -445,10 +443,38 @@ static int grow(struct nfc_table *t)
             return -1;
         }
     __atomic_store_n(&t->h, h, __ATOMIC_RELEASE);
-    t->cap *= NFC_GROW_BY;
+    t->cap = cap;
     grace_period();
     rte_hash_free(old);
     return 0;
+}
+
+/* Room for at least n entries in control-plane table t, kept below 7/8 full: the capacity
+ * grows NFC_GROW_BY times per step, or only as far as n needs (and memory allows) when the
+ * full step does not fit.  A capacity that could not be had is remembered (t->no_room), so a
+ * table at the edge of memory is not copied, nor its allocation tried, once per add. */
+static int reserve(struct nfc_table *t, uint64_t n)
+{
+    uint64_t need = n + n / 7 + 1;
+    if (t->state || need <= t->cap)
+        return 0;
+    if (need > UINT32_MAX || (t->no_room != 0 && need >= t->no_room))
+        return -1;
+    uint64_t cap = t->cap;
+    while (cap < need)
+        cap *= NFC_GROW_BY;
+    if (cap > UINT32_MAX || (t->no_room != 0 && cap >= t->no_room) || rebuild(t, (uint32_t)cap) != 0) {
+        if (cap != need && rebuild(t, (uint32_t)need) == 0)
+            return 0;
+        t->no_room = (uint32_t)need;
+        return -1;
+    }
+    return 0;
+}
+
+int nfc_table_reserve(struct nfc_table *t, uint64_t n)
+{
+    return reserve(t, n);
 }
 
 /* Entry key := data in rte_hash and, for an LPM table, in its trie (first: it is the part
@@ -458,10 +484,12 @@ static int put(struct nfc_table *t, const uint8_t *key, void *data, int fresh, i
 {
     if (t->lpm >= 0 && nfc_lpm_set(&t->trie, key, data, fresh) < 0)
         return NFC_E_NO_MEMORY;
-    int grown = fresh && may_grow && (uint32_t)rte_hash_count(t->h) >= t->cap - t->cap / 8 && grow(t) == 0;
+    uint32_t count = (uint32_t)rte_hash_count(t->h);
+    if (fresh && may_grow)
+        reserve(t, (uint64_t)count + 1);
     int st = rte_hash_add_key_data(t->h, key, data); /* not grown: there may still be room */
-    if (st == -ENOSPC && fresh && may_grow && !grown && grow(t) == 0)
-        st = rte_hash_add_key_data(t->h, key, data);
+    if (st == -ENOSPC && fresh && may_grow && reserve(t, (uint64_t)t->cap + 1) == 0)
+        st = rte_hash_add_key_data(t->h, key, data); /* full below 7/8 (cuckoo): one step more */
     if (st >= 0)
         return NFC_OK;
     if (t->lpm >= 0) /* only a new key can find the table full */
@@ -614,7 +642,10 @@ int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint
             *bad = i;
         }
     }
-    /* 3. apply; only a full table can fail here, and then what was applied is undone */
+    /* 3. apply; only a full table can fail here, and then what was applied is undone (room
+     * for the whole batch first: one copy of the table, not one per growth step) */
+    if (st == NFC_OK && op == NFC_OP_ADD)
+        reserve(t, (uint64_t)rte_hash_count(t->h) + n);
     uint32_t done = 0;
     for (; done < n && st == NFC_OK; done++) {
         struct change *x = &c[done];
