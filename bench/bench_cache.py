@@ -21,7 +21,9 @@ Per distribution: ``--warm`` packets (the manager learns), then ``--packets`` me
   the best hit rate any cache of that size can have;
 * **server relief**: packets the server did not have to see, per packet, compared with a
   first-come cache (the share of the trace the first ``cache`` keys take);
-* **manager**: its steps, entries promoted / evicted per second of its own wall time.
+* **manager**: its steps, entries promoted / evicted per second of its own wall time, and how
+  many cached entries it replaced by much hotter server entries (``--replace 0,2`` runs each
+  distribution with idle eviction alone and with replacement, the manager's default, 2×).
 
 The idle limits are Bluebird's Table 2 divided by ``--idle-scale`` (100: 1 / 3 / 11 s at
 95 / 90 / 85 % occupancy), so that a run of seconds shows eviction.  The manager promotes every
@@ -82,6 +84,8 @@ class Result:
     steps: int
     promoted_per_s: float
     evicted_per_s: float
+    replace: float  # the manager's ``replace`` (0: idle eviction alone)
+    replaced_per_s: float
 
 
 def zipf_weights(n: int, s: float) -> list[float]:
@@ -103,7 +107,7 @@ class Stack:
     """The built program running live, its runtime API, and a manager stepping in a thread."""
 
     def __init__(self, out: Path, entries: int, cache: int, step_ms: float, idle_scale: float,
-                 evict_ms: float) -> None:
+                 evict_ms: float, replace: float = 2.0, half_life: float = 1.0) -> None:
         self.model = SwitchModel.from_build(out)
         names = json.loads((out / "switch/name_map.json").read_text())
         self.p4rt = P4RuntimeServer(self.model, names, "tna")
@@ -118,7 +122,7 @@ class Stack:
         self.rt.table("hosts").add_many({"ipv4_dst": BASE + i, "port": 1 + i % 7} for i in range(entries))
         log(f"  {entries:,} entries loaded ({cache:,} into the switch, first come) in {time.monotonic() - t0:.1f} s")
         limits = IdleLimits(tuple((at, seconds / idle_scale) for at, seconds in BLUEBIRD_STEPS))
-        self.manager = CacheManager(self.rt, "hosts", limits)
+        self.manager = CacheManager(self.rt, "hosts", limits, half_life=half_life, replace=replace)
         self.installed: dict[tuple[int, ...], float] = {}  # key -> when its switch write returned
         apply = self.rt.apply_cache
 
@@ -171,9 +175,10 @@ class Stack:
         self.grpc.stop(0)
 
 
-def run_skew(out: Path, skew: float, args: argparse.Namespace) -> Result:
-    log(f"skew {skew or 'uniform'}")
-    stack = Stack(out, args.entries, args.cache, args.step_ms, args.idle_scale, args.evict_ms)
+def run_skew(out: Path, skew: float, replace: float, args: argparse.Namespace) -> Result:
+    log(f"skew {skew or 'uniform'}, replace {replace:g}")
+    stack = Stack(out, args.entries, args.cache, args.step_ms, args.idle_scale, args.evict_ms, replace,
+                  args.half_life)
     try:
         rnd = random.Random(7)
         weights = zipf_weights(args.entries, skew)
@@ -191,7 +196,8 @@ def run_skew(out: Path, skew: float, args: argparse.Namespace) -> Result:
         wall = sum(t for t, _ in stack.reports) or 1.0
         return Result(skew, args.entries, args.cache, args.packets, 1 - seen / args.packets,
                       sum(weights[:args.cache]), first_come, len(stack.reports),
-                      sum(r.promoted for _, r in stack.reports) / wall, sum(r.evicted for _, r in stack.reports) / wall)
+                      sum(r.promoted for _, r in stack.reports) / wall, sum(r.evicted for _, r in stack.reports) / wall,
+                      replace, sum(r.replaced for _, r in stack.reports) / wall)
     finally:
         stack.close()
 
@@ -244,6 +250,9 @@ def main() -> int:
     ap.add_argument("--evict-ms", type=float, default=100.0, help="eviction step (reads every idle time)")
     ap.add_argument("--idle-scale", type=float, default=100.0,
                     help="Bluebird's idle limits divided by this (the run lasts seconds, not hours)")
+    ap.add_argument("--replace", default="2",
+                    help="the manager's replace factors, comma-separated, each run per skew (0: idle eviction alone)")
+    ap.add_argument("--half-life", type=float, default=1.0, help="the manager's half_life (s) of a hit's weight")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.quick:
@@ -251,13 +260,15 @@ def main() -> int:
     args.cache = args.cache or max(1, args.entries // 100)
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
         out = build(Path(tmp))
-        results = [run_skew(out, float(s), args) for s in args.skews.split(",")]
+        results = [run_skew(out, float(s), float(x), args) for s in args.skews.split(",")
+                   for x in args.replace.split(",")]
         lat = promotion_latency(out, args)
     print(f"\n{'skew':>7} {'entries':>9} {'cache':>7} {'hit rate':>9} {'optimum':>8} {'first come':>10} "
-          f"{'steps':>6} {'promoted/s':>10} {'evicted/s':>9}")
+          f"{'steps':>6} {'promoted/s':>10} {'evicted/s':>9} {'replace':>7} {'replaced/s':>10}")
     for r in results:
         print(f"{r.skew or 'uniform':>7} {r.entries:>9,} {r.cache:>7,} {r.hit_rate:>9.3f} {r.optimum:>8.3f} "
-              f"{r.first_come:>10.3f} {r.steps:>6} {r.promoted_per_s:>10.0f} {r.evicted_per_s:>9.0f}")
+              f"{r.first_come:>10.3f} {r.steps:>6} {r.promoted_per_s:>10.0f} {r.evicted_per_s:>9.0f} "
+              f"{r.replace:>7g} {r.replaced_per_s:>10.0f}")
     lat_ms = sorted(x * 1000 for x in lat)
     p99 = lat_ms[min(len(lat_ms) - 1, int(0.99 * len(lat_ms)))]
     print(f"\npromotion latency (first packet of a new key to its switch write, step every {args.step_ms:g} ms, "

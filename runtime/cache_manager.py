@@ -14,7 +14,19 @@ One ``step`` of a cached table:
    prefix goes in with every server prefix inside it that is not cached yet, as one unit of
    at most ``unit`` entries, so it hijacks none (``CachePolicy.promote``; a prefix with a
    bigger unit, or one that does not fit the room left, is counted as ``blocked``).
-3. Write both to the switch in a safe order (``Runtime.apply_cache``: evictions shortest
+3. **Replace the colder.** Idle eviction alone does not converge to the hottest entries:
+   a lukewarm entry cached early is hit often enough never to go idle, while a hotter one
+   waits on the server for room.  So each read of the cached entries' idle times (a full
+   cache is read at every eviction step, whatever its occupancy limit) also tells which were
+   hit since the read before — Bluebird's hit bits (§4.4), sampled — and each cached entry
+   keeps the decayed share of reads that found it hit.  From that share ``f`` over reads
+   ``gap`` seconds apart its packet rate is estimated as ``-ln(1 - f) / gap`` (a Poisson
+   stream hits an interval with probability ``1 - e^(-rate gap)``), a server entry's from its
+   heat (``heat · ln 2 / half_life`` hits/s); a server entry more than ``replace`` times as
+   hot as the coldest cached entry takes its place, at most ``swaps`` a step.  A cached entry
+   is taken to be hit at least once per half-life (reads that found it unhit are little
+   evidence), so under uniform traffic a server entry hit once does not displace one.
+4. Write both to the switch in a safe order (``Runtime.apply_cache``: evictions shortest
    prefix first, then promotions longest first; an entry is on the server before it is in
    the cache).
 
@@ -23,6 +35,8 @@ Data-plane state (CGN mappings) is not managed here yet: the runtime API does no
 
 from __future__ import annotations
 
+import heapq
+import math
 import time
 from dataclasses import dataclass
 
@@ -55,13 +69,14 @@ class StepReport:
     blocked: int  # hot LPM prefixes left out: the unit of them and what is inside them is too big
     server_hits: int  # the switch misses the server counted since the last step
     lost: int  # hits the server could not count (HITS: not kept, and lost in its logs since the last step)
+    replaced: int = 0  # cached entries that made room for a server entry at least ``replace`` times hotter
 
 
 class CacheManager:
     """Manages one cached table of a ``Runtime`` connected to both the switch and the server."""
 
     def __init__(self, runtime: Runtime, table: str, limits: IdleLimits | None = None, half_life: float = 1.0,
-                 unit: int = 64, notify: bool = False) -> None:
+                 unit: int = 64, notify: bool = False, replace: float = 2.0, swaps: int = 64) -> None:
         """``half_life``: seconds after which a server hit counts half when hot entries are
         ranked (the counts of one step are few; the ranking remembers the steps before);
         ``limits``: the table's ``idle_limits`` (plan.json) if not given, else Bluebird's;
@@ -69,7 +84,9 @@ class CacheManager:
         server prefixes inside it); ``notify``: the switch reports idle entries (P4Runtime
         idle-timeout notifications, each cache entry written with the lowest limit as its
         ``idle_timeout_ns``) and eviction reads the idle time of those only, not of the whole
-        cache at every step."""
+        cache at every step (then nothing is replaced: the hits of the cached entries are not
+        read); ``replace``: how many times hotter than the coldest cached entry a server entry
+        must be to take its place (0: never), ``swaps``: most such replacements a step."""
         self.rt = runtime
         self.table = table
         self.schema = runtime.schemas[table]
@@ -84,6 +101,13 @@ class CacheManager:
         self.heat: dict[Key, float] = {}
         self._t0 = time.monotonic()
         self._lost_in_logs = 0
+        self.replace = replace
+        self.swaps = swaps
+        # per cached entry, the decayed share of idle reads that found it hit since the read before
+        self.hit_share: dict[Key, float] = {}
+        self._coldest: list[tuple[float, Key]] = []  # the lowest shares of the last read, lowest first
+        self._read_at: float | None = None
+        self._read_gap = 0.0
         self.candidates: dict[Key, tuple[dict[str, tuple[int, int | None]], int]] | None = None
         if notify and self.limits.steps and runtime.switch is not None:
             self._notify(min(seconds for _at, seconds in self.limits.steps))
@@ -92,7 +116,6 @@ class CacheManager:
         """Evict the idle (unless ``evict`` is false: that reads every cached entry's idle time
         from the switch, O(cache); promotion alone is O(hits)), then promote the hot."""
         decisions = self._evict_idle() if evict else []
-        evicted = sum(len(d.evict) for d in decisions)
         hits = self.rt.server.hits(self.table) if self.rt.server is not None else None
         weight = self._weight()
         for fields, n in (hits.counts.items() if hits is not None else ()):
@@ -109,13 +132,65 @@ class CacheManager:
             else:
                 decisions.append(d)
                 del self.heat[key]
+        replaced = self._replace_colder(decisions, weight)
+        evicted = sum(len(d.evict) for d in decisions)
         self.rt.apply_cache(self.table, decisions)
         lost = 0
         if hits is not None:
             lost = hits.not_kept + hits.lost_in_logs - self._lost_in_logs
             self._lost_in_logs = hits.lost_in_logs
         return StepReport(evicted, sum(len(d.install) for d in decisions), blocked,
-                          sum(hits.counts.values()) if hits is not None else 0, lost)
+                          sum(hits.counts.values()) if hits is not None else 0, lost, replaced)
+
+    def _replace_colder(self, decisions: list[CacheDecision], weight: float) -> int:
+        """Once the cache is full: the hottest server entries, each in place of the coldest cached
+        entry while it is more than ``replace`` times as hot (3. in the module's doc)."""
+        coldest = self._coldest
+        if not self.replace or not self.heat or not coldest or self._read_gap <= 0.0 or \
+                len(self.policy.cached) < self.policy.capacity:
+            return 0
+        per_hit = math.log(2.0) / self.half_life / weight  # a server entry's heat -> hits/s
+        done = 0
+        for key, heat in sorted(self.heat.items(), key=lambda kv: kv[1], reverse=True):
+            while coldest and coldest[0][1] not in self.policy.cached:  # gone with a unit demoted before
+                coldest.pop(0)
+            if done >= self.swaps or not coldest:
+                break
+            share, victim = coldest[0]
+            cold = max(-math.log(1.0 - min(share, 0.999)) / self._read_gap, 1.0 / self.half_life)
+            if heat * per_hit <= self.replace * cold:
+                break  # the hottest left is not hot enough for the coldest cached: nor is the rest
+            out = self.policy.demote(victim)
+            into = self.policy.promote(key, self.unit)
+            if into is None:  # its unit does not fit the room made: the victim stays
+                back = self.policy.promote(victim, self.unit)
+                decisions += [out, back] if back is not None else [out]
+                coldest.pop(0)
+                continue
+            decisions += [out, into]
+            del self.heat[key]
+            coldest.pop(0)
+            done += 1
+        return done
+
+    def _note_hits(self, idle: list[tuple[dict[str, tuple[int, int | None]], int, int]]) -> None:
+        """From one read of every cached entry's idle time: which were hit since the read before
+        (their time since the last hit is shorter than the time since that read)."""
+        now = time.monotonic()
+        if self._read_at is not None:
+            gap = now - self._read_at
+            keep = 2.0 ** (-gap / self.half_life)
+            share: dict[Key, float] = {}
+            for match, _prio, idle_ns in idle:
+                key = self._key(match)
+                hit = 1.0 if idle_ns < gap * 1e9 else 0.0
+                before = self.hit_share.get(key)
+                share[key] = hit if before is None else before * keep + hit * (1.0 - keep)
+            self.hit_share = share
+            self._read_gap = gap
+            # the victims a step may take, and as many again for those gone by then: O(cache log swaps)
+            self._coldest = heapq.nsmallest(4 * self.swaps, ((f, k) for k, f in share.items()))
+        self._read_at = now
 
     def _weight(self) -> float:
         """A hit's weight now.  Past 8 half-lives the heat is rescaled to weight 1, and what has
@@ -150,17 +225,18 @@ class CacheManager:
                     self.candidates[self._key(match)] = (match, prio)
             if limit is None or not self.candidates:
                 return []
-            idle = self.rt.switch.idle(self.table, list(self.candidates.values()))
+            idle = list(self.rt.switch.idle(self.table, list(self.candidates.values())))
         else:
-            if limit is None:
+            if limit is None and len(self.policy.cached) < self.policy.capacity:
                 return []
-            idle = self.rt.switch.idle(self.table)
+            idle = list(self.rt.switch.idle(self.table))
+            self._note_hits(idle)
         out: list[CacheDecision] = []
         seen: set[Key] = set()
         for match, _prio, idle_ns in idle:
             key = self._key(match)
             seen.add(key)
-            if idle_ns > limit * 1e9 and key in self.policy.cached:
+            if limit is not None and idle_ns > limit * 1e9 and key in self.policy.cached:
                 out.append(self.policy.demote(key))
             hit_since = self.candidates is not None and idle_ns < self.rt.idle_notify[self.table]
             if self.candidates is not None and (hit_since or key not in self.policy.cached):

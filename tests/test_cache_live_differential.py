@@ -80,9 +80,14 @@ def _manage(manager: CacheManager, stop: threading.Event, moved: Counter[str]) -
         rep = manager.step()
         moved["promoted"] += rep.promoted
         moved["evicted"] += rep.evicted
+        moved["replaced"] += rep.replaced
 
 
-def test_forwarding_stays_as_the_full_table_says_while_the_manager_moves_the_cache(tmp_path):
+@pytest.mark.parametrize("moves", ["idle", "replace"])
+def test_forwarding_stays_as_the_full_table_says_while_the_manager_moves_the_cache(tmp_path, moves):
+    """``idle``: entries idle over 50 ms leave (mostly making room: few are replaced);
+    ``replace``: no idle limit, so only replacing cold cached prefixes by hot server ones moves
+    the full cache."""
     out = build_with_server("examples/dsr_router.nfp", tmp_path / "dsr")
     sw = P4RuntimeSwitch(out)
     switch = sw.client
@@ -97,7 +102,8 @@ def test_forwarding_stays_as_the_full_table_says_while_the_manager_moves_the_cac
             rt.table("vni_to_vrf").add_many([{"vxlan_vni": n, "vrf": v} for n, v in VNIS.items()])
             rt.table("fabric_routes").add(outer_ipv4_dst="0.0.0.0/0", port=FABRIC_PORT, next_hop_mac=0x020000000030)
             rt.table("vrf_fib").add_many([_route(v, net, n) for (v, net), n in routes.items()])
-            manager = CacheManager(rt, "vrf_fib", IdleLimits(((0.0, 0.05),)), half_life=0.2, unit=4)
+            limits = IdleLimits(((0.0, 0.05),) if moves == "idle" else ())
+            manager = CacheManager(rt, "vrf_fib", limits, half_life=0.2, unit=4)
             got: Counter[tuple[int, bytes]] = Counter()
             want: Counter[tuple[int, bytes]] = Counter()
             for phase in range(4):
@@ -130,5 +136,6 @@ def test_forwarding_stays_as_the_full_table_says_while_the_manager_moves_the_cac
     assert got == want, (sorted(got - want)[:3], sorted(want - got)[:3])
     assert sum(want.values()) == 1200 and set(p for p, _ in want) == {FABRIC_PORT}
     assert moved["promoted"] > 0 and moved["evicted"] > 0, moved
+    assert moves != "replace" or moved["replaced"] > 0, moved
     served_by_switch = 1200 - live.sent_to_server
     assert 0 < served_by_switch < 1200, counters  # both sides answered some

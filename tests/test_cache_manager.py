@@ -10,6 +10,9 @@ import json
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -21,6 +24,7 @@ from runtime.api import Runtime
 from runtime.cache import CachePolicy
 from runtime.cache_manager import BLUEBIRD, CacheManager, IdleLimits
 from runtime.p4runtime import SwitchClient
+from runtime.server_proc import ServerProcess
 from tests.conftest import HAVE_DPDK, ROOT, compile_file
 from tests.packet_fuzz import write_pcap
 
@@ -35,21 +39,18 @@ def _frame(dst: int) -> bytes:
 
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
-@pytest.mark.parametrize("notify", [False, True], ids=["idle-read", "idle-notified"])
-def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path, notify):
-    """The manager finds the idle entries by reading every cached entry's idle time, or
-    (``notify``) from the switch's idle-timeout notifications, reading only those."""
-    from runtime.server_proc import ServerProcess
-
+@contextmanager
+def _running(tmp_path: Path, hot: dict[int, int]) -> Iterator[tuple[SwitchModel, SwitchClient, ServerProcess, Runtime]]:
+    """host_cache.nfp built and running: the switch model behind P4Runtime, the generated server
+    program with the packets of ``hot`` (host: how many) queued as the switch sends them (its
+    cache empty: all miss), and a runtime API that added every host, the first 6 cached."""
     out = tmp_path / "out"
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
     c = compile_file(str(PROGRAM))
-    ref = SwitchReference(c.program, c.placement, c.bridges, c.targets.server_ports)  # its cache empty: all miss
-    hot = {HOSTS[10]: 40, HOSTS[11]: 30, HOSTS[12]: 20, HOSTS[13]: 10, HOSTS[14]: 1}
+    ref = SwitchReference(c.program, c.placement, c.bridges, c.targets.server_ports)
     write_pcap(tmp_path / "in.pcap", [ref.process(_frame(d), 1).data for d, n in hot.items() for _ in range(n)])
     model = SwitchModel.from_build(out)
     names = json.loads((out / "switch/name_map.json").read_text())
@@ -61,25 +62,40 @@ def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path, not
             rt = Runtime(out, switch=switch, server=srv.control)
             rt.caches["hosts"].capacity = 6  # a small cache: the first 6 added fill it
             rt.table("hosts").add_many([{"ipv4_dst": h, "port": 1 + i} for i, h in enumerate(HOSTS)])
-            assert {m["ipv4_dst"][0] for m, _v, _p in switch.read("hosts")} == set(HOSTS[:6])
-            srv.control.start()
-            deadline = time.monotonic() + 30
-            while srv.control.counters()["tables"]["hosts"]["hits"] < sum(hot.values()):
-                assert time.monotonic() < deadline
-                time.sleep(0.05)
-            time.sleep(0.5)
-            for h in HOSTS[:2]:  # traffic the switch serves itself keeps these two
-                assert model.process(_frame(h), 1).port == 1 + HOSTS.index(h)
-            manager = CacheManager(rt, "hosts", IdleLimits(((0.95, 0.3),)), notify=notify)  # full: idle > 0.3 s goes
-            if notify:
-                time.sleep(0.1)  # the switch's next scans report the four idle ones
-            first = manager.step()
-            candidates = dict(manager.candidates or {})
-            cached = {m["ipv4_dst"][0]: v["port"] for m, v, _p in switch.read("hosts")}
-            second = CacheManager(rt, "hosts", IdleLimits(())).step()  # evicts nothing
+            yield model, switch, srv, rt
     finally:
         switch.close()
         grpc_server.stop(0)
+
+
+def _forwarded_by_server(srv: ServerProcess, packets: int) -> None:
+    """START, then wait until the server has looked up all ``packets``."""
+    srv.control.start()
+    deadline = time.monotonic() + 30
+    while srv.control.counters()["tables"]["hosts"]["hits"] < packets:
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@pytest.mark.parametrize("notify", [False, True], ids=["idle-read", "idle-notified"])
+def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path, notify):
+    """The manager finds the idle entries by reading every cached entry's idle time, or
+    (``notify``) from the switch's idle-timeout notifications, reading only those."""
+    hot = {HOSTS[10]: 40, HOSTS[11]: 30, HOSTS[12]: 20, HOSTS[13]: 10, HOSTS[14]: 1}
+    with _running(tmp_path, hot) as (model, switch, srv, rt):
+        assert {m["ipv4_dst"][0] for m, _v, _p in switch.read("hosts")} == set(HOSTS[:6])
+        _forwarded_by_server(srv, sum(hot.values()))
+        time.sleep(0.5)
+        for h in HOSTS[:2]:  # traffic the switch serves itself keeps these two
+            assert model.process(_frame(h), 1).port == 1 + HOSTS.index(h)
+        manager = CacheManager(rt, "hosts", IdleLimits(((0.95, 0.3),)), notify=notify)  # full: idle > 0.3 s goes
+        if notify:
+            time.sleep(0.1)  # the switch's next scans report the four idle ones
+        first = manager.step()
+        candidates = dict(manager.candidates or {})
+        cached = {m["ipv4_dst"][0]: v["port"] for m, v, _p in switch.read("hosts")}
+        second = CacheManager(rt, "hosts", IdleLimits(())).step()  # evicts nothing
     assert (first.evicted, first.promoted, first.server_hits) == (4, 4, sum(hot.values()))
     # the two kept, then the four hottest misses by count (not the fifth, hit once), with the
     # values the server holds
@@ -133,3 +149,25 @@ def test_an_lpm_prefix_is_promoted_only_once_what_is_inside_it_is_cached():
     assert policy.promote(narrow) is not None and policy.promote(wide) is not None
     d = policy.demote(narrow)  # the /8 covering it must leave with it
     assert sorted(d.evict) == sorted([wide, narrow]) and policy.cached == set()
+
+
+@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+def test_server_entries_much_hotter_than_the_coldest_cached_ones_take_their_place(tmp_path):
+    """A full cache whose entries are none of them idle long enough to go (no idle limit at
+    all here) still follows the traffic: the cached entries the switch saw no hit of between
+    two reads of their idle times make room for the server's hottest misses; the two the
+    switch keeps hitting stay, and a server entry hit once is not worth a swap."""
+    hot = {HOSTS[10]: 40, HOSTS[11]: 30, HOSTS[12]: 20, HOSTS[13]: 10, HOSTS[14]: 1}
+    with _running(tmp_path, hot) as (model, switch, srv, rt):
+        manager = CacheManager(rt, "hosts", IdleLimits(()), half_life=30.0)  # nothing is ever idle enough
+        first = manager.step()  # the first read of the cached entries' idle times: nothing to compare yet
+        _forwarded_by_server(srv, sum(hot.values()))
+        for h in HOSTS[:2]:  # the switch serves these two itself between the reads
+            assert model.process(_frame(h), 1).port == 1 + HOSTS.index(h)
+        time.sleep(0.05)
+        second = manager.step()
+        cached = {m["ipv4_dst"][0]: v["port"] for m, v, _p in switch.read("hosts")}
+    assert (first.evicted, first.promoted, first.replaced) == (0, 0, 0)
+    assert (second.replaced, second.evicted, second.promoted) == (4, 4, 4)
+    assert cached == {h: 1 + HOSTS.index(h) for h in [*HOSTS[:2], *HOSTS[10:14]]}
+    assert manager.heat.keys() == {(HOSTS[14],)}  # hit once: still a candidate, not cached
