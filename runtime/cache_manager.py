@@ -106,7 +106,7 @@ class CacheManager:
         # per cached entry, the decayed share of idle reads that found it hit since the read before
         self.hit_share: dict[Key, float] = {}
         self._coldest: list[tuple[float, Key]] = []  # the lowest shares of the last read, lowest first
-        self._read_at: float | None = None
+        self._read_at: tuple[float, float] | None = None  # when the last read was sent, and when it returned
         self._read_gap = 0.0
         self.candidates: dict[Key, tuple[dict[str, tuple[int, int | None]], int]] | None = None
         if notify and self.limits.steps and runtime.switch is not None:
@@ -173,24 +173,27 @@ class CacheManager:
             done += 1
         return done
 
-    def _note_hits(self, idle: list[tuple[dict[str, tuple[int, int | None]], int, int]]) -> None:
-        """From one read of every cached entry's idle time: which were hit since the read before
-        (their time since the last hit is shorter than the time since that read)."""
-        now = time.monotonic()
+    def _note_hits(self, idle: list[tuple[dict[str, tuple[int, int | None]], int, int]], sent: float) -> None:
+        """From one read of every cached entry's idle time, sent at ``sent``: which were hit since
+        the read before (their time since the last hit, taken at the switch some time after
+        ``sent``, is shorter than the time from the return of that read to ``sent``: no entry
+        last hit before it counts, however long either read took)."""
+        returned = time.monotonic()
         if self._read_at is not None:
-            gap = now - self._read_at
+            gap = sent - self._read_at[0]
+            since = (sent - self._read_at[1]) * 1e9
             keep = 2.0 ** (-gap / self.half_life)
             share: dict[Key, float] = {}
             for match, _prio, idle_ns in idle:
                 key = self._key(match)
-                hit = 1.0 if idle_ns < gap * 1e9 else 0.0
+                hit = 1.0 if idle_ns < since else 0.0
                 before = self.hit_share.get(key)
                 share[key] = hit if before is None else before * keep + hit * (1.0 - keep)
             self.hit_share = share
             self._read_gap = gap
             # the victims a step may take, and as many again for those gone by then: O(cache log swaps)
             self._coldest = heapq.nsmallest(4 * self.swaps, ((f, k) for k, f in share.items()))
-        self._read_at = now
+        self._read_at = (sent, returned)
 
     def _weight(self) -> float:
         """A hit's weight now.  Past 8 half-lives the heat is rescaled to weight 1, and what has
@@ -229,8 +232,9 @@ class CacheManager:
         else:
             if limit is None and len(self.policy.cached) < self.policy.capacity:
                 return []
+            sent = time.monotonic()
             idle = list(self.rt.switch.idle(self.table))
-            self._note_hits(idle)
+            self._note_hits(idle, sent)
         out: list[CacheDecision] = []
         seen: set[Key] = set()
         for match, _prio, idle_ns in idle:
