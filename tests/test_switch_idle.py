@@ -98,23 +98,25 @@ def test_the_switch_reports_an_entry_idle_past_its_timeout_once_per_idle_spell(b
     client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
     C = 0x0A000003
     try:
-        ups = [SwitchUpdate("add", "hosts", {"ipv4_dst": (d, None)}, {"port": 3}, 0, 100_000_000) for d in (A, B)]
+        ups = [SwitchUpdate("add", "hosts", {"ipv4_dst": (d, None)}, {"port": 3}, 0, 500_000_000) for d in (A, B)]
         ups.append(SwitchUpdate("add", "hosts", {"ipv4_dst": (C, None)}, {"port": 3}))  # no timeout
         assert client.write(ups) == [None, None, None]
         idle_reads = {m["ipv4_dst"][0]: ns for m, _p, ns in client.idle("hosts")}
-        assert all(ns < 100_000_000 for ns in idle_reads.values())
+        assert all(ns < 500_000_000 for ns in idle_reads.values())
         def hit_a_for(seconds: float) -> None:  # A is hit every 20 ms; B and C are not
             end = time.monotonic() + seconds
             while time.monotonic() < end:
                 p4rt.inject(1, _frame(A))
                 time.sleep(0.02)
 
-        hit_a_for(0.35)
+        # the timeout is long beside the hits' spacing and each wait long beside the timeout, so
+        # a loaded CI neither lets A go idle nor reports B late
+        hit_a_for(1.2)
         first = client.idle_expired()
-        hit_a_for(0.2)
+        hit_a_for(0.6)
         still = client.idle_expired()  # B stayed idle: not reported again
         p4rt.inject(1, _frame(B))
-        hit_a_for(0.25)
+        hit_a_for(1.2)
         again = client.idle_expired()  # B's new idle spell
     finally:
         client.close()
@@ -138,10 +140,14 @@ def test_a_rolled_back_batch_does_not_put_off_an_idle_entrys_notification(built)
     client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
     D = 0x0A000004
     try:
+        # The timeout is long beside the batch's delay so the two due times (2 s after the write;
+        # 2 s after the batch, had the rollback rescheduled it) are far apart under a loaded CI.
+        timeout_ns, batch_after = 2_000_000_000, 1.5
         written = time.monotonic()
         assert client.write([SwitchUpdate("add", "hosts", {"ipv4_dst": (B, None)}, {"port": 3}, 0,
-                                          400_000_000)]) == [None]
-        time.sleep(0.25)
+                                          timeout_ns)]) == [None]
+        time.sleep(batch_after)
+        batch = time.monotonic()
         req = p4runtime_pb2.WriteRequest(device_id=client.device_id,
                                          atomicity=p4runtime_pb2.WriteRequest.ROLLBACK_ON_ERROR)
         req.election_id.high, req.election_id.low = client.election
@@ -149,16 +155,19 @@ def test_a_rolled_back_batch_does_not_put_off_an_idle_entrys_notification(built)
             up = req.updates.add()
             up.type = p4runtime_pb2.Update.INSERT
             client._table_entry(up.entity.table_entry,
-                                SwitchUpdate("add", "hosts", {"ipv4_dst": (dst, None)}, {"port": 3}, 0, 400_000_000))
+                                SwitchUpdate("add", "hosts", {"ipv4_dst": (dst, None)}, {"port": 3}, 0, timeout_ns))
         with pytest.raises(grpc.RpcError):
             client.stub.Write(req)
         reported: list[int] = []
-        while time.monotonic() < written + 0.58 and not reported:  # due at 0.4 s; after the batch: 0.65 s
+        while not reported and time.monotonic() < written + 10:
             reported += [m["ipv4_dst"][0] for _t, m, _p in client.idle_expired()]
             time.sleep(0.01)
-        time.sleep(0.5)  # D, had it stayed, would be due now
+        received = time.monotonic()
+        time.sleep(max(0.0, batch + timeout_ns / 1e9 + 0.3 - time.monotonic()))  # D, had it stayed, is due
         later = [m["ipv4_dst"][0] for _t, m, _p in client.idle_expired()]
     finally:
         client.close()
         grpc_server.stop(0)
     assert reported == [B] and later == []
+    # reported on its own schedule, before the batch's would have been due
+    assert received < batch + timeout_ns / 1e9, (received - written, batch - written)
