@@ -64,7 +64,43 @@ class ServerTable:
 
     @property
     def key_words(self) -> int:
+        """Fields of a record's key: the key fields and an LPM table's prefix length."""
         return len(self.keys) + (1 if self.lpm >= 0 else 0)
+
+    def widths(self, values: bool) -> list[int]:
+        """The widths of a record's fields (the prefix length a word of its own)."""
+        return [*self.keys, *([64] if self.lpm >= 0 else []), *(self.values if values else [])]
+
+    def to_words(self, record: Sequence[int], values: bool) -> list[int]:
+        """A record of .nfp fields as the channel carries it: a field of w bits in ⌈w/64⌉
+        64-bit words, least significant first (docs/control.md)."""
+        out: list[int] = []
+        for v, w in zip(record, self.widths(values), strict=True):
+            n = _words(w)
+            if not isinstance(v, int) or v < 0 or v >> (64 * n):
+                raise InvalidEntry(f"table {self.name}: {v!r} is not a number of at most {w} bits")
+            out += [(v >> (64 * i)) & _WORD for i in range(n)]
+        return out
+
+    def from_words(self, words: Sequence[int], widths: Sequence[int]) -> tuple[int, ...]:
+        """The fields of ``widths`` from their words (to_words's inverse)."""
+        out: list[int] = []
+        at = 0
+        for w in widths:
+            n = _words(w)
+            out.append(sum(words[at + i] << (64 * i) for i in range(n)))
+            at += n
+        return tuple(out)
+
+    def words(self, widths: Sequence[int]) -> int:
+        return sum(_words(w) for w in widths)
+
+
+_WORD = (1 << 64) - 1
+
+
+def _words(width: int) -> int:
+    return (width + 63) // 64
 
 
 @dataclass(frozen=True)
@@ -167,39 +203,43 @@ class ControlChannel:
         """``op`` = add/modify/delete; all-or-nothing per message of at most ``chunk`` records
         (callers wanting all-or-nothing over more records send one message)."""
         t = self._table(table)
-        width = t.key_words + (len(t.values) if op != "delete" else 0)
+        with_values = op != "delete"
+        width = t.key_words + (len(t.values) if with_values else 0)
         for start in range(0, len(records), min(chunk, MAX_RECORDS)):
             part = records[start:start + chunk]
             flat: list[int] = []
             for r in part:
                 if len(r) != width:
                     raise InvalidEntry(f"{op} {table}: a record has {len(r)} fields, the table takes {width}")
-                flat += r
-            try:
-                body = struct.pack(f"<{len(flat)}Q", *flat)
-            except struct.error as e:
-                raise InvalidEntry(f"{op} {table}: {e}") from e
+                flat += t.to_words(r, with_values)
+            body = struct.pack(f"<{len(flat)}Q", *flat)
             self._call(op, t.index, len(part), body, f" {table}")
 
     def read(self, table: str, keys: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
         t = self._table(table)
-        flat = [k for r in keys for k in r]
+        flat: list[int] = []
+        for r in keys:
+            if len(r) != t.key_words:
+                raise InvalidEntry(f"read {table}: a key has {len(r)} fields, the table takes {t.key_words}")
+            flat += t.to_words(r, False)
         body = self._call("read", t.index, len(keys), struct.pack(f"<{len(flat)}Q", *flat), f" {table}")
         vals = struct.unpack(f"<{len(body) // 8}Q", body)
-        n = len(t.values)
-        return [tuple(vals[i * n:(i + 1) * n]) for i in range(len(keys))]
+        n = t.words(t.values)
+        return [t.from_words(vals[i * n:(i + 1) * n], t.values) for i in range(len(keys))]
 
     def dump(self, table: str) -> list[tuple[int, ...]]:
         """Every entry: key words then values."""
         t = self._table(table)
-        stride = t.key_words + len(t.values)
+        widths = t.widths(True)
+        stride = t.words(widths)
         out: list[tuple[int, ...]] = []
         resume = 0
         while True:
             body = self._call("dump", t.index, 65536, struct.pack("<Q", resume), f" {table}")
             words = struct.unpack(f"<{len(body) // 8}Q", body)
             resume = words[0]
-            out += [tuple(words[1 + i * stride:1 + (i + 1) * stride]) for i in range((len(words) - 1) // stride)]
+            out += [t.from_words(words[1 + i * stride:1 + (i + 1) * stride], widths)
+                    for i in range((len(words) - 1) // stride)]
             if resume == 0:
                 return out
 
@@ -209,8 +249,8 @@ class ControlChannel:
         t = self._table(table)
         n, body = self._request("hits", t.index, what=f" {table}")
         words = struct.unpack(f"<{len(body) // 8}Q", body)
-        stride = len(t.keys) + 1
-        counts = Counter({tuple(words[2 + i * stride:1 + (i + 1) * stride]): words[1 + (i + 1) * stride]
+        stride = t.words(t.keys) + 1
+        counts = Counter({t.from_words(words[2 + i * stride:1 + (i + 1) * stride], t.keys): words[1 + (i + 1) * stride]
                           for i in range(n)})
         return Hits(counts, words[0], words[1])
 

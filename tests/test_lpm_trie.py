@@ -54,11 +54,11 @@ class Trie:
         return addr >> (self.width - plen) << (self.width - plen) if plen else 0
 
     def add(self, vrf: int, addr: int, plen: int, data: int) -> None:
-        assert self.ask(f"add {vrf} {addr} {plen} {data}") == ["ok"]
+        assert self.ask(f"add {vrf} {addr:x} {plen} {data}") == ["ok"]
         self.routes[(vrf, plen, self.prefix(addr, plen))] = data
 
     def delete(self, vrf: int, plen: int, prefix: int) -> None:
-        assert self.ask(f"del {vrf} {prefix} {plen}") == ["ok"]
+        assert self.ask(f"del {vrf} {prefix:x} {plen}") == ["ok"]
         del self.routes[(vrf, plen, prefix)]
 
     def expect(self, vrf: int, addr: int) -> str:
@@ -115,11 +115,11 @@ def random_ops(t: Trie, rnd: random.Random, vrfs: int, steps: int) -> Counter[st
         elif r < 0.85:
             addr = address()
             want = t.expect(vrf, addr)
-            assert t.ask(f"find {vrf} {addr}") == [want], t.log[-30:]
+            assert t.ask(f"find {vrf} {addr:x}") == [want], t.log[-30:]
             answers[want.split()[0]] += 1
         else:
             probes = [(rnd.randrange(vrfs) if vrfs else 0, address()) for _ in range(rnd.randint(1, 64))]
-            got = t.ask(f"bulk {len(probes)} " + " ".join(f"{v} {a}" for v, a in probes), len(probes))
+            got = t.ask(f"bulk {len(probes)} " + " ".join(f"{v} {a:x}" for v, a in probes), len(probes))
             want_all = [t.expect(v, a) for v, a in probes]
             assert got == want_all, t.log[-30:]
             answers.update(w.split()[0] for w in want_all)
@@ -128,9 +128,10 @@ def random_ops(t: Trie, rnd: random.Random, vrfs: int, steps: int) -> Counter[st
     return answers
 
 
-@pytest.mark.parametrize("trie", [(32, 0), (32, 16), (32, 24), (64, 14), (64, 24), (12, 0), (40, 0)], indirect=True,
+@pytest.mark.parametrize("trie", [(32, 0), (32, 16), (32, 24), (64, 14), (64, 24), (12, 0), (40, 0), (128, 0),
+                                  (128, 16), (128, 24), (96, 0)], indirect=True,
                          ids=["ipv4", "ipv4-vrf-array", "ipv4-vrf-hash", "64bit-vrf-array", "64bit-vrf-hash", "12bit",
-                              "40bit"])
+                              "40bit", "ipv6", "ipv6-vrf-array", "ipv6-vrf-hash", "96bit"])
 @pytest.mark.parametrize("seed", [1, 2])
 def test_lookups_answer_the_longest_matching_route_through_adds_and_deletes(trie: Trie, seed: int) -> None:
     answers = random_ops(trie, random.Random(seed * 1000 + trie.width), 4 if trie.vrfs else 0, 1500)
@@ -158,8 +159,8 @@ def test_memory_comes_back_when_the_routes_go(trie: Trie) -> None:
             trie.delete(vrf, plen, pfx)
     trie.ask("reclaim")
     assert trie.stats() == small
-    assert trie.ask(f"find 3 {(10 << 24) | 5}") == ["hit 1"]
+    assert trie.ask(f"find 3 {(10 << 24) | 5:x}") == ["hit 1"]
     trie.delete(3, 8, 10 << 24)
     trie.ask("reclaim")
     assert trie.stats()["bytes"] == 0
-    assert trie.ask(f"find 3 {(10 << 24) | 5}") == ["miss"]
+    assert trie.ask(f"find 3 {(10 << 24) | 5:x}") == ["miss"]

@@ -4,7 +4,8 @@
  * field of VRF_BITS bits (0: none; up to NFC_LPM_DIRECT_BITS an array of roots, wider a hash
  * of them), then the LPM field of width W, then the length byte.
  *
- *   lpm_check W VRF_BITS    (EAL arguments after "--"), then commands on stdin, one per line:
+ *   lpm_check W VRF_BITS    (EAL arguments after "--"), then commands on stdin, one per line
+ *   (W up to 128; ADDR in hex, without 0x):
  *   add VRF ADDR PLEN DATA  route VRF ADDR/PLEN := DATA (ADDR is masked here)  -> "ok" | "nomem"
  *   del VRF ADDR PLEN       route gone                                          -> "ok" | "absent"
  *   find VRF ADDR           single lookup                                       -> "hit DATA" | "miss"
@@ -12,6 +13,7 @@
  *   stats                   -> "bytes B small S big G"
  *   reclaim                 free what deletes unlinked (no reader runs here)    -> "ok"
  */
+#include <ctype.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,23 +29,37 @@
 struct nfc_table nfc_tables[1];
 const int nfc_ntables = 0;
 
-static unsigned W, VRFS, OFF, LEN_OFF, KEY_BYTES = 16;
+static unsigned W, VRFS, OFF, LEN_OFF, KEY_BYTES = 32;
 static struct nfc_lpm trie;
 static struct rte_hash *rules;
-static volatile uint64_t plens[2];
-static uint32_t plen_count[65];
+static volatile uint64_t plens[3];
+static uint32_t plen_count[NFC_MAX_WIDTH + 1];
 
-static void pack(uint8_t *key, uint64_t vrf, uint64_t addr, int plen)
+static void pack(uint8_t *key, uint64_t vrf, nfc_u128 addr, int plen)
 {
     memset(key, 0, KEY_BYTES);
     if (VRFS)
         nfc_set(key, 0, VRFS, vrf);
     if (plen >= 0) {
-        uint64_t keep = plen == 0 ? 0 : (plen >= 64 ? ~0ull : ~((1ull << (W - (unsigned)plen)) - 1));
-        addr &= keep;
+        addr &= plen == 0 ? 0 : ~nfc_maskw(W - (unsigned)plen);
         nfc_set(key, LEN_OFF, 8, (uint64_t)plen);
     }
-    nfc_set(key, OFF, W, addr & nfc_mask(W));
+    nfc_setw(key, OFF, W, addr & nfc_maskw(W));
+}
+
+/* An address: a hex token of up to 32 digits at s; its length in *used (0: none). */
+static nfc_u128 hex_addr(const char *s, int *used)
+{
+    int skip = 0, n = 0;
+    nfc_u128 v = 0;
+    while (s[skip] == ' ')
+        skip++;
+    for (; n < 32 && isxdigit((unsigned char)s[skip + n]); n++) {
+        char ch = (char)tolower((unsigned char)s[skip + n]);
+        v = (v << 4) | (unsigned)(ch <= '9' ? ch - '0' : ch - 'a' + 10);
+    }
+    *used = n ? skip + n : 0;
+    return v;
 }
 
 static void count(int plen, int delta)
@@ -84,13 +100,17 @@ int main(int argc, char **argv)
     char line[8192];
     while (fgets(line, sizeof line, stdin) != NULL) {
         char op[16];
-        uint64_t vrf = 0, addr = 0, data = 0;
-        int plen = 0, n = 0, at = 0;
+        uint64_t vrf = 0, data = 0;
+        nfc_u128 addr = 0;
+        int plen = 0, n = 0, at = 0, used = 0, len = 0;
         uint8_t key[NFC_MAX_KEY];
         if (sscanf(line, "%15s%n", op, &at) != 1)
             continue;
-        if (strcmp(op, "add") == 0 && sscanf(line + at, "%" SCNu64 " %" SCNu64 " %d %" SCNu64, &vrf, &addr, &plen,
-                                             &data) == 4) {
+        /* VRF ADDR: the numbers most commands start with */
+        int vrf_addr = sscanf(line + at, "%" SCNu64 "%n", &vrf, &len) == 1 &&
+                       (addr = hex_addr(line + at + len, &used), used > 0);
+        const char *rest = line + at + len + used;
+        if (strcmp(op, "add") == 0 && vrf_addr && sscanf(rest, "%d %" SCNu64, &plen, &data) == 2) {
             pack(key, vrf, addr, plen);
             void *old;
             int fresh = rte_hash_lookup_data(rules, key, &old) < 0;
@@ -102,7 +122,7 @@ int main(int argc, char **argv)
                     count(plen, +1);
                 printf("ok\n");
             }
-        } else if (strcmp(op, "del") == 0 && sscanf(line + at, "%" SCNu64 " %" SCNu64 " %d", &vrf, &addr, &plen) == 3) {
+        } else if (strcmp(op, "del") == 0 && vrf_addr && sscanf(rest, "%d", &plen) == 1) {
             pack(key, vrf, addr, plen);
             if (rte_hash_del_key(rules, key) < 0) {
                 printf("absent\n");
@@ -111,7 +131,7 @@ int main(int argc, char **argv)
                 nfc_lpm_unset(&trie, key, rules, plens);
                 printf("ok\n");
             }
-        } else if (strcmp(op, "find") == 0 && sscanf(line + at, "%" SCNu64 " %" SCNu64, &vrf, &addr) == 2) {
+        } else if (strcmp(op, "find") == 0 && vrf_addr) {
             void *d = NULL;
             pack(key, vrf, addr, -1);
             int found = nfc_lpm_find(&trie, key, &d);
@@ -124,7 +144,11 @@ int main(int argc, char **argv)
             at += plen;
             for (int i = 0; i < n; i++) {
                 int used_chars = 0;
-                if (sscanf(line + at, "%" SCNu64 " %" SCNu64 "%n", &vrf, &addr, &used_chars) != 2)
+                if (sscanf(line + at, "%" SCNu64 "%n", &vrf, &used_chars) != 1)
+                    return 3;
+                at += used_chars;
+                addr = hex_addr(line + at, &used_chars);
+                if (used_chars == 0)
                     return 3;
                 at += used_chars;
                 pack(keys[i], vrf, addr, -1);

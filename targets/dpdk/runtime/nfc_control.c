@@ -225,7 +225,7 @@ static const char *why(int st)
 
 static uint32_t record_words(const struct nfc_table *t)
 {
-    return (uint32_t)(t->nkeys + (t->lpm >= 0) + t->nvalues);
+    return (uint32_t)(t->key_words + (t->lpm >= 0) + t->value_words);
 }
 
 /* The reply to a DUMP: `page` holds n records after its first word, which becomes `next`. */
@@ -270,20 +270,20 @@ static void dump(struct client *c)
 
 static void read_entries(struct client *c, const struct nfc_table *tb, uint32_t stride)
 {
-    uint64_t *out = malloc((size_t)c->q.count * tb->nvalues * 8 + 8);
+    uint64_t *out = malloc((size_t)c->q.count * tb->value_words * 8 + 8);
     if (out == NULL) {
         fail(c, NFC_E_NO_MEMORY, 0, "no memory for the reply");
         return;
     }
     for (uint32_t i = 0; i < c->q.count; i++) {
-        int st = nfc_entry_read(tb, c->body + (size_t)i * stride, out + (size_t)i * tb->nvalues);
+        int st = nfc_entry_read(tb, c->body + (size_t)i * stride, out + (size_t)i * tb->value_words);
         if (st != NFC_OK) {
             fail(c, (uint8_t)st, i, why(st));
             free(out);
             return;
         }
     }
-    reply(c, NFC_OK, c->q.count, out, c->q.count * tb->nvalues * 8);
+    reply(c, NFC_OK, c->q.count, out, c->q.count * tb->value_words * 8);
     free(out);
 }
 
@@ -306,9 +306,9 @@ static void clear(struct client *c, struct nfc_table *tb)
 static void entries(struct client *c, struct nfc_table *tb)
 {
     const struct nfc_ctl_req *q = &c->q;
-    uint32_t stride = (uint32_t)(tb->nkeys + (tb->lpm >= 0));
+    uint32_t stride = (uint32_t)(tb->key_words + (tb->lpm >= 0));
     if (q->op == NFC_OP_ADD || q->op == NFC_OP_MODIFY)
-        stride += tb->nvalues;
+        stride += tb->value_words;
     if (q->op == NFC_OP_CLEAR)
         stride = 0;
     uint32_t bad = 0;
@@ -329,7 +329,7 @@ static void entries(struct client *c, struct nfc_table *tb)
 /* HITS: the table's counts since the last HITS, as many records as one reply holds. */
 static void hits(struct client *c, const struct nfc_table *tb)
 {
-    uint32_t words = tb->nkeys + 1u, max = (NFC_CTL_MAX_PAGE - 16) / (words * 8);
+    uint32_t words = tb->key_words + 1u, max = (NFC_CTL_MAX_PAGE - 16) / (words * 8);
     uint64_t *out = malloc(16 + (size_t)max * words * 8);
     if (out == NULL) {
         fail(c, NFC_E_NO_MEMORY, 0, "no memory for the reply");

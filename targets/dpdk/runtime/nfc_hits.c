@@ -114,7 +114,7 @@ uint32_t nfc_hits_take(int t, uint64_t *out, uint32_t max, uint64_t *lost, uint6
     nfc_hits_drain();
     struct counts *c = &counts[t];
     const struct nfc_table *tb = &nfc_tables[t];
-    uint32_t n = 0, words = tb->nkeys + 1u;
+    uint32_t n = 0, words = tb->key_words + 1u;
     *lost = c->lost;
     *lost_in_logs = overwritten;
     c->lost = 0;
@@ -126,7 +126,7 @@ uint32_t nfc_hits_take(int t, uint64_t *out, uint32_t max, uint64_t *lost, uint6
             continue;
         if (n < max) {
             nfc_key_fields(tb, e->key, out + (size_t)n * words);
-            out[(size_t)n * words + tb->nkeys] = e->hits;
+            out[(size_t)n * words + tb->key_words] = e->hits;
             n++;
         } else {
             *lost += e->hits;

@@ -53,7 +53,7 @@ static inline void nfc_hit_note(int t, const uint8_t *key, unsigned key_bytes)
 void nfc_hits_drain(void);
 
 /* Control thread: table t's counts as records of (key fields..., hits) into out (room for
- * max records of nkeys + 1 words), then forgotten.  *lost: its hits not kept since the last
+ * max records of key_words + 1 words), then forgotten.  *lost: its hits not kept since the last
  * take (no room for another key, or for another record); *lost_in_logs: samples of every
  * table overwritten in a log before a drain, since the start.  The number of records. */
 uint32_t nfc_hits_take(int t, uint64_t *out, uint32_t max, uint64_t *lost, uint64_t *lost_in_logs);

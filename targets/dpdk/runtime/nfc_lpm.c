@@ -120,9 +120,16 @@ static uint64_t slots(unsigned k)
     return k == 1 ? 65536 : 256;
 }
 
-static uint64_t index_at(uint64_t a, unsigned k, unsigned bits)
+/* a: the LPM field left-aligned to `bits` (nfc_lpm_addrw) */
+static uint64_t index_at(nfc_u128 a, unsigned k, unsigned bits)
 {
-    return (a >> (bits - end_bit(k))) & (slots(k) - 1);
+    return (uint64_t)(a >> (bits - end_bit(k))) & (slots(k) - 1);
+}
+
+/* A route's entry: its length d and data word. */
+static uint64_t route_word(const struct nfc_lpm *l, int d, const void *data)
+{
+    return ((uint64_t)(d + 1) << NFC_LPM_DEPTH_SHIFT(l->bits)) | ((uint64_t)(uintptr_t)data & l->data);
 }
 
 static struct level *child(uint64_t e)
@@ -135,9 +142,9 @@ static uint64_t ext(const struct level *t)
     return NFC_LPM_EXT | (uint64_t)(uintptr_t)t->e;
 }
 
-static int depth(uint64_t e)
+static int depth(const struct nfc_lpm *l, uint64_t e)
 {
-    return (int)((e >> 56) & 0x7f) - 1; /* -1: no route */
+    return (int)((e & ~NFC_LPM_EXT) >> NFC_LPM_DEPTH_SHIFT(l->bits)) - 1; /* -1: no route */
 }
 
 static void store(uint64_t *slot, uint64_t e)
@@ -147,14 +154,15 @@ static void store(uint64_t *slot, uint64_t e)
 
 /* Entry s of table t (level k) and everything below it: a route's word `ne` of length d
  * where set (no route, or a route no longer than d), or where unset (the route of length d). */
-static void write_under(struct level *t, unsigned k, uint64_t s, uint64_t ne, int d, int unset)
+static void write_under(const struct nfc_lpm *l, struct level *t, unsigned k, uint64_t s, uint64_t ne, int d,
+                        int unset)
 {
     uint64_t e = t->e[s];
     if (e & NFC_LPM_EXT) {
         struct level *c = child(e);
         for (uint64_t j = 0; j < slots(k + 1); j++)
-            write_under(c, k + 1, j, ne, d, unset);
-    } else if (unset ? depth(e) == d : depth(e) <= d) {
+            write_under(l, c, k + 1, j, ne, d, unset);
+    } else if (unset ? depth(l, e) == d : depth(l, e) <= d) {
         store(&t->e[s], ne);
     }
 }
@@ -177,6 +185,7 @@ int nfc_lpm_init(struct nfc_lpm *l, unsigned w, unsigned off, unsigned len_off, 
     memset(l, 0, sizeof *l);
     l->w = w;
     l->bits = NFC_LPM_BITS(w);
+    l->data = (1ull << NFC_LPM_DEPTH_SHIFT(l->bits)) - 1;
     l->off = off;
     l->len_off = len_off;
     l->key_bytes = key_bytes;
@@ -260,12 +269,13 @@ static void drop_vrf(struct nfc_lpm *l, const uint8_t *key, struct level *root)
 int nfc_lpm_set(struct nfc_lpm *l, const uint8_t *key, void *data, int fresh)
 {
     int d = (int)plen_of(l, key);
-    uint64_t a = nfc_lpm_addr(l, key), ne = ((uint64_t)(d + 1) << 56) | ((uint64_t)(uintptr_t)data & NFC_LPM_DATA);
+    nfc_u128 a = nfc_lpm_addrw(l, key);
+    uint64_t ne = route_word(l, d, data);
     struct level *root = root_for(l, key, 1);
     if (root == NULL)
         return -ENOMEM;
     /* 1. the tables missing on the path, made and linked below the first one, then published */
-    struct level *path[8] = {root};
+    struct level *path[16] = {root}; /* 128 bits: levels 0..14 */
     unsigned k = 0;
     while ((unsigned)d > end_bit(k) && (path[k]->e[index_at(a, k, l->bits)] & NFC_LPM_EXT)) {
         path[k + 1] = child(path[k]->e[index_at(a, k, l->bits)]);
@@ -296,7 +306,7 @@ int nfc_lpm_set(struct nfc_lpm *l, const uint8_t *key, void *data, int fresh)
     /* 3. the entries P/d covers at the last level */
     uint64_t first = index_at(a, made, l->bits), n = 1ull << (end_bit(made) - (unsigned)d);
     for (uint64_t s = first; s < first + n; s++)
-        write_under(path[made], made, s, ne, d, 0);
+        write_under(l, path[made], made, s, ne, d, 0);
     return 0;
 }
 
@@ -306,16 +316,16 @@ static uint64_t cover(const struct nfc_lpm *l, const uint8_t *key, struct rte_ha
 {
     uint8_t k2[NFC_MAX_KEY];
     memcpy(k2, key, l->key_bytes);
-    uint64_t v = nfc_get(key, l->off, l->w);
+    nfc_u128 v = nfc_getw(key, l->off, l->w);
     for (int dd = (int)plen_of(l, key) - 1; rules != NULL && dd >= 0; dd--) {
         if (!((plens[dd >> 6] >> (dd & 63)) & 1))
             continue;
-        uint64_t keep = dd == 0 ? 0 : (dd >= 64 ? ~0ull : ~((1ull << (l->w - (unsigned)dd)) - 1));
-        nfc_set(k2, l->off, l->w, v & keep & nfc_mask(l->w));
+        nfc_u128 keep = dd == 0 ? 0 : ~nfc_maskw(l->w - (unsigned)dd);
+        nfc_setw(k2, l->off, l->w, v & keep & nfc_maskw(l->w));
         nfc_set(k2, l->len_off, 8, (uint64_t)dd);
         void *data = NULL;
         if (rte_hash_lookup_data(rules, k2, &data) >= 0)
-            return ((uint64_t)(dd + 1) << 56) | ((uint64_t)(uintptr_t)data & NFC_LPM_DATA);
+            return route_word(l, dd, data);
     }
     return 0;
 }
@@ -323,11 +333,11 @@ static uint64_t cover(const struct nfc_lpm *l, const uint8_t *key, struct rte_ha
 void nfc_lpm_unset(struct nfc_lpm *l, const uint8_t *key, struct rte_hash *rules, const volatile uint64_t *plens)
 {
     int d = (int)plen_of(l, key);
-    uint64_t a = nfc_lpm_addr(l, key);
+    nfc_u128 a = nfc_lpm_addrw(l, key);
     struct level *root = root_for(l, key, 0);
     if (root == NULL)
         return;
-    struct level *path[8] = {root};
+    struct level *path[16] = {root}; /* 128 bits: levels 0..14 */
     unsigned k = 0;
     while ((unsigned)d > end_bit(k)) {
         uint64_t e = path[k]->e[index_at(a, k, l->bits)];
@@ -338,7 +348,7 @@ void nfc_lpm_unset(struct nfc_lpm *l, const uint8_t *key, struct rte_hash *rules
     }
     uint64_t ne = cover(l, key, rules, plens), first = index_at(a, k, l->bits), n = 1ull << (end_bit(k) - (unsigned)d);
     for (uint64_t s = first; s < first + n; s++)
-        write_under(path[k], k, s, ne, d, 1);
+        write_under(l, path[k], k, s, ne, d, 1);
     for (unsigned j = 0; j <= k; j++)
         path[j]->inner--;
     /* the shallowest table on the path with no route inside goes; its parent takes its entry */

@@ -4,12 +4,15 @@
  * tables of 2^8 per further 8 bits, also on demand.  A VRF (the table's exact key fields)
  * costs its 2 KiB directory until it has a route longer than /8.
  *
- * The LPM field is left-aligned to NFC_LPM_BITS(w) bits (32 or 64); level 0 indexes its top
- * 8 bits, level 1 the next 16, every further level 8.  An entry is one 64-bit word:
+ * The LPM field is left-aligned to NFC_LPM_BITS(w) bits (32, 64 or 128: IPv6); level 0
+ * indexes its top 8 bits, level 1 the next 16, every further level 8.  An entry is one 64-bit
+ * word:
  *
- *   bit 63      NFC_LPM_EXT: the low 56 bits point at the next level's table
- *   bits 62..56 the prefix length + 1 of the route the entry expands (0: no route)
- *   bits 55..0  that route's data word (rte_hash's data: the inline values or a pointer)
+ *   bit 63      NFC_LPM_EXT: the low 55 bits point at the next level's table
+ *   bits 62..56 the prefix length + 1 of the route the entry expands (0: no route); in a
+ *               128-bit trie bits 62..55 (a /128 is 129)
+ *   bits 55..0  that route's data word (rte_hash's data: the inline values or a pointer);
+ *               in a 128-bit trie bits 54..0
  *
  * Readers (forwarding lcores) take no lock: the one writer (nfc_lpm.c, the control thread)
  * fills a new table before it publishes the pointer, stores whole words, and frees what it
@@ -26,8 +29,9 @@
 #include <rte_prefetch.h>
 
 #define NFC_LPM_EXT (1ull << 63)
-#define NFC_LPM_DATA ((1ull << 56) - 1)
-#define NFC_LPM_BITS(w) ((w) <= 32 ? 32u : 64u)
+#define NFC_LPM_DATA ((1ull << 55) - 1) /* a table's address in an NFC_LPM_EXT entry */
+#define NFC_LPM_DEPTH_SHIFT(bits) ((bits) > 64 ? 55u : 56u)
+#define NFC_LPM_BITS(w) ((w) <= 32 ? 32u : (w) <= 64 ? 64u : 128u)
 #define NFC_LPM_DIRECT_BITS 20 /* VRF fields of up to this many bits index an array of roots */
 
 struct nfc_lpm_root {
@@ -37,6 +41,7 @@ struct nfc_lpm_root {
 struct nfc_lpm {
     unsigned w;        /* width of the LPM field */
     unsigned bits;     /* NFC_LPM_BITS(w) */
+    uint64_t data;     /* the mask of an entry's data word: below NFC_LPM_DEPTH_SHIFT(bits) */
     unsigned off;      /* bit offset of the LPM field in the key */
     unsigned len_off;  /* bit offset of the prefix-length byte in a rule's key */
     unsigned key_bytes;
@@ -66,12 +71,34 @@ static inline uint64_t nfc_lpm_walk(const struct nfc_lpm_root *r, uint64_t a, un
     return e;
 }
 
-/* The LPM field of a packed key (nfc_rt.h's layout), left-aligned to l->bits. */
+/* The entry of a 128-bit address a under root r (an IPv6 trie): nfc_lpm_walk's levels. */
+static inline uint64_t nfc_lpm_walk_wide(const struct nfc_lpm_root *r, nfc_u128 a)
+{
+    uint64_t e = __atomic_load_n(&r->dir[(uint64_t)(a >> 120)], __ATOMIC_ACQUIRE);
+    if (!(e & NFC_LPM_EXT))
+        return e;
+    const uint64_t *sub = (const uint64_t *)(uintptr_t)(e & NFC_LPM_DATA);
+    e = __atomic_load_n(&sub[(uint64_t)(a >> 104) & 0xffff], __ATOMIC_ACQUIRE);
+    for (unsigned sh = 104; (e & NFC_LPM_EXT) && sh >= 8;) {
+        sh -= 8;
+        const uint64_t *t8 = (const uint64_t *)(uintptr_t)(e & NFC_LPM_DATA);
+        e = __atomic_load_n(&t8[(uint64_t)(a >> sh) & 0xff], __ATOMIC_ACQUIRE);
+    }
+    return e;
+}
+
+/* The LPM field of a packed key (nfc_rt.h's layout), left-aligned to l->bits (<= 64). */
 static inline uint64_t nfc_lpm_addr(const struct nfc_lpm *l, const uint8_t *key)
 {
     if (l->w == 32 && (l->off & 7) == 0) /* IPv4 at a byte boundary: one load */
         return nfc_get32(key + (l->off >> 3));
     return nfc_get(key, l->off, l->w) << (l->bits - l->w);
+}
+
+/* The LPM field left-aligned to l->bits, whatever they are. */
+static inline nfc_u128 nfc_lpm_addrw(const struct nfc_lpm *l, const uint8_t *key)
+{
+    return l->bits <= 64 ? (nfc_u128)nfc_lpm_addr(l, key) : nfc_getw(key, l->off, l->w) << (128 - l->w);
 }
 
 /* The root of a packed lookup key's VRF (its exact fields), NULL: no route in that VRF. */
@@ -82,8 +109,10 @@ static inline const struct nfc_lpm_root *nfc_lpm_root_of(const struct nfc_lpm *l
 static inline int nfc_lpm_find(const struct nfc_lpm *l, const uint8_t *key, void **data)
 {
     const struct nfc_lpm_root *r = nfc_lpm_root_of(l, key);
-    uint64_t e = r == NULL ? 0 : nfc_lpm_walk(r, nfc_lpm_addr(l, key), l->bits);
-    *data = (void *)(uintptr_t)(e & NFC_LPM_DATA);
+    uint64_t e = r == NULL            ? 0
+                 : l->bits > 64 ? nfc_lpm_walk_wide(r, nfc_lpm_addrw(l, key))
+                                : nfc_lpm_walk(r, nfc_lpm_addr(l, key), l->bits);
+    *data = (void *)(uintptr_t)(e & l->data);
     return e != 0;
 }
 
@@ -92,7 +121,7 @@ static inline int nfc_lpm_find(const struct nfc_lpm *l, const uint8_t *key, void
 static inline void nfc_lpm_vrf_key(const struct nfc_lpm *l, const uint8_t *key, uint8_t *out)
 {
     memcpy(out, key, l->key_bytes);
-    nfc_set(out, l->off, l->w, 0);
+    nfc_setw(out, l->off, l->w, 0);
     nfc_set(out, l->len_off, 8, 0);
 }
 
@@ -126,6 +155,13 @@ static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *con
 {
     const struct nfc_lpm_root *root[64];
     uint64_t a[64], e[64];
+    if (l->bits > 64) { /* IPv6: one after the other */
+        uint64_t h = 0;
+        for (unsigned i = 0; i < n; i++)
+            h |= (uint64_t)nfc_lpm_find(l, keys[i], &data[i]) << i;
+        *hits = h;
+        return;
+    }
     if (l->direct != NULL) {
         for (unsigned i = 0; i < n; i++)
             root[i] = __atomic_load_n(&l->direct[nfc_lpm_vrf_index(l, keys[i])], __ATOMIC_ACQUIRE);
@@ -167,7 +203,7 @@ static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *con
             const uint64_t *t8 = (const uint64_t *)(uintptr_t)(e[i] & NFC_LPM_DATA);
             e[i] = __atomic_load_n(&t8[(a[i] >> sh) & 0xff], __ATOMIC_ACQUIRE);
         }
-        data[i] = (void *)(uintptr_t)(e[i] & NFC_LPM_DATA);
+        data[i] = (void *)(uintptr_t)(e[i] & l->data);
         h |= (uint64_t)(e[i] != 0) << i;
     }
     *hits = h;

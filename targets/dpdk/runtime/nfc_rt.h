@@ -214,6 +214,54 @@ static inline uint64_t nfc_mask(unsigned w)
     return w >= 64 ? ~0ull : ((1ull << w) - 1);
 }
 
+/* Fields of 65 to 128 bits (IPv6 addresses, keys) are unsigned __int128 values in the
+ * generated code; nfc_getw / nfc_setw read and write any field of 1..128 bits.  The control
+ * channel and the records of table values carry a field as nfc_words(w) 64-bit words, least
+ * significant first (docs/control.md). */
+typedef unsigned __int128 nfc_u128;
+#define NFC_MAX_WIDTH 128
+#define NFC_U128(hi, lo) (((nfc_u128)(hi) << 64) | (nfc_u128)(lo))
+
+static inline unsigned nfc_words(unsigned w)
+{
+    return (w + 63) / 64;
+}
+
+static inline nfc_u128 nfc_getw(const uint8_t *p, unsigned off, unsigned w)
+{
+    if (w <= 64)
+        return nfc_get(p, off, w);
+    return ((nfc_u128)nfc_get(p, off, w - 64) << 64) | nfc_get(p, off + w - 64, 64);
+}
+
+static inline void nfc_setw(uint8_t *p, unsigned off, unsigned w, nfc_u128 v)
+{
+    if (w <= 64) {
+        nfc_set(p, off, w, (uint64_t)v);
+        return;
+    }
+    nfc_set(p, off, w - 64, (uint64_t)(v >> 64));
+    nfc_set(p, off + w - 64, 64, (uint64_t)v);
+}
+
+static inline nfc_u128 nfc_maskw(unsigned w)
+{
+    return w >= 128 ? ~(nfc_u128)0 : (((nfc_u128)1 << w) - 1);
+}
+
+/* A field of w bits from its words (least significant first), and back. */
+static inline nfc_u128 nfc_from_words(const uint64_t *words, unsigned w)
+{
+    return w <= 64 ? words[0] : NFC_U128(words[1], words[0]);
+}
+
+static inline void nfc_to_words(nfc_u128 v, unsigned w, uint64_t *words)
+{
+    words[0] = (uint64_t)v;
+    if (w > 64)
+        words[1] = (uint64_t)(v >> 64);
+}
+
 #define NFC_MAX_KEY 64 /* key bytes */
 #include "nfc_lpm.h"
 
@@ -350,7 +398,8 @@ static inline uint64_t nfc_csum_update(uint64_t csum, uint64_t old, uint64_t new
  * low bits); otherwise a record (nfc_values.c): the values, then for data-plane state the
  * expiry and the timeout (ns).  An LPM table's rte_hash holds its routes for the control
  * plane; packets look them up in its trie (nfc_lpm.h), whose entries keep the same data
- * words in 56 bits (so inline values of an LPM table fit in 56). */
+ * words in 56 bits (so inline values of an LPM table fit in 56; 55 with an LPM field over 64
+ * bits, nfc_lpm.h). */
 #define NFC_MAX_FIELDS 16
 struct nfc_table {
     const char *name;
@@ -363,16 +412,20 @@ struct nfc_table {
     uint8_t inline_values;
     uint8_t tracked; /* cached on the switch: the server's hits are sampled (nfc_hits.h) */
     uint16_t key_bytes;
-    uint8_t key_width[NFC_MAX_FIELDS];
+    uint8_t key_width[NFC_MAX_FIELDS];   /* 1..NFC_MAX_WIDTH bits each */
     uint8_t value_width[NFC_MAX_FIELDS];
+    /* set by nfc_tables_init: the 64-bit words of the key fields (no prefix length) and of
+     * the values, as records carry them (nfc_words per field) */
+    uint8_t key_words;
+    uint8_t value_words;
     uint64_t timeout_ns; /* state: the default idle timeout */
     /* run time */
     struct rte_hash *h;         /* replaced when the table grows (RCU) */
     uint32_t cap;               /* h's capacity */
     uint32_t no_room;           /* 0, or a capacity that memory could not give h (nfc_tables.c) */
     struct nfc_lpm trie;        /* LPM: the routes as the lookups see them (nfc_lpm.h) */
-    volatile uint64_t plens[2]; /* LPM: the prefix lengths present (bit per length) */
-    uint32_t plen_count[65];    /* LPM: entries per prefix length (control thread only) */
+    volatile uint64_t plens[3]; /* LPM: the prefix lengths 0..128 present (bit per length) */
+    uint32_t plen_count[NFC_MAX_WIDTH + 1]; /* LPM: entries per prefix length (control thread only) */
 };
 
 /* Implemented by the generated nf.c */

@@ -107,7 +107,7 @@ static void ports_hold(uint64_t *slot, uint64_t until);
 static int insert(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns,
                   uint64_t *slot)
 {
-    unsigned n = t->nvalues;
+    unsigned n = t->value_words;
     /* a line of its own: lcores refreshing the expiries of different flows never write one line */
     uint64_t *v = aligned_alloc(64, (((size_t)n + 3) * sizeof *v + 63) & ~(size_t)63);
     if (v == NULL)

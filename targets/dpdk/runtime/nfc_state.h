@@ -48,13 +48,13 @@ static inline int nfc_state_find(struct nfc_table *t, const uint8_t *key, void *
 {
     if (rte_hash_lookup_data(t->h, key, data) < 0)
         return 0;
-    if (nfc_state_expiry((const uint64_t *)*data, t->nvalues) > nfc_now_ns())
+    if (nfc_state_expiry((const uint64_t *)*data, t->value_words) > nfc_now_ns())
         return 1;
     nfc_state_expire(t, key, *data);
     return 0;
 }
 
-/* Entry key := the table's nvalues `values`, expiring timeout_ns after now (a new record; a
+/* Entry key := the table's value_words `values`, expiring timeout_ns after now (a new record; a
  * record it replaces is retired).  0; -1: no memory for the record.  A full table keeps its
  * entries and the insert is lost, as a full hash table does. */
 int nfc_state_insert(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns);

@@ -78,6 +78,11 @@ int nfc_tables_init(void)
     for (int i = 0; i < nfc_ntables; i++) {
         struct nfc_table *t = &nfc_tables[i];
         have_state |= t->state;
+        t->key_words = t->value_words = 0;
+        for (int k = 0; k < t->nkeys; k++)
+            t->key_words = (uint8_t)(t->key_words + nfc_words(t->key_width[k]));
+        for (int k = 0; k < t->nvalues; k++)
+            t->value_words = (uint8_t)(t->value_words + nfc_words(t->value_width[k]));
         /* data-plane state: its declared size (its writer, the lcore, cannot grow it);
          * control-plane tables start small and grow with what is loaded (put) */
         t->cap = t->state ? (t->size < NFC_TABLE_CAP ? t->size : NFC_TABLE_CAP)
@@ -153,19 +158,20 @@ static struct nfc_copy_stats copy_stats;           /* the lcore's slices; __atom
 
 int nfc_key_fields(const struct nfc_table *t, const uint8_t *key, uint64_t *out)
 {
-    unsigned off = 0;
+    unsigned off = 0, n = 0;
     for (int i = 0; i < t->nkeys; i++) {
-        out[i] = nfc_get(key, off, t->key_width[i]);
+        nfc_to_words(nfc_getw(key, off, t->key_width[i]), t->key_width[i], out + n);
+        n += nfc_words(t->key_width[i]);
         off += t->key_width[i];
     }
     if (t->lpm >= 0)
-        out[t->nkeys] = nfc_get(key, off, 8);
-    return t->nkeys + (t->lpm >= 0);
+        out[n++] = nfc_get(key, off, 8);
+    return (int)n;
 }
 
 static size_t stride_of(const struct nfc_table *t)
 {
-    return (size_t)(t->nkeys + (t->lpm >= 0) + t->nvalues);
+    return (size_t)(t->key_words + (t->lpm >= 0) + t->value_words);
 }
 
 uint32_t nfc_table_copy(const struct nfc_table *t, uint32_t *next, uint32_t max, uint64_t *out)
@@ -189,7 +195,7 @@ static void copy_position(struct nfc_state_copy *r, uint64_t now_ns)
     void *key, *data;
     if (rte_hash_get_key_with_position(t->h, pos, &key) != 0 || rte_hash_lookup_data(t->h, key, &data) != pos)
         return;
-    if (nfc_state_expiry(data, t->nvalues) <= now_ns) /* expired: the next packet of it deletes it */
+    if (nfc_state_expiry(data, t->value_words) <= now_ns) /* expired: the next packet of it deletes it */
         return;
     uint64_t *rec = r->out + (size_t)r->n * stride_of(t);
     nfc_values_of(t, data, rec + nfc_key_fields(t, key, rec));
@@ -376,9 +382,11 @@ void nfc_rcu_offline(unsigned lcore)
     }
 }
 
-static int fits(uint64_t v, unsigned width)
+/* A field's words (least significant first) hold a number of at most `width` bits. */
+static int fits(const uint64_t *words, unsigned width)
 {
-    return width >= 64 || v <= ((1ull << width) - 1);
+    unsigned top = width - 64 * (nfc_words(width) - 1);
+    return top >= 64 || words[nfc_words(width) - 1] <= ((1ull << top) - 1);
 }
 
 /* Check one record and pack its key; NFC_OK or NFC_E_OUT_OF_RANGE.  `values` may be NULL
@@ -386,27 +394,32 @@ static int fits(uint64_t v, unsigned width)
 int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint64_t *values, uint8_t *key)
 {
     memset(key, 0, t->key_bytes);
-    unsigned off = 0, lpm_off = 0;
+    unsigned off = 0, lpm_off = 0, n = 0;
+    nfc_u128 addr = 0;
     for (int i = 0; i < t->nkeys; i++) {
-        if (!fits(keys[i], t->key_width[i]))
+        unsigned w = t->key_width[i];
+        if (!fits(keys + n, w))
             return NFC_E_OUT_OF_RANGE;
-        nfc_set(key, off, t->key_width[i], keys[i]);
-        if (i == t->lpm)
+        nfc_setw(key, off, w, nfc_from_words(keys + n, w));
+        if (i == t->lpm) {
             lpm_off = off;
-        off += t->key_width[i];
+            addr = nfc_from_words(keys + n, w);
+        }
+        off += w;
+        n += nfc_words(w);
     }
     if (t->lpm >= 0) {
         unsigned w = t->key_width[t->lpm];
-        uint64_t plen = keys[t->nkeys];
+        uint64_t plen = keys[n];
         if (plen > w)
             return NFC_E_OUT_OF_RANGE;
-        uint64_t keep = plen == 0 ? 0 : (plen >= 64 ? ~0ull : ~((1ull << (w - plen)) - 1));
-        nfc_set(key, lpm_off, w, keys[t->lpm] & keep & nfc_mask(w));
+        nfc_u128 keep = plen == 0 ? 0 : ~nfc_maskw(w - (unsigned)plen);
+        nfc_setw(key, lpm_off, w, addr & keep & nfc_maskw(w));
         nfc_set(key, off, 8, plen);
     }
     if (values != NULL)
-        for (int i = 0; i < t->nvalues; i++)
-            if (!fits(values[i], t->value_width[i]))
+        for (int i = 0, v = 0; i < t->nvalues; v += (int)nfc_words(t->value_width[i]), i++)
+            if (!fits(values + v, t->value_width[i]))
                 return NFC_E_OUT_OF_RANGE;
     return NFC_OK;
 }
@@ -415,7 +428,7 @@ static void plen_ref(struct nfc_table *t, const uint64_t *keys, int delta)
 {
     if (t->lpm < 0)
         return;
-    unsigned plen = (unsigned)keys[t->nkeys];
+    unsigned plen = (unsigned)keys[t->key_words];
     t->plen_count[plen] = (uint32_t)((int64_t)t->plen_count[plen] + delta);
     if (t->plen_count[plen] > 0)
         t->plens[plen >> 6] |= 1ull << (plen & 63);
@@ -600,7 +613,7 @@ static void undo(struct nfc_table *t, int op, struct change *c, uint32_t n)
  * records of `stride` uint64_t; on error *bad is the record at fault. */
 int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint32_t stride, uint32_t *bad)
 {
-    int nk = t->nkeys + (t->lpm >= 0 ? 1 : 0);
+    int nk = t->key_words + (t->lpm >= 0 ? 1 : 0);
     struct change *c = calloc(n ? n : 1, sizeof *c);
     if (c == NULL)
         return NFC_E_NO_MEMORY;

@@ -63,19 +63,19 @@ void *nfc_data_new(const struct nfc_table *t, const uint64_t *values)
         return (void *)(uintptr_t)packed;
     }
     struct records *r = records_of(t);
-    if (r != NULL && 2 * (r->used + 1) > r->cap && grow(r, t->nvalues) != 0)
+    if (r != NULL && 2 * (r->used + 1) > r->cap && grow(r, t->value_words) != 0)
         return NULL;
-    uint64_t **at = r != NULL ? find(r, values, t->nvalues) : NULL;
+    uint64_t **at = r != NULL ? find(r, values, t->value_words) : NULL;
     if (at != NULL && *at != NULL) {
-        (*at)[t->nvalues]++;
+        (*at)[t->value_words]++;
         return *at;
     }
-    uint64_t *d = malloc(((size_t)t->nvalues + 2) * sizeof(uint64_t));
+    uint64_t *d = malloc(((size_t)t->value_words + 2) * sizeof(uint64_t));
     if (d == NULL)
         return NULL;
-    memcpy(d, values, (size_t)t->nvalues * sizeof(uint64_t));
-    d[t->nvalues + 1] = t->timeout_ns;
-    d[t->nvalues] = t->state ? nfc_now_ns() + t->timeout_ns : 1;
+    memcpy(d, values, (size_t)t->value_words * sizeof(uint64_t));
+    d[t->value_words + 1] = t->timeout_ns;
+    d[t->value_words] = t->state ? nfc_now_ns() + t->timeout_ns : 1;
     if (at != NULL) {
         *at = d;
         r->used++;
@@ -105,17 +105,17 @@ void nfc_data_free(const struct nfc_table *t, void *d)
         return;
     struct records *r = records_of(t);
     uint64_t *rec = d;
-    if (r != NULL && --rec[t->nvalues] > 0)
+    if (r != NULL && --rec[t->value_words] > 0)
         return;
     if (r != NULL)
-        unlink_record(r, find(r, rec, t->nvalues), t->nvalues);
+        unlink_record(r, find(r, rec, t->value_words), t->value_words);
     free(rec);
 }
 
 void nfc_values_of(const struct nfc_table *t, const void *d, uint64_t *values)
 {
     if (!t->inline_values) {
-        memcpy(values, d, (size_t)t->nvalues * sizeof(uint64_t));
+        memcpy(values, d, (size_t)t->value_words * sizeof(uint64_t));
         return;
     }
     uint64_t packed = (uint64_t)(uintptr_t)d;
