@@ -224,6 +224,10 @@ def _stmt_effects(prog: ir.Program, s: ir.Stmt, unit: Unit) -> None:
 
 
 BUILTIN_REASONS = ("bad_bridge", "no_egress", "no_pipeline", "parser_no_match", "truncated")
+# a target's crypto may fail where the reference cannot (no memory for an SA's session, a packet
+# too big for the buffer): such packets are dropped and counted by this reason
+CRYPTO_EXTERNS = ("esp_encrypt", "esp_decrypt")
+CRYPTO_REASON = "crypto_unavailable"
 
 
 def drop_reasons(prog: ir.Program) -> tuple[str, ...]:
@@ -231,7 +235,9 @@ def drop_reasons(prog: ir.Program) -> tuple[str, ...]:
     on every target (the switch's counters and the server's use the same codes)."""
     in_stages = {s.reason for st in prog.stages.values() for s in walk_stmts(st.body)
                  if isinstance(s, ir.Drop | ir.Verify)}
-    return tuple(sorted(set(BUILTIN_REASONS) | set(prog.reasons) | in_stages))
+    crypto = {CRYPTO_REASON for st in prog.stages.values() for s in walk_stmts(st.body) for e in stmt_exprs(s)
+              for x in walk_expr(e) if isinstance(x, ir.ExternCall) and x.name in CRYPTO_EXTERNS}
+    return tuple(sorted(set(BUILTIN_REASONS) | set(prog.reasons) | in_stages | crypto))
 
 
 def stage_units(prog: ir.Program, stage: ir.Stage) -> list[Unit]:

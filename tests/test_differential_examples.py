@@ -43,13 +43,16 @@ WITH_SERVER = ["tofino+dpdk", "tofino2+dpdk", "dpdk"]
 ALL_COMBOS = (*WITH_SERVER, "tofino")
 # at their deployment's rate every packet on the servers' own NICs exceeds them (E081): build with --allow-overcommit
 OVERCOMMITTED = {("vpn_gateway", "dpdk"), ("cgnat", "dpdk")}
-# issue 15: the dpdk generator lowers no ESP and no registers yet (E100)
-WIDE = {("ipsec_gateway", t) for t in WITH_SERVER}
+# issue 15: on a server alone the IPsec gateway's traffic selectors (a range table) and meters
+# are not lowered yet (E100)
+WIDE = {("ipsec_gateway", "dpdk")}
+# issue 15 item 6: verify does not encode ESP and registers yet: it says so (and the run must agree)
+UNPROVED = {"ipsec_gateway"}
 
 
 def _cases() -> list[object]:
-    return [pytest.param(e, t, marks=pytest.mark.xfail(strict=True, reason="issue 15: wide fields / ESP on the "
-                                                                           "server (E100)"))
+    return [pytest.param(e, t, marks=pytest.mark.xfail(strict=True, reason="issue 15: range tables and meters "
+                                                                           "on the server (E100)"))
             if (e, t) in WIDE else (e, t) for t in WITH_SERVER for e in EXAMPLES]
 Outputs = tuple[dict[int, Counter[bytes]], Counter[str]]
 
@@ -65,7 +68,10 @@ def test_spec_and_nfc_run_agree(example, target, tmp_path):
     r = nfc_cli("build", f"examples/{example}.nfp", "-o", str(out), "--target", target, "--no-verify", *over)
     assert r.returncode == 0, r.stderr[-3000:]
     r = nfc_cli("verify", str(out))
-    assert r.returncode == 0 and "proved equal" in r.stderr, r.stdout + r.stderr
+    if example in UNPROVED:
+        assert r.returncode != 0 and "not encoded" in r.stderr, r.stdout + r.stderr
+    else:
+        assert r.returncode == 0 and "proved equal" in r.stderr, r.stdout + r.stderr
     _agree(example, ROOT / f"examples/{example}.nfp", out, tmp_path, N if target == "tofino+dpdk" else N // 3)
 
 

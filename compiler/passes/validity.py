@@ -21,7 +21,7 @@ from compiler import ir
 from compiler.analysis import expr_reads, stmt_exprs
 from lang.diagnostics import Diagnostics, Span
 
-__all__ = ["check_validity", "must_be_valid", "must_branches", "must_step", "parser_may_extract",
+__all__ = ["check_validity", "must_be_valid", "must_branches", "must_step", "packet_order", "parser_may_extract",
            "parser_state_must", "reachable_states"]
 
 
@@ -104,7 +104,7 @@ def _flow(prog: ir.Program, stmts: tuple[ir.Stmt, ...], may: set[str], p: ir.Pip
 
 
 def _extern_headers(s: ir.Stmt) -> set[str]:
-    """Headers an extern call may make valid (its header-typed arguments)."""
+    """The header-typed arguments of a statement's extern calls."""
     from compiler.analysis import stmt_exprs, walk_expr
 
     return {a.inst for e in stmt_exprs(s) for x in walk_expr(e) if isinstance(x, ir.ExternCall)
@@ -114,11 +114,12 @@ def _extern_headers(s: ir.Stmt) -> set[str]:
 def must_be_valid(prog: ir.Program) -> dict[str, frozenset[str]]:
     """Headers valid on every path to the entry of every stage (keys as ``check_validity``'s)."""
     at_entry: dict[str, frozenset[str]] = {}
+    order = packet_order(prog)
     for p in prog.pipelines:
         must = _parser_must(prog.parsers[p.parser], "start", frozenset()) or frozenset()
         for s in p.stages:
             at_entry[s] = must
-            must = _must_flow(prog.stages[s].body, must) or frozenset()
+            must = _must_flow(prog.stages[s].body, must, order) or frozenset()
         at_entry[f"{p.name}:end"] = must
     return at_entry
 
@@ -141,20 +142,29 @@ def _parser_must(graph: ir.ParserGraph, name: str, visiting: frozenset[str]) -> 
     return None if after is None else here | after
 
 
-def _must_flow(stmts: tuple[ir.Stmt, ...], must: frozenset[str]) -> frozenset[str] | None:
+def packet_order(prog: ir.Program) -> tuple[str, ...]:
+    """The header instances in packet order (must_step's ``order``)."""
+    return tuple(i.name for i in prog.instances)
+
+
+def _must_flow(stmts: tuple[ir.Stmt, ...], must: frozenset[str], order: tuple[str, ...]) -> frozenset[str] | None:
     """Headers valid after ``stmts`` on every path that goes on (None: every path ends)."""
     cur: frozenset[str] | None = must
     for s in stmts:
         if cur is None:
             return None
-        cur = must_step(s, cur)
+        cur = must_step(s, cur, order)
     return cur
 
 
-def must_step(s: ir.Stmt, must: frozenset[str]) -> frozenset[str] | None:
+def must_step(s: ir.Stmt, must: frozenset[str], order: tuple[str, ...]) -> frozenset[str] | None:
     """Headers valid on every path after statement ``s`` when ``must`` are valid before it
-    (None: no path goes on).  Generators track it to guard reads of the other headers."""
-    must = must - _extern_headers(s)  # an extern may invalidate what it is handed (esp_decrypt)
+    (None: no path goes on); ``order``: the instances in packet order (packet_order).
+    Generators track it to guard reads of the other headers."""
+    handed = _extern_headers(s)
+    if handed:  # an extern may invalidate the headers it is handed (esp_decrypt) and those after
+        last = max(order.index(h) for h in handed)  # them (esp_encrypt encrypts what follows its esp)
+        must = must - handed - set(order[last + 1:])
     if isinstance(s, ir.Push):
         return must | {s.inst}
     if isinstance(s, ir.Pop):
@@ -163,7 +173,7 @@ def must_step(s: ir.Stmt, must: frozenset[str]) -> frozenset[str] | None:
         return None
     if isinstance(s, ir.If | ir.Lookup):
         (a, ma), (b, mb) = must_branches(s, must)
-        return _meet(_must_flow(a, ma), _must_flow(b, mb))
+        return _meet(_must_flow(a, ma, order), _must_flow(b, mb, order))
     return must
 
 

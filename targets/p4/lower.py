@@ -26,7 +26,7 @@ from typing import assert_never
 from compiler import ir
 from compiler.analysis import drop_reasons, walk_expr, walk_stmts
 from compiler.ir import Span
-from compiler.passes.validity import must_be_valid, must_branches, must_step
+from compiler.passes.validity import must_be_valid, must_branches, must_step, packet_order
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
 from targets.generator import GeneratorError
 from targets.p4 import syntax as p
@@ -461,7 +461,7 @@ def _block(c: _Ctx, stmts: tuple[ir.Stmt, ...], must: frozenset[str]) -> tuple[p
         lowered = _stmt(c, s)  # nested blocks save and restore ``hoisted`` and ``must`` the same way
         out += [*c.hoisted, *lowered]
         c.hoisted = outer
-        after = must_step(s, must)
+        after = must_step(s, must, packet_order(c.prog))
         if after is None:  # no path goes on: what follows is unreachable
             break
         must = after

@@ -35,6 +35,7 @@
 #include <rte_mbuf.h>
 
 #include "nfc_burst.h"
+#include "nfc_esp.h"
 #include "nfc_rt.h"
 
 #define BURST 32
@@ -281,7 +282,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "nf-bench: --entries, --packets and --table are required\n");
         return 2;
     }
-    if (nfc_tables_init() != 0 || nfc_load_entries(entries) < 0)
+    if (nfc_tables_init() != 0 || nfc_load_entries(entries) < 0 || (nfc_uses_esp && nfc_esp_init() != 0))
         return 1;
     int ti = nfc_table_find(table);
     if (read_pcap(packets) <= 0 || ti < 0) {

@@ -38,6 +38,7 @@
 
 #include "nfc_burst.h"
 #include "nfc_ctl.h"
+#include "nfc_esp.h"
 #include "nfc_rt.h"
 
 #define BURST NFC_BURST
@@ -279,7 +280,8 @@ int main(int argc, char **argv)
         return 2;
     }
     uint16_t lcores = (uint16_t)rte_lcore_count();
-    if (nfc_tables_init() != 0 || (entries != NULL && nfc_load_entries(entries) < 0))
+    if (nfc_tables_init() != 0 || (entries != NULL && nfc_load_entries(entries) < 0) ||
+        (nfc_uses_esp && nfc_esp_init() != 0))
         return 1;
     /* from here a signal ends forwarding cleanly; before, it ends a long load at once */
     signal(SIGINT, on_signal);

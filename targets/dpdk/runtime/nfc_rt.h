@@ -71,6 +71,7 @@ struct nfc_pkt {
     const uint8_t *payload;
     uint32_t payload_len;
     uint32_t cut; /* the bridge the packet arrived behind */
+    uint8_t *esp_buf; /* ESP: where the payload is encrypted or decrypted (nfc_esp.h), made on first use */
     /* the burst's prefetched lookups of tables 0..NFC_PRE_TABLES-1 (bit t of pre_ok: valid) */
     uint32_t pre_ok;
     uint8_t pre_hit[NFC_PRE_TABLES];
@@ -262,6 +263,21 @@ static inline void nfc_to_words(nfc_u128 v, unsigned w, uint64_t *words)
         words[1] = (uint64_t)(v >> 64);
 }
 
+/* A register (an array the generated nf.c declares for each one its stages use): shared by
+ * the forwarding lcores, read and written with relaxed atomic loads and stores, so a read sees
+ * a whole value; a read-modify-write in a stage is not atomic across lcores.  An index out of
+ * range reads 0 and writes nothing (the reference semantics). */
+static inline uint64_t nfc_reg_get(const uint64_t *reg, uint64_t size, uint64_t i)
+{
+    return i < size ? __atomic_load_n(&reg[i], __ATOMIC_RELAXED) : 0;
+}
+
+static inline void nfc_reg_set(uint64_t *reg, uint64_t size, uint64_t i, uint64_t v)
+{
+    if (i < size)
+        __atomic_store_n(&reg[i], v, __ATOMIC_RELAXED);
+}
+
 #define NFC_MAX_KEY 64 /* key bytes */
 #include "nfc_lpm.h"
 
@@ -442,6 +458,7 @@ const char *nfc_reason(int code);
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key);
 extern const int nfc_nreasons;
 extern const int nfc_software;
+extern const int nfc_uses_esp; /* the program encrypts or decrypts ESP: nfc_esp_init at start */
 
 /* Implemented by nfc_tables.c: table set-up and the entry operations every writer uses
  * (entries file, control channel).  Status codes are the control channel's (nfc_control.h). */

@@ -6,11 +6,15 @@
 #include <rte_jhash.h>
 #include <rte_lcore.h>
 #include "nfc_rt.h"
+#include "nfc_esp.h"
 
 const int nfc_nreasons = 18;
 
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
+
+/* 1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up) */
+const int nfc_uses_esp = 0;
 
 /* the NF, as the control channel names it */
 const char nfc_program[] = "cgnat";

@@ -10,35 +10,37 @@ const bit<8> NFC_DROP_BAD_IPV4_CHECKSUM = 8w3;
 
 const bit<8> NFC_DROP_BAD_IPV4_HEADER = 8w4;
 
-const bit<8> NFC_DROP_FRAGMENT = 8w5;
+const bit<8> NFC_DROP_CRYPTO_UNAVAILABLE = 8w5;
 
-const bit<8> NFC_DROP_IPV4_OPTIONS = 8w6;
+const bit<8> NFC_DROP_FRAGMENT = 8w6;
 
-const bit<8> NFC_DROP_NO_EGRESS = 8w7;
+const bit<8> NFC_DROP_IPV4_OPTIONS = 8w7;
 
-const bit<8> NFC_DROP_NO_PIPELINE = 8w8;
+const bit<8> NFC_DROP_NO_EGRESS = 8w8;
 
-const bit<8> NFC_DROP_NO_ROUTE = 8w9;
+const bit<8> NFC_DROP_NO_PIPELINE = 8w9;
 
-const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xa;
+const bit<8> NFC_DROP_NO_ROUTE = 8w0xa;
 
-const bit<8> NFC_DROP_NO_TRAFFIC_SELECTOR = 8w0xb;
+const bit<8> NFC_DROP_NO_SUCH_PORT = 8w0xb;
 
-const bit<8> NFC_DROP_NOT_IPV4 = 8w0xc;
+const bit<8> NFC_DROP_NO_TRAFFIC_SELECTOR = 8w0xc;
 
-const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xd;
+const bit<8> NFC_DROP_NOT_IPV4 = 8w0xd;
 
-const bit<8> NFC_DROP_RATE_LIMITED = 8w0xe;
+const bit<8> NFC_DROP_PARSER_NO_MATCH = 8w0xe;
 
-const bit<8> NFC_DROP_REPLAYED = 8w0xf;
+const bit<8> NFC_DROP_RATE_LIMITED = 8w0xf;
 
-const bit<8> NFC_DROP_SA_SEQ_EXHAUSTED = 8w0x10;
+const bit<8> NFC_DROP_REPLAYED = 8w0x10;
 
-const bit<8> NFC_DROP_TRUNCATED = 8w0x11;
+const bit<8> NFC_DROP_SA_SEQ_EXHAUSTED = 8w0x11;
 
-const bit<8> NFC_DROP_UNKNOWN_SA = 8w0x12;
+const bit<8> NFC_DROP_TRUNCATED = 8w0x12;
 
-const bit<8> NFC_DROP_UNKNOWN_SPI = 8w0x13;
+const bit<8> NFC_DROP_UNKNOWN_SA = 8w0x13;
+
+const bit<8> NFC_DROP_UNKNOWN_SPI = 8w0x14;
 
 const bit<8> NFC_PUNT_NOT_ESP = 8w1;
 
@@ -280,13 +282,13 @@ parser IngressParser(
         transition accept;
     }
 
-    // bridge #4: re-parse from the validity bits; eth, ipv4 must be valid here, a bridge saying otherwise is bad
+    // bridge #4: re-parse from the validity bits; eth must be valid here, a bridge saying otherwise is bad
     state nfc_bridge4 {
         pkt.extract(hdr.nfc_bridge4);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w4;
-        transition select(hdr.nfc_bridge4.v_eth, hdr.nfc_bridge4.v_ipv4) {
-            (1w1, 1w1): nfc_bridge4_v0;
+        transition select(hdr.nfc_bridge4.v_eth) {
+            1w1: nfc_bridge4_v0;
             default: nfc_bad_bridge;
         }
     }
@@ -325,7 +327,10 @@ parser IngressParser(
     }
 
     state nfc_bridge4_v3 {
-        transition nfc_bridge4_x3;
+        transition select(hdr.nfc_bridge4.v_ipv4) {
+            1w1: nfc_bridge4_x3;
+            default: nfc_bridge4_v4;
+        }
     }
 
     state nfc_bridge4_x3 {

@@ -1,0 +1,230 @@
+/* nfc server runtime: ESP with DPDK's crypto and the anti-replay window (nfc_esp.h).
+ * Hand-written, shared by every generated program that uses ESP. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <rte_bus_vdev.h>
+#include <rte_cryptodev.h>
+#include <rte_hash.h>
+#include <rte_hash_crc.h>
+#include <rte_lcore.h>
+#include <rte_spinlock.h>
+
+#include "nfc_esp.h"
+
+static uint8_t dev;
+static struct rte_mempool *session_pool;
+static struct rte_hash *sessions;   /* (key, direction) -> session; lock-free readers */
+static struct rte_hash *windows;    /* SA number -> its window; lock-free readers */
+static rte_spinlock_t writer = RTE_SPINLOCK_INITIALIZER; /* adds to either hash, from any lcore */
+
+struct session_key {
+    uint8_t key[16];
+    uint8_t decrypt;
+    uint8_t pad[3];
+};
+
+struct window {
+    rte_spinlock_t lock;
+    uint64_t top;    /* the highest sequence number accepted */
+    uint64_t bitmap; /* bit i: top - i was seen */
+};
+
+static int fail(const char *what)
+{
+    fprintf(stderr, "nfc: ESP: %s\n", what);
+    return -1;
+}
+
+static struct rte_hash *hash_of(const char *name, uint32_t entries, uint32_t key_len)
+{
+    struct rte_hash_parameters params = {
+        .name = name,
+        .entries = entries,
+        .key_len = key_len,
+        .hash_func = rte_hash_crc,
+        .socket_id = (int)rte_socket_id(),
+        .extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF,
+    };
+    return rte_hash_create(&params);
+}
+
+int nfc_esp_init(void)
+{
+    if (rte_cryptodev_count() == 0 && rte_vdev_init("crypto_aesni_gcm_nfc", NULL) != 0)
+        return fail("no crypto device: none given with --vdev, and crypto_aesni_gcm could not be made");
+    struct rte_cryptodev_info info;
+    rte_cryptodev_info_get(dev, &info);
+    if (!(info.feature_flags & RTE_CRYPTODEV_FF_SYM_CPU_CRYPTO))
+        return fail("the crypto device has no CPU-crypto path (use crypto_aesni_gcm or crypto_aesni_mb)");
+    int socket = (int)rte_socket_id();
+    session_pool = rte_cryptodev_sym_session_pool_create("nfc_esp_sessions", NFC_ESP_SESSIONS,
+                                                         rte_cryptodev_sym_get_private_session_size(dev), 0, 0, socket);
+    struct rte_cryptodev_config conf = {.socket_id = socket, .nb_queue_pairs = 1};
+    struct rte_cryptodev_qp_conf qp = {.nb_descriptors = 128, .mp_session = session_pool};
+    if (session_pool == NULL || rte_cryptodev_configure(dev, &conf) != 0 ||
+        rte_cryptodev_queue_pair_setup(dev, 0, &qp, socket) != 0 || rte_cryptodev_start(dev) != 0)
+        return fail("cannot set up the crypto device");
+    sessions = hash_of("nfc_esp_keys", NFC_ESP_SESSIONS, sizeof(struct session_key));
+    windows = hash_of("nfc_esp_windows", NFC_REPLAY_SAS, sizeof(uint32_t));
+    return sessions == NULL || windows == NULL ? fail("no memory for the SA tables") : 0;
+}
+
+uint8_t *nfc_esp_buf(struct nfc_pkt *p)
+{
+    if (p->esp_buf == NULL)
+        p->esp_buf = malloc(NFC_ESP_ROOM);
+    return p->esp_buf;
+}
+
+/* The session of an AES-GCM-128 key in one direction, made on first use; NULL: no memory. */
+static void *session(nfc_u128 key, int decrypt)
+{
+    struct session_key k = {.decrypt = (uint8_t)decrypt};
+    for (int i = 0; i < 16; i++)
+        k.key[i] = (uint8_t)(key >> (8 * (15 - i)));
+    void *s = NULL;
+    if (rte_hash_lookup_data(sessions, &k, &s) >= 0)
+        return s;
+    rte_spinlock_lock(&writer);
+    if (rte_hash_lookup_data(sessions, &k, &s) < 0) {
+        struct rte_crypto_sym_xform x = {
+            .type = RTE_CRYPTO_SYM_XFORM_AEAD,
+            .aead = {
+                .op = decrypt ? RTE_CRYPTO_AEAD_OP_DECRYPT : RTE_CRYPTO_AEAD_OP_ENCRYPT,
+                .algo = RTE_CRYPTO_AEAD_AES_GCM,
+                .key = {.data = k.key, .length = 16},
+                .iv = {.offset = 0, .length = 12},
+                .digest_length = NFC_ESP_ICV,
+                .aad_length = 8,
+            },
+        };
+        s = rte_cryptodev_sym_session_create(dev, &x, session_pool);
+        if (s != NULL && rte_hash_add_key_data(sessions, &k, s) < 0) {
+            rte_cryptodev_sym_session_free(dev, s);
+            s = NULL;
+        }
+    }
+    rte_spinlock_unlock(&writer);
+    return s;
+}
+
+/* AES-GCM over data[0, len) in place with the nonce salt . iv and the AAD; the tag at icv
+ * (written, or checked); 1: done (and the tag verified). */
+static int gcm(void *sess, uint8_t *data, uint32_t len, const uint8_t *iv, uint32_t salt, const uint8_t *aad,
+               uint8_t *icv)
+{
+    uint8_t nonce[12] = {(uint8_t)(salt >> 24), (uint8_t)(salt >> 16), (uint8_t)(salt >> 8), (uint8_t)salt};
+    memcpy(nonce + 4, iv, NFC_ESP_IV);
+    struct rte_crypto_vec seg = {.base = data, .len = len, .tot_len = len};
+    struct rte_crypto_sgl sgl = {.vec = &seg, .num = 1};
+    struct rte_crypto_va_iova_ptr ivp = {.va = nonce}, digest = {.va = icv}, aadp = {.va = (void *)(uintptr_t)aad};
+    int32_t status = 0;
+    struct rte_crypto_sym_vec vec = {.num = 1, .src_sgl = &sgl, .iv = &ivp, .digest = &digest, .aad = &aadp,
+                                     .status = &status};
+    union rte_crypto_sym_ofs ofs = {.raw = 0};
+    return rte_cryptodev_sym_cpu_crypto_process(dev, sess, ofs, &vec) == 1 && status == 0;
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+    p[0] = (uint8_t)(v >> 24);
+    p[1] = (uint8_t)(v >> 16);
+    p[2] = (uint8_t)(v >> 8);
+    p[3] = (uint8_t)v;
+}
+
+uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint32_t seq, nfc_u128 key, uint32_t salt)
+{
+    void *sess = session(key, 0);
+    if (sess == NULL)
+        return 0;
+    uint8_t *pt = buf + NFC_ESP_IV;
+    uint8_t version = len > 0 ? pt[0] >> 4 : 0;
+    uint8_t next = len == 0 ? 59 : version == 6 ? 41 : 4; /* RFC 4303 §2.6: IPv6, no next header, IPv4 */
+    uint32_t padlen = (4 - (len + 2) % 4) % 4;            /* RFC 4303 §2.4: 4-byte alignment */
+    for (uint32_t i = 1; i <= padlen; i++)
+        pt[len++] = (uint8_t)i;
+    pt[len++] = (uint8_t)padlen;
+    pt[len++] = next;
+    uint8_t aad[8];
+    put32(aad, spi);
+    put32(aad + 4, seq);
+    memset(buf, 0, 4); /* IV: the sequence number as 64 bits */
+    put32(buf + 4, seq);
+    if (!gcm(sess, pt, len, buf, salt, aad, pt + len))
+        return 0;
+    return NFC_ESP_IV + len + NFC_ESP_ICV;
+}
+
+int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt)
+{
+    uint32_t n = p->payload_len;
+    if (!p->valid[esp] || n < NFC_ESP_IV + NFC_ESP_ICV + 2 || n > NFC_ESP_ROOM)
+        return 0;
+    void *sess = session(key, 1);
+    uint8_t *buf = nfc_esp_buf(p);
+    if (sess == NULL || buf == NULL)
+        return 0;
+    uint32_t len = n - NFC_ESP_IV - NFC_ESP_ICV;
+    memcpy(buf, p->payload, n); /* a failed ICV leaves the payload as it was */
+    uint8_t tag[NFC_ESP_ICV];
+    memcpy(tag, buf + NFC_ESP_IV + len, NFC_ESP_ICV);
+    if (!gcm(sess, buf + NFC_ESP_IV, len, buf, (uint32_t)salt, p->hdr[esp], tag))
+        return 0;
+    const uint8_t *pt = buf + NFC_ESP_IV;
+    uint32_t padlen = pt[len - 2];
+    if (padlen + 2 > len)
+        return 0;
+    for (uint32_t i = 1; i <= padlen; i++) /* RFC 4303 §2.4: the default padding 1, 2, 3, ... */
+        if (pt[len - 2 - padlen + i - 1] != (uint8_t)i)
+            return 0;
+    p->payload = pt;
+    p->payload_len = len - 2 - padlen;
+    p->valid[outer] = 0;
+    p->valid[esp] = 0;
+    return 1;
+}
+
+/* The window of SA sa, made on first use; NULL: no room for another SA. */
+static struct window *window_of(uint32_t sa)
+{
+    void *w = NULL;
+    if (rte_hash_lookup_data(windows, &sa, &w) >= 0)
+        return w;
+    rte_spinlock_lock(&writer);
+    if (rte_hash_lookup_data(windows, &sa, &w) < 0) {
+        w = calloc(1, sizeof(struct window));
+        if (w != NULL) {
+            rte_spinlock_init(&((struct window *)w)->lock);
+            if (rte_hash_add_key_data(windows, &sa, w) < 0) {
+                free(w);
+                w = NULL;
+            }
+        }
+    }
+    rte_spinlock_unlock(&writer);
+    return w;
+}
+
+int nfc_replay_check(uint64_t sa, uint64_t seq)
+{
+    struct window *w = seq == 0 ? NULL : window_of((uint32_t)sa);
+    if (w == NULL)
+        return 0;
+    int ok = 1;
+    rte_spinlock_lock(&w->lock);
+    if (seq > w->top) { /* right of the window: it slides */
+        uint64_t shift = seq - w->top;
+        w->bitmap = shift < 64 ? (w->bitmap << shift) | 1 : 1;
+        w->top = seq;
+    } else if (w->top - seq >= 64 || ((w->bitmap >> (w->top - seq)) & 1)) { /* too old, or a replay */
+        ok = 0;
+    } else {
+        w->bitmap |= 1ull << (w->top - seq);
+    }
+    rte_spinlock_unlock(&w->lock);
+    return ok;
+}

@@ -1,0 +1,46 @@
+/* nfc server runtime: ESP (RFC 4303 tunnel mode, AES-GCM-128 per RFC 4106) with DPDK's
+ * crypto, and the anti-replay window (RFC 4303 §3.4.3, Appendix A), as stdlib/ops.nfp's
+ * esp_encrypt / esp_decrypt / replay_check define them (compiler/interp/externs.py is the
+ * reference).  Crypto runs synchronously on the forwarding lcore through a crypto device's
+ * CPU-crypto path (rte_cryptodev_sym_cpu_crypto_process: no enqueue, no completion to wait
+ * for), one session per SA key and direction, made when a key is first used.
+ * Hand-written, shared by every generated program that uses ESP. */
+#ifndef NFC_ESP_H
+#define NFC_ESP_H
+
+#include <stdint.h>
+
+#include "nfc_rt.h"
+
+#define NFC_ESP_IV 8   /* the explicit IV: the 64-bit sequence number */
+#define NFC_ESP_ICV 16 /* the GCM tag */
+#define NFC_ESP_ROOM (NFC_MAX_PKT + 64) /* bytes of a packet's ESP buffer */
+#define NFC_ESP_SESSIONS 8192           /* SA keys x directions with a session at once */
+#define NFC_REPLAY_SAS 65536            /* SAs with an anti-replay window */
+
+/* The crypto device (a DPDK crypto vdev given with --vdev, or crypto_aesni_gcm made here),
+ * configured and started; 0, or -1 with the reason on stderr. */
+int nfc_esp_init(void);
+
+/* p's ESP buffer (NFC_ESP_ROOM bytes, the packet's own for the program's life); NULL: no memory. */
+uint8_t *nfc_esp_buf(struct nfc_pkt *p);
+
+/* ESP-encrypt what `buf` holds at NFC_ESP_IV.. (the plaintext, `len` bytes; the buffer has
+ * room behind it): pad, trailer (the next header from the first byte's IP version), AES-GCM
+ * with the nonce salt . IV and the AAD spi . seq, the IV written in front and the ICV behind.
+ * The bytes IV + ciphertext + ICV, or 0: no session for the key (no memory). */
+uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint32_t seq, nfc_u128 key, uint32_t salt);
+
+/* esp_decrypt(outer, esp, key, salt): p's payload (IV, ciphertext, ICV) decrypted under the
+ * header instance `esp` (its first 8 bytes, SPI and sequence number, are the AAD) into p's
+ * ESP buffer; 1: the ICV verified and the trailer is well formed, the payload is now the
+ * inner packet and instances `outer` and `esp` are invalid; 0: nothing changed (also when
+ * no session could be made for the key). */
+int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt);
+
+/* RFC 4303 Appendix A, a window of 64 packets per SA number `sa`: 1 if seq is not 0, was not
+ * seen and is not left of the window (it is then marked seen and the window moves); 0
+ * otherwise (and for an SA beyond NFC_REPLAY_SAS windows). */
+int nfc_replay_check(uint64_t sa, uint64_t seq);
+
+#endif
