@@ -28,7 +28,20 @@ def _gcm(key: int, salt: int, iv: bytes) -> tuple[AESGCM, bytes]:
     return AESGCM(key.to_bytes(16, "big")), salt.to_bytes(4, "big") + iv
 
 
+def _aad(spi: int, seq: int, esn: bool) -> bytes:
+    """RFC 4106 §5: SPI and the 32-bit sequence number, or SPI and the 64-bit one (high first)."""
+    return spi.to_bytes(4, "big") + seq.to_bytes(8 if esn else 4, "big")
+
+
 def esp_encrypt(ctx: Ctx, args: list[int | str]) -> int:
+    return _seal(ctx, args, esn=False)
+
+
+def esp_encrypt_esn(ctx: Ctx, args: list[int | str]) -> int:
+    return _seal(ctx, args, esn=True)
+
+
+def _seal(ctx: Ctx, args: list[int | str], esn: bool) -> int:
     outer, esp = str(args[0]), str(args[1])
     spi, seq, key, salt, src, dst = (int(a) for a in args[2:])
     inner = ctx.take_after(esp)
@@ -37,9 +50,8 @@ def esp_encrypt(ctx: Ctx, args: list[int | str]) -> int:
     plaintext = inner + bytes(range(1, padlen + 1)) + bytes([padlen, nh])
     iv = seq.to_bytes(ESP_IV, "big")
     aead, nonce = _gcm(key, salt, iv)
-    aad = spi.to_bytes(4, "big") + seq.to_bytes(4, "big")
-    ctx.payload = iv + aead.encrypt(nonce, plaintext, aad)
-    ctx.headers[esp] = {"spi": spi, "seq": seq}
+    ctx.payload = iv + aead.encrypt(nonce, plaintext, _aad(spi, seq, esn))
+    ctx.headers[esp] = {"spi": spi, "seq": seq & 0xFFFFFFFF}
     total = 20 + 8 + len(ctx.payload)
     ctx.headers[outer] = {"version": 4, "ihl": 5, "total_len": total, "ttl": 64, "protocol": IP_ESP,
                           "src": src, "dst": dst}
@@ -47,6 +59,15 @@ def esp_encrypt(ctx: Ctx, args: list[int | str]) -> int:
 
 
 def esp_decrypt(ctx: Ctx, args: list[int | str]) -> int:
+    return _open(ctx, args, None)
+
+
+def esp_decrypt_esn(ctx: Ctx, args: list[int | str]) -> int:
+    return _open(ctx, args, int(args[4]))
+
+
+def _open(ctx: Ctx, args: list[int | str], seq_high: int | None) -> int:
+    """``seq_high``: the high 32 bits of an ESN SA's sequence number (None: not ESN)."""
     outer, esp = str(args[0]), str(args[1])
     key, salt = int(args[2]), int(args[3])
     hdr = ctx.headers.get(esp)
@@ -55,7 +76,8 @@ def esp_decrypt(ctx: Ctx, args: list[int | str]) -> int:
         return 0
     iv = data[:ESP_IV]
     aead, nonce = _gcm(key, salt, iv)
-    aad = hdr["spi"].to_bytes(4, "big") + hdr["seq"].to_bytes(4, "big")
+    esn = seq_high is not None
+    aad = _aad(hdr["spi"], ((seq_high or 0) << 32) | hdr["seq"], esn)
     try:
         plaintext = aead.decrypt(nonce, data[ESP_IV:], aad)
     except InvalidTag:
@@ -70,7 +92,12 @@ def esp_decrypt(ctx: Ctx, args: list[int | str]) -> int:
 
 
 def replay_check(ctx: Ctx, args: list[int | str]) -> int:
+    """replay_check and replay_check_esn: one window per SA, over 64-bit numbers."""
     return int(ctx.state.replay_check(int(args[0]), int(args[1])))
+
+
+def esn_high(ctx: Ctx, args: list[int | str]) -> int:
+    return ctx.state.esn_high(int(args[0]), int(args[1]))
 
 
 def alloc_port(ctx: Ctx, args: list[int | str]) -> int:
@@ -81,5 +108,9 @@ EXTERNS: dict[str, Callable[[Ctx, list[int | str]], int]] = {
     "esp_encrypt": esp_encrypt,
     "esp_decrypt": esp_decrypt,
     "replay_check": replay_check,
+    "esp_encrypt_esn": esp_encrypt_esn,
+    "esp_decrypt_esn": esp_decrypt_esn,
+    "esn_high": esn_high,
+    "replay_check_esn": replay_check,
     "alloc_port": alloc_port,
 }

@@ -155,6 +155,19 @@ class DataplaneState:
         self.replay[sa] = (top, bitmap | (1 << offset))
         return True
 
+    def esn_high(self, sa: int, seql: int) -> int:
+        """RFC 4303 Appendix A2.2: the high 32 bits of the 64-bit sequence number whose low 32
+        bits are ``seql``, from SA ``sa``'s window (top T = Th:Tl, W = REPLAY_WINDOW).  Case A
+        (the window within one 2^32 subspace, Tl >= W - 1): Th if seql >= Tl - W + 1, else
+        Th + 1 (it wrapped ahead).  Case B (the window straddles the subspace boundary): Th - 1
+        if seql >= Tl - W + 1 mod 2^32 (behind, in the previous subspace), else Th; at Th = 0
+        there is no previous subspace, so Th."""
+        top, _ = self.replay.get(sa, (0, 0))
+        th, tl, w = top >> 32, top & 0xFFFFFFFF, REPLAY_WINDOW
+        if tl >= w - 1:
+            return th if seql >= tl - w + 1 else (th + 1) & 0xFFFFFFFF
+        return th - 1 if th > 0 and seql >= (tl - w + 1) % (1 << 32) else th
+
     # NAT port pools
     def alloc_port(self, ext_ip: int, now: float) -> int:
         until = self.port_pools.setdefault(ext_ip, {})

@@ -724,8 +724,8 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
             return [_insert(x, s)]
         case ir.Refresh():
             return [_refresh(x, s)]
-        case ir.Eval() if isinstance(s.expr, ir.ExternCall) and s.expr.name == "esp_encrypt":
-            return [_esp_encrypt(x, s.expr)]
+        case ir.Eval() if isinstance(s.expr, ir.ExternCall) and s.expr.name in ("esp_encrypt", "esp_encrypt_esn"):
+            return [_esp_encrypt(x, s.expr, esn=s.expr.name == "esp_encrypt_esn")]
         case ir.Eval() if isinstance(s.expr, ir.ExternCall):
             return [c.ExprStmt(_expr(x, s.expr))]
         case ir.Punt() | ir.Insert() | ir.Remove() | ir.Eval() | ir.Extract():
@@ -769,8 +769,9 @@ def _esp_instance(x: _Ctx, arg: ir.Expr) -> int:
     return x.inst[arg.inst]
 
 
-def _esp_encrypt(x: _Ctx, e: ir.ExternCall) -> c.Stmt:
-    """esp_encrypt(outer, esp, spi, seq, key, salt, src, dst) (compiler/interp/externs.py): the
+def _esp_encrypt(x: _Ctx, e: ir.ExternCall, esn: bool) -> c.Stmt:
+    """esp_encrypt(outer, esp, spi, seq, key, salt, src, dst) (compiler/interp/externs.py; ``esn``:
+    esp_encrypt_esn, a 64-bit sequence number): the
     arguments first, then every valid header after ``esp`` (checksums written) and the payload
     gathered behind the IV in the packet's ESP buffer and encrypted there (nfc_esp_seal), which
     becomes the payload; ``outer`` and ``esp`` pushed with their fields.  No buffer, a packet too
@@ -781,7 +782,7 @@ def _esp_encrypt(x: _Ctx, e: ir.ExternCall) -> c.Stmt:
     buf, at = c.Name(f"eb{n}"), c.Name(f"en{n}")
     args = [f"ea{n}_{i}" for i in range(6)]
     unavailable = c.Return(c.Int(x.reasons["crypto_unavailable"], ""))
-    out: list[c.Stmt] = [c.Comment(f"esp_encrypt, {_src(e.span)}")]
+    out: list[c.Stmt] = [c.Comment(f"{e.name}, {_src(e.span)}")]
     out += [c.Decl(_ctype(a.width), name, _expr(x, a)) for name, a in zip(args, e.args[2:], strict=True)]
     out += [c.Decl("uint8_t *", buf.name, c.Call("nfc_esp_buf", (c.Name("p"),))),
             c.If(c.Bin("==", buf, c.Name("NULL")), (unavailable,)),
@@ -798,14 +799,14 @@ def _esp_encrypt(x: _Ctx, e: ir.ExternCall) -> c.Stmt:
             c.ExprStmt(c.Call("memcpy", (c.Bin("+", buf, at), _p("payload"), _p("payload_len")))),
             c.Decl("uint32_t", f"el{n}", c.Call("nfc_esp_seal", (
                 buf, c.Bin("-", c.Bin("+", at, _p("payload_len")), c.Name("NFC_ESP_IV")),
-                *(c.Name(a) for a in args[:4])))),
+                *(c.Name(a) for a in args[:4]), c.Int(int(esn), "")))),
             c.If(c.Bin("==", c.Name(f"el{n}"), c.Int(0, "u")), (unavailable,)),
             c.Assign(_p("payload"), buf), c.Assign(_p("payload_len"), c.Name(f"el{n}"))]
     length = c.Bin("&", c.Bin("+", c.Name(f"el{n}"), c.Int(20 + 8, "u")), c.Int(0xFFFF, "u"))
     fields: dict[int, dict[str, c.Expr]] = {
         outer: {"version": c.Int(4, "u"), "ihl": c.Int(5, "u"), "total_len": length, "ttl": c.Int(64, "u"),
                 "protocol": c.Int(50, "u"), "src": c.Name(args[4]), "dst": c.Name(args[5])},
-        esp: {"spi": c.Name(args[0]), "seq": c.Name(args[1])}}
+        esp: {"spi": c.Name(args[0]), "seq": c.Bin("&", c.Name(args[1]), c.Int(0xFFFFFFFF, "ull"))}}
     for k, values in fields.items():
         h = x.prog.header_of(x.prog.instances[k].name)
         x.push_bytes = max(x.push_bytes, h.bits // 8)
@@ -1049,12 +1050,16 @@ def _expr(x: _Ctx, e: ir.Expr) -> c.Expr:
                                               c.Int(e.old.width, "u")))
         case ir.ExternCall() if e.name == "alloc_port":
             return c.Call("nfc_alloc_port", (_expr(x, e.args[0]),))
-        case ir.ExternCall() if e.name == "replay_check":
+        case ir.ExternCall() if e.name in ("replay_check", "replay_check_esn"):  # one window per SA, 64-bit
             return c.Call("nfc_replay_check", (_expr(x, e.args[0]), _expr(x, e.args[1])))
-        case ir.ExternCall() if e.name == "esp_decrypt":
+        case ir.ExternCall() if e.name == "esn_high":
+            return c.Call("nfc_esn_high", (_expr(x, e.args[0]), _expr(x, e.args[1])))
+        case ir.ExternCall() if e.name in ("esp_decrypt", "esp_decrypt_esn"):
             outer, esp = (_esp_instance(x, a) for a in e.args[:2])
+            esn = e.name == "esp_decrypt_esn"
             return c.Call("nfc_esp_decrypt", (c.Name("p"), c.Int(outer, ""), c.Int(esp, ""), _expr(x, e.args[2]),
-                                              _expr(x, e.args[3])))
+                                              _expr(x, e.args[3]), c.Int(int(esn), ""),
+                                              _expr(x, e.args[4]) if esn else c.Int(0, "u")))
         case ir.RegRead():
             reg = _register(x, e)
             return c.Call("nfc_reg_get", (c.Name(f"nfc_reg_{reg.name}"), c.Int(reg.size, "u"), _expr(x, e.index)))

@@ -23,7 +23,8 @@ static rte_spinlock_t writer = RTE_SPINLOCK_INITIALIZER; /* adds to either hash,
 struct session_key {
     uint8_t key[16];
     uint8_t decrypt;
-    uint8_t pad[3];
+    uint8_t esn; /* the AAD is 12 bytes, not 8 */
+    uint8_t pad[2];
 };
 
 struct window {
@@ -80,9 +81,9 @@ uint8_t *nfc_esp_buf(struct nfc_pkt *p)
 }
 
 /* The session of an AES-GCM-128 key in one direction, made on first use; NULL: no memory. */
-static void *session(nfc_u128 key, int decrypt)
+static void *session(nfc_u128 key, int decrypt, int esn)
 {
-    struct session_key k = {.decrypt = (uint8_t)decrypt};
+    struct session_key k = {.decrypt = (uint8_t)decrypt, .esn = (uint8_t)esn};
     for (int i = 0; i < 16; i++)
         k.key[i] = (uint8_t)(key >> (8 * (15 - i)));
     void *s = NULL;
@@ -98,7 +99,7 @@ static void *session(nfc_u128 key, int decrypt)
                 .key = {.data = k.key, .length = 16},
                 .iv = {.offset = 0, .length = 12},
                 .digest_length = NFC_ESP_ICV,
-                .aad_length = 8,
+                .aad_length = esn ? 12 : 8,
             },
         };
         s = rte_cryptodev_sym_session_create(dev, &x, session_pool);
@@ -136,9 +137,9 @@ static void put32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
-uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint32_t seq, nfc_u128 key, uint32_t salt)
+uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn)
 {
-    void *sess = session(key, 0);
+    void *sess = session(key, 0, esn);
     if (sess == NULL)
         return 0;
     uint8_t *pt = buf + NFC_ESP_IV;
@@ -149,30 +150,34 @@ uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint32_t seq, nf
         pt[len++] = (uint8_t)i;
     pt[len++] = (uint8_t)padlen;
     pt[len++] = next;
-    uint8_t aad[8];
+    uint8_t aad[12];
     put32(aad, spi);
-    put32(aad + 4, seq);
-    memset(buf, 0, 4); /* IV: the sequence number as 64 bits */
-    put32(buf + 4, seq);
+    put32(aad + 4, (uint32_t)(seq >> (esn ? 32 : 0)));
+    put32(aad + 8, (uint32_t)seq);
+    put32(buf, (uint32_t)(seq >> 32)); /* IV: the sequence number as 64 bits */
+    put32(buf + 4, (uint32_t)seq);
     if (!gcm(sess, pt, len, buf, salt, aad, pt + len))
         return 0;
     return NFC_ESP_IV + len + NFC_ESP_ICV;
 }
 
-int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt)
+int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt, int esn, uint64_t seq_high)
 {
     uint32_t n = p->payload_len;
     if (!p->valid[esp] || n < NFC_ESP_IV + NFC_ESP_ICV + 2 || n > NFC_ESP_ROOM)
         return 0;
-    void *sess = session(key, 1);
+    void *sess = session(key, 1, esn);
     uint8_t *buf = nfc_esp_buf(p);
     if (sess == NULL || buf == NULL)
         return 0;
     uint32_t len = n - NFC_ESP_IV - NFC_ESP_ICV;
     memcpy(buf, p->payload, n); /* a failed ICV leaves the payload as it was */
-    uint8_t tag[NFC_ESP_ICV];
+    uint8_t tag[NFC_ESP_ICV], aad[12];
     memcpy(tag, buf + NFC_ESP_IV + len, NFC_ESP_ICV);
-    if (!gcm(sess, buf + NFC_ESP_IV, len, buf, (uint32_t)salt, p->hdr[esp], tag))
+    memcpy(aad, p->hdr[esp], 4); /* SPI, (the high 32 bits,) the sequence number */
+    put32(aad + 4, (uint32_t)seq_high);
+    memcpy(aad + (esn ? 8 : 4), p->hdr[esp] + 4, 4);
+    if (!gcm(sess, buf + NFC_ESP_IV, len, buf, (uint32_t)salt, aad, tag))
         return 0;
     const uint8_t *pt = buf + NFC_ESP_IV;
     uint32_t padlen = pt[len - 2];
@@ -227,4 +232,22 @@ int nfc_replay_check(uint64_t sa, uint64_t seq)
     }
     rte_spinlock_unlock(&w->lock);
     return ok;
+}
+
+uint64_t nfc_esn_high(uint64_t sa, uint64_t seql)
+{
+    uint32_t key = (uint32_t)sa;
+    void *found = NULL;
+    uint64_t top = 0;
+    if (rte_hash_lookup_data(windows, &key, &found) >= 0) {
+        struct window *w = found;
+        rte_spinlock_lock(&w->lock);
+        top = w->top;
+        rte_spinlock_unlock(&w->lock);
+    }
+    uint64_t th = top >> 32, tl = top & 0xffffffffu, w = 64;
+    if (tl >= w - 1) /* case A: the window within one 2^32 subspace */
+        return seql >= tl - w + 1 ? th : (th + 1) & 0xffffffffu;
+    /* case B: it straddles the boundary; at th = 0 there is no subspace before */
+    return th > 0 && seql >= ((tl - w + 1) & 0xffffffffu) ? th - 1 : th;
 }

@@ -27,20 +27,26 @@ uint8_t *nfc_esp_buf(struct nfc_pkt *p);
 
 /* ESP-encrypt what `buf` holds at NFC_ESP_IV.. (the plaintext, `len` bytes; the buffer has
  * room behind it): pad, trailer (the next header from the first byte's IP version), AES-GCM
- * with the nonce salt . IV and the AAD spi . seq, the IV written in front and the ICV behind.
- * The bytes IV + ciphertext + ICV, or 0: no session for the key (no memory). */
-uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint32_t seq, nfc_u128 key, uint32_t salt);
+ * with the nonce salt . IV (the IV: seq as 64 bits) and the AAD spi . seq (32 bits; with `esn`
+ * all 64, RFC 4106 §5), the IV written in front and the ICV behind.  The bytes IV +
+ * ciphertext + ICV, or 0: no session for the key (no memory). */
+uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn);
 
 /* esp_decrypt(outer, esp, key, salt): p's payload (IV, ciphertext, ICV) decrypted under the
- * header instance `esp` (its first 8 bytes, SPI and sequence number, are the AAD) into p's
+ * header instance `esp` (its first 8 bytes, SPI and sequence number, are the AAD; with `esn`
+ * the SPI, seq_high and the sequence number) into p's
  * ESP buffer; 1: the ICV verified and the trailer is well formed, the payload is now the
  * inner packet and instances `outer` and `esp` are invalid; 0: nothing changed (also when
  * no session could be made for the key). */
-int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt);
+int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt, int esn, uint64_t seq_high);
 
 /* RFC 4303 Appendix A, a window of 64 packets per SA number `sa`: 1 if seq is not 0, was not
  * seen and is not left of the window (it is then marked seen and the window moves); 0
  * otherwise (and for an SA beyond NFC_REPLAY_SAS windows). */
 int nfc_replay_check(uint64_t sa, uint64_t seq);
+
+/* RFC 4303 Appendix A2.2: the high 32 bits of SA sa's 64-bit sequence number whose low 32 bits
+ * are seql, inferred from its window (which does not move); compiler/interp/state.py's esn_high. */
+uint64_t nfc_esn_high(uint64_t sa, uint64_t seql);
 
 #endif

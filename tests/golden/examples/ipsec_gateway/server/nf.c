@@ -86,7 +86,7 @@ int nfc_run(struct nfc_pkt *p)
                 p->res[5] = v1[5];
                 p->stats->hits[0] = p->stats->hits[0] + 1;
                 p->meta[1] = nfc_get32(p->hdr[2] + 4u) & 0xffffffffull;
-                if (!nfc_esp_decrypt(p, 1, 2, NFC_U128(p->res[1], p->res[0]), p->res[2])) {
+                if (!nfc_esp_decrypt(p, 1, 2, NFC_U128(p->res[1], p->res[0]), p->res[2], 0, 0u)) {
                     return 2;
                 }
                 if (!nfc_replay_check(p->res[3], p->meta[1])) {
@@ -161,7 +161,7 @@ int nfc_run(struct nfc_pkt *p)
                         return 5;
                     }
                     memcpy(eb5 + en5, p->payload, p->payload_len);
-                    uint32_t el5 = nfc_esp_seal(eb5, (en5 + p->payload_len) - NFC_ESP_IV, ea5_0, ea5_1, ea5_2, ea5_3);
+                    uint32_t el5 = nfc_esp_seal(eb5, (en5 + p->payload_len) - NFC_ESP_IV, ea5_0, ea5_1, ea5_2, ea5_3, 0);
                     if (el5 == 0u) {
                         return 5;
                     }
@@ -181,7 +181,7 @@ int nfc_run(struct nfc_pkt *p)
                     p->hdr[2] = p->store[2];
                     memset(p->hdr[2], 0, 8);
                     nfc_set32(p->hdr[2], ea5_0);
-                    nfc_set32(p->hdr[2] + 4u, ea5_1);
+                    nfc_set32(p->hdr[2] + 4u, ea5_1 & 0xffffffffull);
                 }
             } else {
                 p->stats->misses[1] = p->stats->misses[1] + 1;
