@@ -80,7 +80,7 @@ def _check_outbound(frames: list[bytes]) -> None:
         high = n >> 32
         plain = _sa(SPI_OUT, high, LOCAL, PEER).decrypt(f[IP].copy())
         assert bytes(plain) == _tenant(i)[14:]
-X
+        with pytest.raises(IPSecIntegrityError):
             _sa(SPI_OUT, high ^ 1, LOCAL, PEER).decrypt(f[IP].copy())
 
 
