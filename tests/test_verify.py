@@ -19,7 +19,7 @@ from emulator.switchmodel.reference import SwitchReference
 from emulator.switchmodel.server_ref import ServerReference
 from tests.conftest import ROOT, compile_file, run_split, write
 
-SUPPORTED = ["vpn_gateway", "cgnat", "bluebird_tor", "dsr_router"]
+SUPPORTED = ["vpn_gateway", "cgnat", "bluebird_tor", "dsr_router", "ipsec_gateway"]
 
 
 @pytest.fixture(scope="module")
@@ -162,3 +162,55 @@ def test_booleans_stored_or_cast_as_bits_are_encoded(tmp_path, body):
     assert body in src
     c = compile_file(write(tmp_path, src))
     assert all(r.proved for r in verify_partition(c.program, c.placement, c.bridges))
+
+
+# ---- ESP, registers and anti-replay windows (issue 15 item 6) -------------------------------------
+
+@pytest.fixture(scope="module")
+def ipsec():
+    return compile_file(str(ROOT / "examples/ipsec_gateway.nfp"))
+
+
+def _in_sa_hit(c, stage: str, change) -> ir.Program:
+    """The stage's one lookup with ``change`` applied to its hit branch."""
+    (lk,) = c.program.stages[stage].body
+    assert isinstance(lk, ir.Lookup)
+    return _stage(c.program, stage, (replace(lk, hit=change(lk.hit)),))
+
+
+def _encrypt_the_next_number(hit):
+    """esp_encrypt given meta.seq + 1: the header and the ciphertext differ."""
+    *rest, enc = hit
+    assert isinstance(enc, ir.Eval) and isinstance(enc.expr, ir.ExternCall) and enc.expr.name == "esp_encrypt"
+    seq = enc.expr.args[3]
+    bumped = ir.Binary("+", seq, ir.Const(1, seq.width, seq.span), seq.width, seq.span)
+    return (*rest, replace(enc, expr=replace(enc.expr, args=(*enc.expr.args[:3], bumped, *enc.expr.args[4:]))))
+
+
+def _window_moves_before_the_icv(hit):
+    """RFC 4303 §3.4.3: the window moves only after the ICV verified; swapped, a forged packet
+    moves it (a state difference, and a replayed forgery's reason)."""
+    a, decrypt, replay, *rest = hit
+    return (a, replay, decrypt, *rest)
+
+
+def _sequence_number_kept_elsewhere(hit):
+    """sa_seq written at the next tunnel's index: the next packet would reuse a number."""
+    out = []
+    for s in hit:
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.RegRead):
+            idx = s.target.index
+            s = replace(s, target=replace(s.target, index=ir.Binary("+", idx, ir.Const(1, idx.width, idx.span),
+                                                                    idx.width, idx.span)))
+        out.append(s)
+    return tuple(out)
+
+
+@pytest.mark.parametrize(("stage", "change"), [("esp_outbound", _encrypt_the_next_number),
+                                               ("esp_inbound", _window_moves_before_the_icv),
+                                               ("esp_outbound", _sequence_number_kept_elsewhere)],
+                         ids=lambda v: v if isinstance(v, str) else v.__name__.strip("_"))
+def test_broken_esp_state_and_crypto_are_rejected(ipsec, stage, change):
+    placed = _in_sa_hit(ipsec, stage, change)
+    bad = [r for r in verify_partition(ipsec.program, ipsec.placement, ipsec.bridges, placed=placed) if not r.proved]
+    assert bad and bad[0].counterexample is not None, [r.what for r in bad] or "the mutation went unnoticed"

@@ -2,8 +2,9 @@
 switch→server bridge, server stages, the server→switch bridge, switch stages again, and for
 a switch-cached table the miss path through the server — give the same outcome for every
 packet the parser accepts and every table content: the same drop reason, or the same egress
-port and the same headers (validity and every field; the deparsed packet and its checksums
-follow from them).
+port, the same headers (validity and every field; the deparsed packet and its checksums
+follow from them) and the same payload (ESP replaces it); and either way the same registers
+and anti-replay windows left behind.
 
 Both sides share the parse (it runs on the switch, before any cut) and the uninterpreted
 tables; a cache holds an arbitrary subset of its table.  Not compared: a punted packet's
@@ -156,8 +157,21 @@ def _differ(a: SymState, b: SymState) -> z3.BoolRef:
                      z3.And(a.valid[i], z3.Or(*[a.fields[k] != b.fields[k] for k in a.fields if k[0] == i] or
                                               [z3.BoolVal(False, a.done.ctx)])))
                for i in a.valid]
+    payload = [a.std[PAYLOAD] != b.std[PAYLOAD]] + ([a.payload != b.payload] if a.payload is not None and
+                                                     b.payload is not None else [])
     return z3.Or(a.done != b.done, z3.And(a.done, a.reason != b.reason),
-                 z3.And(z3.Not(a.done), z3.Or(a.egress != b.egress, *headers)))
+                 z3.And(z3.Not(a.done), z3.Or(a.egress != b.egress, *headers, *payload)))
+
+
+def _state_differs(sem: Semantics, a: SymState, b: SymState) -> z3.BoolRef:
+    """The registers and anti-replay windows the packet leaves differ at some index (whether it
+    is forwarded or dropped: a dropped packet may have moved a window first)."""
+    out = []
+    for name in sorted(set(a.writes) | set(b.writes)):
+        _cond, idx, value = (a.writes.get(name) or b.writes[name])[0]
+        probe = z3.FreshConst(idx.sort(), f"probe_{name}")
+        out.append(sem.state_read(a, name, probe, value.size()) != sem.state_read(b, name, probe, value.size()))
+    return z3.Or(*out) if out else z3.BoolVal(False, sem.ctx)
 
 
 def verify_partition(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...],
@@ -195,7 +209,7 @@ def _verify_pipeline(prog: ir.Program, p: ir.Pipeline, pp: ir.Pipeline, stages: 
     solver = z3.Solver(ctx=ctx)
     solver.set("timeout", timeout_ms)
     solver.add(z3.Or(*[z3.And(z3.UGE(port, lo), z3.ULE(port, hi)) for lo, hi in p.ports]))
-    solver.add(_differ(spec, placed))
+    solver.add(z3.Or(_differ(spec, placed), _state_differs(sem, spec, placed)))
     r = solver.check()
     seconds = time.perf_counter() - t0
     if r == z3.unsat:

@@ -7,9 +7,14 @@ punted, with a reason code).  Control flow is merged rather than forked: every u
 guarded by the path condition and by "not done yet", so one state describes every path.
 Tables are uninterpreted functions from the key to (hit, value fields), so what is proved
 holds for all table contents; data-plane state tables are such functions too (the symbolic
-pre-state), overlaid by the packet's own inserts and removes.  Hashes, checksum updates,
-extern operations and meters are uninterpreted functions of their arguments: both sides of
-an equivalence apply the same ones, so they must be given the same arguments.
+pre-state), overlaid by the packet's own inserts and removes.  Registers and the ESP
+anti-replay windows are the same: a function of the index (SA) for the state before the
+packet, overlaid by its writes; the window logic (RFC 4303 Appendix A, A2.2) is exact.
+Hashes, checksum updates, meters, other extern operations and the crypto of ESP are
+uninterpreted functions of their arguments: both sides of an equivalence apply the same
+ones, so they must be given the same arguments.  The payload is a symbol too (``payload``,
+its content, and ``std[PAYLOAD]``, its length): ESP replaces both by functions of what it
+encrypts or decrypts, and an equivalence compares them.
 """
 
 from __future__ import annotations
@@ -25,6 +30,10 @@ from compiler import ir
 __all__ = ["PAYLOAD", "Semantics", "SymState", "Unsupported"]
 
 EGRESS_WIDTH = 32
+REPLAY_WINDOW = 64  # compiler/interp/state.py's
+ESP_DECRYPT = {"esp_decrypt": False, "esp_decrypt_esn": True}  # name -> ESN
+ESP_ENCRYPT = {"esp_encrypt": False, "esp_encrypt_esn": True}
+REPLAY = ("replay_check", "replay_check_esn")
 # std key of the payload length fixed by the parser (frame length less the parsed headers)
 PAYLOAD = "payload_length"
 Lookup = Callable[["SymState", ir.Lookup, z3.BoolRef], None]
@@ -49,11 +58,16 @@ class SymState:
     # data-plane state: per table, the inserts/removes of this packet, oldest first
     overlays: dict[str, list[tuple[z3.BoolRef, z3.BitVecRef, z3.BoolRef, dict[str, z3.BitVecRef]]]] = \
         field(default_factory=dict)
+    # registers (and "replay:top", "replay:bitmap": the anti-replay windows by SA): the writes
+    # of this packet, oldest first, as (condition, index, value)
+    writes: dict[str, list[tuple[z3.BoolRef, z3.BitVecRef, z3.BitVecRef]]] = field(default_factory=dict)
+    payload: z3.BitVecRef | None = None  # the payload's content (a symbol; ESP makes new ones)
 
     def copy(self) -> SymState:
         return SymState(dict(self.valid), dict(self.fields), dict(self.meta), dict(self.std), self.egress,
                         self.egress_set, self.done, self.reason, dict(self.locals), dict(self.results),
-                        {k: list(v) for k, v in self.overlays.items()})
+                        {k: list(v) for k, v in self.overlays.items()}, {k: list(v) for k, v in self.writes.items()},
+                        self.payload)
 
     def merge(self, cond: z3.BoolRef, other: SymState) -> None:
         """self := other where cond holds."""
@@ -63,6 +77,17 @@ class SymState:
             self.fields[fk] = z3.If(cond, other.fields[fk], self.fields[fk])
         for mk in self.meta:
             self.meta[mk] = z3.If(cond, other.meta[mk], self.meta[mk])
+        for sk in self.std:
+            self.std[sk] = z3.If(cond, other.std[sk], self.std[sk])
+        if self.payload is not None and other.payload is not None:
+            self.payload = z3.If(cond, other.payload, self.payload)
+        for name in set(self.writes) | set(other.writes):  # after what both had: each its own, guarded
+            mine, theirs = self.writes.get(name, []), other.writes.get(name, [])
+            same = 0
+            while same < min(len(mine), len(theirs)) and mine[same] is theirs[same]:
+                same += 1
+            self.writes[name] = [*mine[:same], *[(z3.And(z3.Not(cond), c), i, v) for c, i, v in mine[same:]],
+                                 *[(z3.And(cond, c), i, v) for c, i, v in theirs[same:]]]
         self.egress = z3.If(cond, other.egress, self.egress)
         self.egress_set = z3.If(cond, other.egress_set, self.egress_set)
         self.done = z3.If(cond, other.done, self.done)
@@ -105,6 +130,7 @@ class Semantics:
         self.reasons: dict[str, int] = {}
         self.lookups: list[tuple[str, z3.BitVecRef, str]] = []  # (table, key, "table" | "cache"): for counterexamples
         self._funcs: dict[str, z3.FuncDeclRef] = {}
+        self._active = z3.BoolVal(True, ctx)  # the statement being run takes effect (its extern calls' effects)
 
     # ---- building blocks -------------------------------------------------------------------
 
@@ -149,7 +175,7 @@ class Semantics:
         return SymState({i.name: z3.BoolVal(False, c) for i in p.instances}, fields,
                         {f.name: z3.BitVecVal(0, f.width, c) for f in p.metadata}, std,
                         z3.BitVecVal(0, EGRESS_WIDTH, c), z3.BoolVal(False, c), z3.BoolVal(False, c),
-                        z3.BitVecVal(0, 16, c))
+                        z3.BitVecVal(0, 16, c), payload=z3.BitVec(f"{prefix}.payload", 64, c))
 
     # ---- parser ----------------------------------------------------------------------------
 
@@ -212,6 +238,7 @@ class Semantics:
 
     def exec(self, st: SymState, s: ir.Stmt, pc: z3.BoolRef, lookup: Lookup | None = None) -> None:
         active = z3.And(pc, z3.Not(st.done))
+        self._active = active  # (a statement evaluates its expressions before running nested ones)
         match s:
             case ir.Assign():
                 self._assign(st, s.target, self.eval(s.value, st), active)
@@ -291,9 +318,107 @@ class Semantics:
                 old = st.locals.get(target.name, z3.BitVecVal(0, max(1, target.width), self.ctx))
                 st.locals[target.name] = z3.If(active, _bv(value, max(1, target.width)), old)
             case ir.RegRead():
-                raise Unsupported(f"register {target.reg}")
+                reg = self.prog.registers[target.reg]
+                idx = _bv(self.eval(target.index, st), 64)
+                st.writes.setdefault(reg.name, []).append(
+                    (z3.And(active, z3.ULT(idx, reg.size)), idx, _bv(value, reg.width)))
             case _:
                 assert_never(target)
+
+    # ---- registers, anti-replay windows, ESP -----------------------------------------------
+
+    def state_read(self, st: SymState, name: str, idx: z3.BitVecRef, width: int) -> z3.BitVecRef:
+        """Entry ``idx`` of register-like state ``name``: its value before the packet (a
+        function of the index), overlaid by the packet's writes."""
+        v = self.func(f"state_{name}", idx.size(), z3.BitVecSort(width, self.ctx))(idx)
+        for cond, i, w in st.writes.get(name, []):
+            v = z3.If(z3.And(cond, i == idx), w, v)
+        return v
+
+    def _register(self, st: SymState, e: ir.RegRead) -> z3.BitVecRef:
+        reg = self.prog.registers[e.reg]
+        idx = _bv(self.eval(e.index, st), 64)
+        return z3.If(z3.ULT(idx, reg.size), self.state_read(st, reg.name, idx, reg.width), z3.BitVecVal(0, reg.width,
+                                                                                                   self.ctx))
+
+    def _replay_check(self, st: SymState, sa: z3.BitVecRef, seq: z3.BitVecRef) -> z3.BoolRef:
+        """RFC 4303 Appendix A over 64-bit numbers, exactly as compiler/interp/state.py."""
+        top, bitmap = self.state_read(st, "replay:top", sa, 64), self.state_read(st, "replay:bitmap", sa, 64)
+        new, off = z3.UGT(seq, top), top - seq
+        seen = z3.Extract(0, 0, z3.LShR(bitmap, off)) == 1
+        ok = z3.And(seq != 0, z3.Or(new, z3.And(z3.ULT(off, REPLAY_WINDOW), z3.Not(seen))))
+        shift = seq - top
+        moved = z3.If(z3.ULT(shift, REPLAY_WINDOW), (bitmap << shift) | 1, z3.BitVecVal(1, 64, self.ctx))
+        take = z3.And(self._active, ok)
+        st.writes.setdefault("replay:top", []).append((take, sa, z3.If(new, seq, top)))
+        st.writes.setdefault("replay:bitmap", []).append(
+            (take, sa, z3.If(new, moved, bitmap | (z3.BitVecVal(1, 64, self.ctx) << off))))
+        return ok
+
+    def _esn_high(self, st: SymState, sa: z3.BitVecRef, seql: z3.BitVecRef) -> z3.BitVecRef:
+        """RFC 4303 Appendix A2.2, as compiler/interp/state.py's esn_high."""
+        top = self.state_read(st, "replay:top", sa, 64)
+        th, tl = z3.Extract(63, 32, top), z3.Extract(31, 0, top)
+        back = tl - (REPLAY_WINDOW - 1)  # modulo 2^32
+        case_a = z3.If(z3.UGE(seql, back), th, th + 1)
+        case_b = z3.If(z3.And(th != 0, z3.UGE(seql, back)), th - 1, th)
+        return z3.If(z3.UGE(tl, REPLAY_WINDOW - 1), case_a, case_b)
+
+    def _esp_fields(self, st: SymState, inst: str) -> list[z3.BitVecRef]:
+        """A header's validity and fields as an argument (an invalid one's fields as 0)."""
+        c = self.ctx
+        h = self.prog.header_of(inst)
+        valid = st.valid[inst]
+        return [z3.If(valid, z3.BitVecVal(1, 1, c), z3.BitVecVal(0, 1, c)),
+                *[z3.If(valid, st.fields[(inst, f.name)], z3.BitVecVal(0, f.width, c)) for f in h.fields]]
+
+    def _esp_decrypt(self, st: SymState, e: ir.ExternCall, esn: bool) -> z3.BoolRef:
+        """esp_decrypt(_esn): whether the ICV verifies, and the plaintext's content and length, are
+        functions of the ESP header, the key material and the payload; on success ``outer`` and
+        ``esp`` are invalid and the plaintext is the payload."""
+        outer, esp = (a.inst for a in e.args[:2] if isinstance(a, ir.HeaderRef))
+        assert st.payload is not None
+        data = self._concat([*self._esp_fields(st, esp), *[_bv(self.eval(a, st), a.width) for a in e.args[2:]],
+                             st.payload, st.std[PAYLOAD]])
+        tag = "esn" if esn else "32"
+        ok = z3.And(st.valid[esp], self.func(f"esp_ok_{tag}", data.size(), z3.BoolSort(self.ctx))(data))
+        take = z3.And(self._active, ok)
+        for inst in (outer, esp):
+            st.valid[inst] = z3.If(take, z3.BoolVal(False, self.ctx), st.valid[inst])
+        st.payload = z3.If(take, self.func(f"esp_plain_{tag}", data.size(), z3.BitVecSort(64, self.ctx))(data),
+                           st.payload)
+        st.std[PAYLOAD] = z3.If(take, self.func(f"esp_plain_len_{tag}", data.size(),
+                                                z3.BitVecSort(16, self.ctx))(data), st.std[PAYLOAD])
+        return ok
+
+    def _esp_encrypt(self, st: SymState, e: ir.ExternCall, esn: bool) -> None:
+        """esp_encrypt(_esn): the headers after ``esp`` and the payload become a payload whose
+        content and length are functions of them and of the key material; ``outer`` and ``esp``
+        are filled in as compiler/interp/externs.py does."""
+        c = self.ctx
+        outer, esp = (a.inst for a in e.args[:2] if isinstance(a, ir.HeaderRef))
+        spi, seq, key, salt, src, dst = (_bv(self.eval(a, st), a.width) for a in e.args[2:])
+        names = [i.name for i in self.prog.instances]
+        after = names[names.index(esp) + 1:]
+        assert st.payload is not None
+        data = self._concat([*[v for i in after for v in self._esp_fields(st, i)], st.payload, st.std[PAYLOAD],
+                             spi, seq, key, salt])
+        tag = "esn" if esn else "32"
+        length = self.func(f"esp_sealed_len_{tag}", data.size(), z3.BitVecSort(16, c))(data)
+        take = self._active
+        st.payload = z3.If(take, self.func(f"esp_sealed_{tag}", data.size(), z3.BitVecSort(64, c))(data), st.payload)
+        st.std[PAYLOAD] = z3.If(take, length, st.std[PAYLOAD])
+        for i in after:
+            st.valid[i] = z3.If(take, z3.BoolVal(False, c), st.valid[i])
+        filled = {outer: {"version": 4, "ihl": 5, "total_len": length + 28, "ttl": 64, "protocol": 50, "src": src,
+                          "dst": dst},
+                  esp: {"spi": spi, "seq": z3.Extract(31, 0, seq) if esn else seq}}
+        for inst, values in filled.items():
+            for f in self.prog.header_of(inst).fields:
+                v = values.get(f.name, 0)
+                bv = z3.BitVecVal(v, f.width, c) if isinstance(v, int) else _bv(v, f.width)
+                st.fields[(inst, f.name)] = z3.If(take, bv, st.fields[(inst, f.name)])
+            st.valid[inst] = z3.If(take, z3.BoolVal(True, c), st.valid[inst])
 
     # ---- expressions -----------------------------------------------------------------------
 
@@ -324,14 +449,25 @@ class Semantics:
                 if data.size() % 16:
                     raise Unsupported(f"checksum over {h.name}, not a whole number of 16-bit words")
                 return z3.And(st.valid[e.inst], _internet_checksum_ok(data))
-            case ir.HeaderRef() | ir.RegRead():
-                raise Unsupported(f"{type(e).__name__} (registers, header-valued extern arguments)")
+            case ir.RegRead():
+                return self._register(st, e)
+            case ir.HeaderRef():
+                raise Unsupported("a header-valued argument of an operation the encoding does not know")
             case ir.Hash():
                 data = self._concat([_bv(self.eval(a, st), max(1, a.width)) for a in e.args])
                 return self.func(f"{e.alg}_{data.size()}", data.size(), z3.BitVecSort(e.width, c))(data)
             case ir.CsumUpdate():
                 data = self._concat([_bv(self.eval(a, st), a.width) for a in (e.csum, e.old, e.new)])
                 return self.func(f"csum_update_{data.size()}", data.size(), z3.BitVecSort(16, c))(data)
+            case ir.ExternCall() if e.name in ESP_DECRYPT:
+                return self._esp_decrypt(st, e, ESP_DECRYPT[e.name])
+            case ir.ExternCall() if e.name in ESP_ENCRYPT:
+                self._esp_encrypt(st, e, ESP_ENCRYPT[e.name])
+                return z3.BitVecVal(0, 1, c)
+            case ir.ExternCall() if e.name in REPLAY:
+                return self._replay_check(st, _bv(self.eval(e.args[0], st), 32), _bv(self.eval(e.args[1], st), 64))
+            case ir.ExternCall() if e.name == "esn_high":
+                return self._esn_high(st, _bv(self.eval(e.args[0], st), 32), _bv(self.eval(e.args[1], st), 32))
             case ir.ExternCall():
                 if any(isinstance(a, ir.HeaderRef) for a in e.args):
                     raise Unsupported(f"operation {e.name} on whole headers")
