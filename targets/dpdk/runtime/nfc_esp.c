@@ -73,6 +73,11 @@ int nfc_esp_init(void)
     return sessions == NULL || windows == NULL ? fail("no memory for the SA tables") : 0;
 }
 
+void nfc_esp_stop(void)
+{
+    rte_cryptodev_stop(dev);
+}
+
 uint8_t *nfc_esp_buf(struct nfc_pkt *p)
 {
     if (p->esp_buf == NULL)

@@ -21,6 +21,8 @@
 /* The crypto device (a DPDK crypto vdev given with --vdev, or crypto_aesni_gcm made here),
  * configured and started; 0, or -1 with the reason on stderr. */
 int nfc_esp_init(void);
+/* The crypto device stopped (at exit, before rte_eal_cleanup closes it). */
+void nfc_esp_stop(void);
 
 /* p's ESP buffer (NFC_ESP_ROOM bytes, the packet's own for the program's life); NULL: no memory. */
 uint8_t *nfc_esp_buf(struct nfc_pkt *p);

@@ -323,6 +323,8 @@ int main(int argc, char **argv)
     nfc_counters_json(counters, sizeof counters);
     printf("%s\n", counters);
     fflush(stdout);
+    if (nfc_uses_esp)
+        nfc_esp_stop();
     rte_eal_cleanup();
     return 0;
 }
