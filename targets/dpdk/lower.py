@@ -93,6 +93,7 @@ class _Ctx:
     tindex: dict[str, int] = field(default_factory=dict)  # server table -> its index in nfc_tables[]
     registers: dict[str, ir.Register] = field(default_factory=dict)  # those the server's code uses
     uses_esp: bool = False
+    failure_drops: bool = False  # lowering ``if (!esp_decrypt(...)) { drop(...); }``: a failure drops
     software: bool = False
     in_parser: bool = False  # lowering a parse graph (std.packet_length is the frame's length)
     hoisted: list[c.Stmt] = field(default_factory=list)
@@ -168,6 +169,10 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     ]
     items += [c.Global("const int", "nfc_uses_esp", "1" if x.uses_esp else "0",
                        "1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up)"),
+              c.Global("const int", "nfc_ninst", str(len(prog.instances))),
+              c.Global("const uint16_t", f"nfc_inst_bytes[{max(1, len(prog.instances))}]",
+                       "{" + ", ".join(str(prog.headers[i.header].bits // 8) for i in prog.instances) + "}"
+                       if prog.instances else "{0}", "the bytes of each header instance, in packet order"),
               c.Global("const char", "nfc_program[]", string_literal(Path(prog.file).stem),
                        "the NF, as the control channel names it"),
               c.Global("const int", "nfc_ntables", str(len(tables))),
@@ -696,7 +701,9 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
         case ir.Assign():
             return [_assign(x, s.target, _expr(x, s.value))]
         case ir.If():
+            x.failure_drops = _drops_when_false(s)
             cond = _expr(x, s.cond)
+            x.failure_drops = False
             then, orelse = _branches(x, s)
             return [c.If(cond, tuple(then), tuple(orelse))]
         case ir.Lookup():
@@ -771,37 +778,25 @@ def _esp_instance(x: _Ctx, arg: ir.Expr) -> int:
 
 def _esp_encrypt(x: _Ctx, e: ir.ExternCall, esn: bool) -> c.Stmt:
     """esp_encrypt(outer, esp, spi, seq, key, salt, src, dst) (compiler/interp/externs.py; ``esn``:
-    esp_encrypt_esn, a 64-bit sequence number): the
-    arguments first, then every valid header after ``esp`` (checksums written) and the payload
-    gathered behind the IV in the packet's ESP buffer and encrypted there (nfc_esp_seal), which
-    becomes the payload; ``outer`` and ``esp`` pushed with their fields.  No buffer, a packet too
-    big for it or no session for the key: dropped as crypto_unavailable."""
+    esp_encrypt_esn, a 64-bit sequence number): the arguments first, the checksums of the valid
+    headers after ``esp`` written, then nfc_esp_encrypt (those headers and the payload encrypted
+    in place or in the packet's ESP buffer, the new payload), then ``outer`` and ``esp`` pushed
+    with their fields.  What the crypto cannot take is dropped as crypto_unavailable."""
     outer, esp = (_esp_instance(x, a) for a in e.args[:2])
     x.temps += 1
     n = x.temps
-    buf, at = c.Name(f"eb{n}"), c.Name(f"en{n}")
     args = [f"ea{n}_{i}" for i in range(6)]
-    unavailable = c.Return(c.Int(x.reasons["crypto_unavailable"], ""))
     out: list[c.Stmt] = [c.Comment(f"{e.name}, {_src(e.span)}")]
     out += [c.Decl(_ctype(a.width), name, _expr(x, a)) for name, a in zip(args, e.args[2:], strict=True)]
-    out += [c.Decl("uint8_t *", buf.name, c.Call("nfc_esp_buf", (c.Name("p"),))),
-            c.If(c.Bin("==", buf, c.Name("NULL")), (unavailable,)),
-            c.Decl("uint32_t", at.name, c.Name("NFC_ESP_IV"))]
     for instance in x.prog.instances[esp + 1:]:  # x.inst numbers the instances in packet order
         h, k = x.prog.headers[instance.header], x.inst[instance.name]
-        size = h.bits // 8
-        dst = c.Bin("+", buf, at)
-        out.append(c.If(c.Name(f"p->valid[{k}]"), (
-            c.ExprStmt(c.Call("memcpy", (dst, c.Name(f"p->hdr[{k}]"), c.Int(size, "")))), *_checksum(h, k, dst),
-            c.Assign(at, c.Bin("+", at, c.Int(size, "u"))), c.Assign(c.Name(f"p->valid[{k}]"), c.Int(0, "")))))
-    room = c.Bin("-", c.Name("NFC_ESP_ROOM"), c.Bin("+", at, c.Int(3 + 2, "u")))  # the most padding, and the trailer
-    out += [c.If(c.Bin(">", c.Bin("+", _p("payload_len"), c.Name("NFC_ESP_ICV")), room), (unavailable,)),
-            c.ExprStmt(c.Call("memcpy", (c.Bin("+", buf, at), _p("payload"), _p("payload_len")))),
-            c.Decl("uint32_t", f"el{n}", c.Call("nfc_esp_seal", (
-                buf, c.Bin("-", c.Bin("+", at, _p("payload_len")), c.Name("NFC_ESP_IV")),
-                *(c.Name(a) for a in args[:4]), c.Int(int(esn), "")))),
-            c.If(c.Bin("==", c.Name(f"el{n}"), c.Int(0, "u")), (unavailable,)),
-            c.Assign(_p("payload"), buf), c.Assign(_p("payload_len"), c.Name(f"el{n}"))]
+        if h.checksum is not None:
+            out.append(c.If(c.Name(f"p->valid[{k}]"), tuple(_checksum(h, k, c.Name(f"p->hdr[{k}]")))))
+    for instance in x.prog.instances[:esp + 1]:  # nfc_esp_encrypt may move these to p->store
+        x.push_bytes = max(x.push_bytes, x.prog.headers[instance.header].bits // 8)
+    out += [c.Decl("uint32_t", f"el{n}", c.Call("nfc_esp_encrypt", (
+                c.Name("p"), c.Int(esp, ""), *(c.Name(a) for a in args[:4]), c.Int(int(esn), "")))),
+            c.If(c.Bin("==", c.Name(f"el{n}"), c.Int(0, "u")), (c.Return(c.Int(x.reasons["crypto_unavailable"], "")),))]
     length = c.Bin("&", c.Bin("+", c.Name(f"el{n}"), c.Int(20 + 8, "u")), c.Int(0xFFFF, "u"))
     fields: dict[int, dict[str, c.Expr]] = {
         outer: {"version": c.Int(4, "u"), "ihl": c.Int(5, "u"), "total_len": length, "ttl": c.Int(64, "u"),
@@ -815,6 +810,15 @@ def _esp_encrypt(x: _Ctx, e: ir.ExternCall, esn: bool) -> c.Stmt:
                 c.ExprStmt(c.Call("memset", (c.Name(f"p->hdr[{k}]"), c.Int(0, ""), c.Int(h.bits // 8, ""))))]
         out += [_set(f"p->hdr[{k}]", _offset(h, f), _width(h, f), v) for f, v in values.items()]
     return c.Block(tuple(out))
+
+
+def _drops_when_false(s: ir.If) -> bool:
+    """``if (!esp_decrypt(...)) { drop(r); }``: a failed decryption drops the packet, so it may
+    be decrypted in place (what a failure leaves of the payload is never seen)."""
+    cond = s.cond
+    return (isinstance(cond, ir.Unary) and cond.op == "!" and isinstance(cond.operand, ir.ExternCall) and
+            cond.operand.name in ("esp_decrypt", "esp_decrypt_esn") and bool(s.then) and
+            isinstance(s.then[0], ir.Drop))
 
 
 def _register(x: _Ctx, e: ir.RegRead) -> ir.Register:
@@ -1059,7 +1063,8 @@ def _expr(x: _Ctx, e: ir.Expr) -> c.Expr:
             esn = e.name == "esp_decrypt_esn"
             return c.Call("nfc_esp_decrypt", (c.Name("p"), c.Int(outer, ""), c.Int(esp, ""), _expr(x, e.args[2]),
                                               _expr(x, e.args[3]), c.Int(int(esn), ""),
-                                              _expr(x, e.args[4]) if esn else c.Int(0, "u")))
+                                              _expr(x, e.args[4]) if esn else c.Int(0, "u"),
+                                              c.Int(int(x.failure_drops), "")))
         case ir.RegRead():
             reg = _register(x, e)
             return c.Call("nfc_reg_get", (c.Name(f"nfc_reg_{reg.name}"), c.Int(reg.size, "u"), _expr(x, e.index)))

@@ -48,6 +48,11 @@ static inline void nfc_burst(struct rte_mbuf **in, uint16_t n, uint16_t port, ui
         struct rte_mbuf *whole = in[i]->nb_segs == 1 ? in[i] : nfc_linearize(in[i], jumbo);
         if (whole != NULL)
             in[i] = whole;
+        if (nfc_uses_esp) { /* ESP may encrypt or decrypt in the mbuf itself */
+            int own = whole != NULL && RTE_MBUF_DIRECT(whole) && rte_mbuf_refcnt_read(whole) == 1;
+            pkt[i].buf_start = own ? (uint8_t *)whole->buf_addr : NULL;
+            pkt[i].buf_end = own ? pkt[i].buf_start + whole->buf_len : NULL;
+        }
         code[i] = whole == NULL ? -1
                                 : nfc_from_switch(&pkt[i], rte_pktmbuf_mtod(in[i], const uint8_t *),
                                                   rte_pktmbuf_data_len(in[i]), logical);

@@ -142,6 +142,54 @@ static void put32(uint8_t *p, uint32_t v)
     p[3] = (uint8_t)v;
 }
 
+/* p's payload lies in its mbuf, which it may change (nfc_burst), with `before` bytes free in
+ * front of `from` and `after` behind the payload's end. */
+static int changeable(const struct nfc_pkt *p, const uint8_t *from, uint32_t before, uint32_t after)
+{
+    return p->buf_start != NULL && from >= p->buf_start + before &&
+           p->payload + p->payload_len + after <= p->buf_end && p->payload >= p->buf_start;
+}
+
+uint32_t nfc_esp_encrypt(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn)
+{
+    /* the headers after esp, where they are: one after the other up to the payload? */
+    const uint8_t *first = p->payload;
+    int together = 1;
+    uint32_t len = p->payload_len;
+    for (int k = nfc_ninst - 1; k > esp; k--)
+        if (p->valid[k]) {
+            first -= nfc_inst_bytes[k];
+            together &= p->hdr[k] == first;
+            len += nfc_inst_bytes[k];
+        }
+    uint8_t *buf;
+    if (together && changeable(p, first, NFC_ESP_IV, 3 + 2 + NFC_ESP_ICV)) {
+        buf = (uint8_t *)(uintptr_t)first - NFC_ESP_IV;
+        for (int k = 0; k <= esp; k++) /* a header the IV would overwrite keeps its bytes aside */
+            if (p->valid[k] && p->hdr[k] < first && p->hdr[k] + nfc_inst_bytes[k] > buf) {
+                memcpy(p->store[k], p->hdr[k], nfc_inst_bytes[k]);
+                p->hdr[k] = p->store[k];
+            }
+    } else {
+        buf = nfc_esp_buf(p);
+        if (buf == NULL || NFC_ESP_IV + len + 3 + 2 + NFC_ESP_ICV > NFC_ESP_ROOM)
+            return 0;
+        uint32_t at = NFC_ESP_IV;
+        for (int k = esp + 1; k < nfc_ninst; k++)
+            if (p->valid[k]) {
+                memcpy(buf + at, p->hdr[k], nfc_inst_bytes[k]);
+                at += nfc_inst_bytes[k];
+            }
+        memcpy(buf + at, p->payload, p->payload_len);
+    }
+    for (int k = esp + 1; k < nfc_ninst; k++)
+        p->valid[k] = 0;
+    uint32_t sealed = nfc_esp_seal(buf, len, spi, seq, key, salt, esn);
+    p->payload = buf;
+    p->payload_len = sealed;
+    return sealed;
+}
+
 uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn)
 {
     void *sess = session(key, 0, esn);
@@ -166,17 +214,19 @@ uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nf
     return NFC_ESP_IV + len + NFC_ESP_ICV;
 }
 
-int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt, int esn, uint64_t seq_high)
+int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt, int esn, uint64_t seq_high,
+                    int in_place)
 {
     uint32_t n = p->payload_len;
     if (!p->valid[esp] || n < NFC_ESP_IV + NFC_ESP_ICV + 2 || n > NFC_ESP_ROOM)
         return 0;
     void *sess = session(key, 1, esn);
-    uint8_t *buf = nfc_esp_buf(p);
+    uint8_t *buf = in_place && changeable(p, p->payload, 0, 0) ? (uint8_t *)(uintptr_t)p->payload : nfc_esp_buf(p);
     if (sess == NULL || buf == NULL)
         return 0;
     uint32_t len = n - NFC_ESP_IV - NFC_ESP_ICV;
-    memcpy(buf, p->payload, n); /* a failed ICV leaves the payload as it was */
+    if (buf != p->payload)
+        memcpy(buf, p->payload, n); /* a failed ICV leaves the payload as it was */
     uint8_t tag[NFC_ESP_ICV], aad[12];
     memcpy(tag, buf + NFC_ESP_IV + len, NFC_ESP_ICV);
     memcpy(aad, p->hdr[esp], 4); /* SPI, (the high 32 bits,) the sequence number */

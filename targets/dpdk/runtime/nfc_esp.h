@@ -27,6 +27,15 @@ void nfc_esp_stop(void);
 /* p's ESP buffer (NFC_ESP_ROOM bytes, the packet's own for the program's life); NULL: no memory. */
 uint8_t *nfc_esp_buf(struct nfc_pkt *p);
 
+/* esp_encrypt(outer, esp, spi, seq, key, salt, ...): every valid header after instance `esp`
+ * (their checksums already written) and the payload encrypted (nfc_esp_seal) and made the
+ * payload, those headers invalid; in place when they lie one after the other in front of the
+ * payload in p's mbuf with room for the IV before them (headers that were there move to
+ * p->store) and for the trailer after, else gathered in p's ESP buffer.  The payload's bytes,
+ * or 0: no session (no memory), no buffer, or too big for it.  The caller fills outer and esp. */
+uint32_t nfc_esp_encrypt(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt,
+                         int esn);
+
 /* ESP-encrypt what `buf` holds at NFC_ESP_IV.. (the plaintext, `len` bytes; the buffer has
  * room behind it): pad, trailer (the next header from the first byte's IP version), AES-GCM
  * with the nonce salt . IV (the IV: seq as 64 bits) and the AAD spi . seq (32 bits; with `esn`
@@ -40,7 +49,10 @@ uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nf
  * ESP buffer; 1: the ICV verified and the trailer is well formed, the payload is now the
  * inner packet and instances `outer` and `esp` are invalid; 0: nothing changed (also when
  * no session could be made for the key). */
-int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt, int esn, uint64_t seq_high);
+int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt, int esn, uint64_t seq_high,
+                    int in_place);
+/* in_place: the caller drops the packet when the ICV fails, so the payload may be decrypted
+ * where it is (in p's mbuf) rather than in a copy. */
 
 /* RFC 4303 Appendix A, a window of 64 packets per SA number `sa`: 1 if seq is not 0, was not
  * seen and is not left of the window (it is then marked seen and the window moves); 0

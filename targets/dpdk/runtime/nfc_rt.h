@@ -72,6 +72,9 @@ struct nfc_pkt {
     uint32_t payload_len;
     uint32_t cut; /* the bridge the packet arrived behind */
     uint8_t *esp_buf; /* ESP: where the payload is encrypted or decrypted (nfc_esp.h), made on first use */
+    /* ESP: the buffer the packet's bytes are in, when it may be changed in place there (a direct
+     * mbuf of ours: nfc_burst sets them for a program that uses ESP); NULL: it may not */
+    uint8_t *buf_start, *buf_end;
     /* the burst's prefetched lookups of tables 0..NFC_PRE_TABLES-1 (bit t of pre_ok: valid) */
     uint32_t pre_ok;
     uint8_t pre_hit[NFC_PRE_TABLES];
@@ -459,6 +462,8 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key);
 extern const int nfc_nreasons;
 extern const int nfc_software;
 extern const int nfc_uses_esp; /* the program encrypts or decrypts ESP: nfc_esp_init at start */
+extern const uint16_t nfc_inst_bytes[]; /* the bytes of each header instance, in packet order */
+extern const int nfc_ninst;
 
 /* Implemented by nfc_tables.c: table set-up and the entry operations every writer uses
  * (entries file, control channel).  Status codes are the control channel's (nfc_control.h). */

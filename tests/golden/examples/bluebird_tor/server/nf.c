@@ -16,6 +16,11 @@ const int nfc_software = 0;
 /* 1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up) */
 const int nfc_uses_esp = 0;
 
+const int nfc_ninst = 7;
+
+/* the bytes of each header instance, in packet order */
+const uint16_t nfc_inst_bytes[7] = {14, 20, 8, 8, 14, 20, 40};
+
 /* the NF, as the control channel names it */
 const char nfc_program[] = "bluebird_tor";
 

@@ -16,6 +16,11 @@ const int nfc_software = 0;
 /* 1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up) */
 const int nfc_uses_esp = 1;
 
+const int nfc_ninst = 5;
+
+/* the bytes of each header instance, in packet order */
+const uint16_t nfc_inst_bytes[5] = {14, 20, 8, 20, 8};
+
 /* the NF, as the control channel names it */
 const char nfc_program[] = "ipsec_gateway";
 
@@ -86,7 +91,7 @@ int nfc_run(struct nfc_pkt *p)
                 p->res[5] = v1[5];
                 p->stats->hits[0] = p->stats->hits[0] + 1;
                 p->meta[1] = nfc_get32(p->hdr[2] + 4u) & 0xffffffffull;
-                if (!nfc_esp_decrypt(p, 1, 2, NFC_U128(p->res[1], p->res[0]), p->res[2], 0, 0u)) {
+                if (!nfc_esp_decrypt(p, 1, 2, NFC_U128(p->res[1], p->res[0]), p->res[2], 0, 0u, 1)) {
                     return 2;
                 }
                 if (!nfc_replay_check(p->res[3], p->meta[1])) {
@@ -141,32 +146,13 @@ int nfc_run(struct nfc_pkt *p)
                     uint64_t ea5_3 = p->res[9];
                     uint64_t ea5_4 = 0xcb007101ull;
                     uint64_t ea5_5 = p->res[10];
-                    uint8_t * eb5 = nfc_esp_buf(p);
-                    if (eb5 == NULL) {
-                        return 5;
-                    }
-                    uint32_t en5 = NFC_ESP_IV;
                     if (p->valid[3]) {
-                        memcpy(eb5 + en5, p->hdr[3], 0x14);
-                        nfc_csum_put((eb5 + en5) + 0xau, p->hdr[3], 0x14u, 0xau);
-                        en5 = en5 + 0x14u;
-                        p->valid[3] = 0;
+                        nfc_csum_put(p->hdr[3] + 0xau, p->hdr[3], 0x14u, 0xau);
                     }
-                    if (p->valid[4]) {
-                        memcpy(eb5 + en5, p->hdr[4], 8);
-                        en5 = en5 + 8u;
-                        p->valid[4] = 0;
-                    }
-                    if ((p->payload_len + NFC_ESP_ICV) > (NFC_ESP_ROOM - (en5 + 5u))) {
-                        return 5;
-                    }
-                    memcpy(eb5 + en5, p->payload, p->payload_len);
-                    uint32_t el5 = nfc_esp_seal(eb5, (en5 + p->payload_len) - NFC_ESP_IV, ea5_0, ea5_1, ea5_2, ea5_3, 0);
+                    uint32_t el5 = nfc_esp_encrypt(p, 2, ea5_0, ea5_1, ea5_2, ea5_3, 0);
                     if (el5 == 0u) {
                         return 5;
                     }
-                    p->payload = eb5;
-                    p->payload_len = el5;
                     p->valid[1] = 1;
                     p->hdr[1] = p->store[1];
                     memset(p->hdr[1], 0, 0x14);
