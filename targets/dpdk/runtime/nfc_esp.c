@@ -88,12 +88,25 @@ uint8_t *nfc_esp_buf(struct nfc_pkt *p)
 /* The session of an AES-GCM-128 key in one direction, made on first use; NULL: no memory. */
 static void *session(nfc_u128 key, int decrypt, int esn)
 {
+    /* the lcore's last session per direction: a run of packets of one SA skips the hash (a
+     * session is never freed, so the pointer stays good) */
+    static __thread __attribute__((tls_model("initial-exec"))) struct {
+        nfc_u128 key;
+        int esn;
+        void *s;
+    } last[2]; /* (initial-exec: no __tls_get_addr call per packet) */
+    if (last[decrypt].s != NULL && last[decrypt].key == key && last[decrypt].esn == esn)
+        return last[decrypt].s;
     struct session_key k = {.decrypt = (uint8_t)decrypt, .esn = (uint8_t)esn};
     for (int i = 0; i < 16; i++)
         k.key[i] = (uint8_t)(key >> (8 * (15 - i)));
     void *s = NULL;
-    if (rte_hash_lookup_data(sessions, &k, &s) >= 0)
+    if (rte_hash_lookup_data(sessions, &k, &s) >= 0) {
+        last[decrypt].key = key;
+        last[decrypt].esn = esn;
+        last[decrypt].s = s;
         return s;
+    }
     rte_spinlock_lock(&writer);
     if (rte_hash_lookup_data(sessions, &k, &s) < 0) {
         struct rte_crypto_sym_xform x = {
