@@ -108,3 +108,41 @@ def test_the_server_infers_the_high_bits_and_keeps_the_window_across_2_32(tmp_pa
     got, drops = nfc_run(out, entries, {TENANT_PORT: [_tenant(i) for i in range(4)]}, tmp_path / "out_run")
     assert sum(drops.values()) == 0, drops
     _check_outbound(list(got[OUT_PORT].elements()))
+
+
+@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+def test_headers_a_decryption_invalidated_read_as_invalid_in_its_branches(tmp_path):
+    """After ``if (esp_decrypt_esn(..)) { .. esp.seq .. }`` the header is gone: the branch reads
+    esp.seq as 0, as the interpreter does (the server once read the stale bytes there)."""
+    src = (ROOT / "tests/corpus/esp_esn.nfp").read_text()
+    old = """      if (!esp_decrypt_esn(outer, esp, sa.key, sa.salt, meta.high)) {
+        drop(bad_icv);
+      }
+      if (!replay_check_esn(sa.sa_index, meta.seq)) {
+        drop(replayed);
+      }
+      forward(sa.port);"""
+    new = """      if (esp_decrypt_esn(outer, esp, sa.key, sa.salt, meta.high)) {
+        if (!replay_check_esn(sa.sa_index, meta.high ++ esp.seq)) {
+          drop(replayed);
+        }
+        forward(sa.port);
+      } else {
+        drop(bad_icv);
+      }"""
+    assert old in src
+    path = tmp_path / "esp_branch.nfp"
+    path.write_text(src.replace(old, new))
+    it = Interpreter(compile_ir(str(path)))
+    it.tables["inbound_sa"].insert(Entry((Match(SPI_IN),), INBOUND_SA))
+    frames = _inbound()
+    spec = [it.process(f, PEER_PORT) for f in frames]
+    want_drops = Counter(o.reason for o in spec if o.kind == "drop")
+    assert want_drops["replayed"] > 0  # the window sees sequence number high:0, again and again
+    out = build_with_server(str(path), tmp_path / "out", "--target", "dpdk")
+    entries = {"inbound_sa": [{"match": {"esp_spi": SPI_IN}, "values": INBOUND_SA, "priority": 0}],
+               "outbound_sa": [{"match": {"std_ingress_port": TENANT_PORT}, "values": OUTBOUND_SA, "priority": 0}]}
+    got, drops = nfc_run(out, entries, {PEER_PORT: frames}, tmp_path / "run")
+    assert drops == want_drops
+    assert Counter(f for f in got.get(OUT_PORT, Counter()).elements()) == Counter(
+        o.data for o in spec if o.kind == "forward")

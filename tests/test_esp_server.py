@@ -114,3 +114,15 @@ def test_what_scapy_encrypts_reaches_the_tenant_and_replays_are_dropped(built, t
     out = [Ether(f) for f in got[VNET_PORT].elements()]
     assert sorted(bytes(f.payload) for f in out) == sorted(inner[n] for n in (1, 2, 100, 99, 101, 2))
     assert {(f.dst, f.src, f.type) for f in out} == {(VNET_MAC, GATEWAY_MAC, 0x0800)}
+
+
+def test_a_program_that_writes_registers_refuses_more_than_one_lcore(built):
+    """The outbound sequence number is read, incremented and written back: on two lcores two
+    packets of one SA could take the same number, and AES-GCM the same nonce.  The program
+    refuses to start on more than one forwarding lcore."""
+    import subprocess
+
+    r = subprocess.run([str(built / "server/nf"), "-l", "0,1", "--no-huge", "-m", "512", "--no-pci", "--no-shconf",
+                        "--no-telemetry", "--log-level=error", "--vdev=net_null0", "--"],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2 and "writes registers" in r.stderr, r.stderr

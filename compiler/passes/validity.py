@@ -161,10 +161,7 @@ def must_step(s: ir.Stmt, must: frozenset[str], order: tuple[str, ...]) -> froze
     """Headers valid on every path after statement ``s`` when ``must`` are valid before it
     (None: no path goes on); ``order``: the instances in packet order (packet_order).
     Generators track it to guard reads of the other headers."""
-    handed = _extern_headers(s)
-    if handed:  # an extern may invalidate the headers it is handed (esp_decrypt) and those after
-        last = max(order.index(h) for h in handed)  # them (esp_encrypt encrypts what follows its esp)
-        must = must - handed - set(order[last + 1:])
+    must = _after_externs(s, must, order)
     if isinstance(s, ir.Push):
         return must | {s.inst}
     if isinstance(s, ir.Pop):
@@ -172,15 +169,27 @@ def must_step(s: ir.Stmt, must: frozenset[str], order: tuple[str, ...]) -> froze
     if isinstance(s, ir.Drop | ir.Punt):
         return None
     if isinstance(s, ir.If | ir.Lookup):
-        (a, ma), (b, mb) = must_branches(s, must)
+        (a, ma), (b, mb) = must_branches(s, must, order)
         return _meet(_must_flow(a, ma, order), _must_flow(b, mb, order))
     return must
 
 
-def must_branches(s: ir.If | ir.Lookup, must: frozenset[str]
+def _after_externs(s: ir.Stmt, must: frozenset[str], order: tuple[str, ...]) -> frozenset[str]:
+    """``must`` less what the statement's own extern calls may invalidate: the headers they are
+    handed (esp_decrypt) and those after them (esp_encrypt encrypts what follows its esp)."""
+    handed = _extern_headers(s)
+    if not handed:
+        return must
+    last = max(order.index(h) for h in handed)
+    return must - handed - set(order[last + 1:])
+
+
+def must_branches(s: ir.If | ir.Lookup, must: frozenset[str], order: tuple[str, ...]
                   ) -> tuple[tuple[tuple[ir.Stmt, ...], frozenset[str]], tuple[tuple[ir.Stmt, ...], frozenset[str]]]:
     """The two branches of ``s`` with the headers valid on entry to each: ``if (valid(h)
-    && ...)`` adds ``h`` to its then-branch."""
+    && ...)`` adds ``h`` to its then-branch; an extern call in the condition has run (``if
+    (esp_decrypt(outer, esp, ..))``: neither branch may take ``esp`` as valid)."""
+    must = _after_externs(s, must, order)
     if isinstance(s, ir.Lookup):
         return (s.hit, must), (s.miss, must)
     return (s.then, must | _tested_valid(s.cond)), (s.orelse, must)

@@ -496,7 +496,13 @@ class Semantics:
     def _binary(self, e: ir.Binary, st: SymState) -> z3.ExprRef:
         op = e.op
         if op in ("&&", "||"):
-            a, b = _bool(self.eval(e.left, st)), _bool(self.eval(e.right, st))
+            a = _bool(self.eval(e.left, st))
+            outer = self._active  # the right operand runs (its extern calls' effects) only if needed
+            self._active = z3.And(outer, a) if op == "&&" else z3.And(outer, z3.Not(a))
+            try:
+                b = _bool(self.eval(e.right, st))
+            finally:
+                self._active = outer
             return z3.And(a, b) if op == "&&" else z3.Or(a, b)
         if op == "++":
             return z3.Concat(_bv(self.eval(e.left, st), e.left.width), _bv(self.eval(e.right, st), e.right.width))

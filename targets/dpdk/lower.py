@@ -93,6 +93,8 @@ class _Ctx:
     tindex: dict[str, int] = field(default_factory=dict)  # server table -> its index in nfc_tables[]
     registers: dict[str, ir.Register] = field(default_factory=dict)  # those the server's code uses
     uses_esp: bool = False
+    stage: str = ""  # the stage being lowered
+    register_writes: bool = False  # a stage writes a register (nfc_main: one forwarding lcore)
     failure_drops: bool = False  # lowering ``if (!esp_decrypt(...)) { drop(...); }``: a failure drops
     software: bool = False
     in_parser: bool = False  # lowering a parse graph (std.packet_length is the frame's length)
@@ -167,7 +169,9 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
         c.Global("const int", "nfc_software", "1" if software else "0",
                  "1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers"),
     ]
-    items += [c.Global("const int", "nfc_uses_esp", "1" if x.uses_esp else "0",
+    items += [c.Global("const int", "nfc_register_writes", "1" if x.register_writes else "0",
+                       "1: a stage writes a register, which is not atomic across lcores: one forwarding lcore"),
+              c.Global("const int", "nfc_uses_esp", "1" if x.uses_esp else "0",
                        "1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up)"),
               c.Global("const int", "nfc_ninst", str(len(prog.instances))),
               c.Global("const uint16_t", f"nfc_inst_bytes[{max(1, len(prog.instances))}]",
@@ -658,6 +662,7 @@ def _run(x: _Ctx) -> c.Func:
         x.must = cut.must
         for s in cut.stages:
             st = x.prog.stages[s]
+            x.stage = s
             code += [c.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(x, st.body)]
         x.must = frozenset()
         if cut.whole:
@@ -684,7 +689,7 @@ def _block(x: _Ctx, stmts: tuple[ir.Stmt, ...]) -> list[c.Stmt]:
 
 def _branches(x: _Ctx, s: ir.If | ir.Lookup) -> tuple[list[c.Stmt], list[c.Stmt]]:
     """The two branches of ``s`` lowered, each from the headers valid on entry to it."""
-    (a, ma), (b, mb) = must_branches(s, x.must)
+    (a, ma), (b, mb) = must_branches(s, x.must, packet_order(x.prog))
     before = x.must
     x.must = ma
     first = _block(x, a)
@@ -759,6 +764,7 @@ def _assign(x: _Ctx, target: ir.LValue, value: c.Expr) -> c.Stmt:
             return stmts[0] if len(stmts) == 1 else c.Block(tuple(stmts))
         case ir.RegRead():
             reg = _register(x, target)
+            x.register_writes = True
             return c.ExprStmt(c.Call("nfc_reg_set", (c.Name(f"nfc_reg_{reg.name}"), c.Int(reg.size, "u"),
                                                      _expr(x, target.index), c.Bin("&", value, _mask(reg.width)))))
         case _:
@@ -826,6 +832,10 @@ def _register(x: _Ctx, e: ir.RegRead) -> ir.Register:
     reg = x.prog.registers[e.reg]
     if reg.width > 64:
         raise Unsupported("registers wider than 64 bits on the server", e.span)
+    if not x.software and x.placement.segment.get(x.stage) is not Segment.SERVER:
+        # a stage the switch runs, here for its cache misses: the switch would keep a copy of its own
+        raise Unsupported(f"register {reg.name} in stage '{x.stage}', which the switch runs "
+                          "(its cache misses here would count in a second copy)", e.span)
     x.registers[reg.name] = reg
     return reg
 
@@ -935,7 +945,8 @@ def _key_fields(x: _Ctx, t: ir.Table) -> list[tuple[int, int, c.Expr]]:
 def _touch(t: ir.Table, record: c.Expr) -> c.Stmt:
     """Restart the idle timer of a state entry (and of the port it holds, nfc_state.h)."""
     touch = "nfc_state_touch" if t.holds_ports is None else "nfc_state_touch_held"
-    return c.ExprStmt(c.Call(touch, (record, c.Int(len(t.values), ""))))
+    words = sum(_words(f.width) for f in t.values)  # the record's value words (a wide value takes two)
+    return c.ExprStmt(c.Call(touch, (record, c.Int(words, ""))))
 
 
 def _refresh(x: _Ctx, s: ir.Refresh) -> c.Stmt:

@@ -471,7 +471,7 @@ def _block(c: _Ctx, stmts: tuple[ir.Stmt, ...], must: frozenset[str]) -> tuple[p
 
 def _branches(c: _Ctx, s: ir.If | ir.Lookup) -> tuple[tuple[p.Stmt, ...], tuple[p.Stmt, ...]]:
     assert c.must is not None, "statements are lowered in stages"
-    (a, ma), (b, mb) = must_branches(s, c.must)
+    (a, ma), (b, mb) = must_branches(s, c.must, packet_order(c.prog))
     return _block(c, a, ma), _block(c, b, mb)
 
 
@@ -558,7 +558,7 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
                               "keys": [k.name for k in t.keys], "values": [v.name for v in t.values]}
     apply = p.Member(p.Call(p.ref(f"{t.name}.apply")), "hit")
     assert c.must is not None, "statements are lowered in stages"
-    (hit, on_hit), (miss, on_miss) = must_branches(s, c.must)
+    (hit, on_hit), (miss, on_miss) = must_branches(s, c.must, packet_order(c.prog))
     lowered = _to_server_miss(c, s) if t.hints.cache else _block(c, miss, on_miss)
     return [p.If(apply, _block(c, hit, on_hit), lowered)]
 

@@ -187,13 +187,15 @@ uint32_t nfc_esp_encrypt(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq,
         buf = nfc_esp_buf(p);
         if (buf == NULL || NFC_ESP_IV + len + 3 + 2 + NFC_ESP_ICV > NFC_ESP_ROOM)
             return 0;
+        /* the payload first, to its place behind the headers: it may be in buf already (a
+         * payload decrypted there), where the headers would overwrite it */
+        memmove(buf + NFC_ESP_IV + (len - p->payload_len), p->payload, p->payload_len);
         uint32_t at = NFC_ESP_IV;
         for (int k = esp + 1; k < nfc_ninst; k++)
             if (p->valid[k]) {
                 memcpy(buf + at, p->hdr[k], nfc_inst_bytes[k]);
                 at += nfc_inst_bytes[k];
             }
-        memcpy(buf + at, p->payload, p->payload_len);
     }
     for (int k = esp + 1; k < nfc_ninst; k++)
         p->valid[k] = 0;
@@ -239,7 +241,7 @@ int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_
         return 0;
     uint32_t len = n - NFC_ESP_IV - NFC_ESP_ICV;
     if (buf != p->payload)
-        memcpy(buf, p->payload, n); /* a failed ICV leaves the payload as it was */
+        memmove(buf, p->payload, n); /* a failed ICV leaves the payload as it was (it may be in buf) */
     uint8_t tag[NFC_ESP_ICV], aad[12];
     memcpy(tag, buf + NFC_ESP_IV + len, NFC_ESP_ICV);
     memcpy(aad, p->hdr[esp], 4); /* SPI, (the high 32 bits,) the sequence number */

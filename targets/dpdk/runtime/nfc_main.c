@@ -280,6 +280,11 @@ int main(int argc, char **argv)
         return 2;
     }
     uint16_t lcores = (uint16_t)rte_lcore_count();
+    if (nfc_register_writes && lcores > 1) { /* e.g. a sequence number read, incremented and written back */
+        fprintf(stderr, "nfc: this program writes registers, which is not atomic across lcores: run it on one "
+                        "forwarding lcore (-l N)\n");
+        return 2;
+    }
     if (nfc_tables_init() != 0 || (entries != NULL && nfc_load_entries(entries) < 0) ||
         (nfc_uses_esp && nfc_esp_init() != 0))
         return 1;

@@ -462,6 +462,7 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key);
 extern const int nfc_nreasons;
 extern const int nfc_software;
 extern const int nfc_uses_esp; /* the program encrypts or decrypts ESP: nfc_esp_init at start */
+extern const int nfc_register_writes; /* a stage writes a register: the program forwards on one lcore */
 extern const uint16_t nfc_inst_bytes[]; /* the bytes of each header instance, in packet order */
 extern const int nfc_ninst;
 

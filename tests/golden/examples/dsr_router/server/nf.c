@@ -13,6 +13,9 @@ const int nfc_nreasons = 20;
 /* 1: no switch, raw packets on logical ports; 0: behind the switch's bridge headers */
 const int nfc_software = 0;
 
+/* 1: a stage writes a register, which is not atomic across lcores: one forwarding lcore */
+const int nfc_register_writes = 0;
+
 /* 1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up) */
 const int nfc_uses_esp = 0;
 
