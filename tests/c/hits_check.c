@@ -25,6 +25,7 @@
 struct nfc_table nfc_tables[1] = {{
     .name = "hosts", .src = "hits_check.c", .size = 1024, .nkeys = 2, .nvalues = 1, .lpm = -1, .tracked = 1,
     .key_bytes = 16, .key_width = {32, 32}, .value_width = {16},
+    .key_words = 2, .value_words = 1, /* as nfc_tables_init sets them (not called here) */
 }};
 const int nfc_ntables = 1;
 const char nfc_program[] = "hits_check";
