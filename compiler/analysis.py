@@ -135,6 +135,18 @@ def stmt_exprs(s: ir.Stmt) -> tuple[ir.Expr, ...]:
             assert_never(s)
 
 
+def stage_objects(stage: ir.Stage) -> set[str]:
+    """The registers, counters and meters ``stage`` reads, writes, counts or executes."""
+    out: set[str] = set()
+    for s in walk_stmts(stage.body):
+        if isinstance(s, ir.Assign) and isinstance(s.target, ir.RegRead):
+            out.add(s.target.reg)
+        for e in stmt_exprs(s):
+            out |= {x.reg if isinstance(x, ir.RegRead) else x.obj for x in walk_expr(e)
+                    if isinstance(x, ir.RegRead | ir.CounterOp)}
+    return out
+
+
 def walk_stmts(stmts: tuple[ir.Stmt, ...]) -> Iterator[ir.Stmt]:
     for s in stmts:
         yield s

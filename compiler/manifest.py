@@ -16,14 +16,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse", "MissPathInfo", "Plan", "PlanError",
+__all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse", "MissPathInfo", "ObjectInfo",
+           "ObjectPlacement", "Plan", "PlanError",
            "ServerResource", "ServerResources", "SolverInfo", "StageInfo", "SwitchResources", "TableInfo",
            "TablePlacement", "TargetInfo", "load_plan", "plan_from_json", "read_json"]
 
 # 2: source_sha256, compiler_version, artifacts.placed, bridges[].required
 # 3: resources.server.memory_available_bytes is one server's memory (each holds every server table),
 #    resources.server.overcommitted
-PLAN_VERSION = 3
+# 4: objects (registers, counters, meters: kind, size, width, placement)
+PLAN_VERSION = 4
 
 
 class PlanError(ValueError):
@@ -108,6 +110,25 @@ class TableInfo:
     @property
     def cached(self) -> bool:
         return self.placement.cached
+
+
+class ObjectPlacement(enum.Enum):
+    SWITCH = "switch"
+    SERVER = "server"
+    BOTH = "switch and server"  # stages on both sides use it: each side keeps its own copy
+    UNUSED = "unused"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectInfo:
+    """A register, counter or meter: where its stages run, so where the runtime reads and writes it."""
+
+    name: str
+    kind: str  # register | counter | meter
+    size: int  # indices
+    width: int  # a register's bits (counters: 64; meters: 0)
+    placement: ObjectPlacement
+    source: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,9 +252,13 @@ class Plan:
     server_resources: ServerResources | None = None
     cache_miss_paths: tuple[MissPathInfo, ...] = ()
     solver: SolverInfo | None = None
+    objects: tuple[ObjectInfo, ...] = ()
 
     def table(self, name: str) -> TableInfo:
         return next(t for t in self.tables if t.name == name)
+
+    def object(self, name: str) -> ObjectInfo | None:
+        return next((o for o in self.objects if o.name == name), None)
 
     def path(self, out: Path, artifact: str) -> Path:
         """Where ``artifact`` (a key of ``generated`` or ``artifacts``) is in build folder ``out``."""
@@ -333,7 +358,9 @@ def plan_from_json(data: Any, where: str = "plan.json") -> Plan:
             switch_resources=_switch_resources(data.get("resources", {}).get("switch")),
             server_resources=_server_resources(data.get("resources", {}).get("server")),
             cache_miss_paths=tuple(_miss_path(x) for x in data.get("cache_miss_paths", ())),
-            solver=_solver(data.get("solver")))
+            solver=_solver(data.get("solver")),
+            objects=tuple(ObjectInfo(o["name"], o["kind"], int(o["size"]), int(o["width"]),
+                                     ObjectPlacement(o["placement"]), o["source"]) for o in data["objects"]))
     except (KeyError, TypeError, ValueError) as e:
         raise PlanError(f"{where}: malformed plan ({type(e).__name__}: {e})") from e
 

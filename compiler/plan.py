@@ -12,7 +12,7 @@ from dataclasses import asdict
 from typing import Any
 
 from compiler import ir
-from compiler.analysis import stage_units
+from compiler.analysis import stage_objects, stage_units
 from compiler.manifest import PLAN_VERSION, TablePlacement
 from compiler.partition import stage_cost_ns, switch_usage
 from compiler.pipeline import Compilation
@@ -102,6 +102,7 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
                     "server_ports": list(ts.server_ports)},
         "stages": stages,
         "tables": [_table_entry(prog, t, pl, sw) for t in prog.tables.values()],
+        "objects": _objects(prog, pl),
         "bridges": [b.to_json() for b in c.bridges],
         "resources": {"switch": switch_res, "server": server_res},
         "cache_miss_paths": [asdict(x) | {"hit_rate": round(x.hit_rate, 4), "server_ns": round(x.server_ns, 2)}
@@ -112,6 +113,22 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
         "artifacts": dict(sorted(artifacts.items())),
         "generated": dict(sorted(generated.items())),
     }
+
+
+def _objects(prog: ir.Program, pl: Placement) -> list[dict[str, Any]]:
+    """Every register, counter and meter: its kind, size, width and the side whose stages use
+    it, where the runtime reads and writes it (``switch``, ``server``, ``switch and server``:
+    each keeps a copy, ``unused``)."""
+    sides: dict[str, set[str]] = {}
+    for name, st in prog.stages.items():
+        side = "server" if pl.segment[name] is Segment.SERVER else "switch"
+        for obj in stage_objects(st):
+            sides.setdefault(obj, set()).add(side)
+    decls = [(r.name, "register", r.width, r.size, r.span) for r in prog.registers.values()]
+    decls += [(o.name, o.kind, 64 if o.kind == "counter" else 0, o.size, o.span) for o in prog.counters.values()]
+    return [{"name": n, "kind": k, "width": w, "size": size, "source": _src(span),
+             "placement": " and ".join(sorted(sides[n], reverse=True)) if n in sides else "unused"}
+            for n, k, w, size, span in decls]
 
 
 def _server_resources(pl: Placement, load: ServerLoad | None) -> dict[str, Any] | None:

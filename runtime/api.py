@@ -18,12 +18,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from compiler.manifest import FieldInfo, TableInfo, load_plan
+from compiler.manifest import FieldInfo, ObjectInfo, TableInfo, load_plan
 from runtime.cache import CacheDecision, CachePolicy, switch_order
 from runtime.control import ControlChannel
 from runtime.entries import EntriesError, EntrySpec, parse_value
 from runtime.errors import ChannelError, EntryNotFound, InvalidEntry, RuntimeApiError
 from runtime.goal import GoalStore
+from runtime.objects import Counter, Meter, Register
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from runtime.reconcile import Repair, goal_entry, reconcile
 
@@ -206,6 +207,25 @@ class Runtime:
         if name not in self.schemas:
             raise InvalidEntry(f"no table {name} (tables: {', '.join(sorted(self.schemas))})")
         return Table(self, name)
+
+    def _object(self, name: str, kind: str) -> ObjectInfo:
+        info = self.plan.object(name)
+        if info is None or info.kind != kind:
+            have = sorted(o.name for o in self.plan.objects if o.kind == kind)
+            raise InvalidEntry(f"no {kind} {name} ({kind}s: {', '.join(have) or 'none'})")
+        return info
+
+    def register(self, name: str) -> Register:
+        """A ``register`` of the program: read and written where its stages run."""
+        return Register(self, self._object(name, "register"))
+
+    def counter(self, name: str) -> Counter:
+        """A ``counter`` of the program: packets and bytes per index."""
+        return Counter(self, self._object(name, "counter"))
+
+    def meter(self, name: str) -> Meter:
+        """A ``meter`` of the program: its rates set, reset and read per index."""
+        return Meter(self, self._object(name, "meter"))
 
     def load(self, entries: Iterable[EntrySpec]) -> int:
         """Add entries given as data (an entries file), table by table; all or nothing per table."""

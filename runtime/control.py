@@ -28,13 +28,14 @@ from runtime.errors import (
     TableFull,
 )
 
-__all__ = ["OP", "ControlChannel", "ControlRefused", "Hits", "ServerTable"]
+__all__ = ["OP", "ControlChannel", "ControlRefused", "Hits", "ServerObject", "ServerTable"]
 
 VERSION = 1
 REQ = struct.Struct("<4sBBHII")
 REP = struct.Struct("<4sBBHII")
 OP = {"hello": 1, "add": 2, "modify": 3, "delete": 4, "read": 5, "dump": 6, "counters": 7, "clear": 8, "start": 9,
-      "hits": 10}
+      "hits": 10, "obj_read": 11, "obj_write": 12}
+OBJECT_WORDS = {"register": 1, "counter": 2, "meter": 5}  # per index in an OBJ_READ reply
 MAX_RECORDS = 1 << 20
 
 
@@ -104,6 +105,17 @@ def _words(width: int) -> int:
 
 
 @dataclass(frozen=True)
+class ServerObject:
+    """A register, counter or meter as the running program describes it (HELLO)."""
+
+    index: int
+    name: str
+    kind: str  # register | counter | meter
+    size: int
+    width: int  # a register's bits
+
+
+@dataclass(frozen=True)
 class Hits:
     """HITS: per key (its key fields; an LPM table's looked-up address, not a prefix), the
     server's hits; ``not_kept``: hits of keys that did not fit the counts; ``lost_in_logs``:
@@ -138,6 +150,8 @@ class ControlChannel:
         self.tables = {t["name"]: ServerTable(i, t["name"], tuple(t["keys"]), tuple(t["values"]), t["lpm"],
                                               bool(t["state"]), t["capacity"], bool(t.get("tracked", 0)))
                        for i, t in enumerate(hello["tables"])}
+        self.objects = {o["name"]: ServerObject(i, o["name"], o["kind"], o["size"], o["width"])
+                        for i, o in enumerate(hello.get("objects", []))}
 
     def close(self) -> None:
         self.sock.close()
@@ -253,6 +267,35 @@ class ControlChannel:
         counts = Counter({t.from_words(words[2 + i * stride:1 + (i + 1) * stride], t.keys): words[1 + (i + 1) * stride]
                           for i in range(n)})
         return Hits(counts, words[0], words[1])
+
+    def _object(self, name: str) -> ServerObject:
+        o = self.objects.get(name)
+        if o is None:
+            raise InvalidEntry(f"the server program has no register, counter or meter {name}")
+        return o
+
+    def object_read(self, name: str, indices: Sequence[int]) -> list[tuple[int, ...]]:
+        """Per index: a register's value; a counter's (packets, bytes); a meter's (configured,
+        cir, cbs, pir, pbs), rates in bytes per second and bursts in bytes."""
+        o = self._object(name)
+        if any(not isinstance(i, int) or not 0 <= i < o.size for i in indices):
+            raise InvalidEntry(f"{o.kind} {name}: an index outside 0..{o.size - 1}")
+        body = self._call("obj_read", o.index, len(indices), struct.pack(f"<{len(indices)}Q", *indices), f" {name}")
+        n = OBJECT_WORDS[o.kind]
+        words = struct.unpack(f"<{len(body) // 8}Q", body)
+        return [tuple(words[i * n:(i + 1) * n]) for i in range(len(indices))]
+
+    def object_write(self, name: str, records: Sequence[Sequence[int]]) -> None:
+        """Records of (index, a register's value / a counter's packets, bytes / a meter's cir,
+        cbs, pir, pbs; all four 0: unconfigured); all or nothing."""
+        o = self._object(name)
+        width = OBJECT_WORDS[o.kind] - (o.kind == "meter") + 1
+        flat: list[int] = []
+        for r in records:
+            if len(r) != width or any(not isinstance(v, int) or not 0 <= v <= _WORD for v in r):
+                raise InvalidEntry(f"{o.kind} {name}: a record is {width} numbers of 64 bits, not {r!r}")
+            flat += r
+        self._call("obj_write", o.index, len(records), struct.pack(f"<{len(flat)}Q", *flat), f" {name}")
 
     def clear(self, table: str) -> int:
         """Delete every entry of a control-plane table; how many there were."""

@@ -133,7 +133,7 @@ def test_the_placed_program_round_trips_for_every_example(tmp_path):
 def test_the_typed_plan_of_every_example(tmp_path):
     """plan.json read back as typed data: placements are an enum with predicates, bridges carry
     their direction; another plan version is refused with what to do."""
-    from compiler.manifest import Direction, PlanError, TablePlacement, load_plan
+    from compiler.manifest import PLAN_VERSION, Direction, PlanError, TablePlacement, load_plan
 
     kinds = set()
     for example in ("bluebird_tor", "vpn_gateway"):
@@ -154,7 +154,7 @@ def test_the_typed_plan_of_every_example(tmp_path):
     out = tmp_path / "vpn_gateway"
     raw = json.loads((out / "plan.json").read_text())
     (out / "plan.json").write_text(json.dumps(raw | {"plan_version": 1}))
-    with pytest.raises(PlanError, match="plan version 1, this nfc reads version 3: rebuild"):
+    with pytest.raises(PlanError, match=f"plan version 1, this nfc reads version {PLAN_VERSION}: rebuild"):
         load_plan(out)
     r = _nfc("switch-model", str(out), cwd=tmp_path)
     assert r.returncode == 1 and "rebuild with this nfc" in r.stderr and "Traceback" not in r.stderr

@@ -279,7 +279,7 @@ def test_naive_lpm_cache_would_hijack():
 def test_runtime_refuses_a_server_program_of_another_nf(tmp_path):
     """Runtime checks the server's HELLO against plan.json (tables and widths)."""
     plan = {"plan_version": PLAN_VERSION, "source": "x.nfp", "target": "dpdk", "targets": {}, "stages": [],
-            "bridges": [], "drop_reasons": [], "artifacts": {}, "generated": {},
+            "bridges": [], "drop_reasons": [], "artifacts": {}, "generated": {}, "objects": [],
             "tables": [{"name": "t", "source": "x.nfp:1", "keys": [{"name": "k", "width": 8, "match": "exact"}],
                         "values": [], "placement": "server", "kind": "table", "match": "exact", "size": 1}]}
     (tmp_path / "plan.json").write_text(json.dumps(plan))

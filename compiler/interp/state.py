@@ -17,27 +17,11 @@ from collections import Counter as Tally
 from dataclasses import dataclass, field
 
 from compiler import ir
+from compiler.interp.meter import MeterConfig, TrTcm
 
 __all__ = ["REPLAY_WINDOW", "DataplaneState", "MeterConfig"]
 
 REPLAY_WINDOW = 64
-
-
-@dataclass(frozen=True, slots=True)
-class MeterConfig:
-    """trTCM rates in bytes per second and bursts in bytes (RFC 2698)."""
-
-    cir: float
-    cbs: float
-    pir: float
-    pbs: float
-
-
-@dataclass
-class _Bucket:
-    tc: float
-    tp: float
-    last: float
 
 
 @dataclass
@@ -53,7 +37,7 @@ class DataplaneState:
     registers: dict[str, dict[int, int]] = field(default_factory=dict)
     counters: dict[str, dict[int, tuple[int, int]]] = field(default_factory=dict)
     meter_config: dict[str, dict[int, MeterConfig]] = field(default_factory=dict)
-    buckets: dict[tuple[str, int], _Bucket] = field(default_factory=dict)
+    buckets: dict[tuple[str, int], TrTcm] = field(default_factory=dict)
     state_tables: dict[str, dict[tuple[int, ...], _StateEntry]] = field(default_factory=dict)
     replay: dict[int, tuple[int, int]] = field(default_factory=dict)  # sa -> (highest seq, bitmap)
     port_pools: dict[int, dict[int, float]] = field(default_factory=dict)  # address -> port -> held until
@@ -81,20 +65,9 @@ class DataplaneState:
         if cfg is None:
             return 0
         b = self.buckets.get((name, index))
-        if b is None:
-            b = self.buckets[(name, index)] = _Bucket(cfg.cbs, cfg.pbs, now)
-        dt = max(0.0, now - b.last)
-        b.tc = min(cfg.cbs, b.tc + dt * cfg.cir)
-        b.tp = min(cfg.pbs, b.tp + dt * cfg.pir)
-        b.last = now
-        if b.tp < nbytes:
-            return 2
-        if b.tc < nbytes:
-            b.tp -= nbytes
-            return 1
-        b.tp -= nbytes
-        b.tc -= nbytes
-        return 0
+        if b is None or b.cfg != cfg:  # rates set (or changed): both buckets full
+            b = self.buckets[(name, index)] = TrTcm.start(cfg)
+        return b.colour(nbytes, now)
 
     # data-plane written state
     def state_lookup(self, name: str, key: tuple[int, ...], now: float, refresh: bool = True) -> dict[str, int] | None:

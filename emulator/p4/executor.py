@@ -190,6 +190,7 @@ class P4Executor:
         self.compiler = Compiler(self.env, ExternLib(self.arch))
         self.tables: dict[str, P4Table] = {}
         self.externs: dict[str, Any] = {}  # extern instances of every block, by name
+        self.now = 0.0  # the packet being processed: its arrival time
         self.blocks: dict[str, _Parser | _Control] = {}
         decls = {d.name: d for d in program.decls if isinstance(d, p.Parser | p.Control)}
         for name in self._package_blocks():
@@ -231,7 +232,8 @@ class P4Executor:
         return obj
 
     def process(self, data: bytes, port: int, now: float | None = None) -> P4Result:
-        ts = int((time.time() if now is None else now) * 1e9) & mask(48)
+        self.now = time.time() if now is None else now  # what meters refill by (seconds)
+        ts = int(self.now * 1e9) & mask(48)
         if self.arch == "v1model":
             return self._v1model(data, port, ts)
         return self._tna(data, port, ts)
@@ -255,7 +257,7 @@ class P4Executor:
 
     def _frame(self, name: str, given: dict[str, Any]) -> Frame:
         """A frame for block ``name``: its parameters by position role, from ``given`` by type name."""
-        f: Frame = {"__len__": given.get("__len__", 0)}
+        f: Frame = {"__len__": given.get("__len__", 0), "__now__": self.now}
         for prm in self._params(name):
             t = prm.type.name if isinstance(prm.type, p.TypeName) else ""
             if t not in given:

@@ -7,7 +7,8 @@ programs call, and ``packet_in`` / ``packet_out`` from ``core.p4``.
 * Internet checksums (TNA ``Checksum``, v1model ``csum16``) are RFC 1071 one's complement
   sums over the 16-bit words of the concatenated fields.
 * An unconfigured meter colours every packet green (TNA and bmv2 both start meters
-  unconfigured); the meter's colour is TNA's ``MeterColor_t`` / v1model's encoding.
+  unconfigured); a configured one is RFC 2698's trTCM over the bytes of the packet as it
+  arrived; the meter's colour is TNA's ``MeterColor_t`` / v1model's encoding.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from compiler.interp.bits import bit_string, crc16, internet_checksum
+from compiler.interp.meter import GREEN, RED, MeterConfig, TrTcm
 from emulator.p4.compile import BOOL, Compiler, Fn, Frame, mask
 from emulator.p4.types import TypeErrorP4
 from emulator.p4.values import Obj, PacketIn, fields_of
@@ -25,7 +27,8 @@ from targets.p4 import syntax as p
 
 __all__ = ["CounterObj", "ExternLib", "HashObj", "MeterObj", "instantiate"]
 
-V1_DROP_PORT = 511  # bmv2 simple_switch: mark_to_drop sets egress_spec to the drop port
+V1_DROP_PORT = 511
+TNA_RED = 3  # MeterColor_t.RED (tofino1_base.p4)  # bmv2 simple_switch: mark_to_drop sets egress_spec to the drop port
 
 
 def _crc(alg: str, data: bytes) -> int:
@@ -61,8 +64,26 @@ class CounterObj:
 
 @dataclass
 class MeterObj:
+    """A meter's indices: RFC 2698 trTCM (colour-blind, bytes) once P4Runtime set its rates
+    (``MeterEntry``); green while unset, as both architectures start."""
+
     size: int
-    green: int = 0  # the colour an unconfigured meter gives
+    config: dict[int, MeterConfig] = field(default_factory=dict)
+    buckets: dict[int, TrTcm] = field(default_factory=dict)
+
+    def set(self, index: int, cfg: MeterConfig | None) -> None:
+        """Rates for an index (None: back to unset); its buckets start full."""
+        self.buckets.pop(index, None)
+        if cfg is None:
+            self.config.pop(index, None)
+        else:
+            self.config[index] = cfg
+            self.buckets[index] = TrTcm.start(cfg)
+
+    def execute(self, index: int, nbytes: int, now: float) -> int:
+        """0 green, 1 yellow, 2 red."""
+        b = self.buckets.get(index) if 0 <= index < self.size else None
+        return GREEN if b is None else b.colour(nbytes, now)
 
 
 def instantiate(inst: p.Instance, enums: dict[str, int]) -> Any:
@@ -159,11 +180,18 @@ class ExternLib:
                     ctr.bytes[i] += f["__len__"]
             return count, p.TypeName("void")
         if key == ("Meter", "execute"):
-            return (lambda f: obj(f).green), p.Bits(8)
-        if key == ("meter", "execute_meter"):
-            _index, out = self._args(call, 2)
+            (index,) = self._args(call, 1)
+            idx, _ = c.bits(index, scope)
+
+            def execute(f: Frame) -> int:  # MeterColor_t (tofino1_base.p4): GREEN 0, YELLOW 1, RED 3
+                colour = obj(f).execute(idx(f), f["__len__"], f["__now__"])
+                return TNA_RED if colour == RED else colour
+            return execute, p.Bits(8)
+        if key == ("meter", "execute_meter"):  # v1model.p4: GREEN 0, YELLOW 1, RED 2
+            index, out = self._args(call, 2)
+            idx, _ = c.bits(index, scope)
             setter, _t = c.lvalue(out, scope)
-            return (lambda f: setter(f, obj(f).green)), p.TypeName("void")
+            return (lambda f: setter(f, obj(f).execute(idx(f), f["__len__"], f["__now__"]))), p.TypeName("void")
         raise TypeErrorP4(f"{inst_type.name}.{method} is not in the executed subset")
 
     def _extract(self, c: Compiler, obj: Fn, call: p.Call, scope: dict[str, p.Type]) -> tuple[Fn, p.Type]:

@@ -23,6 +23,7 @@ from compiler.interp import Outcome
 from emulator.p4.tables import PRIORITY_KINDS, Match, TableEntry, TableState
 from emulator.switchmodel._p4rt_arbiter import Arbiter
 from emulator.switchmodel._p4rt_entries import Entries, EntryKey, canonical, check_entry_fields
+from emulator.switchmodel._p4rt_objects import Objects
 from emulator.switchmodel._p4rt_status import Reject, abort, abort_with_details, invalid, table_op
 from emulator.switchmodel.model import SwitchModel
 
@@ -38,7 +39,7 @@ IDLE_SCAN_S = 0.01  # how often entries with an idle_timeout_ns are checked (§9
 _READ_CHUNK = 4096  # entities per ReadResponse: a big table streams in parts under gRPC's 4 MiB message limit
 # controller_metadata, metadata and idle_timeout_ns of each entry, returned by Read
 _Cookies = dict[EntryKey, tuple[int, bytes, int]]
-_Snapshot = tuple[dict[str, TableState], _Cookies]
+_Snapshot = tuple[dict[str, TableState], _Cookies, list[tuple[Any, Any]]]
 
 
 class _Reply:
@@ -71,6 +72,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         self.transmitted: list[tuple[int, bytes]] = []  # packet-outs, in order
         self.arbiter = Arbiter(device_id)
         self.entries = Entries(self.names)
+        self.objects = Objects(self.names, model.executor)
         self.cookies: _Cookies = {}
         self._timeouts: dict[EntryKey, int] = {}  # the entries with an idle_timeout_ns, and it
         self._notified: dict[EntryKey, float] = {}  # entry -> its last hit when it was reported idle
@@ -247,12 +249,14 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
     def _snapshot(self, updates: Any) -> _Snapshot:
         """What the tables a batch writes hold now (the only state a write changes)."""
         names = {self.entries.table_by_id.get(u.entity.table_entry.table_id) for u in updates}
-        return {n: self.model.p4_tables[n].snapshot() for n in names if n is not None}, dict(self.cookies)
+        return ({n: self.model.p4_tables[n].snapshot() for n in names if n is not None}, dict(self.cookies),
+                self.objects.snapshot(updates))
 
     def _roll_back(self, before: _Snapshot, results: list[tuple[int, str]], n: int,
                    failed: int) -> list[tuple[int, str]]:
         """Back to ``before``: the failed update reports its error, the others ABORTED."""
-        snapshots, self.cookies = before
+        snapshots, self.cookies, objects = before
+        self.objects.restore(objects)
         self._timeouts = {k: c[2] for k, c in self.cookies.items() if c[2]}
         for k in [k for k in self._due if k not in self._timeouts]:  # inserted by the batch, undone
             del self._due[k]
@@ -268,8 +272,12 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
             n - failed - 1)
 
     def _apply(self, update: Any) -> None:
-        if update.entity.WhichOneof("entity") != "table_entry":
-            raise Reject(code_pb2.UNIMPLEMENTED, "only table entries can be written")
+        kind = update.entity.WhichOneof("entity")
+        if kind in ("counter_entry", "meter_entry"):
+            self.objects.write(update)
+            return
+        if kind != "table_entry":
+            raise Reject(code_pb2.UNIMPLEMENTED, f"the switch model cannot write {kind}")
         if update.type not in (_U.INSERT, _U.MODIFY, _U.DELETE):
             raise invalid("the update type must be INSERT, MODIFY or DELETE")
         te = update.entity.table_entry
@@ -404,7 +412,13 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
         if kind == "table_entry":
             self._read_tables(ent.table_entry, resp)
         elif kind == "counter_entry":
-            self._read_drops(ent.counter_entry, resp)
+            q = ent.counter_entry
+            if q.counter_id == 0 or not self.objects.owns_counter(q.counter_id):
+                self._read_drops(q, resp)
+            if q.counter_id == 0 or self.objects.owns_counter(q.counter_id):
+                self.objects.read_counters(q, resp.add)
+        elif kind == "meter_entry":
+            self.objects.read_meters(ent.meter_entry, resp.add)
         else:
             raise Reject(code_pb2.UNIMPLEMENTED, f"the switch model cannot read {kind}")
 

@@ -157,6 +157,13 @@ static void hello(struct text *t)
             put(t, "%s%u", k ? ", " : "", tb->value_width[k]);
         put(t, "]}");
     }
+    static const char *kinds[] = {"register", "counter", "meter"};
+    put(t, "], \"objects\": [");
+    for (int i = 0; i < nfc_nobjects; i++) {
+        const struct nfc_object *o = &nfc_objects[i];
+        put(t, "%s{\"name\": \"%s\", \"src\": \"%s\", \"kind\": \"%s\", \"size\": %u, \"width\": %u}", i ? ", " : "",
+            o->name, o->src, kinds[o->kind], o->size, o->width);
+    }
     put(t, "]}");
 }
 
@@ -340,6 +347,33 @@ static void hits(struct client *c, const struct nfc_table *tb)
     free(out);
 }
 
+/* OBJ_READ and OBJ_WRITE of a register, counter or meter (nfc_objects.h). */
+static void object(struct client *c, struct nfc_object *o)
+{
+    const struct nfc_ctl_req *q = &c->q;
+    uint32_t words = nfc_object_words(o), stride = q->op == NFC_OP_OBJ_READ ? 1 : nfc_object_record_words(o), bad = 0;
+    if (q->count > NFC_CTL_MAX_COUNT || (uint64_t)q->count * stride * 8 != q->length) {
+        fail(c, NFC_E_BAD_REQUEST, 0, "the body is not `count` records of this object");
+        return;
+    }
+    if (q->op == NFC_OP_OBJ_WRITE) {
+        if (nfc_object_write(o, c->body, q->count, &bad) == NFC_OK)
+            reply(c, NFC_OK, q->count, NULL, 0);
+        else
+            fail(c, NFC_E_OUT_OF_RANGE, bad, "an index out of range, a value wider than the register, or meter "
+                                             "rates rte_meter refuses (cir > 0, pir >= cir, cbs > 0, pbs > 0)");
+        return;
+    }
+    uint64_t *out = malloc((size_t)q->count * words * 8 + 8);
+    if (out == NULL)
+        fail(c, NFC_E_NO_MEMORY, 0, "no memory for the reply");
+    else if (nfc_object_read(o, c->body, q->count, out, &bad) == NFC_OK)
+        reply(c, NFC_OK, q->count, out, q->count * words * 8);
+    else
+        fail(c, NFC_E_OUT_OF_RANGE, bad, "an index out of range");
+    free(out);
+}
+
 /* The whole request in c: queue its reply. */
 static void serve(struct client *c)
 {
@@ -357,6 +391,11 @@ static void serve(struct client *c)
             reply(c, NFC_OK, 0, t.s, (uint32_t)t.n);
         else
             fail(c, NFC_E_NO_MEMORY, 0, "no memory");
+    } else if (q->op == NFC_OP_OBJ_READ || q->op == NFC_OP_OBJ_WRITE) {
+        if (q->table < nfc_nobjects)
+            object(c, &nfc_objects[q->table]);
+        else
+            fail(c, NFC_E_NO_TABLE, 0, "no such register, counter or meter");
     } else if ((q->op < NFC_OP_ADD || q->op > NFC_OP_CLEAR) && q->op != NFC_OP_HITS) {
         fail(c, NFC_E_BAD_OP, 0, "unknown operation");
     } else if (q->table >= nfc_ntables) {

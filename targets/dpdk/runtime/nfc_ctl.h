@@ -52,7 +52,8 @@ struct nfc_ctl_rep {
 };
 
 enum nfc_ctl_op {
-    NFC_OP_HELLO = 1,    /* body: JSON {version, program, tables: [{name, keys, lpm, values, size, state}]} */
+    NFC_OP_HELLO = 1,    /* body: JSON {version, program, tables: [{name, keys, lpm, values, size, state}],
+                            objects: [{name, src, kind, size, width}]} */
     NFC_OP_ADD = 2,      /* every key new */
     NFC_OP_MODIFY = 3,   /* every key present: its values replaced */
     NFC_OP_DELETE = 4,   /* every key present */
@@ -65,6 +66,10 @@ enum nfc_ctl_op {
     NFC_OP_HITS = 10,    /* a switch-cached table's hits since the last HITS (nfc_hits.h); reply: u64 hits not
                             kept, u64 samples lost in the lcores' logs (all tables, since the start), then records
                             (key fields, hits); index: the records.  A table not tracked: NO_TABLE */
+    NFC_OP_OBJ_READ = 11,  /* `table`: an object of HELLO's list; body: u64 indices; reply: per index a register's
+                              value / a counter's packets, bytes / a meter's configured, cir, cbs, pir, pbs */
+    NFC_OP_OBJ_WRITE = 12, /* records: index, then those words (a meter's `configured` left out; all-zero rates:
+                              reset to unconfigured, every packet green); all or nothing */
 };
 
 enum nfc_ctl_status {

@@ -281,6 +281,8 @@ static inline void nfc_reg_set(uint64_t *reg, uint64_t size, uint64_t i, uint64_
         __atomic_store_n(&reg[i], v, __ATOMIC_RELAXED);
 }
 
+#include "nfc_objects.h"
+
 #define NFC_MAX_KEY 64 /* key bytes */
 #include "nfc_lpm.h"
 
@@ -465,6 +467,16 @@ extern const int nfc_uses_esp; /* the program encrypts or decrypts ESP: nfc_esp_
 extern const int nfc_register_writes; /* a stage writes a register: the program forwards on one lcore */
 extern const uint16_t nfc_inst_bytes[]; /* the bytes of each header instance, in packet order */
 extern const int nfc_ninst;
+
+/* The packet's length as it would leave now: its valid headers and its payload (what a
+ * counter or meter counts, as the reference's deparsed packet). */
+static inline uint32_t nfc_pkt_len(const struct nfc_pkt *p)
+{
+    uint32_t n = p->payload_len;
+    for (int i = 0; i < NFC_MAX_INST; i++)
+        n += p->valid[i] ? nfc_inst_bytes[i] : 0u;
+    return n;
+}
 
 /* Implemented by nfc_tables.c: table set-up and the entry operations every writer uses
  * (entries file, control channel).  Status codes are the control channel's (nfc_control.h). */

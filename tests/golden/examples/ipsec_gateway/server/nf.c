@@ -68,6 +68,21 @@ struct nfc_table nfc_tables[2] = {
 /* register sa_seq: bit<32>[64000], examples/ipsec_gateway.nfp:179 */
 static uint64_t nfc_reg_sa_seq[64000];
 
+const int nfc_nobjects = 1;
+
+/* the registers, counters and meters above, as the control channel serves them */
+struct nfc_object nfc_objects[1] = {
+    /* sa_seq, examples/ipsec_gateway.nfp:179 */
+    {
+        .name = "sa_seq",
+        .src = "examples/ipsec_gateway.nfp:179",
+        .kind = NFC_REGISTER,
+        .size = 64000u,
+        .width = 32u,
+        .data = nfc_reg_sa_seq,
+    },
+};
+
 /* the server stages; NFC_CONTINUE or a drop reason code */
 int nfc_run(struct nfc_pkt *p)
 {

@@ -49,6 +49,11 @@ struct nfc_table nfc_tables[1] = {
     },
 };
 
+const int nfc_nobjects = 0;
+
+/* the registers, counters and meters above, as the control channel serves them */
+struct nfc_object nfc_objects[1] = {{0}};
+
 /* the server stages; NFC_CONTINUE or a drop reason code */
 int nfc_run(struct nfc_pkt *p)
 {
