@@ -252,6 +252,14 @@ def drop_reasons(prog: ir.Program) -> tuple[str, ...]:
     return tuple(sorted(set(BUILTIN_REASONS) | set(prog.reasons) | in_stages | crypto))
 
 
+def punt_reasons(prog: ir.Program) -> tuple[str, ...]:
+    """Every punt reason of the program's parsers and stages, sorted."""
+    in_stages = {s.reason for st in prog.stages.values() for s in walk_stmts(st.body) if isinstance(s, ir.Punt)}
+    in_parsers = {t.name for g in prog.parsers.values() for st in g.states
+                  for t in (st.default, *(cs.target for cs in st.cases)) if t.kind == "punt"}
+    return tuple(sorted(in_stages | in_parsers))
+
+
 def stage_units(prog: ir.Program, stage: ir.Stage) -> list[Unit]:
     """Split a stage into units (see module docstring), with their read/write sets."""
     units: list[Unit] = []

@@ -100,6 +100,20 @@ class TableInfo:
         return self.kind == "state"
 
     @property
+    def classified(self) -> bool:
+        """A ternary or range key field: entries have priorities (and the server classifies)."""
+        return self.match in ("ternary", "range")
+
+    @property
+    def record_key_fields(self) -> int:
+        """Numbers in the key part of a server record (docs/control.md): the key fields, then an
+        LPM table's prefix length, or a classified table's prefix length / mask / high bound of
+        each non-exact field and its priority."""
+        if self.classified:
+            return len(self.keys) + sum(k.match != "exact" for k in self.keys) + 1
+        return len(self.keys) + (self.lpm is not None)
+
+    @property
     def on_switch(self) -> bool:
         return self.placement.on_switch
 

@@ -44,8 +44,18 @@ class _Entry:
     priority: int
 
     def server_record(self, s: TableSchema, with_values: bool = True) -> list[int]:
+        """The control channel's record (docs/control.md): key values, then an LPM table's prefix
+        length, or a classified table's argument of each non-exact field (prefix length, mask,
+        high bound; omitted ones whole) and the priority; then the values."""
         rec = [self.match[k.name][0] for k in s.keys]
-        if s.lpm is not None:
+        if s.classified:
+            for k in s.keys:
+                value, arg = self.match[k.name]
+                if k.match != "exact":
+                    rec.append(arg if arg is not None else
+                               k.width if k.match == "lpm" else (1 << k.width) - 1 if k.match == "ternary" else value)
+            rec.append(self.priority)
+        elif s.lpm is not None:
             rec.append(self.match[s.keys[s.lpm].name][1] or 0)
         return rec + ([self.values[v.name] for v in s.values] if with_values else [])
 
@@ -411,15 +421,22 @@ class Table:
         self._rt.write(self.schema, "add", entries)
         return len(entries)
 
-    def delete_many(self, rows: Iterable[Mapping[str, Any]]) -> int:
-        entries = [_check(self.schema, {k.name: row[k.name] for k in self.schema.keys if k.name in row}, False)
-                   for row in rows]
+    def delete_many(self, rows: Iterable[Mapping[str, Any]], priorities: Sequence[int] | None = None) -> int:
+        """Bulk delete, all or nothing; ``priorities``: one per row, for tables with ternary or
+        range keys (the priority is part of an entry's identity)."""
+        entries = [_check(self.schema, {k.name: row[k.name] for k in self.schema.keys if k.name in row}, False,
+                          priorities[i] if priorities is not None else 0) for i, row in enumerate(rows)]
         self._rt.write(self.schema, "delete", entries)
         return len(entries)
 
     def read(self, **keys: Any) -> dict[str, int]:
         """The values of one entry (from the server's full table when there is one)."""
-        e = _check(self.schema, keys, False)
+        return self.read_entry(keys)
+
+    def read_entry(self, keys: Mapping[str, Any], priority: int = 0) -> dict[str, int]:
+        """The values of the entry of ``keys`` and, in a table with ternary or range keys,
+        ``priority``."""
+        e = _check(self.schema, keys, False, priority)
         if self.schema.on_server:
             vals = self._rt._need("server", self.schema).read(self.schema.name, [e.key(self.schema)])[0]
             return dict(zip([v.name for v in self.schema.values], vals, strict=True))

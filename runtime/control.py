@@ -62,15 +62,24 @@ class ServerTable:
     state: bool
     capacity: int
     tracked: bool = False  # cached on the switch: the server samples its hits (HITS)
+    match: tuple[str, ...] = ()  # each key field's match kind
+    acl: bool = False  # a ternary or range field: records carry each non-exact field's argument and a priority
 
     @property
     def key_words(self) -> int:
-        """Fields of a record's key: the key fields and an LPM table's prefix length."""
-        return len(self.keys) + (1 if self.lpm >= 0 else 0)
+        """Fields of a record's key: the key fields, then an LPM table's prefix length, or a
+        classified table's prefix lengths, masks and high bounds and its priority."""
+        return len(self.key_widths())
+
+    def key_widths(self) -> list[int]:
+        if self.acl:
+            args = [64 if m == "lpm" else w for w, m in zip(self.keys, self.match, strict=True) if m != "exact"]
+            return [*self.keys, *args, 64]
+        return [*self.keys, *([64] if self.lpm >= 0 else [])]
 
     def widths(self, values: bool) -> list[int]:
-        """The widths of a record's fields (the prefix length a word of its own)."""
-        return [*self.keys, *([64] if self.lpm >= 0 else []), *(self.values if values else [])]
+        """The widths of a record's fields (a prefix length or priority a word of its own)."""
+        return [*self.key_widths(), *(self.values if values else [])]
 
     def to_words(self, record: Sequence[int], values: bool) -> list[int]:
         """A record of .nfp fields as the channel carries it: a field of w bits in ⌈w/64⌉
@@ -148,7 +157,8 @@ class ControlChannel:
             raise ChannelError(f"the server program speaks control protocol {hello.get('version')}, not {VERSION}")
         self.program: str = hello["program"]
         self.tables = {t["name"]: ServerTable(i, t["name"], tuple(t["keys"]), tuple(t["values"]), t["lpm"],
-                                              bool(t["state"]), t["capacity"], bool(t.get("tracked", 0)))
+                                              bool(t["state"]), t["capacity"], bool(t.get("tracked", 0)),
+                                              tuple(t.get("match", ())), bool(t.get("acl", 0)))
                        for i, t in enumerate(hello["tables"])}
         self.objects = {o["name"]: ServerObject(i, o["name"], o["kind"], o["size"], o["width"])
                         for i, o in enumerate(hello.get("objects", []))}

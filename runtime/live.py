@@ -151,7 +151,7 @@ class LiveDataPlane:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             c = self.server.control.counters()
-            handled = c["forwarded"] + sum(c["drops"].values())
+            handled = c["forwarded"] + sum(c["drops"].values()) + sum(c.get("punts", {}).values())
             with self._lock:
                 if handled >= self.sent_to_server and self.back_from_server >= c["forwarded"]:
                     return True
@@ -166,6 +166,7 @@ class LiveDataPlane:
         server = self.server.control.counters() if self.server is not None else {}
         with self._lock:
             drops = self.drops + Counter({f"server:{k}": v for k, v in server.get("drops", {}).items()})
+            drops += Counter({f"punt:{k}": v for k, v in server.get("punts", {}).items()})
             return {"drops": dict(sorted(drops.items())),
                     "egress_packets": {str(p): len(v) for p, v in sorted(self.outputs.items())},
                     "server": {"forwarded": server.get("forwarded", 0), "tables": server.get("tables", {})}}

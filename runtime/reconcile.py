@@ -72,7 +72,7 @@ def reconcile(rt: Runtime) -> dict[str, dict[str, Repair]]:
 
 def _server(rt: Runtime, s: TableSchema, entries: dict[GoalKey, _Entry]) -> Repair:
     assert rt.server is not None
-    width = len(s.keys) + (1 if s.lpm is not None else 0)
+    width = s.record_key_fields
     have = {tuple(r[:width]): tuple(r[width:]) for r in rt.server.dump(s.name)}
     want = {tuple(e.server_record(s, False)): e for e in entries.values()}
     r = Repair()

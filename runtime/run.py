@@ -70,6 +70,7 @@ def _save(capture: Path, outputs: dict[int, list[bytes]], counters: dict[str, An
 
 def _counters(drops: Counter[str], outputs: dict[int, list[bytes]], server: dict[str, Any]) -> dict[str, Any]:
     server_drops = Counter({f"server:{k}": v for k, v in server.get("drops", {}).items()})
+    server_drops += Counter({f"punt:{k}": v for k, v in server.get("punts", {}).items()})
     return {"drops": dict(sorted((drops + server_drops).items())),
             "egress_packets": {str(p): len(v) for p, v in sorted(outputs.items())},
             "server": {"forwarded": server.get("forwarded", 0), "tables": server.get("tables", {})}}

@@ -43,15 +43,10 @@ WITH_SERVER = ["tofino+dpdk", "tofino2+dpdk", "dpdk"]
 ALL_COMBOS = (*WITH_SERVER, "tofino")
 # at their deployment's rate every packet on the servers' own NICs exceeds them (E081): build with --allow-overcommit
 OVERCOMMITTED = {("vpn_gateway", "dpdk"), ("cgnat", "dpdk")}
-# issue 15: on a server alone the IPsec gateway's traffic selectors (a range table) and meters
-# are not lowered yet (E100)
-WIDE = {("ipsec_gateway", "dpdk")}
 
 
 def _cases() -> list[object]:
-    return [pytest.param(e, t, marks=pytest.mark.xfail(strict=True, reason="issue 15: range tables and meters "
-                                                                           "on the server (E100)"))
-            if (e, t) in WIDE else (e, t) for t in WITH_SERVER for e in EXAMPLES]
+    return [(e, t) for t in WITH_SERVER for e in EXAMPLES]
 Outputs = tuple[dict[int, Counter[bytes]], Counter[str]]
 
 
@@ -73,7 +68,8 @@ def test_spec_and_nfc_run_agree(example, target, tmp_path):
 # tests/corpus programs and the combinations each builds for (the others are refused with a named
 # E071/E080/E100, see tests/test_c_warnings.py); all_switch fits a Tofino alone
 CORPUS = {"all_switch": ALL_COMBOS, "accepted_oddities": ("tofino+dpdk", "dpdk"), "flow_state": ("tofino+dpdk", "dpdk"),
-          "hash13": ("tofino+dpdk", "dpdk"), "lpm_routes": ("tofino+dpdk", "dpdk"), "acl_ternary": ("tofino+dpdk",),
+          "hash13": ("tofino+dpdk", "dpdk"), "lpm_routes": ("tofino+dpdk", "dpdk"),
+          "acl_ternary": ("tofino+dpdk", "dpdk"),
           "counters_meters": ("tofino+dpdk", "dpdk"), "egress_before_cut": WITH_SERVER,
           "unused_parts": ("tofino+dpdk", "dpdk"), "frame_length": ("tofino+dpdk", "dpdk"),
           "host_cache": ("tofino+dpdk", "dpdk"), "wide_fields": ("tofino+dpdk", "dpdk"), "esp_esn": ("dpdk",)}

@@ -1,7 +1,8 @@
 """ESP on the server (issue 15 item 2): the IPsec gateway built for tofino+dpdk runs through
 ``nfc run`` (the switch model steers by SPI and traffic selector and meters, the DPDK
 program does ESP with DPDK's crypto device and keeps the sequence numbers and anti-replay
-windows), against implementations nobody here wrote:
+windows), and built for a server alone (dpdk: the same program steers and meters too),
+against implementations nobody here wrote:
 
 * what the server encrypts decrypts with scapy's ``SecurityAssociation`` and with
   ``cryptography``'s AES-GCM directly (RFC 4106: nonce = salt . IV, AAD = SPI . sequence);
@@ -33,10 +34,12 @@ SAS = [(0x1001, 0x2001, 9, bytes(range(16)), bytes.fromhex("cafebabe")),
        (0x1002, 0x2002, 10, bytes(range(100, 116)), bytes.fromhex("0badf00d"))]
 
 
-@pytest.fixture(scope="module")
-def built(tmp_path_factory):
+@pytest.fixture(scope="module", params=["tofino+dpdk", "dpdk"])
+def built(tmp_path_factory, request):
+    """The gateway split (steering and meters on the switch model) and on a server alone (its
+    traffic selectors classified by rte_acl, its meters rte_meter's)."""
     out = tmp_path_factory.mktemp("ipsec") / "out"
-    return build_with_server("examples/ipsec_gateway.nfp", out, "--target", "tofino+dpdk")
+    return build_with_server("examples/ipsec_gateway.nfp", out, "--target", request.param)
 
 
 def _entries() -> dict[str, list[dict[str, object]]]:

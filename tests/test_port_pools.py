@@ -21,7 +21,7 @@ pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missin
 def steps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[int]]:
     out = tmp_path_factory.mktemp("ports") / "ports_check"
     harness = sanitized_harness(ROOT / "tests/c/ports_check.c",
-                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c"], out)
+                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"], out)
     r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
                         "--log-level=error", "-l", "0"], capture_output=True, text=True, timeout=120,
                        env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})

@@ -96,7 +96,7 @@ def test_a_writer_lapping_its_log_loses_samples_but_never_miscounts_one(tmp_path
     from tests.conftest import sanitized_harness
 
     harness = sanitized_harness(ROOT / "tests/c/hits_check.c",
-                                ["nfc_hits.c", "nfc_tables.c", "nfc_state.c", "nfc_values.c", "nfc_lpm.c"],
+                                ["nfc_hits.c", "nfc_tables.c", "nfc_state.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"],
                                 tmp_path / "hits_check")
     r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
                         "--log-level=error", "-l", "0,1", "--", "2000000"], capture_output=True, text=True,

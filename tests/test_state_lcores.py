@@ -136,7 +136,8 @@ def test_lcores_hammering_the_same_keys_never_read_a_freed_or_torn_record(tmp_pa
     slot freed before the other lcore's grace period is a use-after-free or a double free, an
     insert racing another a mixed record (each checks its own values)."""
     harness = sanitized_harness(ROOT / "tests/c/state_check.c",
-                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c"], tmp_path / "state_check")
+                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"],
+                                tmp_path / "state_check")
     r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
                         "--log-level=error", "-l", "0,1", "--", "500"], capture_output=True, text=True, timeout=120,
                        env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})

@@ -186,3 +186,19 @@ def test_more_than_32_header_instances_are_named_at_the_33rd(tmp_path):
     r = _server_build(tmp_path, text)
     line = next(i for i, s in enumerate(text.splitlines(), 1) if s.strip().startswith("v30:"))
     assert r.returncode == 1 and f"t.nfp:{line}:" in r.stderr and "more than 32 header instances" in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize(("key", "message"), [
+    ("meta.a: range;", "range fields over 32 bits on the server (meta_a is bit<64>)"),
+    ("meta.a: ternary; meta.b: ternary; meta.c: ternary; meta.d: ternary;",
+     "keys over 64 bytes (a ternary or range table's rules: 7 chunks of 32 bits)"),
+])
+def test_a_server_classifier_it_cannot_lay_out_is_named_at_its_table(tmp_path, key, message):
+    """rte_acl compares 32-bit chunks: a range over 32 bits would become a range per chunk; a
+    rule key (values, masks, priority) over NFC_MAX_KEY bytes does not fit."""
+    text = SMALL.replace("key { ipv4.dst: exact; }", "key { " + key + " }").replace(
+        "parser p {", "metadata { a: bit<64>; b: bit<64>; c: bit<64>; d: bit<64>; }\n\nparser p {")
+    r = _server_build(tmp_path, text)
+    line = text.splitlines().index("table fib {") + 1
+    assert r.returncode == 1 and f"t.nfp:{line}:1: error[E100]: " in r.stderr, r.stderr
+    assert message in r.stderr, r.stderr

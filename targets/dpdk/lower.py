@@ -22,7 +22,17 @@ from pathlib import Path
 from typing import assert_never
 
 from compiler import ir
-from compiler.analysis import Loc, changed_by, drop_reasons, expr_reads, stage_units, stmt_writes, walk_expr, walk_stmts
+from compiler.analysis import (
+    Loc,
+    changed_by,
+    drop_reasons,
+    expr_reads,
+    punt_reasons,
+    stage_units,
+    stmt_writes,
+    walk_expr,
+    walk_stmts,
+)
 from compiler.ir import Span
 from compiler.passes.validity import (
     must_be_valid,
@@ -43,7 +53,10 @@ __all__ = ["Server", "Unsupported", "lower_server"]
 MAX_WIDTH = 128  # NFC_MAX_WIDTH: wider than 64 bits is nfc_u128 (unsigned __int128) in C
 MAX_TABLES = 64  # NFC_MAX_TABLES
 MAX_FIELDS = 16  # NFC_MAX_FIELDS
+PUNT_BASE = 128  # NFC_PUNT_BASE: the codes of punt reasons (drop reasons are 1..127)
 MAX_KEY = 64  # NFC_MAX_KEY: key bytes
+ACL_CHUNKS = (MAX_KEY - 8) // 8  # 32-bit chunks of a ternary / range key whose rule key fits MAX_KEY
+_MATCH = {"exact": "NFC_M_EXACT", "lpm": "NFC_M_LPM", "ternary": "NFC_M_TERNARY", "range": "NFC_M_RANGE"}
 MAX_INST = 32  # NFC_MAX_INST: header instances of a packet
 HITS_KEY = 32  # NFC_HITS_KEY: key bytes a hit sample keeps
 PRE_TABLES = 8  # NFC_PRE_TABLES: tables whose bulk lookup answers are kept per packet
@@ -90,6 +103,7 @@ class _Ctx:
     res: dict[tuple[str, str], int] = field(default_factory=dict)
     nres: int = 0
     reasons: dict[str, int] = field(default_factory=dict)
+    punts: dict[str, int] = field(default_factory=dict)  # punt reason -> its code (PUNT_BASE and up)
     tindex: dict[str, int] = field(default_factory=dict)  # server table -> its index in nfc_tables[]
     registers: dict[str, ir.Register] = field(default_factory=dict)  # those the server's code uses
     counters: dict[str, ir.Counter] = field(default_factory=dict)  # counters and meters the server's code uses
@@ -145,6 +159,7 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     _check_instances(prog)
     x.inst = {i.name: k for k, i in enumerate(prog.instances)}
     x.reasons = {r: i + 1 for i, r in enumerate(drop_reasons(prog))}
+    x.punts = {r: PUNT_BASE + i for i, r in enumerate(punt_reasons(prog))}
     for f in prog.metadata:
         x.meta_slot(f.name, f.width)
     tables = [prog.tables[t] for t in _server_tables(x)]
@@ -221,20 +236,24 @@ def _stage_tables(prog: ir.Program, st: ir.Stage) -> list[str]:
 
 
 def _check_table(t: ir.Table) -> None:
-    if t.match not in ("exact", "lpm"):
-        raise Unsupported(f"{t.match} tables on the server", t.span)
     if t.is_state and t.match != "exact":
         raise Unsupported("non-exact data-plane state", t.span)
     if any(k.expr.width > MAX_WIDTH for k in t.keys) or any(v.width > MAX_WIDTH for v in t.values):
         raise Unsupported(f"fields wider than {MAX_WIDTH} bits", t.span)
     if len(t.keys) > MAX_FIELDS or len(t.values) > MAX_FIELDS or _key_bytes(t) > MAX_KEY:
-        raise Unsupported(f"more than {MAX_FIELDS} key or value fields, or keys over {MAX_KEY} bytes", t.span)
+        raise Unsupported(f"more than {MAX_FIELDS} key or value fields, or keys over {MAX_KEY} bytes"
+                          + (f" (a ternary or range table's rules: {ACL_CHUNKS} chunks of 32 bits)" if _acl(t) else ""),
+                          t.span)
+    wide = next((k for k in t.keys if k.match == "range" and k.expr.width > 32), None)
+    if wide is not None:
+        raise Unsupported(f"range fields over 32 bits on the server ({wide.name} is bit<{wide.expr.width}>)", t.span)
 
 
 def _tracked(x: _Ctx, t: ir.Table) -> bool:
     """The server samples the hits of a table the switch caches (nfc_hits.h): its lookups here
     are the switch's misses, the candidates for promotion.  Keys over NFC_HITS_KEY bytes are not."""
-    return not x.software and _key_bytes(t) <= HITS_KEY and any(m.table == t.name for m in x.placement.misses)
+    return (not x.software and not _acl(t) and _key_bytes(t) <= HITS_KEY
+            and any(m.table == t.name for m in x.placement.misses))
 
 
 def _table_desc(t: ir.Table, tracked: bool) -> c.Init:
@@ -244,6 +263,7 @@ def _table_desc(t: ir.Table, tracked: bool) -> c.Init:
     return c.Init((
         ("name", f'"{t.name}"'), ("src", f'"{_src(t.span)}"'), ("size", f"{size}u"),
         ("nkeys", str(len(t.keys))), ("nvalues", str(len(t.values))), ("lpm", str(lpm[0] if lpm else -1)),
+        ("acl", "1" if _acl(t) else "0"), ("match", "{" + ", ".join(_MATCH[k.match] for k in t.keys) + "}"),
         ("state", "1" if t.is_state else "0"), ("inline_values", "1" if _inline(t) else "0"),
         ("tracked", "1" if tracked else "0"), ("key_bytes", str(_key_bytes(t))),
         ("key_width", "{" + ", ".join(str(k.expr.width) for k in t.keys) + "}"),
@@ -265,8 +285,26 @@ def _table(x: _Ctx, t: ir.Table) -> c.Expr:
     return c.Name(f"&nfc_tables[{x.tindex[t.name]}]")
 
 
+def _acl(t: ir.Table) -> bool:
+    """A ternary or range key field: rte_acl classifies the table (nfc_acl.h)."""
+    return t.match in ("ternary", "range")
+
+
+def _acl_chunks(t: ir.Table) -> int:
+    return sum((k.expr.width + 31) // 32 for k in t.keys)
+
+
+def _lookup_bytes(t: ir.Table) -> int:
+    """The key a lookup builds: an ACL table's is rte_acl's input (nfc_acl.h), a zero byte, three
+    of padding, then each field right-aligned in 32-bit chunks; else the table's key."""
+    return 4 + 4 * _acl_chunks(t) if _acl(t) else _key_bytes(t)
+
+
 def _lpm_key(t: ir.Table) -> tuple[int, int] | None:
-    """(bit offset, width) of the LPM field in the key, if the table has one."""
+    """(bit offset, width) of the LPM field in the key, if the table has one (an ACL table's LPM
+    field is a mask of its rules, not a trie: None)."""
+    if _acl(t):
+        return None
     off = 0
     for k in t.keys:
         if k.match == "lpm":
@@ -276,7 +314,9 @@ def _lpm_key(t: ir.Table) -> tuple[int, int] | None:
 
 
 def _key_bytes(t: ir.Table) -> int:
-    raw = (t.key_bits + (8 if _lpm_key(t) else 0) + 7) // 8
+    """The bytes of the table's rte_hash key: the key fields (an LPM table: and the prefix
+    length); an ACL table's rule (values, masks / prefix lengths / high bounds, priority)."""
+    raw = 8 + 8 * _acl_chunks(t) if _acl(t) else (t.key_bits + (8 if _lpm_key(t) else 0) + 7) // 8
     return max(16, (raw + 15) // 16 * 16)
 
 
@@ -623,7 +663,7 @@ def _ptarget(x: _Ctx, g: ir.ParserGraph, t: ir.PTarget) -> list[c.Stmt]:
     if t.kind == "drop":
         return [c.Return(c.Int(x.reasons[t.name], ""))]
     if t.kind == "punt":
-        raise Unsupported("punt on the server", t.span)
+        return [c.Return(c.Int(x.punts[t.name], ""))]
     return [c.Goto(f"st_{g.name}_{t.name}")]
 
 
@@ -741,7 +781,9 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
             return [_esp_encrypt(x, s.expr, esn=s.expr.name == "esp_encrypt_esn")]
         case ir.Eval() if isinstance(s.expr, ir.ExternCall | ir.CounterOp):
             return [c.ExprStmt(_expr(x, s.expr))]
-        case ir.Punt() | ir.Insert() | ir.Remove() | ir.Eval() | ir.Extract():
+        case ir.Punt():
+            return [c.Return(c.Int(x.punts[s.reason], ""))]
+        case ir.Insert() | ir.Remove() | ir.Eval() | ir.Extract():
             raise Unsupported(f"'{type(s).__name__.lower()}' on the server", s.span)
         case _:
             assert_never(s)
@@ -881,7 +923,7 @@ def _object_desc(name: str, span: Span, kind: str, size: int, width: int, data: 
 
 def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     t = x.prog.tables[s.table]
-    size = _key_bytes(t)
+    size = _lookup_bytes(t)
     x.temps += 1
     num = x.temps  # this lookup's names: the key and values (and nested lookups) take more temps
     key, data = f"key{num}", f"hit{num}"
@@ -931,6 +973,9 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     found: c.Expr
     if as_taken:
         found = c.Name(f"found{num}")
+    elif _acl(t):  # classified packet by packet
+        found = c.Call("nfc_acl_find", (c.Name(f"&nfc_tables[{x.tindex[t.name]}].classifier"), c.Name(key),
+                                         c.Name(f"&{data}")))
     elif not t.is_state:  # maybe answered by the burst's bulk lookup
         found = c.Call("nfc_lpm_lookup" if _lpm_key(t) else "nfc_exact_lookup",
                        (c.Name("p"), c.Int(x.tindex[t.name], ""), c.Name(key), c.Int(size, "u"), c.Name(f"&{data}")))
@@ -945,7 +990,7 @@ def _as_prefetched(x: _Ctx, t: ir.Table) -> bool:
     a control-plane table whose answers are kept (not one whose hits are sampled: that needs the
     key), its key a function of the packet that no statement lowered before it in this cut
     writes.  Then the kept answer is the lookup's, with no key built or compared."""
-    if t.is_state or _tracked(x, t) or x.tindex[t.name] >= PRE_TABLES or _key_bytes(t) > PRE_KEY:
+    if t.is_state or _acl(t) or _tracked(x, t) or x.tindex[t.name] >= PRE_TABLES or _key_bytes(t) > PRE_KEY:
         return False
     if any(isinstance(n, ir.ExternCall | ir.RegRead | ir.CounterOp) for k in t.keys for n in walk_expr(k.expr)):
         return False
@@ -964,12 +1009,15 @@ def _key(x: _Ctx, t: ir.Table, key: str, size: int) -> list[c.Stmt]:
 
 
 def _key_fields(x: _Ctx, t: ir.Table) -> list[tuple[int, int, c.Expr]]:
-    """The key fields as ``_pack`` takes them: (bit offset, width, value)."""
+    """The key fields as ``_pack`` takes them: (bit offset, width, value); an ACL table's in
+    rte_acl's layout (_lookup_bytes)."""
     fields: list[tuple[int, int, c.Expr]] = []
-    off = 0
+    off = 32 if _acl(t) else 0
     for k in t.keys:
-        fields.append((off, k.expr.width, _expr(x, k.expr)))
-        off += k.expr.width
+        w = k.expr.width
+        slot = 32 * ((w + 31) // 32) if _acl(t) else w
+        fields.append((off + slot - w, w, _expr(x, k.expr)))
+        off += slot
     return fields
 
 
@@ -1177,7 +1225,7 @@ def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
     cuts = _cuts(x)
     for t in tables:
         using = [cut for cut in cuts if any(t.name in _stage_tables(x.prog, x.prog.stages[s]) for s in cut.stages)]
-        size = _key_bytes(t)
+        size = _lookup_bytes(t)
         x.hoisted = []
         # the key as the packet arrives: the headers valid on entry to every cut that looks it up
         x.must = frozenset.intersection(*(cut.must for cut in using)) if using else frozenset()
@@ -1199,7 +1247,8 @@ def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
 
 def _reason_fn(x: _Ctx) -> c.Func:
     body: list[c.Stmt] = [c.If(c.Bin("==", c.Name("code"), c.Int(code, "")), (c.Return(c.Name(f'"{r}"')),))
-                          for r, code in x.reasons.items()]
+                          for r, code in (x.reasons | x.punts).items()]
     body.append(c.Return(c.Name('"unknown"')))
-    return c.Func("const char *", "nfc_reason", ("int code",), tuple(body), "drop reason names by code",
+    return c.Func("const char *", "nfc_reason", ("int code",), tuple(body),
+                  "drop reason names by code (NFC_PUNT_BASE and up: punt reasons)",
                   static=False)

@@ -147,9 +147,13 @@ static void hello(struct text *t)
     put(t, "{\"version\": %d, \"program\": \"%s\", \"tables\": [", NFC_CTL_VERSION, nfc_program);
     for (int i = 0; i < nfc_ntables; i++) {
         const struct nfc_table *tb = &nfc_tables[i];
+        static const char *kinds[] = {"exact", "lpm", "ternary", "range"};
         put(t, "%s{\"name\": \"%s\", \"src\": \"%s\", \"size\": %u, \"capacity\": %u, \"state\": %d, \"lpm\": %d, "
-               "\"tracked\": %d, \"keys\": [", i ? ", " : "", tb->name, tb->src, tb->size,
-            tb->cap, tb->state, tb->lpm, tb->tracked);
+               "\"tracked\": %d, \"acl\": %d, \"match\": [", i ? ", " : "", tb->name, tb->src, tb->size,
+            tb->cap, tb->state, tb->lpm, tb->tracked, tb->acl);
+        for (int k = 0; k < tb->nkeys; k++)
+            put(t, "%s\"%s\"", k ? ", " : "", kinds[tb->match[k] & 3]);
+        put(t, "], \"keys\": [");
         for (int k = 0; k < tb->nkeys; k++)
             put(t, "%s%u", k ? ", " : "", tb->key_width[k]);
         put(t, "], \"values\": [");
@@ -167,6 +171,19 @@ static void hello(struct text *t)
     put(t, "]}");
 }
 
+/* The nonzero counts of codes [from, to) as JSON members; 1: none. */
+static int by_reason(struct text *t, const struct nfc_stats *sum, int from, int to)
+{
+    int first = 1;
+    for (int i = from; i < to; i++) {
+        if (sum->drops[i] == 0)
+            continue;
+        put(t, "%s\"%s\": %" PRIu64, first ? "" : ", ", i == 0 ? "server_no_buffer" : nfc_reason(i), sum->drops[i]);
+        first = 0;
+    }
+    return first;
+}
+
 static void nfc_counters_text(struct text *t)
 {
     struct nfc_stats sum;
@@ -182,15 +199,11 @@ static void nfc_counters_text(struct text *t)
         }
     }
     put(t, "{\"forwarded\": %" PRIu64 ", \"drops\": {", sum.forwarded);
-    int first = 1;
-    for (int i = 0; i < 256; i++) {
-        if (sum.drops[i] == 0)
-            continue;
-        put(t, "%s\"%s\": %" PRIu64, first ? "" : ", ", i == 0 ? "server_no_buffer" : nfc_reason(i), sum.drops[i]);
-        first = 0;
-    }
+    int first = by_reason(t, &sum, 0, NFC_PUNT_BASE);
     if (sum.no_port)
         put(t, "%s\"no_port\": %" PRIu64, first ? "" : ", ", sum.no_port);
+    put(t, "}, \"punts\": {"); /* to the control plane, which the server has none of: counted, not sent */
+    by_reason(t, &sum, NFC_PUNT_BASE, 256);
     put(t, "}, \"tables\": {");
     for (int i = 0; i < nfc_ntables; i++)
         put(t, "%s\"%s\": {\"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"entries\": %d}", i ? ", " : "",
@@ -232,7 +245,7 @@ static const char *why(int st)
 
 static uint32_t record_words(const struct nfc_table *t)
 {
-    return (uint32_t)(t->key_words + (t->lpm >= 0) + t->value_words);
+    return (uint32_t)(t->key_words + t->arg_words + t->value_words);
 }
 
 /* The reply to a DUMP: `page` holds n records after its first word, which becomes `next`. */
@@ -313,7 +326,7 @@ static void clear(struct client *c, struct nfc_table *tb)
 static void entries(struct client *c, struct nfc_table *tb)
 {
     const struct nfc_ctl_req *q = &c->q;
-    uint32_t stride = (uint32_t)(tb->key_words + (tb->lpm >= 0));
+    uint32_t stride = (uint32_t)(tb->key_words + tb->arg_words);
     if (q->op == NFC_OP_ADD || q->op == NFC_OP_MODIFY)
         stride += tb->value_words;
     if (q->op == NFC_OP_CLEAR)

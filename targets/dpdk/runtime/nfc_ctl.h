@@ -5,7 +5,8 @@
  *   reply    = nfc_ctl_rep, then `length` bytes of body
  *
  * Entry records are uint64_t arrays in the table's .nfp order: the key fields (an LPM
- * table's prefix length after them), then for ADD/MODIFY the value fields.  ADD, MODIFY and
+ * table's prefix length after them; a ternary / range table's prefix length, mask or high
+ * bound of each non-exact field, then its priority), then for ADD/MODIFY the value fields.  ADD, MODIFY and
  * DELETE of `count` records are all-or-nothing: a message with one bad record changes
  * nothing and its reply names the record (`index`) and why (status, message text).
  * Readers (forwarding lcores) never lock: the tables are lock-free rte_hash tables and
@@ -52,7 +53,7 @@ struct nfc_ctl_rep {
 };
 
 enum nfc_ctl_op {
-    NFC_OP_HELLO = 1,    /* body: JSON {version, program, tables: [{name, keys, lpm, values, size, state}],
+    NFC_OP_HELLO = 1,    /* body: JSON {version, program, tables: [{name, keys, lpm, acl, match, values, size, state}],
                             objects: [{name, src, kind, size, width}]} */
     NFC_OP_ADD = 2,      /* every key new */
     NFC_OP_MODIFY = 3,   /* every key present: its values replaced */

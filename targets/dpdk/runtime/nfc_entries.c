@@ -81,6 +81,12 @@ int nfc_load_entries(const char *path)
         /* each field as its words (nfc_words of its width, least significant first) */
         uint64_t keys[2 * NFC_MAX_FIELDS + 1], values[2 * NFC_MAX_FIELDS], plen = 0;
         int nk = 0, nv = 0, fk = 0, fv = 0, after = 0, has_plen = 0, bad = ti < 0;
+        if (t != NULL && t->acl) {
+            fprintf(stderr, "nfc: %s:%d: table %s has ternary or range keys: load it over the control channel\n", path,
+                    lineno, t->name);
+            fclose(f);
+            return -1;
+        }
         for (char *tok = strtok_r(NULL, " \t\n", &save); tok != NULL && !bad; tok = strtok_r(NULL, " \t\n", &save)) {
             if (strcmp(tok, ":") == 0) {
                 after = 1;

@@ -40,6 +40,8 @@
 #define NFC_GROW_BY 4u
 
 enum { NFC_CONTINUE = 0 };
+/* nfc_run's codes from here up are punts (a punt reason each), below it drops */
+#define NFC_PUNT_BASE 128
 
 /* Counters of one forwarding lcore (summed on read: no sharing between lcores). */
 #define NFC_MAX_TABLES 64
@@ -285,6 +287,7 @@ static inline void nfc_reg_set(uint64_t *reg, uint64_t size, uint64_t i, uint64_
 
 #define NFC_MAX_KEY 64 /* key bytes */
 #include "nfc_lpm.h"
+#include "nfc_acl.h"
 
 /* RFC 1071, in two halves: the plain sum of the words as the host loads them (32 bits at a
  * time; the one's-complement sum is independent of byte order, RFC 1071 2.(B)), then the
@@ -428,16 +431,20 @@ struct nfc_table {
     uint32_t size;   /* the .nfp size estimate */
     uint8_t nkeys;
     uint8_t nvalues;
-    int8_t lpm;    /* index of the LPM key field, -1: none */
+    int8_t lpm;    /* index of the LPM key field, -1: none (an ACL table's LPM field is one of its rules' masks) */
+    uint8_t acl;   /* a ternary or range key field: rte_acl classifies (nfc_acl.h); key_bytes: the rule key's */
     uint8_t state; /* data-plane state: written by the forwarding lcore, not the control plane */
     uint8_t inline_values;
     uint8_t tracked; /* cached on the switch: the server's hits are sampled (nfc_hits.h) */
     uint16_t key_bytes;
     uint8_t key_width[NFC_MAX_FIELDS];   /* 1..NFC_MAX_WIDTH bits each */
     uint8_t value_width[NFC_MAX_FIELDS];
-    /* set by nfc_tables_init: the 64-bit words of the key fields (no prefix length) and of
-     * the values, as records carry them (nfc_words per field) */
+    uint8_t match[NFC_MAX_FIELDS];       /* enum nfc_match of each key field */
+    /* set by nfc_tables_init: the 64-bit words of the key fields' values, of what follows them
+     * in a record's key (an LPM table's prefix length; an ACL table's prefix lengths, masks and
+     * high bounds, then its priority) and of the values, as records carry them */
     uint8_t key_words;
+    uint8_t arg_words;
     uint8_t value_words;
     uint64_t timeout_ns; /* state: the default idle timeout */
     /* run time */
@@ -447,6 +454,8 @@ struct nfc_table {
     struct nfc_lpm trie;        /* LPM: the routes as the lookups see them (nfc_lpm.h) */
     volatile uint64_t plens[3]; /* LPM: the prefix lengths 0..128 present (bit per length) */
     uint32_t plen_count[NFC_MAX_WIDTH + 1]; /* LPM: entries per prefix length (control thread only) */
+    struct nfc_acl *classifier;             /* ACL: the rules as the lookups see them (RCU) */
+    struct nfc_acl_order *acl_order;        /* ACL: the order rules were added in (control thread only) */
 };
 
 /* Implemented by the generated nf.c */
@@ -610,8 +619,8 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
     for (int t = 0; t < nfc_ntables; t++) {
         struct nfc_table *tab = &nfc_tables[t];
         int keep = t < NFC_PRE_TABLES && !tab->state && tab->key_bytes <= NFC_PRE_KEY;
-        if (tab->h == NULL || (!keep && (tab->lpm >= 0 || rte_hash_count(tab->h) < NFC_PREFETCH_MIN)))
-            continue;
+        if (tab->h == NULL || tab->acl || (!keep && (tab->lpm >= 0 || rte_hash_count(tab->h) < NFC_PREFETCH_MIN)))
+            continue; /* ACL tables are classified packet by packet (not yet per burst) */
         for (unsigned from = 0; from < n;) {
             uint8_t keys[NFC_PREFETCH_BURST][NFC_MAX_KEY];
             const void *kp[NFC_PREFETCH_BURST];

@@ -79,8 +79,12 @@ int nfc_tables_init(void)
         struct nfc_table *t = &nfc_tables[i];
         have_state |= t->state;
         t->key_words = t->value_words = 0;
-        for (int k = 0; k < t->nkeys; k++)
+        t->arg_words = t->acl ? 1 : t->lpm >= 0; /* the priority; the prefix length */
+        for (int k = 0; k < t->nkeys; k++) {
             t->key_words = (uint8_t)(t->key_words + nfc_words(t->key_width[k]));
+            if (t->acl && t->match[k] != NFC_M_EXACT)
+                t->arg_words = (uint8_t)(t->arg_words + (t->match[k] == NFC_M_LPM ? 1 : nfc_words(t->key_width[k])));
+        }
         for (int k = 0; k < t->nvalues; k++)
             t->value_words = (uint8_t)(t->value_words + nfc_words(t->value_width[k]));
         /* data-plane state: its declared size (its writer, the lcore, cannot grow it);
@@ -158,6 +162,8 @@ static struct nfc_copy_stats copy_stats;           /* the lcore's slices; __atom
 
 int nfc_key_fields(const struct nfc_table *t, const uint8_t *key, uint64_t *out)
 {
+    if (t->acl)
+        return nfc_acl_record(t, key, out);
     unsigned off = 0, n = 0;
     for (int i = 0; i < t->nkeys; i++) {
         nfc_to_words(nfc_getw(key, off, t->key_width[i]), t->key_width[i], out + n);
@@ -171,7 +177,7 @@ int nfc_key_fields(const struct nfc_table *t, const uint8_t *key, uint64_t *out)
 
 static size_t stride_of(const struct nfc_table *t)
 {
-    return (size_t)(t->key_words + (t->lpm >= 0) + t->value_words);
+    return (size_t)(t->key_words + t->arg_words + t->value_words);
 }
 
 uint32_t nfc_table_copy(const struct nfc_table *t, uint32_t *next, uint32_t max, uint64_t *out)
@@ -389,10 +395,26 @@ static int fits(const uint64_t *words, unsigned width)
     return top >= 64 || words[nfc_words(width) - 1] <= ((1ull << top) - 1);
 }
 
+/* A record's values fit their fields (NULL: none given). */
+static int values_ok(const struct nfc_table *t, const uint64_t *values)
+{
+    if (values != NULL)
+        for (int i = 0, v = 0; i < t->nvalues; v += (int)nfc_words(t->value_width[i]), i++)
+            if (!fits(values + v, t->value_width[i]))
+                return NFC_E_OUT_OF_RANGE;
+    return NFC_OK;
+}
+
 /* Check one record and pack its key; NFC_OK or NFC_E_OUT_OF_RANGE.  `values` may be NULL
  * (DELETE, READ). */
 int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint64_t *values, uint8_t *key)
 {
+    if (t->acl) {
+        int st = nfc_acl_rule_key(t, keys, key);
+        if (st != NFC_OK)
+            return st;
+        return values_ok(t, values);
+    }
     memset(key, 0, t->key_bytes);
     unsigned off = 0, lpm_off = 0, n = 0;
     nfc_u128 addr = 0;
@@ -417,11 +439,7 @@ int nfc_entry_check(const struct nfc_table *t, const uint64_t *keys, const uint6
         nfc_setw(key, lpm_off, w, addr & keep & nfc_maskw(w));
         nfc_set(key, off, 8, plen);
     }
-    if (values != NULL)
-        for (int i = 0, v = 0; i < t->nvalues; v += (int)nfc_words(t->value_width[i]), i++)
-            if (!fits(values + v, t->value_width[i]))
-                return NFC_E_OUT_OF_RANGE;
-    return NFC_OK;
+    return values_ok(t, values);
 }
 
 static void plen_ref(struct nfc_table *t, const uint64_t *keys, int delta)
@@ -550,9 +568,22 @@ int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *val
             plen_ref(t, keys, -1);
         return st;
     }
-    if (present) { /* nothing forwards yet, but keep to the rule: free after a grace period */
+    struct nfc_acl *gone = NULL;
+    uint8_t *one[1] = {key};
+    if (t->acl && nfc_acl_apply(t, present ? NFC_OP_MODIFY : NFC_OP_ADD, one, 1, &gone) != NFC_OK) {
+        if (present)
+            put(t, key, old, 0, 0);
+        else
+            unput(t, key);
         grace_period();
-        nfc_data_free(t, old);
+        nfc_data_free(t, d);
+        return NFC_E_NO_MEMORY;
+    }
+    if (present || gone != NULL) { /* nothing forwards yet, but keep to the rule: free after a grace period */
+        grace_period();
+        nfc_acl_free(gone);
+        if (present)
+            nfc_data_free(t, old);
     }
     return NFC_OK;
 }
@@ -613,7 +644,7 @@ static void undo(struct nfc_table *t, int op, struct change *c, uint32_t n)
  * records of `stride` uint64_t; on error *bad is the record at fault. */
 int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint32_t stride, uint32_t *bad)
 {
-    int nk = t->key_words + (t->lpm >= 0 ? 1 : 0);
+    int nk = t->key_words + t->arg_words;
     struct change *c = calloc(n ? n : 1, sizeof *c);
     if (c == NULL)
         return NFC_E_NO_MEMORY;
@@ -679,10 +710,21 @@ int nfc_batch(struct nfc_table *t, int op, const uint64_t *rec, uint32_t n, uint
         }
         x->applied = 1;
     }
+    /* 4. an ACL table: a classifier of its rules now (what fails to build undoes the batch) */
+    struct nfc_acl *gone = NULL;
+    if (st == NFC_OK && t->acl) {
+        uint8_t **keys = malloc((size_t)(n ? n : 1) * sizeof *keys);
+        for (uint32_t i = 0; keys != NULL && i < n; i++)
+            keys[i] = c[i].key;
+        st = keys == NULL ? NFC_E_NO_MEMORY : nfc_acl_apply(t, op, keys, n, &gone);
+        free(keys);
+        *bad = 0;
+    }
     if (st != NFC_OK)
         undo(t, op, c, done);
-    /* 4. after one grace period nothing reads what was replaced or deleted */
+    /* 5. after one grace period nothing reads what was replaced or deleted */
     grace_period();
+    nfc_acl_free(gone);
     for (uint32_t i = 0; i < n; i++) {
         if (st != NFC_OK)
             nfc_data_free(t, c[i].data); /* never visible, or undone; the old data (if any) is live again */

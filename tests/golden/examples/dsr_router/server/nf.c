@@ -39,6 +39,8 @@ struct nfc_table nfc_tables[1] = {
         .nkeys = 2,
         .nvalues = 2,
         .lpm = 1,
+        .acl = 0,
+        .match = {NFC_M_EXACT, NFC_M_LPM},
         .state = 0,
         .inline_values = 1,
         .tracked = 1,
@@ -254,7 +256,7 @@ void nfc_finish_in_place(struct nfc_pkt *p)
     }
 }
 
-/* drop reason names by code */
+/* drop reason names by code (NFC_PUNT_BASE and up: punt reasons) */
 const char * nfc_reason(int code)
 {
     if (code == 1) {

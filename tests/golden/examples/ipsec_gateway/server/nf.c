@@ -39,6 +39,8 @@ struct nfc_table nfc_tables[2] = {
         .nkeys = 1,
         .nvalues = 5,
         .lpm = -1,
+        .acl = 0,
+        .match = {NFC_M_EXACT},
         .state = 0,
         .inline_values = 0,
         .tracked = 0,
@@ -55,6 +57,8 @@ struct nfc_table nfc_tables[2] = {
         .nkeys = 1,
         .nvalues = 4,
         .lpm = -1,
+        .acl = 0,
+        .match = {NFC_M_EXACT},
         .state = 0,
         .inline_values = 0,
         .tracked = 0,
@@ -350,7 +354,7 @@ void nfc_finish_in_place(struct nfc_pkt *p)
     }
 }
 
-/* drop reason names by code */
+/* drop reason names by code (NFC_PUNT_BASE and up: punt reasons) */
 const char * nfc_reason(int code)
 {
     if (code == 1) {
@@ -412,6 +416,9 @@ const char * nfc_reason(int code)
     }
     if (code == 0x14) {
         return "unknown_spi";
+    }
+    if (code == 0x80) {
+        return "not_esp";
     }
     return "unknown";
 }

@@ -46,7 +46,7 @@ class PortVrf(Table):
 
     def get(self, *, std_ingress_port: Value) -> PortVrfValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"std_ingress_port": std_ingress_port})
+        values = self.read_entry({"std_ingress_port": std_ingress_port})
         return PortVrfValues(values["vrf"])
 
 
@@ -79,7 +79,7 @@ class VrfRoutesV4(Table):
 
     def get(self, *, meta_vrf: Value, ipv4_dst: Value | tuple[Value, Value]) -> VrfRoutesV4Values:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"meta_vrf": meta_vrf, "ipv4_dst": ipv4_dst})
+        values = self.read_entry({"meta_vrf": meta_vrf, "ipv4_dst": ipv4_dst})
         return VrfRoutesV4Values(values["to_vnet"], values["port"], values["next_hop_mac"])
 
 
@@ -111,7 +111,7 @@ class VrfRoutesV6(Table):
 
     def get(self, *, meta_vrf: Value, ipv6_dst: Value | tuple[Value, Value]) -> VrfRoutesV6Values:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"meta_vrf": meta_vrf, "ipv6_dst": ipv6_dst})
+        values = self.read_entry({"meta_vrf": meta_vrf, "ipv6_dst": ipv6_dst})
         return VrfRoutesV6Values(values["port"], values["next_hop_mac"])
 
 
@@ -144,7 +144,7 @@ class CaToPa(Table):
 
     def get(self, *, meta_vrf: Value, ca: Value) -> CaToPaValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"meta_vrf": meta_vrf, "ca": ca})
+        values = self.read_entry({"meta_vrf": meta_vrf, "ca": ca})
         return CaToPaValues(values["vtep"], values["vni"], values["vm_mac"])
 
 
@@ -175,7 +175,7 @@ class PaRoutes(Table):
 
     def get(self, *, vtep: Value | tuple[Value, Value]) -> PaRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"vtep": vtep})
+        values = self.read_entry({"vtep": vtep})
         return PaRoutesValues(values["port"], values["next_hop_mac"])
 
 
@@ -205,7 +205,7 @@ class VniToVrf(Table):
 
     def get(self, *, vxlan_vni: Value) -> VniToVrfValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"vxlan_vni": vxlan_vni})
+        values = self.read_entry({"vxlan_vni": vxlan_vni})
         return VniToVrfValues(values["vrf"])
 
 
@@ -237,7 +237,7 @@ class BareMetalHosts(Table):
 
     def get(self, *, meta_vrf: Value, host: Value) -> BareMetalHostsValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"meta_vrf": meta_vrf, "host": host})
+        values = self.read_entry({"meta_vrf": meta_vrf, "host": host})
         return BareMetalHostsValues(values["port"], values["mac"])
 
 

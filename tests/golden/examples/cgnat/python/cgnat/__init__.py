@@ -46,7 +46,7 @@ class SubnetToExternal(Table):
 
     def get(self, *, ipv4_src: Value | tuple[Value, Value]) -> SubnetToExternalValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"ipv4_src": ipv4_src})
+        values = self.read_entry({"ipv4_src": ipv4_src})
         return SubnetToExternalValues(values["ext_ip"])
 
 
@@ -78,7 +78,7 @@ class NatOut(Table):
 
     def get(self, *, int_ip: Value, meta_int_port: Value, ipv4_protocol: Value) -> NatOutValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"int_ip": int_ip, "meta_int_port": meta_int_port, "ipv4_protocol": ipv4_protocol})
+        values = self.read_entry({"int_ip": int_ip, "meta_int_port": meta_int_port, "ipv4_protocol": ipv4_protocol})
         return NatOutValues(values["ext_port"])
 
 
@@ -111,7 +111,7 @@ class NatIn(Table):
 
     def get(self, *, meta_ext_ip: Value, meta_ext_port: Value, ipv4_protocol: Value) -> NatInValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"meta_ext_ip": meta_ext_ip, "meta_ext_port": meta_ext_port, "ipv4_protocol": ipv4_protocol})
+        values = self.read_entry({"meta_ext_ip": meta_ext_ip, "meta_ext_port": meta_ext_port, "ipv4_protocol": ipv4_protocol})
         return NatInValues(values["int_ip"], values["int_port"])
 
 
@@ -142,7 +142,7 @@ class UpstreamRoutes(Table):
 
     def get(self, *, ipv4_dst: Value | tuple[Value, Value]) -> UpstreamRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"ipv4_dst": ipv4_dst})
+        values = self.read_entry({"ipv4_dst": ipv4_dst})
         return UpstreamRoutesValues(values["port"], values["next_hop_mac"])
 
 
@@ -173,7 +173,7 @@ class SubscriberRoutes(Table):
 
     def get(self, *, ipv4_dst: Value | tuple[Value, Value]) -> SubscriberRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"ipv4_dst": ipv4_dst})
+        values = self.read_entry({"ipv4_dst": ipv4_dst})
         return SubscriberRoutesValues(values["port"], values["next_hop_mac"])
 
 

@@ -46,7 +46,7 @@ class VniToVrf(Table):
 
     def get(self, *, vxlan_vni: Value) -> VniToVrfValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"vxlan_vni": vxlan_vni})
+        values = self.read_entry({"vxlan_vni": vxlan_vni})
         return VniToVrfValues(values["vrf"])
 
 
@@ -78,7 +78,7 @@ class VrfFib(Table):
 
     def get(self, *, meta_vrf: Value, ipv4_dst: Value | tuple[Value, Value]) -> VrfFibValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"meta_vrf": meta_vrf, "ipv4_dst": ipv4_dst})
+        values = self.read_entry({"meta_vrf": meta_vrf, "ipv4_dst": ipv4_dst})
         return VrfFibValues(values["tunnel_dst"], values["tunnel_key"])
 
 
@@ -109,7 +109,7 @@ class FabricRoutes(Table):
 
     def get(self, *, outer_ipv4_dst: Value | tuple[Value, Value]) -> FabricRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"outer_ipv4_dst": outer_ipv4_dst})
+        values = self.read_entry({"outer_ipv4_dst": outer_ipv4_dst})
         return FabricRoutesValues(values["port"], values["next_hop_mac"])
 
 
@@ -142,7 +142,7 @@ class KeyToAccess(Table):
 
     def get(self, *, tunnel_key: Value) -> KeyToAccessValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"tunnel_key": tunnel_key})
+        values = self.read_entry({"tunnel_key": tunnel_key})
         return KeyToAccessValues(values["vni"], values["vtep"], values["port"], values["next_hop_mac"])
 
 

@@ -46,7 +46,7 @@ class SpiSteering(Table):
 
     def get(self, *, esp_spi: Value) -> SpiSteeringValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"esp_spi": esp_spi})
+        values = self.read_entry({"esp_spi": esp_spi})
         return SpiSteeringValues(values["tunnel"])
 
 
@@ -80,7 +80,7 @@ class InboundSa(Table):
 
     def get(self, *, esp_spi: Value) -> InboundSaValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"esp_spi": esp_spi})
+        values = self.read_entry({"esp_spi": esp_spi})
         return InboundSaValues(values["key"], values["salt"], values["sa_index"], values["vnet_port"], values["vnet_mac"])
 
 
@@ -111,9 +111,9 @@ class TrafficSelectors(Table):
         """Delete an entry; EntryNotFound if its key is absent."""
         self._apply("delete", {"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol}, priority)
 
-    def get(self, *, std_ingress_port: Value, ipv4_src: Value | tuple[Value, Value], ipv4_dst: Value | tuple[Value, Value], ipv4_protocol: Value | tuple[Value, Value]) -> TrafficSelectorsValues:
+    def get(self, *, std_ingress_port: Value, ipv4_src: Value | tuple[Value, Value], ipv4_dst: Value | tuple[Value, Value], ipv4_protocol: Value | tuple[Value, Value], priority: int) -> TrafficSelectorsValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol})
+        values = self.read_entry({"std_ingress_port": std_ingress_port, "ipv4_src": ipv4_src, "ipv4_dst": ipv4_dst, "ipv4_protocol": ipv4_protocol}, priority)
         return TrafficSelectorsValues(values["tunnel"])
 
 
@@ -146,7 +146,7 @@ class OutboundSa(Table):
 
     def get(self, *, meta_tunnel: Value) -> OutboundSaValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"meta_tunnel": meta_tunnel})
+        values = self.read_entry({"meta_tunnel": meta_tunnel})
         return OutboundSaValues(values["spi"], values["key"], values["salt"], values["peer"])
 
 
@@ -177,7 +177,7 @@ class InternetRoutes(Table):
 
     def get(self, *, outer_dst: Value | tuple[Value, Value]) -> InternetRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"outer_dst": outer_dst})
+        values = self.read_entry({"outer_dst": outer_dst})
         return InternetRoutesValues(values["port"], values["next_hop_mac"])
 
 

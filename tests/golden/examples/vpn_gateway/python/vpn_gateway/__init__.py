@@ -49,7 +49,7 @@ class OverlayRoutes(Table):
 
     def get(self, *, meta_customer: Value, meta_overlay: Value, vm_ip: Value) -> OverlayRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"meta_customer": meta_customer, "meta_overlay": meta_overlay, "vm_ip": vm_ip})
+        values = self.read_entry({"meta_customer": meta_customer, "meta_overlay": meta_overlay, "vm_ip": vm_ip})
         return OverlayRoutesValues(values["host_ip"], values["vni"])
 
 
@@ -80,7 +80,7 @@ class UnderlayRoutes(Table):
 
     def get(self, *, outer_ipv4_dst: Value | tuple[Value, Value]) -> UnderlayRoutesValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"outer_ipv4_dst": outer_ipv4_dst})
+        values = self.read_entry({"outer_ipv4_dst": outer_ipv4_dst})
         return UnderlayRoutesValues(values["port"], values["next_hop_mac"])
 
 
@@ -112,7 +112,7 @@ class VniToQinq(Table):
 
     def get(self, *, vxlan_vni: Value) -> VniToQinqValues:
         """The values of an entry; EntryNotFound if its key is absent."""
-        values = self.read(**{"vxlan_vni": vxlan_vni})
+        values = self.read_entry({"vxlan_vni": vxlan_vni})
         return VniToQinqValues(values["s_tag"], values["c_tag"], values["port"])
 
 
