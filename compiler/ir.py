@@ -283,6 +283,7 @@ class Field:
     name: str
     width: int
     span: Span
+    secret: bool = False  # a table value marked ``secret``: the runtime never shows it
 
 
 @dataclass(frozen=True, slots=True)

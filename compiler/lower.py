@@ -118,7 +118,7 @@ class _Lower:
     def _table(self, t: ast.TableDecl) -> ir.Table:
         props = {p.name: p.value for p in t.props}
         keys = tuple(ir.Key(k.alias or key_field_name(k.expr), self._expr(k.expr, {}), k.kind, k.span) for k in t.keys)
-        values = tuple(ir.Field(v.name, self._w(v.type), v.span) for v in t.values)
+        values = tuple(ir.Field(v.name, self._w(v.type), v.span, v.secret) for v in t.values)
         hints = ir.Hints(
             active=_frac(props.get("active"), 1.0),
             updates=_number(props.get("updates"), 0.0),

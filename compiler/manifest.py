@@ -24,7 +24,7 @@ __all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse"
 # 2: source_sha256, compiler_version, artifacts.placed, bridges[].required
 # 3: resources.server.memory_available_bytes is one server's memory (each holds every server table),
 #    resources.server.overcommitted
-# 4: objects (registers, counters, meters: kind, size, width, placement)
+# 4: objects (registers, counters, meters: kind, size, width, placement); tables[].values[].secret
 PLAN_VERSION = 4
 
 
@@ -70,6 +70,7 @@ class FieldInfo:
     width: int
     match: str = ""  # key fields: exact, lpm, ternary, range
     offset: int = 0  # bridge fields: bit offset in the bridge header
+    secret: bool = False  # a table value marked ``secret`` (a key): the runtime never shows it
 
 
 @dataclass(frozen=True, slots=True)
@@ -293,7 +294,7 @@ def _table(t: dict[str, Any]) -> TableInfo:
     sw, mau = t.get("switch") or {}, (t.get("switch") or {}).get("mau_stages")
     return TableInfo(t["name"], t["kind"], t["match"], int(t["size"]), TablePlacement(t["placement"]), t.get("stage"),
                      t["source"], tuple(FieldInfo(k["name"], int(k["width"]), k["match"]) for k in t["keys"]),
-                     tuple(FieldInfo(v["name"], int(v["width"])) for v in t["values"]),
+                     tuple(FieldInfo(v["name"], int(v["width"]), secret=bool(v.get("secret"))) for v in t["values"]),
                      int(sw.get("entries", 0)), int(sw.get("sram_blocks", 0)), int(sw.get("tcam_blocks", 0)),
                      (int(mau[0]), int(mau[1])) if mau else None, int((t.get("server") or {}).get("memory_bytes", 0)),
                      tuple((float(x["occupancy"]), float(x["seconds"])) for x in t["idle_limits"])

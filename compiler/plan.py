@@ -51,7 +51,7 @@ def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | 
         "stage": stage.name if stage else None,
         "source": _src(t.span),
         "keys": [{"name": k.name, "match": k.match, "width": k.expr.width} for k in t.keys],
-        "values": [{"name": v.name, "width": v.width} for v in t.values],
+        "values": [{"name": v.name, "width": v.width} | ({"secret": True} if v.secret else {}) for v in t.values],
     }
     on_switch = where.on_switch and sw is not None
     entries = pl.cache_entries.get(t.name, t.size) if on_switch else 0
@@ -121,6 +121,8 @@ def _objects(prog: ir.Program, pl: Placement) -> list[dict[str, Any]]:
     each keeps a copy, ``unused``)."""
     sides: dict[str, set[str]] = {}
     for name, st in prog.stages.items():
+        if name not in pl.segment:  # a stage no pipeline runs (W001)
+            continue
         side = "server" if pl.segment[name] is Segment.SERVER else "switch"
         for obj in stage_objects(st):
             sides.setdefault(obj, set()).add(side)

@@ -241,6 +241,7 @@ class FieldDecl:
     span: Span
     name: str
     type: TypeRef
+    secret: bool = False  # a table value marked ``secret`` (a key): never shown in messages
 
 
 @dataclass(frozen=True, slots=True)

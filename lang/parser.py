@@ -489,6 +489,9 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
     def value_block(self, meta: Any, c: list[Any]) -> tuple[str, tuple[ast.FieldDecl, ...]]:
         return ("value", tuple(c))
 
+    def value_field(self, meta: Any, c: list[Any]) -> ast.FieldDecl:
+        return ast.FieldDecl(self.sp(meta), str(c[0]), c[1], c[2] is not None)
+
     def property(self, meta: Any, c: list[Any]) -> ast.Property:
         return ast.Property(self.sp(meta), str(c[0]), c[1])
 

@@ -188,7 +188,7 @@ def _transition(tr: ast.Transition) -> list[str]:
 
 
 def _fields(fields: tuple[ast.FieldDecl, ...], n: int) -> list[str]:
-    return ["  " * n + f"{f.name}: {_type(f.type)};" for f in fields]
+    return ["  " * n + f"{f.name}: {_type(f.type)}{' secret' if f.secret else ''};" for f in fields]
 
 
 def _props(props: tuple[ast.Property, ...]) -> list[str]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +40,8 @@ TableSchema = TableInfo  # a table as plan.json describes it: fields, placement,
 @dataclass(frozen=True)
 class _Entry:
     match: dict[str, tuple[int, int | None]]
-    values: dict[str, int]
-    priority: int
+    values: dict[str, int] = field(repr=False)  # values may be keys: never in a repr
+    priority: int = 0
 
     def server_record(self, s: TableSchema, with_values: bool = True) -> list[int]:
         """The control channel's record (docs/control.md): key values, then an LPM table's prefix
@@ -87,6 +87,9 @@ def _check(s: TableSchema, fields: Mapping[str, Any], with_values: bool, priorit
         raise
     except (EntriesError, ValueError, TypeError) as e:
         assert f is not None
+        if f.secret:  # a key: the message says what is wrong, not what was given (nor chains it)
+            raise InvalidEntry(f"{s.name}.{f.name}: not a number of at most {f.width} bits "
+                               "(a secret value: not shown)") from None
         raise InvalidEntry(f"{s.name}.{f.name}: {e}") from e
     return _Entry(match, values, priority)
 

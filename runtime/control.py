@@ -85,10 +85,10 @@ class ServerTable:
         """A record of .nfp fields as the channel carries it: a field of w bits in ⌈w/64⌉
         64-bit words, least significant first (docs/control.md)."""
         out: list[int] = []
-        for v, w in zip(record, self.widths(values), strict=True):
+        for i, (v, w) in enumerate(zip(record, self.widths(values), strict=True)):
             n = _words(w)
-            if not isinstance(v, int) or v < 0 or v >> (64 * n):
-                raise InvalidEntry(f"table {self.name}: {v!r} is not a number of at most {w} bits")
+            if not isinstance(v, int) or v < 0 or v >> (64 * n):  # not shown: it may be a key
+                raise InvalidEntry(f"table {self.name}: field {i} of a record is not a number of at most {w} bits")
             out += [(v >> (64 * i)) & _WORD for i in range(n)]
         return out
 

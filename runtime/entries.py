@@ -24,7 +24,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ class EntriesError(ValueError):
 class EntrySpec:
     table: str
     match: dict[str, tuple[int, int | None]]  # key -> (value, prefix length / mask / high)
-    values: dict[str, int]
+    values: dict[str, int] = field(repr=False)  # values may be keys: never in a repr
     priority: int = 0
 
 
@@ -107,6 +107,15 @@ def _match(v: Any) -> tuple[int, int | None]:
     return parse_value(v), None
 
 
+def _hidden(name: str, v: Any) -> int:
+    """A value of an entries file; what is wrong with it is said without showing it (a value
+    may be a key)."""
+    try:
+        return parse_value(v)
+    except (ValueError, TypeError):
+        raise EntriesError(f"value {name} is not a number or an address (values are not shown)") from None
+
+
 def load_entries(path: str | Path) -> list[EntrySpec]:
     text = Path(path).read_text()
     try:
@@ -119,9 +128,9 @@ def load_entries(path: str | Path) -> list[EntrySpec]:
     for table, entries in data.items():
         for i, item in enumerate(entries or []):
             try:
-                out.append(EntrySpec(str(table), {k: _match(v) for k, v in (item.get("match") or {}).items()},
-                                     {k: parse_value(v) for k, v in (item.get("values") or {}).items()},
-                                     int(item.get("priority", 0))))
+                match = {k: _match(v) for k, v in (item.get("match") or {}).items()}
+                values = {k: _hidden(k, v) for k, v in (item.get("values") or {}).items()}
+                out.append(EntrySpec(str(table), match, values, int(item.get("priority", 0))))
             except (ValueError, AttributeError, TypeError) as err:
                 raise EntriesError(f"{path}: {table} entry {i}: {err}") from err
     return out

@@ -5,13 +5,16 @@ a restart and repairs the difference (issue 14, item 5; Bluebird's lesson, seed 
 controller holds the truth the switch is rebuilt from).
 
 One row per entry: the table, its key (each key field's value and prefix length or mask, in
-``.nfp`` order, as JSON), its priority and its values (JSON, ``.nfp`` order).  A write's
+``.nfp`` order, as JSON), its priority and its values (JSON, ``.nfp`` order).  Values marked
+``secret`` are stored as they are (the file is the truth the data planes are rebuilt from):
+the file is owner-only.  A write's
 entries are one transaction; the runtime records a write once both data planes took it.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -27,7 +30,11 @@ class GoalError(ValueError):
 
 class GoalStore:
     def __init__(self, path: str | Path) -> None:
+        """The file is made owner-only (mode 0600): it holds every entry's values, SA keys among
+        them (and SQLite's journal beside it is made with the file's mode)."""
         self.path = Path(path)
+        if not self.path.exists():
+            os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         self.db = sqlite3.connect(self.path)
         self.db.execute("CREATE TABLE IF NOT EXISTS entries (tbl TEXT NOT NULL, key TEXT NOT NULL, "
                         "priority INTEGER NOT NULL, vals TEXT NOT NULL, PRIMARY KEY (tbl, key, priority))")

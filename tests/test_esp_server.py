@@ -57,7 +57,8 @@ def _entries() -> dict[str, list[dict[str, object]]]:
         out["traffic_selectors"].append(e({"std_ingress_port": VNET_PORT, "ipv4_src": [0, 0],
                                            "ipv4_dst": [ip2int(f"192.168.{tunnel}.0"), 0xFFFFFF00],
                                            "ipv4_protocol": "0..255"}, priority=10, tunnel=tunnel))
-        out["outbound_sa"].append(e({"meta_tunnel": tunnel}, spi=spi_out, key=k, salt=s, peer=ip2int(PEER)))
+        out["outbound_sa"].append(e({"meta_tunnel": tunnel}, spi=spi_out, key=k, salt=s, peer=ip2int(PEER),
+                                    seq_index=tunnel))
     out["internet_routes"] = [e({"outer_dst": "0/0"}, port=INTERNET_PORT, next_hop_mac=mac2int(NH_MAC))]
     return out
 

@@ -356,7 +356,7 @@ def ipsec() -> Interpreter:
         "inbound_sa": [_e(Match(SPI_IN), key=key, salt=salt, sa_index=TUNNEL, vnet_port=VNET_PORT, vnet_mac=1)],
         "traffic_selectors": [Entry((Match(VNET_PORT), Match(0, 0), Match(0, 0), Match(0, 255)), {"tunnel": TUNNEL},
                                     10)],
-        "outbound_sa": [_e(Match(TUNNEL), spi=SPI_OUT, key=key, salt=salt, peer=ip2int(PEER))],
+        "outbound_sa": [_e(Match(TUNNEL), spi=SPI_OUT, key=key, salt=salt, peer=ip2int(PEER), seq_index=TUNNEL)],
         "internet_routes": [_e(Match(0, 0), port=INTERNET_PORT, next_hop_mac=mac2int(NH_MAC))],
     })
 

@@ -55,7 +55,7 @@ struct nfc_table nfc_tables[2] = {
         .src = "examples/ipsec_gateway.nfp:166",
         .size = 64000u,
         .nkeys = 1,
-        .nvalues = 4,
+        .nvalues = 5,
         .lpm = -1,
         .acl = 0,
         .match = {NFC_M_EXACT},
@@ -64,22 +64,22 @@ struct nfc_table nfc_tables[2] = {
         .tracked = 0,
         .key_bytes = 16,
         .key_width = {16},
-        .value_width = {32, 128, 32, 32},
+        .value_width = {32, 128, 32, 32, 16},
         .timeout_ns = 300000000000ull,
     },
 };
 
-/* register sa_seq: bit<32>[64000], examples/ipsec_gateway.nfp:179 */
+/* register sa_seq: bit<32>[64000], examples/ipsec_gateway.nfp:183 */
 static uint64_t nfc_reg_sa_seq[64000];
 
 const int nfc_nobjects = 1;
 
 /* the registers, counters and meters above, as the control channel serves them */
 struct nfc_object nfc_objects[1] = {
-    /* sa_seq, examples/ipsec_gateway.nfp:179 */
+    /* sa_seq, examples/ipsec_gateway.nfp:183 */
     {
         .name = "sa_seq",
-        .src = "examples/ipsec_gateway.nfp:179",
+        .src = "examples/ipsec_gateway.nfp:183",
         .kind = NFC_REGISTER,
         .size = 64000u,
         .width = 32u,
@@ -135,9 +135,9 @@ int nfc_run(struct nfc_pkt *p)
         return NFC_CONTINUE;
     }
     if (p->cut == 3u) {
-        /* stage esp_outbound, examples/ipsec_gateway.nfp:184 */
+        /* stage esp_outbound, examples/ipsec_gateway.nfp:188 */
         {
-            /* lookup outbound_sa, examples/ipsec_gateway.nfp:185 */
+            /* lookup outbound_sa, examples/ipsec_gateway.nfp:189 */
             void * hit3 = NULL;
             int found3 = nfc_kept_answer(p, 1, &hit3);
             if (found3 < 0) {
@@ -154,14 +154,15 @@ int nfc_run(struct nfc_pkt *p)
                 p->res[8] = v3[2];
                 p->res[9] = v3[3];
                 p->res[10] = v3[4];
+                p->res[11] = v3[5];
                 p->stats->hits[1] = p->stats->hits[1] + 1;
-                if (nfc_reg_get(nfc_reg_sa_seq, 0xfa00u, p->meta[0]) == 0xffffffffull) {
+                if (nfc_reg_get(nfc_reg_sa_seq, 0xfa00u, p->res[11]) == 0xffffffffull) {
                     return 0x11;
                 }
-                p->meta[1] = ((nfc_reg_get(nfc_reg_sa_seq, 0xfa00u, p->meta[0]) + 1ull) & 0xffffffffull) & 0xffffffffull;
-                nfc_reg_set(nfc_reg_sa_seq, 0xfa00u, p->meta[0], p->meta[1] & 0xffffffffull);
+                p->meta[1] = ((nfc_reg_get(nfc_reg_sa_seq, 0xfa00u, p->res[11]) + 1ull) & 0xffffffffull) & 0xffffffffull;
+                nfc_reg_set(nfc_reg_sa_seq, 0xfa00u, p->res[11], p->meta[1] & 0xffffffffull);
                 {
-                    /* esp_encrypt, examples/ipsec_gateway.nfp:192 */
+                    /* esp_encrypt, examples/ipsec_gateway.nfp:196 */
                     uint64_t ea5_0 = p->res[6];
                     uint64_t ea5_1 = p->meta[1];
                     nfc_u128 ea5_2 = NFC_U128(p->res[8], p->res[7]);

@@ -2,6 +2,6 @@
 #define NFC_MAX_INST 5 /* header instances */
 #define NFC_MAX_HDR 20 /* bytes of the biggest pushed header */
 #define NFC_MAX_META 2 /* words of metadata fields and locals */
-#define NFC_MAX_RES 11 /* words of lookup result fields */
+#define NFC_MAX_RES 12 /* words of lookup result fields */
 #define NFC_PRE_TABLES 8 /* tables whose bulk lookup answers are kept per packet */
 #define NFC_PRE_KEY 32 /* key bytes of a kept answer */

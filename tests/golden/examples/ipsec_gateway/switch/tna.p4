@@ -212,13 +212,13 @@ parser IngressParser(
         }
     }
 
-    // pipeline inbound, examples/ipsec_gateway.nfp:221
+    // pipeline inbound, examples/ipsec_gateway.nfp:225
     state nfc_enter_inbound {
         meta.nfc_pipeline = 8w1;
         transition from_internet__start;
     }
 
-    // pipeline outbound, examples/ipsec_gateway.nfp:228
+    // pipeline outbound, examples/ipsec_gateway.nfp:232
     state nfc_enter_outbound {
         meta.nfc_pipeline = 8w2;
         transition from_vnet__start;
@@ -485,13 +485,13 @@ control Ingress(
     // meter tunnel_out_rate, examples/ipsec_gateway.nfp:154
     Meter<bit<32>>(64000, MeterType_t.BYTES) tunnel_out_rate;
 
-    // entry of table internet_routes, examples/ipsec_gateway.nfp:198
+    // entry of table internet_routes, examples/ipsec_gateway.nfp:202
     action internet_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.internet_routes__port = v_port;
         meta.internet_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table internet_routes, examples/ipsec_gateway.nfp:198
+    // table internet_routes, examples/ipsec_gateway.nfp:202
     table internet_routes {
         key = {
             meta.nfc_rd_outer__dst : lpm @name("outer_dst");
@@ -670,7 +670,7 @@ control Ingress(
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage route_out, examples/ipsec_gateway.nfp:207
+                // stage route_out, examples/ipsec_gateway.nfp:211
                 meta.nfc_rd_outer__dst = 32w0;
                 if (hdr.outer.isValid()) {
                     meta.nfc_rd_outer__dst = hdr.outer.dst;

@@ -124,6 +124,7 @@ class OutboundSaValues(NamedTuple):
     key: int  # bit<128>
     salt: int  # bit<32>
     peer: int  # bit<32>
+    seq_index: int  # bit<16>
 
 
 class OutboundSa(Table):
@@ -132,13 +133,13 @@ class OutboundSa(Table):
     meta_tunnel: bit<16>, exact
     """
 
-    def add(self, *, meta_tunnel: Value, spi: Value, key: Value, salt: Value, peer: Value) -> None:
+    def add(self, *, meta_tunnel: Value, spi: Value, key: Value, salt: Value, peer: Value, seq_index: Value) -> None:
         """Add an entry; EntryExists if its key is present."""
-        self._apply("add", {"meta_tunnel": meta_tunnel, "spi": spi, "key": key, "salt": salt, "peer": peer})
+        self._apply("add", {"meta_tunnel": meta_tunnel, "spi": spi, "key": key, "salt": salt, "peer": peer, "seq_index": seq_index})
 
-    def modify(self, *, meta_tunnel: Value, spi: Value, key: Value, salt: Value, peer: Value) -> None:
+    def modify(self, *, meta_tunnel: Value, spi: Value, key: Value, salt: Value, peer: Value, seq_index: Value) -> None:
         """Replace the values of an entry; EntryNotFound if its key is absent."""
-        self._apply("modify", {"meta_tunnel": meta_tunnel, "spi": spi, "key": key, "salt": salt, "peer": peer})
+        self._apply("modify", {"meta_tunnel": meta_tunnel, "spi": spi, "key": key, "salt": salt, "peer": peer, "seq_index": seq_index})
 
     def delete(self, *, meta_tunnel: Value) -> None:
         """Delete an entry; EntryNotFound if its key is absent."""
@@ -147,7 +148,7 @@ class OutboundSa(Table):
     def get(self, *, meta_tunnel: Value) -> OutboundSaValues:
         """The values of an entry; EntryNotFound if its key is absent."""
         values = self.read_entry({"meta_tunnel": meta_tunnel})
-        return OutboundSaValues(values["spi"], values["key"], values["salt"], values["peer"])
+        return OutboundSaValues(values["spi"], values["key"], values["salt"], values["peer"], values["seq_index"])
 
 
 class InternetRoutesValues(NamedTuple):
@@ -158,7 +159,7 @@ class InternetRoutesValues(NamedTuple):
 
 
 class InternetRoutes(Table):
-    """table internet_routes (examples/ipsec_gateway.nfp:198): lpm match, 16000 entries.
+    """table internet_routes (examples/ipsec_gateway.nfp:202): lpm match, 16000 entries.
 
     outer_dst: bit<32>, lpm (value/prefix-length or (value, length))
     """
