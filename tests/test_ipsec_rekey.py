@@ -11,7 +11,6 @@ the DPDK program over a veth pair).  The ESP is scapy's and ``cryptography``'s:
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
@@ -23,12 +22,9 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.ipsec import ESP, SecurityAssociation
 from scapy.layers.l2 import Ether
 
-from emulator.switchmodel.server import P4RuntimeServer, serve
-from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane
-from runtime.p4runtime import SwitchClient
-from tests.conftest import HAVE_DPDK, ROOT
+from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch
 from tests.oracles import ip2int, mac2int
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
@@ -90,15 +86,11 @@ def _settled(live: LiveDataPlane) -> None:
 
 
 def test_a_rekey_under_traffic_loses_nothing_and_reuses_no_sequence_number(built):
-    plan, _placed, model = open_build(built)
-    names = json.loads(plan.path(built, "name_map").read_text())
-    p4rt = P4RuntimeServer(model, names, "tna")
-    grpc_server, port = serve(p4rt)
-    switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+    sw = P4RuntimeSwitch(built)
     try:
-        with LiveDataPlane(built / "server/nf", p4rt, model.server_ports[0]) as live:
+        with LiveDataPlane(built / "server/nf", sw.p4rt, sw.model.server_ports[0]) as live:
             assert live.server is not None
-            rt = Runtime(built, switch=switch, server=live.server.control)
+            rt = Runtime(built, switch=sw.client, server=live.server.control)
             rt.table("spi_steering").add(esp_spi=OLD["in"], tunnel=TUNNEL)
             rt.table("inbound_sa").add(**_inbound_sa(OLD))
             rt.table("traffic_selectors").add_many([{"std_ingress_port": VNET_PORT, "ipv4_src": (0, 0),
@@ -143,8 +135,7 @@ def test_a_rekey_under_traffic_loses_nothing_and_reuses_no_sequence_number(built
             tenant = [bytes(Ether(f).payload) for f in live.take(VNET_PORT)]
             counters = live.counters()
     finally:
-        switch.close()
-        grpc_server.stop(0)
+        sw.close()
     assert counters["drops"] == {"switch:unknown_spi": 1}, counters
     assert sorted(tenant) == sorted(inner)  # every packet of both SAs, byte for byte
     by_spi = {spi: sorted((f for f in out if f[ESP].spi == spi), key=lambda f: f[ESP].seq)

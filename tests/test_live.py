@@ -19,12 +19,9 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.utils import rdpcap, wrpcap
 
-from emulator.switchmodel.server import P4RuntimeServer, serve
-from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
-from runtime.p4runtime import SwitchClient
-from tests.conftest import HAVE_DPDK, NH_MAC, ROOT, expected_vxlan
+from tests.conftest import HAVE_DPDK, NH_MAC, ROOT, P4RuntimeSwitch, expected_vxlan
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
@@ -41,15 +38,11 @@ def test_entries_change_while_traffic_flows(tmp_path):
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
     assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
-    plan, _placed, model = open_build(out)
-    names = json.loads(plan.path(out, "name_map").read_text())
-    p4rt = P4RuntimeServer(model, names, "tna")
-    grpc_server, port = serve(p4rt)
-    switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")
+    sw = P4RuntimeSwitch(out)
     try:
-        with LiveDataPlane(out / "server/nf", p4rt, model.server_ports[0]) as live:
+        with LiveDataPlane(out / "server/nf", sw.p4rt, sw.model.server_ports[0]) as live:
             assert live.server is not None
-            rt = Runtime(out, switch=switch, server=live.server.control)
+            rt = Runtime(out, switch=sw.client, server=live.server.control)
             rt.table("underlay_routes").add(outer_ipv4_dst="172.16.0.0/16", port=21, next_hop_mac=NH_MAC)
             routes = rt.table("overlay_routes")
             routes.add_many({"meta_customer": 1, "meta_overlay": 1, "vm_ip": f"192.168.1.{k}",
@@ -86,8 +79,7 @@ def test_entries_change_while_traffic_flows(tmp_path):
         assert counters["drops"] == {"server:no_overlay_route": 2}
         assert counters["server"]["tables"]["overlay_routes"]["entries"] == 200
     finally:
-        switch.close()
-        grpc_server.stop(0)
+        sw.close()
     assert not any(ns.startswith("nfc-") for ns in subprocess.run(["ip", "netns", "list"], capture_output=True,
                                                                     text=True).stdout.split())
 
