@@ -194,3 +194,21 @@ def test_a_record_laid_out_by_the_document_and_refusals_that_change_nothing(buil
     outs = _run(built, tmp_path, setup, [_udp(0x0A010203, 0xC0A80109, 1500), _udp(0x0A010203, 0xC0A80109, 999)])
     # the first is class 5 (modified) to port 15; the second misses the rule: class 1, no class_ports entry: dropped
     assert [(port, IP(o[14:]).dport) for port, o in outs] == [(15, 1500)]
+
+
+def test_the_entries_file_writes_ternary_range_and_priority_as_the_document_says(built, tmp_path):
+    """nfc_entries.c: value&&&mask, low..high, a plain value (the whole field), @priority; the
+    lines of a table are one batch (one classifier build); a bad line is named and stops the load."""
+    good = tmp_path / "good.entries"
+    good.write_text("acl 0x0A000000&&&0xFF000000 0xC0A80100&&&0xFFFFFF00 1000..2000 @7 : 3\n"
+                    "acl 1 2 53 @1 : 4\n"
+                    "class_ports 3 0xC0A80109 : 13\n")
+    with ServerProcess(built / "server/nf-san", ["net_null0"], extra=["--entries", str(good)]) as srv:
+        assert sorted(srv.control.dump("acl")) == [(1, 2, 53, FULL, FULL, 53, 1, 4),
+                                                   (0x0A000000, 0xC0A80100, 1000, 0xFF000000, 0xFFFFFF00, 2000, 7, 3)]
+    for line in ("acl 1 2 53 : 4", "acl 1 2 2000..1000 @1 : 4", "acl 1&&&0 2 53 @1 : 4", "acl 1 2 53 @0 : 4"):
+        bad = tmp_path / "bad.entries"
+        bad.write_text("class_ports 3 0xC0A80109 : 13\n" + line + "\n")
+        r = subprocess.run([str(built / "server/nf-san"), *eal_args(), "--vdev=net_null0", "--", "--entries", str(bad)],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode != 0 and f"{bad}:2: entry rejected by table acl" in r.stderr, (line, r.stderr[-2000:])

@@ -1,6 +1,7 @@
 /* nfc server runtime: the entries file, loaded before forwarding starts.  One entry per line:
  * `table key... : value...`, numbers in C syntax of up to 128 bits, an LPM key as
- * value/prefix-length. */
+ * value/prefix-length.  A table with ternary or range keys: value&&&mask, low..high and
+ * `@priority` too; its lines are added in one all-or-nothing batch when the file is read. */
 #include <ctype.h>
 #include <errno.h>
 #include <stdio.h>
@@ -60,6 +61,113 @@ static void reserve_lines(FILE *f)
     rewind(f);
 }
 
+/* The records of an ACL table's lines, and the line of each. */
+struct pending {
+    uint64_t *rec;
+    int *line;
+    uint32_t n, cap, stride;
+};
+static struct pending pending[NFC_MAX_TABLES];
+
+static void drop_pending(void)
+{
+    for (int i = 0; i < NFC_MAX_TABLES; i++) {
+        free(pending[i].rec);
+        free(pending[i].line);
+    }
+    memset(pending, 0, sizeof pending);
+}
+
+/* One line of a ternary / range table (after its name): each key field as its kind writes it
+ * (value; value/prefix-length; value&&&mask; low..high; a plain value is the whole field),
+ * `@priority`, then ':' and the values; appended to q as a control-channel record. */
+static int acl_line(struct pending *q, const struct nfc_table *t, char *save, int lineno)
+{
+    uint64_t vals[2 * NFC_MAX_FIELDS], args[2 * NFC_MAX_FIELDS + 1], values[2 * NFC_MAX_FIELDS], prio = 0;
+    int fk = 0, fv = 0, nk = 0, na = 0, nv = 0, after = 0, has_prio = 0;
+    for (char *tok = strtok_r(NULL, " \t\n", &save); tok != NULL; tok = strtok_r(NULL, " \t\n", &save)) {
+        char *end = NULL;
+        if (strcmp(tok, ":") == 0 && !after) {
+            after = 1;
+            continue;
+        }
+        if (tok[0] == '@' && !after && !has_prio) {
+            prio = strtoull(tok + 1, &end, 10);
+            has_prio = end != tok + 1 && *end == '\0';
+            if (!has_prio)
+                return -1;
+            continue;
+        }
+        if (after ? fv >= t->nvalues : fk >= t->nkeys)
+            return -1;
+        unsigned w = after ? t->value_width[fv] : t->key_width[fk];
+        nfc_u128 v = number(tok, &end), arg = 0;
+        if (end == tok || (w < 128 && (v >> w) != 0))
+            return -1;
+        if (after) {
+            nfc_to_words(v, w, values + nv);
+            nv += (int)nfc_words(w);
+            fv++;
+            continue;
+        }
+        int m = t->match[fk];
+        if (m == NFC_M_LPM) {
+            arg = w;
+            if (*end == '/') {
+                char *e2 = NULL;
+                arg = strtoull(end + 1, &e2, 10);
+                end = e2 == end + 1 ? end : e2;
+            }
+        } else if (m == NFC_M_TERNARY) {
+            arg = nfc_maskw(w);
+            if (strncmp(end, "&&&", 3) == 0) {
+                char *e2 = NULL;
+                arg = number(end + 3, &e2);
+                end = e2 == end + 3 ? end : e2;
+            }
+        } else if (m == NFC_M_RANGE) {
+            arg = v;
+            if (strncmp(end, "..", 2) == 0) {
+                char *e2 = NULL;
+                arg = number(end + 2, &e2);
+                end = e2 == end + 2 ? end : e2;
+            }
+        }
+        if (*end != '\0')
+            return -1;
+        nfc_to_words(v, w, vals + nk);
+        nk += (int)nfc_words(w);
+        if (m == NFC_M_LPM) {
+            args[na++] = (uint64_t)arg;
+        } else if (m != NFC_M_EXACT) {
+            nfc_to_words(arg, w, args + na);
+            na += (int)nfc_words(w);
+        }
+        fk++;
+    }
+    if (!has_prio || fk != t->nkeys || fv != t->nvalues)
+        return -1;
+    args[na++] = prio;
+    q->stride = (uint32_t)(nk + na + nv);
+    if (q->n == q->cap) {
+        uint32_t cap = q->cap ? 2 * q->cap : 64;
+        uint64_t *rec = realloc(q->rec, (size_t)cap * q->stride * 8);
+        int *line = rec != NULL ? realloc(q->line, (size_t)cap * sizeof *line) : NULL;
+        if (rec != NULL)
+            q->rec = rec;
+        if (line == NULL)
+            return -1;
+        q->line = line;
+        q->cap = cap;
+    }
+    uint64_t *r = q->rec + (size_t)q->n * q->stride;
+    memcpy(r, vals, (size_t)nk * 8);
+    memcpy(r + nk, args, (size_t)na * 8);
+    memcpy(r + nk + na, values, (size_t)nv * 8);
+    q->line[q->n++] = lineno;
+    return 0;
+}
+
 int nfc_load_entries(const char *path)
 {
     FILE *f = fopen(path, "r");
@@ -81,11 +189,16 @@ int nfc_load_entries(const char *path)
         /* each field as its words (nfc_words of its width, least significant first) */
         uint64_t keys[2 * NFC_MAX_FIELDS + 1], values[2 * NFC_MAX_FIELDS], plen = 0;
         int nk = 0, nv = 0, fk = 0, fv = 0, after = 0, has_plen = 0, bad = ti < 0;
-        if (t != NULL && t->acl) {
-            fprintf(stderr, "nfc: %s:%d: table %s has ternary or range keys: load it over the control channel\n", path,
-                    lineno, t->name);
-            fclose(f);
-            return -1;
+        if (t != NULL && t->acl) { /* kept, and added in one batch per table at the end (one classifier build) */
+            if (acl_line(&pending[ti], t, save, lineno) != 0) {
+                fprintf(stderr, "nfc: %s:%d: entry rejected by table %s (key fields as value, value/prefix-length, "
+                                "value&&&mask or low..high, @priority, then ':' and the values)\n", path, lineno, t->name);
+                fclose(f);
+                drop_pending();
+                return -1;
+            }
+            n++;
+            continue;
         }
         for (char *tok = strtok_r(NULL, " \t\n", &save); tok != NULL && !bad; tok = strtok_r(NULL, " \t\n", &save)) {
             if (strcmp(tok, ":") == 0) {
@@ -116,10 +229,23 @@ int nfc_load_entries(const char *path)
             fprintf(stderr, "nfc: %s:%d: entry rejected%s%s (status %d)\n", path, lineno, t ? " by table " : ": no table ",
                     t ? t->name : name, st);
             fclose(f);
+            drop_pending();
             return -1;
         }
         n++;
     }
     fclose(f);
+    for (int i = 0; i < nfc_ntables && i < NFC_MAX_TABLES; i++) {
+        struct pending *q = &pending[i];
+        uint32_t bad = 0;
+        int st = q->n == 0 ? NFC_OK : nfc_batch(&nfc_tables[i], NFC_OP_ADD, q->rec, q->n, q->stride, &bad);
+        if (st != NFC_OK) {
+            fprintf(stderr, "nfc: %s:%d: entry rejected by table %s (status %d)\n", path, q->line[bad < q->n ? bad : 0],
+                    nfc_tables[i].name, st);
+            drop_pending();
+            return -1;
+        }
+    }
+    drop_pending();
     return n;
 }
