@@ -973,9 +973,9 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     found: c.Expr
     if as_taken:
         found = c.Name(f"found{num}")
-    elif _acl(t):  # classified packet by packet
-        found = c.Call("nfc_acl_find", (c.Name(f"&nfc_tables[{x.tindex[t.name]}].classifier"), c.Name(key),
-                                         c.Name(f"&{data}")))
+    elif _acl(t):  # maybe classified with the burst's other packets
+        found = c.Call("nfc_acl_lookup", (c.Name("p"), c.Int(x.tindex[t.name], ""), c.Name(key), c.Int(size, "u"),
+                                          c.Name(f"&{data}")))
     elif not t.is_state:  # maybe answered by the burst's bulk lookup
         found = c.Call("nfc_lpm_lookup" if _lpm_key(t) else "nfc_exact_lookup",
                        (c.Name("p"), c.Int(x.tindex[t.name], ""), c.Name(key), c.Int(size, "u"), c.Name(f"&{data}")))

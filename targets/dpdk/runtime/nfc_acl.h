@@ -64,4 +64,21 @@ static inline int nfc_acl_find(struct nfc_acl *const *where, const uint8_t *key,
     return 1;
 }
 
+/* The same for n lookup keys at once: one rte_acl_classify for them all (it classifies several
+ * keys side by side); bit j of *hits and data[j] for key j. */
+static inline void nfc_acl_find_bulk(struct nfc_acl *const *where, const uint8_t *const *keys, unsigned n,
+                                     void **data, uint64_t *hits)
+{
+    const struct nfc_acl *a = __atomic_load_n(where, __ATOMIC_ACQUIRE);
+    uint32_t res[64];
+    *hits = 0;
+    if (a == NULL || a->ctx == NULL || n > 64 || rte_acl_classify(a->ctx, (const uint8_t **)(uintptr_t)keys, res, n, 1) != 0)
+        return;
+    for (unsigned j = 0; j < n; j++)
+        if (res[j] != 0) {
+            data[j] = a->data[res[j] - 1];
+            *hits |= 1ull << j;
+        }
+}
+
 #endif

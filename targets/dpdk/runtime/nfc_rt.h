@@ -613,14 +613,19 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
  * within a burst: its lookups are only prefetched, in bulk, when the table is big.  A hit's
  * values record (a table whose values are not inline) is prefetched too: the stage reads it. */
 #define NFC_PREFETCH_MIN 65536
+#ifndef NFC_ACL_PER_PACKET
+#define NFC_ACL_PER_PACKET 0 /* 1: no classification per burst (bench/bench_acl.py's baseline) */
+#endif
 #define NFC_PREFETCH_BURST 32
 static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned n)
 {
     for (int t = 0; t < nfc_ntables; t++) {
         struct nfc_table *tab = &nfc_tables[t];
         int keep = t < NFC_PRE_TABLES && !tab->state && tab->key_bytes <= NFC_PRE_KEY;
-        if (tab->h == NULL || tab->acl || (!keep && (tab->lpm >= 0 || rte_hash_count(tab->h) < NFC_PREFETCH_MIN)))
-            continue; /* ACL tables are classified packet by packet (not yet per burst) */
+        if (tab->acl) /* its rule key is the hash's: the lookup key is rte_acl's input, shorter */
+            keep = t < NFC_PRE_TABLES && nfc_acl_lookup_bytes(tab) <= NFC_PRE_KEY && !NFC_ACL_PER_PACKET;
+        if (tab->h == NULL || (!keep && (tab->acl || tab->lpm >= 0 || rte_hash_count(tab->h) < NFC_PREFETCH_MIN)))
+            continue;
         for (unsigned from = 0; from < n;) {
             uint8_t keys[NFC_PREFETCH_BURST][NFC_MAX_KEY];
             const void *kp[NFC_PREFETCH_BURST];
@@ -639,7 +644,9 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
             }
             if (k == 0)
                 continue;
-            if (tab->lpm >= 0)
+            if (tab->acl) /* one rte_acl_classify for the burst's keys */
+                nfc_acl_find_bulk(&tab->classifier, (const uint8_t *const *)kp, k, data, &hits);
+            else if (tab->lpm >= 0)
                 nfc_lpm_find_bulk(&tab->trie, (const uint8_t *const *)kp, k, data, &hits);
             else if (rte_hash_lookup_bulk_data(tab->h, kp, k, &hits, data) < 0)
                 continue;
@@ -691,6 +698,13 @@ static inline int nfc_exact_lookup(const struct nfc_pkt *p, int t, const uint8_t
 {
     int kept = nfc_kept(p, t, key, key_bytes, data);
     return kept >= 0 ? kept : nfc_exact_find(t, key, data);
+}
+
+/* Lookup of a ternary / range table t (the key: rte_acl's input, nfc_acl.h); 1: found. */
+static inline int nfc_acl_lookup(const struct nfc_pkt *p, int t, const uint8_t *key, unsigned key_bytes, void **data)
+{
+    int kept = nfc_kept(p, t, key, key_bytes, data);
+    return kept >= 0 ? kept : nfc_acl_find(&nfc_tables[t].classifier, key, data);
 }
 
 /* Longest-prefix-match lookup of table t (the LPM field whole in the key); 1: found. */
