@@ -69,7 +69,7 @@ def test_spec_and_nfc_run_agree(example, target, tmp_path):
 # E071/E080/E100, see tests/test_c_warnings.py); all_switch fits a Tofino alone
 CORPUS = {"all_switch": ALL_COMBOS, "accepted_oddities": ("tofino+dpdk", "dpdk"), "flow_state": ("tofino+dpdk", "dpdk"),
           "hash13": ("tofino+dpdk", "dpdk"), "lpm_routes": ("tofino+dpdk", "dpdk"),
-          "acl_ternary": ("tofino+dpdk", "dpdk"),
+          "acl_ternary": ("tofino+dpdk", "dpdk"), "acl_lpm": ("tofino+dpdk", "dpdk"),
           "counters_meters": ("tofino+dpdk", "dpdk"), "egress_before_cut": WITH_SERVER,
           "unused_parts": ("tofino+dpdk", "dpdk"), "frame_length": ("tofino+dpdk", "dpdk"),
           "host_cache": ("tofino+dpdk", "dpdk"), "wide_fields": ("tofino+dpdk", "dpdk"), "esp_esn": ("dpdk",)}

@@ -258,7 +258,7 @@ def _tracked(x: _Ctx, t: ir.Table) -> bool:
 
 def _table_desc(t: ir.Table, tracked: bool) -> c.Init:
     """A table's entry in nfc_tables[]: what nfc_tables.c needs to create it and check entries."""
-    lpm = [i for i, k in enumerate(t.keys) if k.match == "lpm"]
+    lpm = [i for i, k in enumerate(t.keys) if k.match == "lpm"] if _lpm_key(t) else []  # an ACL's LPM field: a mask
     size = min(t.size, 0xFFFFFFFF)  # a uint32_t; the capacity is min(size, NFC_TABLE_CAP) anyway
     return c.Init((
         ("name", f'"{t.name}"'), ("src", f'"{_src(t.span)}"'), ("size", f"{size}u"),
