@@ -5,15 +5,17 @@ the DPDK program over a veth pair).  The ESP is scapy's and ``cryptography``'s:
 * inbound, the new SA and its SPI's steering are added beside the old ones: packets of both
   SAs are accepted, each checked against a window of its own; once the old ones are deleted a
   late packet of the old SA is ``unknown_spi``;
-* outbound, the new SA's sequence slot is zeroed and then the tunnel's entry points at the new
-  SPI, key and slot in one write: the packets after it are the new SA's, numbered from 1 and
-  decrypting with the new key; the ones before it the old SA's, 1, 2, 3."""
+* outbound, while the tenant sends 300 packets at 1,000/s, the new SA's sequence slot is
+  zeroed and then the tunnel's entry points at the new SPI, key and slot in one write: every
+  packet leaves under one SA or the other, each SA's numbers are 1, 2, ... with none twice,
+  each packet decrypts with its SA's key, and the old SA's are the first of the flow."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -23,7 +25,7 @@ from scapy.layers.ipsec import ESP, SecurityAssociation
 from scapy.layers.l2 import Ether
 
 from runtime.api import Runtime
-from runtime.live import LiveDataPlane
+from runtime.live import LiveDataPlane, pace
 from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch
 from tests.oracles import ip2int, mac2int
 
@@ -33,6 +35,7 @@ pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("
 GATEWAY_VIP, GATEWAY_MAC = "203.0.113.1", "02:00:cb:00:71:01"
 PEER, NH_MAC, VNET_MAC = "198.51.100.7", "02:00:00:00:00:99", "02:00:00:00:0a:01"
 INTERNET_PORT, VNET_PORT, TUNNEL = 3, 18, 9
+FLOW = 300  # tenant packets sent at 1,000/s while the outbound SA is switched
 OLD = {"in": 0x1001, "out": 0x2001, "key": bytes(range(16)), "salt": bytes.fromhex("cafebabe"), "window": 9,
        "slot": 1}
 NEW = {"in": 0x1002, "out": 0x2002, "key": bytes(range(50, 66)), "salt": bytes.fromhex("0badf00d"), "window": 10,
@@ -66,8 +69,8 @@ def _from_peer(sa: dict, seq: int) -> tuple[bytes, bytes]:
 
 
 def _tenant(i: int) -> bytes:
-    return bytes(Ether(src="02:00:00:00:0b:01", dst=GATEWAY_MAC) /
-                 IP(src="10.8.0.1", dst=f"192.168.{TUNNEL}.{i}", id=i) / UDP(sport=7, dport=8) / (b"out%d" % i))
+    ip = IP(src="10.8.0.1", dst=f"192.168.{TUNNEL}.{i % 250 + 1}", id=i)
+    return bytes(Ether(src="02:00:00:00:0b:01", dst=GATEWAY_MAC) / ip / UDP(sport=7, dport=8) / (b"out%d" % i))
 
 
 @pytest.fixture(scope="module")
@@ -111,14 +114,17 @@ def test_a_rekey_under_traffic_loses_nothing_and_reuses_no_sequence_number(built
             peer(OLD, 1)
             peer(OLD, 2)
             _settled(live)
-            # make: the new inbound SA beside the old one; the new outbound SA, its slot zeroed first
+            # make: the new inbound SA beside the old one; the new outbound SA, its slot zeroed first,
+            # while the tenant keeps sending
             rt.table("inbound_sa").add(**_inbound_sa(NEW))
             rt.table("spi_steering").add(esp_spi=NEW["in"], tunnel=TUNNEL)
+            sender = threading.Thread(target=pace, args=([_tenant(i) for i in range(4, 4 + FLOW)],
+                                                         lambda d: live.inject(VNET_PORT, d), 1000.0))
+            sender.start()
+            time.sleep(0.1)
             rt.register("sa_seq").write(NEW["slot"], 0)
-            gw_out = rt.table("outbound_sa")
-            gw_out.modify(**_outbound_sa(NEW))
-            for i in (4, 5, 6):
-                live.inject(VNET_PORT, _tenant(i))
+            rt.table("outbound_sa").modify(**_outbound_sa(NEW))
+            sender.join()
             peer(OLD, 3)  # the peer has not switched yet
             peer(NEW, 1)
             peer(OLD, 4)
@@ -130,7 +136,7 @@ def test_a_rekey_under_traffic_loses_nothing_and_reuses_no_sequence_number(built
             live.inject(INTERNET_PORT, late)
             peer(NEW, 2)
             _settled(live)
-            assert rt.register("sa_seq").read(OLD["slot"]) == 3 and rt.register("sa_seq").read(NEW["slot"]) == 3
+            sent = (rt.register("sa_seq").read(OLD["slot"]), rt.register("sa_seq").read(NEW["slot"]))
             out = [Ether(f) for f in live.take(INTERNET_PORT)]
             tenant = [bytes(Ether(f).payload) for f in live.take(VNET_PORT)]
             counters = live.counters()
@@ -138,10 +144,20 @@ def test_a_rekey_under_traffic_loses_nothing_and_reuses_no_sequence_number(built
         sw.close()
     assert counters["drops"] == {"switch:unknown_spi": 1}, counters
     assert sorted(tenant) == sorted(inner)  # every packet of both SAs, byte for byte
+    sent_plain = [_tenant(i)[14:] for i in range(1, 4 + FLOW)]
     by_spi = {spi: sorted((f for f in out if f[ESP].spi == spi), key=lambda f: f[ESP].seq)
               for spi in (OLD["out"], NEW["out"])}
-    assert [[f[ESP].seq for f in by_spi[sa["out"]]] for sa in (OLD, NEW)] == [[1, 2, 3], [1, 2, 3]]
-    for sa, first in ((OLD, 1), (NEW, 4)):
-        for k, f in enumerate(by_spi[sa["out"]]):
-            plain = _sa(sa["out"], sa, GATEWAY_VIP, PEER).decrypt(f[IP].copy())
-            assert bytes(plain) == _tenant(first + k)[14:]
+    old_n, new_n = len(by_spi[OLD["out"]]), len(by_spi[NEW["out"]])
+    # every tenant packet left, under one SA or the other; each SA counted 1, 2, ... with no
+    # number twice (the register read back agrees), and the switch came within the flow
+    assert len(out) == old_n + new_n == 3 + FLOW and sent == (old_n, new_n), (old_n, new_n, sent)
+    assert old_n > 3 and new_n > 0
+    for sa in (OLD, NEW):
+        frames = by_spi[sa["out"]]
+        assert [f[ESP].seq for f in frames] == list(range(1, len(frames) + 1))
+        for f in frames:  # each decrypts with its own SA's key, to a packet the tenant sent
+            plain = bytes(_sa(sa["out"], sa, GATEWAY_VIP, PEER).decrypt(f[IP].copy()))
+            assert plain in sent_plain
+    # the packets sent before the switch were the old SA's, in order: the first ones of the flow
+    firsts = [bytes(_sa(OLD["out"], OLD, GATEWAY_VIP, PEER).decrypt(f[IP].copy())) for f in by_spi[OLD["out"]]]
+    assert firsts == sent_plain[:old_n]

@@ -77,6 +77,21 @@ def test_the_goal_file_is_owner_only(tmp_path):
     g = GoalStore(tmp_path / "goal.db")
     g.close()
     assert stat.S_IMODE((tmp_path / "goal.db").stat().st_mode) == 0o600
+    older = tmp_path / "older.db"  # made before the keys were kept in it
+    older.touch(mode=0o644)
+    GoalStore(older).close()
+    assert stat.S_IMODE(older.stat().st_mode) == 0o600
+
+
+def test_the_generated_api_shows_no_secret_value(built):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("ipsec_api", built / "python/ipsec_gateway/__init__.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    v = mod.InboundSaValues(key=KEY, salt=0xCAFE, sa_index=9, vnet_port=18, vnet_mac=1)
+    assert not _shows(repr(v), KEY) and "51966" not in repr(v) and "vnet_port=18" in repr(v)
+    assert v.key == KEY  # the value itself is there for the caller
 
 
 def test_secret_is_a_word_only_after_a_value_fields_type(tmp_path):

@@ -202,3 +202,15 @@ def test_a_server_classifier_it_cannot_lay_out_is_named_at_its_table(tmp_path, k
     line = text.splitlines().index("table fib {") + 1
     assert r.returncode == 1 and f"t.nfp:{line}:1: error[E100]: " in r.stderr, r.stderr
     assert message in r.stderr, r.stderr
+
+
+def test_a_punt_in_a_server_stage_behind_a_switch_is_named(tmp_path):
+    """A punt reaches the control plane through the switch's CPU port; from a server stage
+    behind the switch there is no way there yet (a server alone counts it by reason)."""
+    text = (ROOT / "tests/corpus/acl_ternary.nfp").read_text().replace(
+        "miss { drop(no_port); }", "miss { punt(no_port); }")
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", write(tmp_path, text), "-o", str(tmp_path / "b"),
+                        "--target", "tofino+dpdk", "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    line = next(i for i, t in enumerate(text.splitlines(), 1) if "punt(no_port)" in t)
+    assert r.returncode == 1 and f"t.nfp:{line}:" in r.stderr and "punt on the server behind a switch" in r.stderr, \
+        r.stderr

@@ -27,8 +27,8 @@ from targets.p4 import syntax as p
 
 __all__ = ["CounterObj", "ExternLib", "HashObj", "MeterObj", "instantiate"]
 
-V1_DROP_PORT = 511
-TNA_RED = 3  # MeterColor_t.RED (tofino1_base.p4)  # bmv2 simple_switch: mark_to_drop sets egress_spec to the drop port
+V1_DROP_PORT = 511  # bmv2 simple_switch: mark_to_drop sets egress_spec to the drop port
+TNA_RED = 3  # MeterColor_t.RED (tofino1_base.p4)
 
 
 def _crc(alg: str, data: bytes) -> int:

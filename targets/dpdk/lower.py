@@ -160,6 +160,9 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     x.inst = {i.name: k for k, i in enumerate(prog.instances)}
     x.reasons = {r: i + 1 for i, r in enumerate(drop_reasons(prog))}
     x.punts = {r: PUNT_BASE + i for i, r in enumerate(punt_reasons(prog))}
+    if len(x.reasons) >= PUNT_BASE or len(x.punts) > 256 - PUNT_BASE:  # one byte of codes, drops below punts
+        raise Unsupported(f"more than {PUNT_BASE - 1} drop reasons or {256 - PUNT_BASE} punt reasons on the server",
+                          Span(prog.file, 1, 1, 1, 1))
     for f in prog.metadata:
         x.meta_slot(f.name, f.width)
     tables = [prog.tables[t] for t in _server_tables(x)]
@@ -663,7 +666,7 @@ def _ptarget(x: _Ctx, g: ir.ParserGraph, t: ir.PTarget) -> list[c.Stmt]:
     if t.kind == "drop":
         return [c.Return(c.Int(x.reasons[t.name], ""))]
     if t.kind == "punt":
-        return [c.Return(c.Int(x.punts[t.name], ""))]
+        return [c.Return(c.Int(_punt_code(x, t.name, t.span), ""))]
     return [c.Goto(f"st_{g.name}_{t.name}")]
 
 
@@ -782,11 +785,19 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
         case ir.Eval() if isinstance(s.expr, ir.ExternCall | ir.CounterOp):
             return [c.ExprStmt(_expr(x, s.expr))]
         case ir.Punt():
-            return [c.Return(c.Int(x.punts[s.reason], ""))]
+            return [c.Return(c.Int(_punt_code(x, s.reason, s.span), ""))]
         case ir.Insert() | ir.Remove() | ir.Eval() | ir.Extract():
             raise Unsupported(f"'{type(s).__name__.lower()}' on the server", s.span)
         case _:
             assert_never(s)
+
+
+def _punt_code(x: _Ctx, reason: str, span: Span) -> int:
+    """A punt on a server alone is counted by its reason (no control-plane port there yet);
+    behind a switch the packet would have to reach the switch's CPU port, which is not built."""
+    if not x.software:
+        raise Unsupported("punt on the server behind a switch", span)
+    return x.punts[reason]
 
 
 def _width(h: ir.HeaderType, name: str) -> int:

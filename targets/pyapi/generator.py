@@ -84,7 +84,7 @@ def _claim_names(prog: ir.Program, nf_class: str) -> None:
 
 def _table(t: ir.Table) -> dict[str, Any]:
     keys = [{"name": k.name, "width": k.expr.width, "match": k.match} for k in t.keys]
-    values = [{"name": v.name, "attr": _param(v.name), "width": v.width} for v in t.values]
+    values = [{"name": v.name, "attr": _param(v.name), "width": v.width, "secret": v.secret} for v in t.values]
     key_params = ", ".join(f"{_param(k.name)}: Value" + (" | tuple[Value, Value]" if k.match != "exact" else "")
                            for k in t.keys)
     names = [k.name for k in t.keys]
@@ -96,6 +96,7 @@ def _table(t: ir.Table) -> dict[str, Any]:
     return {"name": t.name, "attr": _param(t.name), "cls": _camel(t.name), "source": f"{t.span.file}:{t.span.line}",
             "match": t.match,
             "size": t.size, "state": t.is_state, "key_fields": keys, "value_fields": values,
+            "secrets": [v["attr"] for v in values if v["secret"]],
             "key_params": key_params, "entry_params": entry_params, "params": params,
             "priority": f", {prio}" if prio else "",
             "key_dict": "{" + ", ".join(f'"{n}": {_param(n)}' for n in names) + "}",

@@ -79,6 +79,8 @@ int nfc_tables_init(void)
         struct nfc_table *t = &nfc_tables[i];
         have_state |= t->state;
         t->key_words = t->value_words = 0;
+        if (t->acl)
+            t->lpm = -1; /* an ACL's LPM field is a mask of its rules, not a trie */
         t->arg_words = t->acl ? 1 : t->lpm >= 0; /* the priority; the prefix length */
         for (int k = 0; k < t->nkeys; k++) {
             t->key_words = (uint8_t)(t->key_words + nfc_words(t->key_width[k]));
@@ -571,12 +573,15 @@ int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *val
     struct nfc_acl *gone = NULL;
     uint8_t *one[1] = {key};
     if (t->acl && nfc_acl_apply(t, present ? NFC_OP_MODIFY : NFC_OP_ADD, one, 1, &gone) != NFC_OK) {
+        int32_t pos = -1;
         if (present)
             put(t, key, old, 0, 0);
         else
-            unput(t, key);
+            pos = unput(t, key);
         grace_period();
         nfc_data_free(t, d);
+        if (pos >= 0) /* the hash frees no key slot on delete (lock-free readers): after the grace period */
+            rte_hash_free_key_with_position(t->h, pos);
         return NFC_E_NO_MEMORY;
     }
     if (present || gone != NULL) { /* nothing forwards yet, but keep to the rule: free after a grace period */

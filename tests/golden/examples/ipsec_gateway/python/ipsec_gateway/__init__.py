@@ -53,11 +53,15 @@ class SpiSteering(Table):
 class InboundSaValues(NamedTuple):
     """The values of an entry of inbound_sa."""
 
-    key: int  # bit<128>
-    salt: int  # bit<32>
+    key: int  # bit<128> secret
+    salt: int  # bit<32> secret
     sa_index: int  # bit<32>
     vnet_port: int  # bit<16>
     vnet_mac: int  # bit<48>
+
+    def __repr__(self) -> str:  # the secret values are not shown
+        shown = ", ".join(f"{k}={'<secret>' if k in ['key', 'salt'] else v}" for k, v in self._asdict().items())
+        return f"InboundSaValues({shown})"
 
 
 class InboundSa(Table):
@@ -121,10 +125,14 @@ class OutboundSaValues(NamedTuple):
     """The values of an entry of outbound_sa."""
 
     spi: int  # bit<32>
-    key: int  # bit<128>
-    salt: int  # bit<32>
+    key: int  # bit<128> secret
+    salt: int  # bit<32> secret
     peer: int  # bit<32>
     seq_index: int  # bit<16>
+
+    def __repr__(self) -> str:  # the secret values are not shown
+        shown = ", ".join(f"{k}={'<secret>' if k in ['key', 'salt'] else v}" for k, v in self._asdict().items())
+        return f"OutboundSaValues({shown})"
 
 
 class OutboundSa(Table):
