@@ -212,3 +212,31 @@ def test_the_entries_file_writes_ternary_range_and_priority_as_the_document_says
         r = subprocess.run([str(built / "server/nf-san"), *eal_args(), "--vdev=net_null0", "--", "--entries", str(bad)],
                            capture_output=True, text=True, timeout=120)
         assert r.returncode != 0 and f"{bad}:2: entry rejected by table acl" in r.stderr, (line, r.stderr[-2000:])
+
+
+def test_classifiers_replaced_while_the_lcore_classifies_free_nothing_it_reads(built, tmp_path):
+    """Every batch publishes a new rte_acl context and frees the old one after a grace period,
+    while the lcore classifies the same packets forever (net_pcap infinite_rx) under ASan: a
+    context or value record freed under it would be a sanitizer report or a crash."""
+    pcap = tmp_path / "in.pcap"
+    with RawPcapWriter(str(pcap), linktype=1) as w:
+        for k in range(64):
+            w.write(_udp(0x0A000000 | k, 0xC0A80100 | k, 1000 + k))
+    replay = f"net_pcap0,rx_pcap={pcap},tx_pcap=/dev/null,infinite_rx=1"
+    with ServerProcess(built / "server/nf-san", [replay]) as srv:
+        rt = Runtime(built, server=srv.control)
+        acl = rt.table("acl")
+        rt.table("class_ports").add_many([{"meta_class": c, "ipv4_dst": 0xC0A80100 | k, "port": 0}
+                                          for c in range(1, 4) for k in range(64)])
+        before = srv.control.counters()
+        for round_ in range(40):
+            rows = [{"ipv4_src": (0x0A000000 | k, FULL), "ipv4_dst": (0, 0), "udp_dport": (0, 65535),
+                     "class": 1 + (round_ + k) % 3} for k in range(0, 64, 2)]
+            acl.add_many(rows, [5] * len(rows))
+            acl.delete_many([{k: v for k, v in r.items() if k != "class"} for r in rows], [5] * len(rows))
+        after = srv.control.counters()
+        assert srv.proc.poll() is None
+        handled = after["forwarded"] + sum(after["drops"].values())
+        assert handled > before["forwarded"] + sum(before["drops"].values())  # it classified all along
+        assert srv.control.dump("acl") == []
+    assert "ERROR: AddressSanitizer" not in srv.stderr and "runtime error:" not in srv.stderr, srv.stderr[-3000:]
