@@ -64,9 +64,9 @@ class GoalStore:
                 k = tuple((int(v), None if m is None else int(m)) for v, m in json.loads(key))
                 vs = tuple(int(v) for v in json.loads(vals))
                 entry = (k, int(prio), vs)
-            except (ValueError, TypeError) as e:  # JSONDecodeError is a ValueError
+            except (ValueError, TypeError):  # JSONDecodeError is a ValueError; its text may quote a key
                 raise GoalError(f"{self.path}: table {table}: an entry that is not one this runtime wrote "
-                                f"({e})") from e
+                                "(its text is not shown: values may be keys)") from None
             if len(k) != keys or len(vs) != values:
                 raise GoalError(f"{self.path}: table {table}: an entry of {len(k)} key fields and {len(vs)} "
                                 f"values, the table has {keys} and {values} (the goal state of another "

@@ -110,3 +110,20 @@ def test_secret_is_a_word_only_after_a_value_fields_type(tmp_path):
     printed = print_module(parse_text(text, str(src), Diagnostics()))
     assert "secret: bit<8> secret;" in printed and "header h {\n  secret: bit<8>;" in printed
 
+
+
+def test_a_corrupt_goal_entry_is_named_without_its_text(tmp_path):
+    import sqlite3
+
+    from runtime.goal import GoalError
+
+    GoalStore(tmp_path / "goal.db").close()
+    db = sqlite3.connect(tmp_path / "goal.db")
+    db.execute("INSERT INTO entries VALUES ('inbound_sa', '[[7, null]]', 0, '[\"2b7e1516zz28aed2a6\", 1]')")
+    db.commit()
+    db.close()
+    g = GoalStore(tmp_path / "goal.db")
+    with pytest.raises(GoalError) as e:
+        list(g.entries("inbound_sa", 1, 2))
+    g.close()
+    assert "inbound_sa" in str(e.value) and "2b7e1516" not in str(e.value) and e.value.__cause__ is None
