@@ -43,7 +43,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from runtime.control import OP, REP, REQ, ControlChannel
+from runtime.control import OBJECT_WORDS, OP, REP, REQ, ControlChannel
 from runtime.server_proc import ServerProcess
 from tests.fuzz import Fuzzer
 from tests.packet_fuzz import (
@@ -131,9 +131,11 @@ class Model:
     """Every table of one program; ``predict`` says what a request must get, ``apply`` what an
     OK write does."""
 
-    def __init__(self, hello: Sequence[dict[str, Any]]) -> None:
-        """``hello``: the tables of the HELLO reply, in order (a request names one by its index)."""
+    def __init__(self, hello: Sequence[dict[str, Any]], objects: Sequence[dict[str, Any]] = ()) -> None:
+        """``hello``: the tables of the HELLO reply, in order (a request names one by its index);
+        ``objects``: its registers, counters and meters (OBJ_READ / OBJ_WRITE name one by index)."""
         self.hello = tuple(hello)
+        self.objects = tuple(objects)
         self.tables = [TableModel(i, str(t["name"]), tuple(t["keys"]), tuple(t["values"]), int(t["lpm"]),
                                   bool(t["state"]), bool(t.get("tracked", 0))) for i, t in enumerate(hello)]
 
@@ -143,10 +145,11 @@ class Model:
         status, _index, body = ch.raw(request(OP["hello"], 0, 0))
         if status != OK:
             raise Failure(f"HELLO status {status}", body.decode(errors="replace"))
-        return Model(json.loads(body)["tables"])
+        hello = json.loads(body)
+        return Model(hello["tables"], hello.get("objects", ()))
 
     def empty(self) -> Model:
-        return Model(self.hello)
+        return Model(self.hello, self.objects)
 
     def control(self) -> list[TableModel]:
         return [t for t in self.tables if not t.state]
@@ -173,6 +176,8 @@ def predict(model: Model, data: bytes) -> Expect:
         return Expect(OK, frozenset({0}))
     if op == OP["hits"]:  # the body is not read
         return Expect(OK) if table < len(model.tables) and model.tables[table].tracked else Expect(NO_TABLE)
+    if op in (OP["obj_read"], OP["obj_write"]):
+        return _object_op(model, op, table, count, length, words)
     if not OP["add"] <= op <= OP["clear"]:
         return Expect(BAD_OP)
     if table >= len(model.tables):
@@ -191,6 +196,33 @@ def predict(model: Model, data: bytes) -> Expect:
         return Expect(OK, frozenset({len(t.entries)}))
     records = [words[i * stride:(i + 1) * stride] for i in range(count)]
     return _records(t, op, records)
+
+
+def _object_op(model: Model, op: int, table: int, count: int, length: int, words: list[int]) -> Expect:
+    """OBJ_READ (u64 indices) and OBJ_WRITE (index, then a register's value / a counter's
+    packets, bytes / a meter's cir, cbs, pir, pbs): every record checked before any is written."""
+    if table >= len(model.objects):
+        return Expect(NO_TABLE)
+    o = model.objects[table]
+    stride = 1 if op == OP["obj_read"] else 1 + OBJECT_WORDS[o["kind"]] - (o["kind"] == "meter")
+    if count > MAX_COUNT or count * stride * 8 != length:
+        return Expect(BAD_REQUEST)
+    for i in range(count):
+        r = words[i * stride:(i + 1) * stride]
+        if r[0] >= o["size"] or (op == OP["obj_write"] and not _object_record_ok(o, r[1:])):
+            return Expect(OUT_OF_RANGE, frozenset({i}))
+    return Expect(OK, frozenset({count}))
+
+
+def _object_record_ok(o: dict[str, Any], v: list[int]) -> bool:
+    """docs/control.md: a register value within its width; meter rates all zero (reset) or
+    0 < cir <= pir, cbs and pbs > 0, each below 2^40."""
+    if o["kind"] == "register":
+        return o["width"] >= 64 or v[0] >> o["width"] == 0
+    if o["kind"] == "counter" or not any(v):
+        return True
+    cir, cbs, pir, pbs = v
+    return 0 < cir <= pir < 1 << 40 and 0 < cbs < 1 << 40 and 0 < pbs < 1 << 40
 
 
 def _records(t: TableModel, op: int, records: list[list[int]]) -> Expect:
