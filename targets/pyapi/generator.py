@@ -49,7 +49,8 @@ def _param(name: str) -> str:
 # attributes its __init__ sets; tests/test_runtime_api.py checks this list against the class)
 MODULE_NAMES = frozenset({"Path", "NamedTuple", "Runtime", "Table", "Value", "build_dir", "annotations"})
 RUNTIME_ATTRS = frozenset({"PROGRAM", "close", "connect", "load", "table", "write", "out", "plan", "schemas", "switch",
-                           "server", "caches", "apply_cache", "goal", "idle_notify", "intend", "reconcile"})
+                           "server", "caches", "apply_cache", "goal", "idle_notify", "intend", "reconcile", "register",
+                           "counter", "meter"})
 
 
 class _Namespace:
