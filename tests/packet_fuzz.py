@@ -394,10 +394,20 @@ def frames(case: Case, batch: Batch) -> list[bytes]:
 
 
 def _record(t: ir.Table, e: Entry) -> list[int]:
-    """A control-channel record: the key fields, an LPM key's prefix length, the values."""
-    lpm = [m.arg if m.arg is not None else k.expr.width for k, m in zip(t.keys, e.key, strict=True)
-           if k.match == "lpm"]
-    return [m.value for m in e.key] + lpm + [e.values[v.name] for v in t.values]
+    """A control-channel record (docs/control.md): the key fields, then an LPM key's prefix
+    length, or a ternary / range table's prefix length, mask or high bound of each non-exact
+    field and the priority; then the values."""
+    def arg(k: ir.Key, m: Match) -> int:
+        if m.arg is not None:
+            return m.arg
+        return k.expr.width if k.match == "lpm" else (1 << k.expr.width) - 1 if k.match == "ternary" else m.value
+
+    pairs = list(zip(t.keys, e.key, strict=True))
+    if t.match in ("ternary", "range"):
+        args = [arg(k, m) for k, m in pairs if k.match != "exact"] + [e.priority]
+    else:
+        args = [arg(k, m) for k, m in pairs if k.match == "lpm"]
+    return [m.value for m in e.key] + args + [e.values[v.name] for v in t.values]
 
 
 def _load(ch: ControlChannel, case: Case, tables: dict[str, list[Entry]]) -> None:
@@ -447,7 +457,9 @@ def run_server(case: Case, batch: Batch, work: Path, timeout: float = 120.0) -> 
         except RuntimeApiError:  # wait() says so when the exit status is not 0 (a sanitizer aborted)
             srv.stop()
             return ServerRun(None, srv.stderr, f"exit {srv.proc.returncode}: did not end well")
-    return ServerRun((_outputs(case, tx), Counter(counters.get("drops", {}))), srv.stderr)
+    # a punt on a server alone is counted by its reason (COUNTERS' punts), as the reference reports it
+    return ServerRun((_outputs(case, tx), Counter(counters.get("drops", {})) + Counter(counters.get("punts", {}))),
+                     srv.stderr)
 
 
 def _outputs(case: Case, tx: Path) -> dict[int, Counter[bytes]]:
