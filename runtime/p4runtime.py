@@ -355,19 +355,19 @@ class SwitchClient:
     # ---- counters and meters (§9.5, §9.6) ----------------------------------------------------
 
     def _object_entity(self, kind: str, name: str, index: int) -> Any:
-        """A CounterEntry or MeterEntry entity of one index, by the ``.nfp`` name."""
+        """A CounterEntry, MeterEntry or RegisterEntry entity of one index, by the ``.nfp`` name."""
         info = self.names["p4runtime"].get(f"{kind}s", {}).get(name)
-        if info is None or kind not in ("counter", "meter"):
+        if info is None or kind not in ("counter", "meter", "register"):
             raise InvalidEntry(f"the switch has no {kind} {name}")
         ent = p4runtime_pb2.Entity()
-        e = ent.counter_entry if kind == "counter" else ent.meter_entry
+        e = getattr(ent, f"{kind}_entry")
         setattr(e, f"{kind}_id", info["id"])
         e.index.index = index
         return ent
 
     def object_read(self, kind: str, name: str, indices: Sequence[int]) -> list[tuple[int, ...]]:
         """Per index, in the control channel's layout: a counter's (packets, bytes); a meter's
-        (configured, cir, cbs, pir, pbs)."""
+        (configured, cir, cbs, pir, pbs); a register's (value,)."""
         got: dict[int, tuple[int, ...]] = {}
         for start in range(0, len(indices), self.chunk):
             part = [self._object_entity(kind, name, i) for i in indices[start:start + self.chunk]]
@@ -375,6 +375,9 @@ class SwitchClient:
                 if ent.HasField("counter_entry"):
                     ce = ent.counter_entry
                     got[ce.index.index] = (ce.data.packet_count, ce.data.byte_count)
+                elif ent.HasField("register_entry"):
+                    re_ = ent.register_entry
+                    got[re_.index.index] = (int.from_bytes(re_.data.bitstring, "big"),)
                 elif ent.HasField("meter_entry"):
                     me, c = ent.meter_entry, ent.meter_entry.config
                     got[me.index.index] = ((1, c.cir, c.cburst, c.pir, c.pburst) if me.HasField("config")
@@ -385,8 +388,9 @@ class SwitchClient:
         return [got[i] for i in indices]
 
     def object_write(self, kind: str, name: str, records: Sequence[Sequence[int]]) -> list[RuntimeApiError | None]:
-        """MODIFY of counter indices (index, packets, bytes) or meter indices (index, cir, cbs,
-        pir, pbs; all four 0: back to unconfigured), in order; the error of each (None: applied)."""
+        """MODIFY of counter indices (index, packets, bytes), meter indices (index, cir, cbs,
+        pir, pbs; all four 0: back to unconfigured) or register cells (index, value), in order;
+        the error of each (None: applied)."""
         req = p4runtime_pb2.WriteRequest(device_id=self.device_id)
         req.election_id.high, req.election_id.low = self.election
         for r in records:
@@ -395,6 +399,8 @@ class SwitchClient:
             up.entity.CopyFrom(self._object_entity(kind, name, r[0]))
             if kind == "counter":
                 up.entity.counter_entry.data.packet_count, up.entity.counter_entry.data.byte_count = r[1], r[2]
+            elif kind == "register":
+                up.entity.register_entry.data.bitstring = _bytes(r[1])
             elif any(r[1:]):
                 c = up.entity.meter_entry.config
                 c.cir, c.cburst, c.pir, c.pburst = r[1:5]

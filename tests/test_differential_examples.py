@@ -66,13 +66,14 @@ def test_spec_and_nfc_run_agree(example, target, tmp_path):
 
 
 # tests/corpus programs and the combinations each builds for (the others are refused with a named
-# E071/E080/E100, see tests/test_c_warnings.py); all_switch fits a Tofino alone
+# E071/E080/E100, see tests/test_c_warnings.py); all_switch and switch_registers fit a Tofino alone
 CORPUS = {"all_switch": ALL_COMBOS, "accepted_oddities": ("tofino+dpdk", "dpdk"), "flow_state": ("tofino+dpdk", "dpdk"),
           "hash13": ("tofino+dpdk", "dpdk"), "lpm_routes": ("tofino+dpdk", "dpdk"),
           "acl_ternary": ("tofino+dpdk", "dpdk"), "acl_lpm": ("tofino+dpdk", "dpdk"),
           "counters_meters": ("tofino+dpdk", "dpdk"), "egress_before_cut": WITH_SERVER,
           "unused_parts": ("tofino+dpdk", "dpdk"), "frame_length": ("tofino+dpdk", "dpdk"),
-          "host_cache": ("tofino+dpdk", "dpdk"), "wide_fields": ("tofino+dpdk", "dpdk"), "esp_esn": ("dpdk",)}
+          "host_cache": ("tofino+dpdk", "dpdk"), "wide_fields": ("tofino+dpdk", "dpdk"), "esp_esn": ("dpdk",),
+          "switch_registers": ALL_COMBOS}
 
 
 

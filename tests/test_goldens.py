@@ -17,6 +17,8 @@ from tests.conftest import ROOT
 
 GOLDEN = ROOT / "tests" / "golden"
 EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))
+# a corpus program that pins what examples do not show: registers on the switch (RegisterAction)
+EXAMPLES.append(ROOT / "tests" / "corpus" / "switch_registers.nfp")
 ERRORS = sorted((GOLDEN / "errors").glob("*.nfp"))
 
 

@@ -146,10 +146,12 @@ packet { eth: ethernet; }
 register r: bit<8>[4];
 parser p { state start { extract eth; transition accept; } }
 stage s { r[0] = r[0] + 1; forward(1); }
-pipeline q { ports = [0..3]; parser = p; stages = [s]; }
+stage t { eth.src = bit<48>(r[0]); }
+pipeline q { ports = [0..3]; parser = p; stages = [s, t]; }
 """
     (tmp_path / "u.nfp").write_text(src)
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "u.nfp"), "--target", "tofino",
                         "-o", str(tmp_path / "o")], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 1 and "Traceback" not in r.stderr
-    assert "u.nfp:5:11: error[E100]: the tna generator does not support registers on the switch yet" in r.stderr
+    assert ("u.nfp:6:1: error[E100]: the tna generator does not support register 'r' accessed by stages 's' and "
+            "'t' on the switch" in r.stderr), r.stderr

@@ -12,6 +12,7 @@ from __future__ import annotations
 from compiler import ir
 from compiler.analysis import Use, parser_uses, stage_units, stage_uses
 from compiler.profiles import TargetSet, TargetSpec, load_profiles
+from compiler.register_access import NotOne, accessed_registers, one_access
 from lang.diagnostics import Diagnostics
 
 __all__ = ["can_run", "check_capabilities", "needs", "supports"]
@@ -31,12 +32,27 @@ def needs(prog: ir.Program, stage: ir.Stage, miss_to_server: bool = False) -> li
     """Everything a target must support to run ``stage``: its ops and match kinds, and each table's key
     width.  With ``miss_to_server`` (asked of a switch in a build with a server) the miss branches of
     cached lookups run on the server and are not asked."""
-    uses = stage_uses(prog, stage, skip_cached_miss=miss_to_server)
+    uses = stage_uses(prog, stage, skip_cached_miss=miss_to_server) + _register_uses(prog, stage)
     for unit in stage_units(prog, stage):
         for name in unit.tables:
             t = prog.tables[name]
             uses.append(Use(f"key_bits:{t.key_bits}", t.span, f"the {t.key_bits}-bit key of table '{t.name}'"))
     return uses
+
+
+def _register_uses(prog: ir.Program, stage: ir.Stage) -> list[Use]:
+    """Beyond ``register``: ``register_sequence`` where a register's accesses in the stage are not
+    one read-modify-write (``compiler.register_access``), ``wide_state`` for a register wider
+    than a stateful ALU's 32-bit word."""
+    out: list[Use] = []
+    for name in accessed_registers(stage.body):
+        r = prog.registers[name]
+        if r.width > 32:
+            out.append(Use("wide_state", r.span, f"the {r.width}-bit register '{name}'"))
+        found = one_access(prog, stage.body, name)
+        if isinstance(found, NotOne):
+            out.append(Use("register_sequence", found.span, found.reason))
+    return out
 
 
 def can_run(prog: ir.Program, stage: ir.Stage, spec: TargetSpec | None, miss_to_server: bool = False) -> bool:

@@ -219,7 +219,11 @@ class P4Executor:
         for inst in d.locals:
             if isinstance(inst, p.Instance):
                 scope[inst.name] = inst.type
-                objects[inst.name] = self.externs[inst.name] = instantiate(inst, self.env.enums)
+                objects[inst.name] = self.externs[inst.name] = instantiate(inst, self.env.enums, objects)
+        for inst in d.locals:  # abstract methods implemented by an instance (RegisterAction.apply)
+            if isinstance(inst, p.Instance) and inst.methods:
+                (m,) = inst.methods
+                objects[inst.name].apply = self.compiler.stmts(m.body, {**scope, **{q.name: q.type for q in m.params}})
         if isinstance(d, p.Parser):
             return _Parser(self.compiler, d, scope, objects)
         return _Control(self.compiler, d, scope, self.tables, objects)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import zlib
 from collections import Counter as Tally
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ from emulator.p4.types import TypeErrorP4
 from emulator.p4.values import Obj, PacketIn, fields_of
 from targets.p4 import syntax as p
 
-__all__ = ["CounterObj", "ExternLib", "HashObj", "MeterObj", "instantiate"]
+__all__ = ["CounterObj", "ExternLib", "HashObj", "MeterObj", "RegisterActionObj", "RegisterObj", "instantiate"]
 
 V1_DROP_PORT = 511  # bmv2 simple_switch: mark_to_drop sets egress_spec to the drop port
 TNA_RED = 3  # MeterColor_t.RED (tofino1_base.p4)
@@ -86,8 +87,43 @@ class MeterObj:
         return GREEN if b is None else b.colour(nbytes, now)
 
 
-def instantiate(inst: p.Instance, enums: dict[str, int]) -> Any:
-    """The run-time object of an extern instance declared in a parser or control."""
+@dataclass
+class RegisterObj:
+    """A register's cells (every cell 0 at start: TNA's initial value argument, bmv2's default);
+    out-of-range reads give 0 and writes do nothing, as the reference semantics does."""
+
+    size: int
+    width: int
+    cells: dict[int, int] = field(default_factory=dict)
+
+    def read(self, index: int) -> int:
+        return self.cells.get(index, 0) if 0 <= index < self.size else 0
+
+    def write(self, index: int, value: int) -> None:
+        if 0 <= index < self.size:
+            self.cells[index] = value & mask(self.width)
+
+
+@dataclass
+class RegisterActionObj:
+    """A TNA ``RegisterAction``: its register and its ``apply`` body, compiled by the executor
+    (a function of a frame holding ``value`` and ``rv``)."""
+
+    register: RegisterObj
+    apply: Callable[[Frame], None] | None = None
+
+    def execute(self, f: Frame, index: int) -> int:
+        assert self.apply is not None, "the executor compiles apply before any packet"
+        inner = dict(f)
+        inner["value"], inner["rv"] = self.register.read(index), 0
+        self.apply(inner)
+        self.register.write(index, inner["value"])
+        return int(inner["rv"])
+
+
+def instantiate(inst: p.Instance, enums: dict[str, int], declared: dict[str, Any] | None = None) -> Any:
+    """The run-time object of an extern instance declared in a parser or control (``declared``:
+    the block's instances before it, which a ``RegisterAction`` names its register among)."""
     name = inst.type.name
     if name == "Hash":
         alg = inst.args[0]
@@ -99,13 +135,20 @@ def instantiate(inst: p.Instance, enums: dict[str, int]) -> Any:
         return CounterObj(_size_arg(inst))
     if name in ("Meter", "meter"):
         return MeterObj(_size_arg(inst))
+    if name in ("Register", "register"):
+        return RegisterObj(_size_arg(inst), _width_arg(inst))
+    if name == "RegisterAction":
+        reg = (declared or {}).get(inst.args[0].name) if inst.args and isinstance(inst.args[0], p.Path) else None
+        if not isinstance(reg, RegisterObj):
+            raise TypeErrorP4(f"{inst.name}: a RegisterAction needs a Register declared before it")
+        return RegisterActionObj(reg)
     raise TypeErrorP4(f"extern {name} is not in the executed subset")
 
 
 def _width_arg(inst: p.Instance) -> int:
     t = inst.type.args[0] if inst.type.args else None
     if not isinstance(t, p.Bits):
-        raise TypeErrorP4(f"{inst.name}: Hash needs a bit<W> type argument")
+        raise TypeErrorP4(f"{inst.name}: {inst.type.name} needs a bit<W> type argument")
     return t.width
 
 
@@ -187,6 +230,20 @@ class ExternLib:
                 colour = obj(f).execute(idx(f), f["__len__"], f["__now__"])
                 return TNA_RED if colour == RED else colour
             return execute, p.Bits(8)
+        if key == ("RegisterAction", "execute"):
+            (index,) = self._args(call, 1)
+            idx, _ = c.bits(index, scope)
+            return (lambda f: obj(f).execute(f, idx(f))), inst_type.args[2]
+        if key == ("register", "read"):  # v1model.p4 (V1MODEL_VERSION 20180101): read(out T, in bit<32>)
+            out, index = self._args(call, 2)
+            setter, _t = c.lvalue(out, scope)
+            idx, _ = c.bits(index, scope)
+            return (lambda f: setter(f, obj(f).read(idx(f)))), p.TypeName("void")
+        if key == ("register", "write"):
+            index, value = self._args(call, 2)
+            idx, _ = c.bits(index, scope)
+            val, _ = c.bits(value, scope)
+            return (lambda f: obj(f).write(idx(f), val(f))), p.TypeName("void")
         if key == ("meter", "execute_meter"):  # v1model.p4: GREEN 0, YELLOW 1, RED 2
             index, out = self._args(call, 2)
             idx, _ = c.bits(index, scope)

@@ -15,11 +15,11 @@ from google.rpc import code_pb2
 from emulator.p4.tables import PRIORITY_KINDS, KeyField, Match, TableEntry
 from emulator.switchmodel._p4rt_status import Reject, invalid
 
-__all__ = ["Entries", "EntryKey", "canonical", "check_entry_fields", "check_values"]
+__all__ = ["Entries", "EntryKey", "canonical", "check_entry_fields", "check_values", "uint_of"]
 
 # ---- bytestrings (§8.4) ----------------------------------------------------------------------
 
-def _uint(data: bytes, width: int, what: str) -> int:
+def uint_of(data: bytes, width: int, what: str) -> int:
     """A received ``bit<width>`` value.  Any length is accepted (leading zero bytes too, so a
     client padding to the field's width is understood), but not the empty string nor a value
     wider than the field, after its leading zero bits: both are OUT_OF_RANGE (§8.4)."""
@@ -52,14 +52,14 @@ def _match(fm: Any, name: str, spec: dict[str, Any]) -> Match:
     if fm.WhichOneof("field_match_type") != kind:
         raise invalid(f"match field {name} is {kind}, not {fm.WhichOneof('field_match_type')}")
     if kind == "exact":
-        return Match(_uint(fm.exact.value, width, name))
+        return Match(uint_of(fm.exact.value, width, name))
     if kind == "lpm":
-        return _lpm(_uint(fm.lpm.value, width, name), fm.lpm.prefix_len, name, width)
+        return _lpm(uint_of(fm.lpm.value, width, name), fm.lpm.prefix_len, name, width)
     if kind == "ternary":
-        return _ternary(_uint(fm.ternary.value, width, name), _uint(fm.ternary.mask, width, f"{name} mask"), name,
+        return _ternary(uint_of(fm.ternary.value, width, name), uint_of(fm.ternary.mask, width, f"{name} mask"), name,
                         width)
     if kind == "range":
-        return _range(_uint(fm.range.low, width, f"{name} low"), _uint(fm.range.high, width, f"{name} high"),
+        return _range(uint_of(fm.range.low, width, f"{name} low"), uint_of(fm.range.high, width, f"{name} high"),
                       name, width)
     raise invalid(f"match field {name}: {kind} matches are not supported")
 
@@ -198,7 +198,7 @@ class Entries:
             pname, p = specs[prm.param_id]
             if pname in values:
                 raise invalid(f"parameter {pname} of action {aname} is given twice")
-            values[pname] = _uint(prm.value, p["bitwidth"], f"{aname}.{pname}")
+            values[pname] = uint_of(prm.value, p["bitwidth"], f"{aname}.{pname}")
         if len(values) < len(specs):
             missing = sorted(pname for pname, _p in specs.values() if pname not in values)
             raise invalid(f"action {aname} needs parameter(s) {', '.join(missing)}")

@@ -1,9 +1,11 @@
-"""Counters and meters of the switch model as P4Runtime writes and reads them (v1.4 §9.5
-``CounterEntry``, §9.6 ``MeterEntry``): indexed externs of the running program, found by
-their P4Info id.  Both take MODIFY only (they exist as long as the program does); an unset
-``index`` is every index (§9.5.1 / §9.6.1 wildcard); a ``MeterEntry`` without ``config``
-puts the index back to its default, unconfigured (every packet green).  A write that would
-fail changes nothing.  The ``nfc_drops`` counter is the service's own (per drop reason)."""
+"""Counters, meters and registers of the switch model as P4Runtime writes and reads them (v1.4
+§9.5 ``CounterEntry``, §9.6 ``MeterEntry``, §9.8 ``RegisterEntry``): indexed externs of the
+running program, found by their P4Info id.  All take MODIFY only (they exist as long as the
+program does); an unset ``index`` is every index (§9.5.1 / §9.6.1 wildcard, and the same for
+registers); a ``MeterEntry`` without ``config`` puts the index back to its default,
+unconfigured (every packet green); a ``RegisterEntry``'s ``data`` is a ``bitstring`` that fits
+the cell.  A write that would fail changes nothing.  The ``nfc_drops`` counter is the
+service's own (per drop reason)."""
 
 from __future__ import annotations
 
@@ -14,7 +16,8 @@ from p4.v1 import p4runtime_pb2
 
 from compiler.interp.meter import MeterConfig
 from emulator.p4.executor import P4Executor
-from emulator.p4.externs import CounterObj, MeterObj
+from emulator.p4.externs import CounterObj, MeterObj, RegisterObj
+from emulator.switchmodel._p4rt_entries import canonical, uint_of
 from emulator.switchmodel._p4rt_status import Reject, invalid
 
 __all__ = ["Objects", "meter_config_ok"]
@@ -33,7 +36,8 @@ class Objects:
     def __init__(self, names: dict[str, Any], executor: P4Executor) -> None:
         self.counters: dict[int, tuple[str, CounterObj]] = {}
         self.meters: dict[int, tuple[str, MeterObj]] = {}
-        for kind, into in (("counters", self.counters), ("meters", self.meters)):
+        self.registers: dict[int, tuple[str, RegisterObj]] = {}
+        for kind, into in (("counters", self.counters), ("meters", self.meters), ("registers", self.registers)):
             for name, info in names.get(kind, {}).items():
                 obj = executor.externs.get(info["name"].rsplit(".", 1)[-1])
                 if obj is not None and name != "nfc_drops":
@@ -59,7 +63,16 @@ class Objects:
     def write(self, update: Any) -> None:
         kind = update.entity.WhichOneof("entity")
         if update.type != _U.MODIFY:
-            raise invalid(f"a {kind} can only be modified (§9.5, §9.6), not inserted or deleted")
+            raise invalid(f"a {kind} can only be modified (§9.5, §9.6, §9.8), not inserted or deleted")
+        if kind == "register_entry":
+            re_ = update.entity.register_entry
+            name, reg = self._find(self.registers, re_.register_id, "register")
+            if re_.data.WhichOneof("data") != "bitstring":
+                raise invalid(f"{name}: a register cell is a bitstring, not {re_.data.WhichOneof('data')}")
+            value = uint_of(re_.data.bitstring, reg.width, name)
+            for i in self._indices(reg.size, re_, name):
+                reg.write(i, value)
+            return
         if kind == "counter_entry":
             ce = update.entity.counter_entry
             name, ctr = self._find(self.counters, ce.counter_id, "counter")
@@ -97,6 +110,13 @@ class Objects:
                 me.config.pir, me.config.pburst = int(cfg.pir), int(cfg.pbs)
         self._read(self.meters, query.meter_id, query, "meter", add, fill)
 
+    def read_registers(self, query: Any, add: Any) -> None:
+        def fill(ent: Any, oid: int, i: int, reg: RegisterObj) -> None:
+            re_ = ent.register_entry
+            re_.register_id, re_.index.index = oid, i
+            re_.data.bitstring = canonical(reg.read(i))
+        self._read(self.registers, query.register_id, query, "register", add, fill)
+
     def _read(self, table: dict[int, tuple[str, Any]], oid: int, query: Any, what: str, add: Any, fill: Any) -> None:
         """Id 0 is every object of the kind, an unset index every index (§9.5.1 / §9.6.1)."""
         for one in (list(table) if oid == 0 else [oid]):
@@ -115,6 +135,9 @@ class Objects:
             elif kind == "meter_entry" and u.entity.meter_entry.meter_id in self.meters:
                 met = self.meters[u.entity.meter_entry.meter_id][1]
                 out.append((met, (dict(met.config), dict(met.buckets))))
+            elif kind == "register_entry" and u.entity.register_entry.register_id in self.registers:
+                reg = self.registers[u.entity.register_entry.register_id][1]
+                out.append((reg, (dict(reg.cells), None)))
         return out
 
     @staticmethod
@@ -122,6 +145,8 @@ class Objects:
         for obj, (a, b) in reversed(saved):
             if isinstance(obj, CounterObj):
                 obj.packets, obj.bytes = a, b
+            elif isinstance(obj, RegisterObj):
+                obj.cells = a
             else:
                 obj.config, obj.buckets = a, b
 

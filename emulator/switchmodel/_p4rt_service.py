@@ -273,7 +273,7 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
 
     def _apply(self, update: Any) -> None:
         kind = update.entity.WhichOneof("entity")
-        if kind in ("counter_entry", "meter_entry"):
+        if kind in ("counter_entry", "meter_entry", "register_entry"):
             self.objects.write(update)
             return
         if kind != "table_entry":
@@ -419,6 +419,8 @@ class P4RuntimeServer(p4runtime_pb2_grpc.P4RuntimeServicer):  # type: ignore[mis
                 self.objects.read_counters(q, resp.add)
         elif kind == "meter_entry":
             self.objects.read_meters(ent.meter_entry, resp.add)
+        elif kind == "register_entry":
+            self.objects.read_registers(ent.register_entry, resp.add)
         else:
             raise Reject(code_pb2.UNIMPLEMENTED, f"the switch model cannot read {kind}")
 

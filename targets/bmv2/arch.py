@@ -4,6 +4,8 @@ controls, and the ``V1Switch`` package."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from targets.p4 import syntax as p
 from targets.p4.arch import param as _prm
 
@@ -79,6 +81,20 @@ class V1Model:
         # V1_METER_COLOR_GREEN 0, YELLOW 1, RED 2: the same as nfc's
         return (p.CallStmt(p.Call(p.ref(f"{name}.execute_meter"), (p.Cast(p.Bits(32), index), colour),
                                   type_args=(p.Bits(8),))),)
+
+    def register_instance(self, name: str, width: int, size: int) -> p.Instance:
+        return p.Instance(p.TypeName("register", (p.Bits(width),)), (p.Const(size, 32, base=10),), name)
+
+    def register_access(self, name: str, width: int, index: p.Expr, old: p.Expr,
+                        update: Callable[[p.Expr], tuple[p.Expr | None, p.Expr | None]]
+                        ) -> tuple[tuple[p.Instance, ...], tuple[p.Stmt, ...]]:
+        # read into ``old``, then write at once: the same shape as TNA's RegisterAction
+        guard, new = update(old)
+        out: list[p.Stmt] = [p.CallStmt(p.Call(p.ref(f"{name}.read"), (old, index)))]
+        if new is not None:
+            write = p.CallStmt(p.Call(p.ref(f"{name}.write"), (index, new)))
+            out.append(p.If(guard, (write,)) if guard is not None else write)
+        return (), tuple(out)
 
     def rest(self, hdr_type: str, meta_type: str, emit: tuple[p.Stmt, ...],
              csum_updates: tuple[tuple[str, tuple[p.Expr, ...], p.Expr], ...],

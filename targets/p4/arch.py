@@ -8,6 +8,7 @@ hashing and checksum externs, and the package boilerplate.  TNA lives in
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Protocol
 
 from targets.p4 import syntax as p
@@ -75,6 +76,19 @@ class Arch(Protocol):
 
     def meter_stmts(self, name: str, index: p.Expr, colour: p.Expr) -> tuple[p.Stmt, ...]:
         """Execute meter ``name`` and leave the colour in ``colour`` (bit<8>): 0 green, 1 yellow, 2 red."""
+        ...
+
+    def register_instance(self, name: str, width: int, size: int) -> p.Instance:
+        """``register name: bit<width>[size]``, every cell 0."""
+        ...
+
+    def register_access(self, name: str, width: int, index: p.Expr, old: p.Expr,
+                        update: Callable[[p.Expr], tuple[p.Expr | None, p.Expr | None]]
+                        ) -> tuple[tuple[p.Instance, ...], tuple[p.Stmt, ...]]:
+        """One read-modify-write of register ``name`` at ``index`` (bit<32>): ``old`` gets the
+        cell's value before, and the cell becomes ``new`` where ``guard`` holds (None: always;
+        ``new`` None: no write), where ``update(value)`` gives ``(guard, new)`` with the old
+        value spelled ``value``.  Returns the instances it needs and the statements."""
         ...
 
     def rest(self, hdr_type: str, meta_type: str, emit: tuple[p.Stmt, ...],

@@ -104,6 +104,8 @@ class ExternSig:
     constructors: tuple[MethodSig, ...]
     methods: tuple[MethodSig, ...]  # several with one name: overloads
     source: str = ""
+    abstract: tuple[MethodSig, ...] = ()  # methods an instance implements in its initializer
+
 
     def overloads(self, method: str) -> tuple[MethodSig, ...]:
         return tuple(m for m in self.methods if m.name == method)
@@ -389,7 +391,18 @@ def _tna_externs(chip: int) -> dict[str, ExternSig]:
         _prm("", _t("T"), "coeff"), _prm("", p.Bool(), "reversed"), _prm("", p.Bool(), "msb"),
         _prm("", p.Bool(), "extended"), _prm("", _t("T"), "init"), _prm("", _t("T"), "xor"))),), (),
         f"{base} extern CRCPolynomial<T> (the second Hash constructor's argument)")
-    return {e.name: e for e in (_PACKET_IN, _PACKET_OUT, checksum, crc, hash_, counter, meter)}
+    register = ExternSig("Register", ("T", "I"), (
+        MethodSig("Register", (_prm("", _b(32), "size"),)),
+        MethodSig("Register", (_prm("", _b(32), "size"), _prm("", _t("T"), "initial_value"))),
+    ), (MethodSig("read", (_prm("in", _t("I"), "index"),), _t("T")),
+        MethodSig("write", (_prm("in", _t("I"), "index"), _prm("in", _t("T"), "value")), _t("T"))),
+        f"{base} extern Register<T, I>")
+    action = ExternSig("RegisterAction", ("T", "I", "U"), (
+        MethodSig("RegisterAction", (_prm("", _t("Register", _t("_"), _t("_")), "reg"),)),
+    ), (MethodSig("execute", (_prm("in", _t("I"), "index"),), _t("U")),),
+        f"{base} extern RegisterAction<T, I, U> (apply: @synchronous(execute, execute_log))",
+        abstract=(MethodSig("apply", (_prm("inout", _t("T"), "value"), _prm("out", _t("U"), "rv", True))),))
+    return {e.name: e for e in (_PACKET_IN, _PACKET_OUT, checksum, crc, hash_, counter, meter, register, action)}
 
 
 def _tna_blocks(chip: int) -> tuple[dict[str, BlockSig], dict[str, PackageSig]]:
@@ -495,6 +508,10 @@ _V1_EXTERNS = {e.name: e for e in (
                                       source="v1model.p4:233"),),
               (MethodSig("execute_meter", (_prm("in", _b(32), "index"), _prm("out", _t("T"), "result")), None, ("T",),
                          "v1model.p4:258"),), "v1model.p4:215-260"),
+    ExternSig("register", ("T",), (MethodSig("register", (_prm("", _b(32), "size"),), source="v1model.p4"),),
+              (MethodSig("read", (_prm("out", _t("T"), "result"), _prm("in", _b(32), "index")), source="v1model.p4"),
+               MethodSig("write", (_prm("in", _b(32), "index"), _prm("in", _t("T"), "value")), source="v1model.p4")),
+              "v1model.p4 extern register<T> (V1MODEL_VERSION 20180101)"),
 )}
 
 _V1_FUNCTIONS = {

@@ -40,6 +40,13 @@ P4L060   table properties: an unknown action or match kind, a default action not
          property other than the architecture's (TNA ``idle_timeout``, v1model
          ``support_timeout``)
 P4L070   a package argument whose parameters do not match the architecture's block type
+P4L080   an instance's initializer: a method the extern does not declare abstract, one
+         whose parameters differ from the declaration, an abstract method left out
+P4L081   a TNA ``RegisterAction`` body a stateful ALU cannot run: it writes something
+         other than its own parameters, calls anything, uses an operator the ALU lacks
+         (``* / % << >>``, slices) or reads more than two packet fields
+P4L082   a register executed at more than one place in a control (TNA: a packet passes a
+         register's stateful ALU once; v1model's twin keeps the same shape)
 =======  =================================================================================
 
 Types resolve through the program's declarations and ``targets.p4.intrinsics``; typedefs
@@ -100,6 +107,9 @@ CODES = {
     "P4L051": "write to a possibly invalid header",
     "P4L060": "table property",
     "P4L070": "package block mismatch",
+    "P4L080": "instance initializer",
+    "P4L081": "stateful ALU",
+    "P4L082": "register executed at more than one place",
 }
 
 
@@ -209,6 +219,8 @@ class _Scope:
 
 
 _ARITH = {"+", "-", "*", "/", "%", "&", "|", "^", "|+|", "|-|"}
+# what a Tofino stateful ALU computes (add/sub, saturating, bitwise, compare; no multiply, divide or shift)
+_SALU_OPS = {"+", "-", "&", "|", "^", "|+|", "|-|", "~", "!", "==", "!=", "<", "<=", ">", ">=", "&&", "||"}
 _EQ = {"==", "!="}
 _ORD = {"<", "<=", ">", ">="}
 _LOGIC = {"&&", "||"}
@@ -881,6 +893,61 @@ class _Lint:
         env: dict[str, _T | None] = dict(zip(ext.type_params, t.args, strict=False))
         self._apply_sig(f"{_print_type(inst.type)}(…) {inst.name}", ext.constructors, env,
                         p.Call(p.Path(t.name), inst.args), scope)
+        self._initializer(inst, ext, env, scope)
+
+    def _initializer(self, inst: p.Instance, ext: ix.ExternSig, env: dict[str, _T | None], scope: _Scope) -> None:
+        """The abstract methods ``inst`` implements (P4_16 §10.3.1): each declared by the extern,
+        with its parameters; the bodies checked in the enclosing block's scope."""
+        declared = {m.name: m for m in ext.abstract}
+        for m in inst.methods:
+            sig = declared.get(m.name)
+            if sig is None:
+                self.err("P4L080", scope.where, f"{inst.name}.{m.name}", f"`{m.name}` must be an abstract method of "
+                         f"extern {ext.name} ({', '.join(declared) or 'it has none'}), not unknown")
+                continue
+            inner = _Scope(f"{scope.where} › {m.name}", scope.index, dict(scope.params), scope.instances,
+                           scope.actions, scope.tables, dict(scope.action_params), scope.in_action, scope.in_parser)
+            required = sum(not q.optional for q in sig.params)
+            if not required <= len(m.params) <= len(sig.params):
+                self.err("P4L080", inner.where, m.name, f"`{m.name}` must have {required} to {len(sig.params)} "
+                                                        f"parameter(s), not {len(m.params)}")
+            for prm, want in zip(m.params, sig.params, strict=False):
+                got = self.resolve(prm.type, scope)
+                wanted = self.resolve(want.type, scope, env)
+                if prm.direction != want.direction or self.assignable(wanted, got) or self.assignable(got, wanted):
+                    self.err("P4L080", inner.where, prm.name, f"parameter {prm.name} of `{m.name}` must be "
+                             f"{want.direction} {_tstr(wanted)} as extern {ext.name} declares it, not "
+                             f"{prm.direction} {_tstr(got)}")
+                inner.params[prm.name] = (prm.direction, got)
+            self.stmts(m.body, inner)
+            if ext.name == "RegisterAction":
+                self._stateful_alu(m, inner)
+        for name in declared.keys() - {m.name for m in inst.methods}:
+            self.err("P4L080", scope.where, inst.name, f"instance {inst.name} must implement abstract method "
+                                                       f"`{name}` of extern {ext.name}, not leave it out")
+
+    def _stateful_alu(self, m: p.Method, scope: _Scope) -> None:
+        own = {prm.name for prm in m.params}
+        fields: set[str] = set()
+        for s in _stmts_of(m.body):
+            if isinstance(s, p.Assign) and not (isinstance(s.target, p.Path) and s.target.name in own):
+                self.err("P4L081", scope.where, _show(s.target), f"`{_show(s.target)}` must not be written by a "
+                         f"register action: a stateful ALU writes only its cell and its result ({', '.join(own)})")
+            if isinstance(s, p.CallStmt | p.Exit):
+                self.err("P4L081", scope.where, m.name, "a register action must only assign and branch, not call "
+                                                        "or exit")
+        for e in _exprs_of(m.body):
+            if isinstance(e, p.Call):
+                self.err("P4L081", scope.where, _show(e), f"`{_show(e)}` must not be called in a register action")
+            elif (isinstance(e, p.Bin | p.Un) and e.op not in _SALU_OPS) or isinstance(e, p.Slice):
+                what = e.op if isinstance(e, p.Bin | p.Un) else "a slice"
+                self.err("P4L081", scope.where, _show(e), f"a stateful ALU has no {what}: `{_show(e)}`")
+            elif isinstance(e, p.Member):
+                fields.add(_show(e))
+        fields = {f for f in fields if not any(g.startswith(f + ".") for g in fields)}  # whole paths only
+        if len(fields) > 2:
+            self.err("P4L081", scope.where, m.name, f"a register action must read at most 2 packet fields (a "
+                     f"stateful ALU's two PHV inputs), not {len(fields)}: {', '.join(sorted(fields))}")
 
     def parser(self, d: p.Parser, index: int) -> None:
         base = self.block_scope(d, index)
@@ -953,6 +1020,28 @@ class _Lint:
                 self.err("P4L010", f"control {d.name} › apply", t,
                          f"table {t} must be applied at one place in control {d.name}, not at {n} "
                          f"(p4c-bm2-ss: \"table {t} has multiple successors\")")
+        self._register_sites(d)
+
+    def _register_sites(self, d: p.Control) -> None:
+        """Check 82: each register executed (TNA: through any of its RegisterActions; v1model: read
+        or written) at one place in the control."""
+        owner = {x.name: x.args[0].name for x in d.locals if isinstance(x, p.Instance)
+                 and x.type.name == "RegisterAction" and x.args and isinstance(x.args[0], p.Path)}
+        registers = {x.name for x in d.locals if isinstance(x, p.Instance) and x.type.name == "register"}
+        sites: dict[str, list[str]] = {}
+        bodies = [d.apply, *(a.body for a in d.locals if isinstance(a, p.Action))]
+        for e in (e for body in bodies for e in _exprs_of(body)):
+            if isinstance(e, p.Call) and isinstance(e.target, p.Member) and isinstance(e.target.base, p.Path):
+                name, method = e.target.base.name, e.target.field
+                if name in owner and method == "execute":
+                    sites.setdefault(owner[name], []).append(_show(e))
+                elif name in registers and method == "read":
+                    sites.setdefault(name, []).append(_show(e))
+        for reg, calls in sites.items():
+            if len(calls) > 1:
+                self.err("P4L082", f"control {d.name}", reg, f"register {reg} must be accessed at one place in "
+                         f"control {d.name} (a packet passes its stateful ALU once), not at {len(calls)}: "
+                         f"{'; '.join(calls)}")
 
     def table(self, t: p.Table, scope: _Scope) -> None:
         for k in t.keys:
@@ -1098,6 +1187,14 @@ def _subexprs(e: p.Expr) -> Iterator[p.Expr]:
             yield from _subexprs(e.hi)
         case _:
             pass
+
+
+def _stmts_of(stmts: tuple[p.Stmt, ...]) -> Iterator[p.Stmt]:
+    for s in stmts:
+        yield s
+        if isinstance(s, p.If):
+            yield from _stmts_of(s.then)
+            yield from _stmts_of(s.orelse)
 
 
 def _exprs_of(stmts: tuple[p.Stmt, ...]) -> Iterator[p.Expr]:

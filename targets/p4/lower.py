@@ -28,6 +28,7 @@ from compiler.analysis import drop_reasons, walk_expr, walk_stmts
 from compiler.ir import Span
 from compiler.passes.validity import must_be_valid, must_branches, must_step, packet_order
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
+from compiler.register_access import NotOne, OneAccess, accessed_registers, one_access
 from targets.generator import GeneratorError
 from targets.p4 import syntax as p
 from targets.p4.arch import Arch
@@ -75,6 +76,13 @@ class _Ctx:
     must: frozenset[str] | None = None
     must_at: dict[str, frozenset[str]] = field(default_factory=dict)
     csum_checked: set[str] = field(default_factory=set)
+    # registers: the one read-modify-write of each in the stage being lowered, what a read of
+    # it lowers to (its metadata copy; the ALU's ``value`` inside a RegisterAction), and the
+    # switch stage that accesses each (a packet passes a register's stateful ALU once)
+    accesses: dict[str, OneAccess] = field(default_factory=dict)
+    reg_value: dict[str, p.Expr] = field(default_factory=dict)
+    reg_in_range: dict[str, p.Expr | None] = field(default_factory=dict)  # None: every index is in range
+    reg_stage: dict[str, str] = field(default_factory=dict)
     # (parser, the header extracted before it, verify), in parse-graph order
     verifies: list[tuple[str, str, ir.Verify]] = field(default_factory=list)
 
@@ -448,7 +456,58 @@ def _to_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
 # ---- stages and statements -------------------------------------------------------------------
 
 def _stage(c: _Ctx, st: ir.Stage) -> list[p.Stmt]:
+    c.accesses = {}
+    for reg in accessed_registers(st.body):
+        r = c.prog.registers[reg]
+        other = c.reg_stage.setdefault(reg, st.name)
+        if other != st.name:
+            raise Unsupported(f"register '{reg}' accessed by stages '{other}' and '{st.name}' on the switch (a packet "
+                              "passes a register's stateful ALU once): access it in one stage", st.span)
+        if r.width > 32:
+            raise Unsupported(f"the {r.width}-bit register '{reg}' on the switch (a stateful ALU word is 32 bits)",
+                              r.span)
+        found = one_access(c.prog, st.body, reg)
+        if isinstance(found, NotOne):
+            raise Unsupported(found.reason + " on the switch", found.span)
+        c.accesses[reg] = found
     return [p.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(c, st.body, c.must_at[st.name])]
+
+
+def _register_accesses(c: _Ctx, s: ir.Stmt) -> list[p.Stmt]:
+    """The read-modify-writes that run before statement ``s`` (``OneAccess.at``)."""
+    out: list[p.Stmt] = []
+    for a in c.accesses.values():
+        if a.at is s:
+            saved, c.hoisted = c.hoisted, []
+            done = _register_access(c, a)
+            out += [*c.hoisted, *done]
+            c.hoisted = saved
+    return out
+
+
+def _register_access(c: _Ctx, a: OneAccess) -> tuple[p.Stmt, ...]:
+    r = c.prog.registers[a.reg]
+    if not any(isinstance(x, p.Instance) and x.name == a.reg for x in c.locals):
+        inst = c.arch.register_instance(a.reg, r.width, r.size)
+        c.locals.append(replace(inst, comment=f"register {a.reg}, {_src(r.span)}"))
+    copy = c.meta(f"nfc_reg_{a.reg}", _bits(r.width))
+    index = _expr(c, a.index)
+    index = index if a.index.width == 32 else p.Cast(p.Bits(32), index)
+
+    def update(value: p.Expr) -> tuple[p.Expr | None, p.Expr | None]:
+        c.reg_value[a.reg] = value
+        guard = None if a.guard is None else _expr(c, a.guard)
+        new = None if a.new is None else _expr(c, a.new)
+        return guard, new
+
+    insts, stmts = c.arch.register_access(a.reg, r.width, index, copy, update)
+    c.reg_value[a.reg] = copy  # reads after the access: the copy, which the write statement updates too
+    src = f"{_src(a.write.span)}" if a.write is not None else _src(a.at.span)
+    c.locals += [replace(i, comment=f"the one read-modify-write of register {a.reg} per packet, {src}") for i in insts]
+    # the reference reads 0 outside the register and writes nothing there
+    inside = p.Bin("<", index, p.Const(r.size, 32, base=10)) if 1 << a.index.width > r.size else None
+    c.reg_in_range[a.reg] = inside
+    return stmts if inside is None else (p.Assign(copy, p.Const(0, r.width)), p.If(inside, stmts))
 
 
 def _block(c: _Ctx, stmts: tuple[ir.Stmt, ...], must: frozenset[str]) -> tuple[p.Stmt, ...]:
@@ -458,6 +517,7 @@ def _block(c: _Ctx, stmts: tuple[ir.Stmt, ...], must: frozenset[str]) -> tuple[p
     outer_must = c.must
     for s in stmts:
         outer, c.hoisted, c.must = c.hoisted, [], must
+        out += _register_accesses(c, s)
         lowered = _stmt(c, s)  # nested blocks save and restore ``hoisted`` and ``must`` the same way
         out += [*c.hoisted, *lowered]
         c.hoisted = outer
@@ -477,6 +537,10 @@ def _branches(c: _Ctx, s: ir.If | ir.Lookup) -> tuple[tuple[p.Stmt, ...], tuple[
 
 def _stmt(c: _Ctx, s: ir.Stmt) -> list[p.Stmt]:
     match s:
+        case ir.Assign() if isinstance(s.target, ir.RegRead):  # the ALU wrote the cell: keep the copy in step
+            step = p.Assign(_register_value(c, s.target), _expr(c, s.value))
+            inside = c.reg_in_range.get(s.target.reg)
+            return [step if inside is None else p.If(inside, (step,))]
         case ir.Assign():
             return [p.Assign(_lvalue(c, s.target), _expr(c, s.value))]
         case ir.If():
@@ -579,9 +643,16 @@ def _lvalue(c: _Ctx, e: ir.LValue) -> p.Expr:
         case ir.Local():
             return c.meta(f"nfc_local_{e.name}", _bits(e.width))
         case ir.RegRead():
-            raise Unsupported("registers on the switch", e.span)
+            return _register_value(c, e)
         case _:
             assert_never(e)
+
+
+def _register_value(c: _Ctx, e: ir.RegRead) -> p.Expr:
+    value = c.reg_value.get(e.reg)
+    if value is None or e.reg not in c.accesses:  # pragma: no cover - _stage plans every register it accesses
+        raise Unsupported(f"register '{e.reg}' read before its access", e.span)
+    return value
 
 
 def _read(c: _Ctx, e: ir.HeaderField) -> p.Expr:
@@ -637,7 +708,9 @@ def _expr(c: _Ctx, e: ir.Expr) -> p.Expr:
             colour = c.meta(f"nfc_colour{c.hashes}", p.Bits(8))
             c.hoisted += c.arch.meter_stmts(_counter(c, e.obj), _expr(c, e.index), colour)
             return p.Slice(colour, 1, 0)
-        case ir.HeaderRef() | ir.RegRead() | ir.ExternCall() | ir.CounterOp():
+        case ir.RegRead():
+            return _register_value(c, e)
+        case ir.HeaderRef() | ir.ExternCall() | ir.CounterOp():
             raise Unsupported(f"{type(e).__name__} expressions on the switch", e.span)
         case _:
             assert_never(e)

@@ -6,7 +6,8 @@ and ``p4RuntimeArchStandard.cpp``) on the syntax tree the generator prints:
 
 * every action and table declared in a control, and every ``counter`` / ``meter``
   (v1model) or ``Counter`` / ``Meter`` (TNA, PSA) instance, with its unit (from the
-  ``CounterType`` / ``MeterType`` constructor argument) and size;
+  ``CounterType`` / ``MeterType`` constructor argument) and size; every ``register`` /
+  ``Register`` with its cell width (``type_spec`` bitstring) and size;
 * preamble names are fully qualified by the control (``NfcIngress.t``, ``Ingress.t``),
   aliases are the shortest unique dot-separated suffix among all names;
 * action parameters and match fields count from 1 in declaration / key order, with bit
@@ -192,6 +193,19 @@ def _counterlike(qual: str, inst: p.Instance) -> _Counterlike | None:
     return _Counterlike(kind, full, inst.name, units[unit_names[0]], size.value)
 
 
+# register externs: v1model.p4 ``register<T>(size)``, tna.p4 ``Register<T, I>(size[, initial])``
+_REGISTERS = frozenset({"register", "Register"})
+
+
+def _register(full: str, inst: p.Instance, types: _Types) -> tuple[int, int]:
+    """(cell width, size) of a register instance."""
+    width = types.width(inst.type.args[0]) if inst.type.args else None
+    size = inst.args[0] if inst.args else None
+    if width is None or not isinstance(size, p.Const) or size.width == 0 or size.value <= 0:
+        raise P4InfoError(f"register '{full}': needs a bit<W> cell type and a positive constant size")
+    return width, size.value
+
+
 def _controller_name(h: p.HeaderType) -> str | None:
     notes = [a for a in h.annotations if a.name == "controller_header"]
     if not notes:
@@ -252,6 +266,8 @@ def build_p4info(prog: p.Program, arch: str,
     tables = [(c, t) for c in controls for t in c.locals if isinstance(t, p.Table)]
     externs = [x for c in controls for i in c.locals if isinstance(i, p.Instance)
                if (x := _counterlike(c.name, i)) is not None]
+    registers = [(f"{c.name}.{i.name}", i.name, *_register(f"{c.name}.{i.name}", i, types))
+                 for c in controls for i in c.locals if isinstance(i, p.Instance) and i.type.name in _REGISTERS]
     packet_io = [(name, h) for h in prog.decls if isinstance(h, p.HeaderType)
                  if (name := _controller_name(h)) is not None]
 
@@ -261,26 +277,28 @@ def build_p4info(prog: p.Program, arch: str,
         "table": [f"{c.name}.{t.name}" for c, t in tables],
         "counter": [x.name for x in externs if x.kind == "counter"],
         "meter": [x.name for x in externs if x.kind == "meter"],
+        "register": [r[0] for r in registers],
         "controller_header": [name for name, _ in packet_io],
     }
     for kind, declared in full.items():
         _unique(declared, kind.replace("_", " ") + " '{}' is declared more than once")
-    _unique([n for kind in ("action", "table", "counter", "meter") for n in full[kind]],
-            "'{}' names more than one table, action, counter or meter")
+    _unique([n for kind in ("action", "table", "counter", "meter", "register") for n in full[kind]],
+            "'{}' names more than one table, action, counter, meter or register")
     for kind, locals_ in (("action", [a.name for _, a in actions]), ("table", [t.name for _, t in tables]),
                           ("counter", [x.local for x in externs if x.kind == "counter"]),
-                          ("meter", [x.local for x in externs if x.kind == "meter"])):
+                          ("meter", [x.local for x in externs if x.kind == "meter"]),
+                          ("register", [r[1] for r in registers])):
         _unique(locals_, f"two controls each declare the {kind} '{{}}', and the name map keys {kind}s by that name")
 
     alloc = _IdAllocator()
     ids = {(kind, name): alloc.get(kind, name)
            for kind in sorted(full, key=lambda k: PREFIX[k]) for name in sorted(full[kind])}
-    alias = _aliases([*(n for kind in ("action", "table", "counter", "meter") for n in full[kind]),
+    alias = _aliases([*(n for kind in ("action", "table", "counter", "meter", "register") for n in full[kind]),
                       *(h.name for _, h in packet_io)])
 
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = arch
-    names: dict[str, Any] = {"tables": {}, "actions": {}, "counters": {}, "meters": {},
+    names: dict[str, Any] = {"tables": {}, "actions": {}, "counters": {}, "meters": {}, "registers": {},
                              "controller_packet_metadata": {}}
 
     action_decls: dict[tuple[str, str], p.Action] = {(c.name, a.name): a for c, a in actions}
@@ -346,6 +364,13 @@ def build_p4info(prog: p.Program, arch: str,
         entry.size = x.size
         unit = (p4info_pb2.CounterSpec if x.kind == "counter" else p4info_pb2.MeterSpec).Unit.Name(x.unit)
         names[f"{x.kind}s"][x.local] = {"id": entry.preamble.id, "name": x.name, "unit": unit, "size": x.size}
+
+    for qname, local, width, size in registers:
+        entry = info.registers.add()
+        entry.preamble.id, entry.preamble.name, entry.preamble.alias = ids["register", qname], qname, alias[qname]
+        entry.type_spec.bitstring.bit.bitwidth = width
+        entry.size = size
+        names["registers"][local] = {"id": entry.preamble.id, "name": qname, "bitwidth": width, "size": size}
 
     for cp_name, h in packet_io:
         cpm = info.controller_packet_metadata.add()

@@ -12,7 +12,9 @@ LALR(1) with the contextual lexer):
   (``Program.preamble``);
 * declarations ``const``, ``typedef``, ``header`` (with annotations such as
   ``@controller_header("packet_in")``), ``struct``, extern and package instances
-  (``Hash<bit<16>>(HashAlgorithm_t.CRC16) h;``, ``Pipeline(IngressParser(), ...) pipe;``),
+  (``Hash<bit<16>>(HashAlgorithm_t.CRC16) h;``, ``Pipeline(IngressParser(), ...) pipe;``), an
+  instance may implement abstract methods in an initializer (``RegisterAction<...>(r) a = {
+  void apply(inout bit<32> value, out bit<32> rv) {...} };``),
   ``parser`` (instances, then states) and ``control`` (instances, actions and tables, then
   ``apply``);
 * ``//`` lines: before a declaration, action, table, state or instance they are its
@@ -268,8 +270,15 @@ class _Build(Transformer[Token, Any]):
         return str(name), type_
 
     def instance(self, c: list[Any]) -> p.Instance:
-        comment, type_, args, name = c
-        return p.Instance(type_, tuple(args or ()), str(name), _text(comment))
+        comment, type_, args, name, methods = c
+        return p.Instance(type_, tuple(args or ()), str(name), _text(comment), methods or ())
+
+    def initializer(self, c: list[p.Method]) -> tuple[p.Method, ...]:
+        return tuple(c)
+
+    def method_impl(self, c: list[Any]) -> p.Method:
+        name, params, body = c
+        return p.Method(str(name), tuple(params or ()), body)
 
     def parser_decl(self, c: list[Any]) -> p.Parser:
         comment, name, params, *rest = c

@@ -113,7 +113,13 @@ def field_name(name: str) -> str:
 
 
 def _instance(i: p.Instance, n: int) -> list[str]:
-    return [*_comment(i.comment, n), f"{IND * n}{type_(i.type)}({', '.join(expr(a) for a in i.args)}) {i.name};"]
+    head = f"{IND * n}{type_(i.type)}({', '.join(expr(a) for a in i.args)}) {i.name}"
+    if not i.methods:
+        return [*_comment(i.comment, n), f"{head};"]
+    methods = [line for m in i.methods for line in (
+        f"{IND * (n + 1)}void {m.name}({', '.join(_param(prm) for prm in m.params)}) {{", *_stmts(m.body, n + 2),
+        f"{IND * (n + 1)}}}")]
+    return [*_comment(i.comment, n), f"{head} = {{", *methods, f"{IND * n}}};"]
 
 
 def _action(a: p.Action, n: int) -> list[str]:

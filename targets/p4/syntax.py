@@ -40,6 +40,7 @@ __all__ = [
     "ListExpr",
     "Mask",
     "Member",
+    "Method",
     "Param",
     "Parser",
     "Path",
@@ -277,13 +278,25 @@ class ConstDecl:
 
 
 @dataclass(frozen=True, slots=True)
+class Method:
+    """An abstract method implemented where its extern is instantiated (P4_16 §10.3.1, "instantiations
+    with initializers"): ``void apply(inout bit<32> value, out bit<32> rv) { ... }``."""
+
+    name: str
+    params: tuple[Param, ...]
+    body: tuple[Stmt, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Instance:
-    """An extern or package instantiation: ``Hash<bit<16>>(HashAlgorithm_t.CRC16) h;``."""
+    """An extern or package instantiation: ``Hash<bit<16>>(HashAlgorithm_t.CRC16) h;``, with the
+    abstract methods it implements (``RegisterAction<...>(r) a = { void apply(...) {...} };``)."""
 
     type: TypeName
     args: tuple[Expr, ...]
     name: str
     comment: str = ""
+    methods: tuple[Method, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

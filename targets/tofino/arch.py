@@ -5,6 +5,8 @@ backends/tofino/bf-p4c/p4include): the ingress parser extracts
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from targets.p4 import syntax as p
 from targets.p4.arch import param as _prm
 
@@ -91,6 +93,27 @@ class TNA:
         # MeterColor_t: GREEN = 0, YELLOW = 1, RED = 3 (tofino1_base.p4); nfc's red is 2
         return (p.Assign(colour, p.Call(p.ref(f"{name}.execute"), (p.Cast(p.Bits(32), index),))),
                 p.If(p.Bin("==", colour, p.Const(3, 8)), (p.Assign(colour, p.Const(2, 8)),)))
+
+    def register_instance(self, name: str, width: int, size: int) -> p.Instance:
+        return p.Instance(p.TypeName("Register", (p.Bits(width), p.Bits(32))),
+                          (p.Const(size, -1, base=10), p.Const(0, width)), name)
+
+    def register_access(self, name: str, width: int, index: p.Expr, old: p.Expr,
+                        update: Callable[[p.Expr], tuple[p.Expr | None, p.Expr | None]]
+                        ) -> tuple[tuple[p.Instance, ...], tuple[p.Stmt, ...]]:
+        # a RegisterAction: the stateful ALU returns the old cell and writes the new one in one pass
+        value = p.Path("value")
+        guard, new = update(value)
+        body: list[p.Stmt] = [p.Assign(p.Path("rv"), value)]
+        if new is not None:
+            write = p.Assign(value, new)
+            body.append(p.If(guard, (write,)) if guard is not None else write)
+        action = f"{name}__access"
+        cell = p.Bits(width)
+        inst = p.Instance(p.TypeName("RegisterAction", (cell, p.Bits(32), cell)), (p.Path(name),), action,
+                          methods=(p.Method("apply", (p.Param("inout", cell, "value"), p.Param("out", cell, "rv")),
+                                            tuple(body)),))
+        return (inst,), (p.Assign(old, p.Call(p.ref(f"{action}.execute"), (index,))),)
 
     def rest(self, hdr_type: str, meta_type: str, emit: tuple[p.Stmt, ...],
              csum_updates: tuple[tuple[str, tuple[p.Expr, ...], p.Expr], ...],

@@ -1,0 +1,251 @@
+"""Registers on the switch: a stage's accesses of a register as one read-modify-write
+(``compiler/register_access.py``), TNA ``Register`` / ``RegisterAction`` and the v1model
+``register`` twin, the lint's stateful-ALU rules, P4Runtime ``RegisterEntry`` through the
+switch model and the runtime API, and the placement of what a stateful ALU cannot do.
+
+Packets are built with scapy; what a packet must come out as is worked out here from the
+``.nfp`` text (the quota of 3 per destination, the TTL remembered per source), and the
+differential test (tests/test_differential_examples.py, ``switch_registers``) compares the
+switch model with the reference interpreter on fuzzed traffic for every target."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from compiler.irprint import print_expr
+from compiler.register_access import NotOne, OneAccess, one_access
+from runtime.api import Runtime
+from runtime.errors import InvalidEntry
+from targets.p4 import syntax as p
+from targets.p4.lint import lint
+from targets.p4.parse import parse_program
+from targets.p4.printer import print_program
+from tests.conftest import ROOT, P4RuntimeSwitch, compile_ir, nfc_cli, write
+
+SOURCE = ROOT / "tests/corpus/switch_registers.nfp"
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("switch_registers") / "out"
+    r = nfc_cli("build", str(SOURCE), "-o", str(out), "--target", "tofino")
+    assert r.returncode == 0, r.stderr
+    return out
+
+
+def _packet(src: str, dst: str, ttl: int = 64) -> bytes:
+    return bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") / IP(src=src, dst=dst, ttl=ttl) / UDP())
+
+
+# ---- one read-modify-write per register -----------------------------------------------------------
+
+_HEAD = """import "std/headers.nfp";
+packet { eth: ethernet; ipv4: ipv4; }
+metadata { a: bit<32>; b: bit<32>; }
+register r: bit<32>[16];
+register q: bit<32>[16];
+parser p { state start { extract eth; extract ipv4; transition accept; } }
+table t { key { ipv4.dst: exact; } value { v: bit<32>; } size = 16; }
+"""
+
+
+def _access(tmp_path: Path, body: str) -> OneAccess | NotOne:
+    src = write(tmp_path, _HEAD + f"stage s {{ {body} forward(1); }}\npipeline m {{ ports = [0..3]; parser = p; "
+                                  "stages = [s]; }\n")
+    prog = compile_ir(src)
+    return one_access(prog, prog.stages["s"].body, "r")
+
+
+@pytest.mark.parametrize(("body", "guard", "new"), [
+    # read only: no write
+    ("meta.a = r[ipv4.ttl[3:0]];", None, None),
+    # the classic counter
+    ("r[0] = r[0] + 1;", None, "(r[0w32] + 1w32)"),
+    # through metadata: the value written is the old value plus one, in terms of the values at the read
+    ("meta.a = r[1] + meta.b; r[1] = meta.a;", None, "(r[1w32] + meta.b:32)"),
+    # a drop before the write: its condition's negation guards the write
+    ("if (r[2] == 7) { drop(full); } r[2] = r[2] + 1;", "!(r[2w32] == 7w32)", "(r[2w32] + 1w32)"),
+    # the drop in the else arm: the condition itself guards it; verify joins the guard too
+    ("meta.a = r[3]; if (meta.b == 1) { eth.src = 5; } else { drop(no); } verify(meta.a != 0, zero); r[3] = meta.b;",
+     "((meta.b:32 == 1w32) && (r[3w32] != 0w32))", "meta.b:32"),
+    # a condition before the first access is no part of the guard: the ALU runs after it
+    ("if (meta.b == 1) { drop(no); } r[4] = r[4] - 1;", None, "(r[4w32] - 1w32)"),
+])
+def test_a_stages_reads_and_write_become_one_access_with_the_guard_and_value_at_the_read(tmp_path, body, guard, new):
+    a = _access(tmp_path, body)
+    assert isinstance(a, OneAccess), a
+    assert (None if a.guard is None else print_expr(a.guard)) == guard
+    assert (None if a.new is None else print_expr(a.new)) == new
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("r[0] = 1; meta.a = r[1];", "accessed at two indices"),
+    ("if (meta.b == 1) { r[0] = 1; } meta.a = r[0];", "written inside a branch"),
+    ("r[0] = 1; r[0] = 2;", "written twice"),
+    ("meta.b = 1; meta.a = r[meta.b]; meta.b = 2; r[meta.b] = 3;", "index that may change"),
+    ("meta.a = r[meta.b]; meta.b = meta.b + 1; meta.a = r[meta.b];", "index that may change"),
+    ("meta.a = r[ipv4.ttl[3:0]]; lookup t { hit(e) { meta.b = e.v; } miss { drop(nope); } } r[ipv4.ttl[3:0]] = 1;",
+     "after a statement that may end the packet"),
+    ("meta.a = r[0]; if (meta.a == 1) { meta.b = 2; } r[0] = meta.b;", "depends on meta.b"),
+    ("r[0] = r[0] + meta.a + meta.b + bit<32>(ipv4.ttl);", "reading 3 packet fields"),
+    ("r[0] = r[0] << 1;", "depends on"),
+    ("r[q[0]] = 1;", "indexed by a register"),
+])
+def test_what_a_stateful_alu_cannot_do_in_one_pass_is_named(tmp_path, body, why):
+    a = _access(tmp_path, body)
+    assert isinstance(a, NotOne), a
+    assert why in a.reason
+
+
+# ---- the generated P4 --------------------------------------------------------------------------------
+
+
+def test_each_register_is_one_register_action_and_reads_back_as_printed(built):
+    text = (built / "switch/tna.p4").read_text()
+    tree = parse_program(text)
+    assert print_program(tree) == text
+    ingress = next(d for d in tree.decls if isinstance(d, p.Control) and d.name == "Ingress")
+    actions = {i.args[0]: i for i in ingress.locals if isinstance(i, p.Instance) and i.type.name == "RegisterAction"}
+    assert set(actions) == {p.Path("hits"), p.Path("ttl_seen"), p.Path("stamp")}
+    hits = actions[p.Path("hits")].methods[0]
+    assert hits.name == "apply" and [q.direction for q in hits.params] == ["inout", "out"]
+    # rv = the old value; the cell + 1 unless the quota is reached (the drop's condition guards the write)
+    assert hits.body == (p.Assign(p.Path("rv"), p.Path("value")), p.If(
+        p.Un("!", p.Bin("==", p.Path("value"), p.Const(3, 32))),
+        (p.Assign(p.Path("value"), p.Bin("+", p.Path("value"), p.Const(1, 32))),)))
+    for arch in ("tna", "v1model"):
+        found = [e for e in lint(parse_program((built / f"switch/{arch}.p4").read_text()), arch)
+                 if e.severity == "error"]
+        assert found == [], found
+
+
+def test_p4info_lists_each_register_with_its_width_and_size(built):
+    names = json.loads((built / "switch/name_map.json").read_text())
+    for arch in ("tna", "v1model"):
+        regs = names[arch]["p4runtime"]["registers"]
+        assert {n: (r["bitwidth"], r["size"]) for n, r in regs.items()} == {
+            "hits": (32, 256), "ttl_seen": (8, 16), "stamp": (32, 8)}
+    info = (built / "switch/tna.p4info.txtpb").read_text()
+    assert info.count("registers {") == 3 and "bitwidth: 8" in info
+
+
+def _mutate(tree: p.Program, fn) -> p.Program:
+    def ingress(d: p.Decl) -> p.Decl:
+        return fn(d) if isinstance(d, p.Control) and d.name == "Ingress" else d
+    return dataclasses.replace(tree, decls=tuple(ingress(d) for d in tree.decls))
+
+
+def _with_method_body(c: p.Control, reg: str, body: tuple[p.Stmt, ...]) -> p.Control:
+    def one(x):
+        if isinstance(x, p.Instance) and x.type.name == "RegisterAction" and x.args == (p.Path(reg),):
+            return dataclasses.replace(x, methods=(dataclasses.replace(x.methods[0], body=body),))
+        return x
+    return dataclasses.replace(c, locals=tuple(one(x) for x in c.locals))
+
+
+def test_the_lint_rejects_what_a_stateful_alu_or_the_extern_declaration_does_not_allow(built):
+    tree = parse_program((built / "switch/tna.p4").read_text())
+    v, rv = p.Path("value"), p.Path("rv")
+
+    def codes(prog: p.Program) -> set[str]:
+        return {e.code for e in lint(prog, "tna") if e.severity == "error"}
+    assert codes(tree) == set()
+    # a register action writes only its cell and its result
+    assert "P4L081" in codes(_mutate(tree, lambda c: _with_method_body(c, "hits", (
+        p.Assign(rv, v), p.Assign(p.ref("meta.n"), v)))))
+    # no multiplier in a stateful ALU
+    assert "P4L081" in codes(_mutate(tree, lambda c: _with_method_body(c, "hits", (
+        p.Assign(rv, v), p.Assign(v, p.Bin("*", v, p.Const(3, 32)))))))
+    # two PHV inputs at most
+    three = p.Bin("+", p.Bin("+", p.ref("meta.n"), p.Cast(p.Bits(32), p.ref("meta.old_ttl"))), p.ref("hdr.ipv4.dst"))
+    assert "P4L081" in codes(_mutate(tree, lambda c: _with_method_body(c, "hits", (
+        p.Assign(rv, v), p.Assign(v, p.Bin("+", v, three))))))
+    # the abstract method by another name, or with a parameter of the wrong type
+    def rename(c: p.Control, name: str = "apply2", width: int = 32) -> p.Control:
+        def one(x):
+            if isinstance(x, p.Instance) and x.args == (p.Path("hits"),):
+                m = x.methods[0]
+                return dataclasses.replace(x, methods=(dataclasses.replace(
+                    m, name=name, params=(dataclasses.replace(m.params[0], type=p.Bits(width)), m.params[1])),))
+            return x
+        return dataclasses.replace(c, locals=tuple(one(x) for x in c.locals))
+    assert "P4L080" in codes(_mutate(tree, rename))
+    assert "P4L080" in codes(_mutate(tree, lambda c: rename(c, "apply", 16)))
+    # a register executed twice in a control
+    twice = _mutate(tree, lambda c: dataclasses.replace(c, apply=(*c.apply, p.Assign(
+        p.ref("meta.nfc_reg_hits"), p.Call(p.ref("hits__access.execute"), (p.Const(0, 32),))))))
+    assert "P4L082" in codes(twice)
+
+
+# ---- the switch model, the P4Runtime endpoint and the runtime API --------------------------------------
+
+
+@pytest.mark.parametrize("arch", ["tna", "v1model"])
+def test_registers_set_and_read_through_p4runtime_steer_the_packets_as_the_source_says(built, arch):
+    sw = P4RuntimeSwitch(built, arch)
+    try:
+        rt = Runtime(built, switch=sw.client)
+        hits, seen = rt.register("hits"), rt.register("ttl_seen")
+        # 10.1.0.9 has used 2 of its 3: one more packet goes through, the next is dropped over quota
+        hits.write(9, 2)
+        assert hits.read(9) == 2
+        seen.write(5, 77)
+        out = [sw.model.process(_packet("10.0.0.5", "10.1.0.9", ttl=40), 1) for _ in range(2)]
+        assert out[0].kind == "forward" and out[1].kind == "drop" and out[1].reason == "over_quota"
+        sent = Ether(out[0].data)
+        assert sent[IP].ttl == 77  # the TTL remembered for source nibble 5, written through P4Runtime
+        assert sent.src == "00:00:00:00:00:03"  # eth.src = the third packet's count
+        fixed = sent[IP].copy()
+        del fixed.chksum  # scapy recomputes the checksum of the header as sent
+        assert sent[IP].chksum == IP(bytes(fixed)).chksum
+        assert hits.read_many([9, 10]) == [3, 0]
+        assert seen.read(5) == 40  # the packet's own TTL is remembered
+        # stamp has 8 cells: source nibble 5 wrote 10.1.0.9 there
+        assert rt.register("stamp").read(5) == int.from_bytes(bytes([10, 1, 0, 9]), "big")
+        # refused before anything is sent: nothing changes
+        with pytest.raises(InvalidEntry):
+            hits.write(9, 1 << 32)
+        with pytest.raises(InvalidEntry):
+            seen.write_many({1: 5, 16: 5})
+        assert hits.read(9) == 3 and seen.read(1) == 0
+    finally:
+        sw.close()
+
+
+# ---- placement --------------------------------------------------------------------------------------
+
+_SEQUENCE = """import "std/headers.nfp";
+packet { eth: ethernet; ipv4: ipv4; }
+register r: bit<32>[16];
+parser p { state start { extract eth; extract ipv4; transition accept; } }
+stage twice { r[0] = r[0] + 1; r[0] = r[0] + 1; forward(1); }
+pipeline m { ports = [0..3]; parser = p; stages = [twice]; }
+target srv = dpdk_server { cores = 1; }
+deployment d { switch = tofino1; servers = [srv]; server_ports = [32]; rate = 1Mpps; }
+"""
+
+
+def test_a_register_sequence_the_switch_cannot_run_goes_to_the_server_or_is_named(tmp_path):
+    src = write(tmp_path, _SEQUENCE)
+    r = nfc_cli("build", src, "-o", str(tmp_path / "alone"), "--target", "tofino")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert "error[E071]: register 'r' written twice in stage 'twice' is unsupported on tofino1: it needs " \
+           "capability 'register_sequence'" in r.stderr, r.stderr
+    r = nfc_cli("build", src, "-o", str(tmp_path / "split"), "--target", "tofino+dpdk")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((tmp_path / "split/plan.json").read_text())
+    assert {o["name"]: o["placement"] for o in plan["objects"]} == {"r": "server"}
+
+
+def test_the_corpus_registers_are_placed_on_the_switch(tmp_path):
+    r = nfc_cli("build", str(SOURCE), "-o", str(tmp_path / "o"), "--target", "tofino+dpdk")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((tmp_path / "o/plan.json").read_text())
+    assert {o["name"]: o["placement"] for o in plan["objects"]} == {
+        "hits": "switch", "ttl_seen": "switch", "stamp": "switch"}
