@@ -13,7 +13,9 @@ net_pcap replaying 1,024 frames from memory (``infinite_rx=1``); output: net_nul
 is Mpps per CPU-second of the forwarding thread (schedstat; packets its output port sent, read
 over each program's telemetry socket), with Gbit/s of the plain frames (the size in the row,
 FCS included); wall-clock beside it.  Programs: ``nfc`` (bench/esp.nfp; no anti-replay window:
-the capture's sequence numbers repeat), ``secgw`` (its SA ``type cpu-crypto``, ``-l``: librte_ipsec
+the capture's sequence numbers repeat; a burst's encryptions in one CPU-crypto call per SA run),
+``nfc_per_packet`` (the same program compiled with ``-DNFC_ESP_PER_PACKET``: each encryption
+at once, the baseline of that batching), ``secgw`` (its SA ``type cpu-crypto``, ``-l``: librte_ipsec
 with synchronous crypto, as nfc does it), ``secgw_lookaside`` (its default path: crypto ops
 enqueued to the PMD).  ipsec-secgw needs one patch to start on a vdev: it demands the RX
 checksum offload, which net_pcap does not have and its data path does not use
@@ -44,7 +46,7 @@ SECGW_SRC = Path("/usr/share/dpdk/examples")  # Debian's dpdk-doc
 KEY, SALT = bytes([0xDE, 0xAD, 0xBE, 0xEF] * 4), bytes([0xCA, 0xFE, 0xBA, 0xBE])
 SPI_OUT, SPI_IN = 7, 8
 TUNNEL_LOCAL, TUNNEL_PEER = "172.16.1.1", "172.16.2.1"
-ORDER = ("nfc", "secgw", "secgw_lookaside")
+ORDER = ("nfc", "nfc_per_packet", "secgw", "secgw_lookaside")
 FRAMES = 1024
 MAX_NOT_FORWARDED = 0.01
 
@@ -89,6 +91,17 @@ def build_nfc(out: Path) -> Path:
     if r.returncode != 0:
         raise RuntimeError(f"bench/esp.nfp's server did not compile:\n{r.stderr[-2000:]}")
     return out / "server" / "nf"
+
+
+def build_nfc_per_packet(out: Path) -> Path:
+    """The same program with each encryption run at once (-DNFC_ESP_PER_PACKET): the baseline of
+    the burst's encryptions batched into one CPU-crypto call per SA run."""
+    base = build_nfc(out)
+    flags = "CFLAGS=-O2 -march=native -DNFC_ESP_PER_PACKET=1"
+    r = subprocess.run(["make", "-B", "-C", str(out / "server"), "-j2", flags], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"bench/esp.nfp's per-packet server did not compile:\n{r.stderr[-2000:]}")
+    return base.rename(base.with_name("nf-per-packet"))
 
 
 # ---- workload -----------------------------------------------------------------------------------
@@ -175,12 +188,14 @@ def programs(row: Row, binaries: dict[str, Path], pcap: Path, files: dict[str, P
     ipsec-secgw's plain side is port 0, its ESP side port 1: encap reads port 0, decap port 1."""
     replay, sink = f"rx_pcap={pcap},infinite_rx=1", "no-rx=1"
     out = []
-    if "nfc" in binaries:
-        prefix = f"{tag}-nfc-{row.key}"
+    for name in ("nfc", "nfc_per_packet"):
+        if name not in binaries:
+            continue
+        prefix = f"{tag}-{name}-{row.key}"
         ports = ["--ports", "2,1"] if row.direction == "decap" else []
-        out.append(Program("nfc", (str(binaries["nfc"]), *_eal(prefix, core), f"--vdev=net_pcap0,{replay}",
-                                   f"--vdev=net_null1,{sink}", "--", "--live", "--entries", str(files["entries"]),
-                                   *ports), prefix))
+        out.append(Program(name, (str(binaries[name]), *_eal(prefix, core), f"--vdev=net_pcap0,{replay}",
+                                  f"--vdev=net_null1,{sink}", "--", "--live", "--entries", str(files["entries"]),
+                                  *ports), prefix))
     for name, cfg, lib in (("secgw", files["secgw_cpu"], ["-l"]), ("secgw_lookaside", files["secgw_none"], [])):
         if "secgw" not in binaries:
             continue
@@ -241,13 +256,14 @@ def fig(x: float | None) -> str:
 
 
 def report(rows: dict[Row, dict[str, Result]], problems: list[str], args: argparse.Namespace) -> None:
-    print("| row, frame | nfc Mpps/CPU-s | Gbit/s | secgw cpu-crypto | nfc / secgw | secgw lookaside "
-          "| nfc / lookaside |")
-    print("|---|---|---|---|---|---|---|")
+    print("| row, frame | nfc Mpps/CPU-s | Gbit/s | nfc per packet | batched / per packet | secgw cpu-crypto "
+          "| nfc / secgw | secgw lookaside | nfc / lookaside |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row, res in rows.items():
-        n, s, lk = (res.get(k, Result()).median("mpps_cpu") for k in ORDER)
+        n, pp, s, lk = (res.get(k, Result()).median("mpps_cpu") for k in ORDER)
         gbit = n * row.size * 8 / 1000 if n is not None else None
-        print(f"| {row.direction}, {row.size} B | {fig(n)} | {fig(gbit)} | {fig(s)} | "
+        print(f"| {row.direction}, {row.size} B | {fig(n)} | {fig(gbit)} | {fig(pp)} | "
+              f"{fig(n / pp) if n and pp else '—'} | {fig(s)} | "
               f"{fig(n / s) if n and s else '—'} | {fig(lk)} | {fig(n / lk) if n and lk else '—'} |")
     print("\nwall-clock Mpps: " + "; ".join(
         f"{row.key}: " + ", ".join(f"{k} {fig(res[k].median('mpps_wall'))}" for k in ORDER if k in res)
@@ -281,7 +297,8 @@ def main() -> int:
     with ExitStack() as stack:
         tmp = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="nfc-bench-esp-")))
         binaries: dict[str, Path] = {}
-        for name, build in (("nfc", lambda: build_nfc(tmp / "nfc")), ("secgw", lambda: build_secgw(tmp))):
+        for name, build in (("nfc_per_packet", lambda: build_nfc_per_packet(tmp / "nfc_pp")),
+                            ("nfc", lambda: build_nfc(tmp / "nfc")), ("secgw", lambda: build_secgw(tmp))):
             try:
                 binaries[name] = build()
             except RuntimeError as e:

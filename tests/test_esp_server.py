@@ -84,14 +84,18 @@ def _inbound(sa: int, seq: int, inner: bytes, tamper: bool = False) -> bytes:
 
 
 def test_what_the_server_encrypts_decrypts_with_scapy_and_with_cryptography(built, tmp_path):
-    sent = {sa: [_tenant(SAS[sa][2], i) for i in range(1, 4)] for sa in range(2)}
-    got, drops = nfc_run(built, _entries(), {VNET_PORT: [p for sa in (0, 1) for p in sent[sa]]}, tmp_path)
+    # 3 packets of SA 0, then the two SAs alternating (a burst's encryptions run together at its
+    # end, one call per run of one SA: runs of one and of three), 20 packets per SA
+    n = 20
+    sent = {sa: [_tenant(SAS[sa][2], i) for i in range(1, n + 1)] for sa in range(2)}
+    order = sent[0][:3] + [p for pair in zip(sent[0][3:], sent[1][:-3], strict=True) for p in pair] + sent[1][-3:]
+    got, drops = nfc_run(built, _entries(), {VNET_PORT: order}, tmp_path)
     assert sum(drops.values()) == 0, drops
     frames = [Ether(f) for f in got[INTERNET_PORT].elements()]
-    assert len(frames) == 6 and set(got) == {INTERNET_PORT}
+    assert len(frames) == 2 * n and set(got) == {INTERNET_PORT}
     for sa, (_spi_in, spi_out, _tunnel, key, salt) in enumerate(SAS):
         mine = sorted((f for f in frames if f[ESP].spi == spi_out), key=lambda f: f[ESP].seq)
-        assert [f[ESP].seq for f in mine] == [1, 2, 3]  # RFC 4303 §3.3.3: an SA counts from 1
+        assert [f[ESP].seq for f in mine] == list(range(1, n + 1))  # RFC 4303 §3.3.3: an SA counts from 1
         for f, tenant in zip(mine, sent[sa], strict=True):
             assert (f[IP].src, f[IP].dst, f[IP].proto, f.dst, f.src) == (GATEWAY_VIP, PEER, 50, NH_MAC, GATEWAY_MAC)
             inner = tenant[14:]

@@ -23,6 +23,7 @@ from typing import assert_never
 
 from compiler import ir
 from compiler.analysis import (
+    CRYPTO_REASON,
     Loc,
     changed_by,
     drop_reasons,
@@ -192,6 +193,8 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
                        "1: a stage writes a register, which is not atomic across lcores: one forwarding lcore"),
               c.Global("const int", "nfc_uses_esp", "1" if x.uses_esp else "0",
                        "1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up)"),
+              c.Global("const int", "nfc_crypto_drop", str(x.reasons.get(CRYPTO_REASON, 0)),
+                       "the drop code of crypto_unavailable (a burst's batched encryption that failed)"),
               c.Global("const int", "nfc_ninst", str(len(prog.instances))),
               c.Global("const uint16_t", f"nfc_inst_bytes[{max(1, len(prog.instances))}]",
                        "{" + ", ".join(str(prog.headers[i.header].bits // 8) for i in prog.instances) + "}"

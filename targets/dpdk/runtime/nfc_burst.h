@@ -8,6 +8,7 @@
 
 #include <rte_mbuf.h>
 
+#include "nfc_esp.h"
 #include "nfc_rt.h"
 
 #define NFC_BURST 32
@@ -52,12 +53,20 @@ static inline void nfc_burst(struct rte_mbuf **in, uint16_t n, uint16_t port, ui
             int own = whole != NULL && RTE_MBUF_DIRECT(whole) && rte_mbuf_refcnt_read(whole) == 1;
             pkt[i].buf_start = own ? (uint8_t *)whole->buf_addr : NULL;
             pkt[i].buf_end = own ? pkt[i].buf_start + whole->buf_len : NULL;
+            pkt[i].esp_pending = pkt[i].esp_failed = 0;
         }
         code[i] = whole == NULL ? -1
                                 : nfc_from_switch(&pkt[i], rte_pktmbuf_mtod(in[i], const uint8_t *),
                                                   rte_pktmbuf_data_len(in[i]), logical);
     }
     nfc_prefetch(pkt, code, n);
+    if (nfc_uses_esp) /* the burst's encryptions run together, before any packet is written out */
+        nfc_esp_batch_begin();
+    for (uint16_t i = 0; i < n; i++)
+        if (code[i] == NFC_CONTINUE)
+            code[i] = nfc_run(&pkt[i]);
+    if (nfc_uses_esp)
+        nfc_esp_batch_end();
     for (uint16_t i = 0; i < n; i++) {
         int c = code[i];
         out[i] = NULL;
@@ -67,8 +76,8 @@ static inline void nfc_burst(struct rte_mbuf **in, uint16_t n, uint16_t port, ui
             st->drops[0]++;
             continue;
         }
-        if (c == NFC_CONTINUE)
-            c = nfc_run(&pkt[i]);
+        if (c == NFC_CONTINUE && nfc_uses_esp && pkt[i].esp_failed)
+            c = nfc_crypto_drop;
         if (c != NFC_CONTINUE) {
             st->drops[c & 0xff]++;
         } else if ((to[i] = out_port(port, &pkt[i])) < 0) {

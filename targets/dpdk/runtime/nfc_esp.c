@@ -130,21 +130,102 @@ static void *session(nfc_u128 key, int decrypt, int esn)
     return s;
 }
 
-/* AES-GCM over data[0, len) in place with the nonce salt . iv and the AAD; the tag at icv
- * (written, or checked); 1: done (and the tag verified). */
+/* One AES-GCM operation: data[0, len) in place, with its nonce (salt . IV) and AAD; the tag
+ * at icv (written, or checked).  p: the packet an encryption queued for the burst belongs to. */
+struct gcm_job {
+    void *sess;
+    uint8_t *data;
+    uint32_t len;
+    uint8_t nonce[12];
+    uint8_t aad[12];
+    uint8_t *icv;
+    struct nfc_pkt *p;
+};
+
+static void job_of(struct gcm_job *j, void *sess, uint8_t *data, uint32_t len, const uint8_t *iv, uint32_t salt,
+                   const uint8_t *aad, uint8_t *icv)
+{
+    j->sess = sess;
+    j->data = data;
+    j->len = len;
+    j->nonce[0] = (uint8_t)(salt >> 24);
+    j->nonce[1] = (uint8_t)(salt >> 16);
+    j->nonce[2] = (uint8_t)(salt >> 8);
+    j->nonce[3] = (uint8_t)salt;
+    memcpy(j->nonce + 4, iv, NFC_ESP_IV);
+    memcpy(j->aad, aad, sizeof j->aad);
+    j->icv = icv;
+}
+
+/* jobs[0..n), all of one session, in one CPU-crypto call; ok[i]: job i done (its tag verified). */
+static void gcm_run(struct gcm_job *jobs, uint32_t n, int *ok)
+{
+    struct rte_crypto_vec seg[NFC_ESP_BATCH];
+    struct rte_crypto_sgl sgl[NFC_ESP_BATCH];
+    struct rte_crypto_va_iova_ptr iv[NFC_ESP_BATCH], digest[NFC_ESP_BATCH], aad[NFC_ESP_BATCH];
+    int32_t status[NFC_ESP_BATCH];
+    for (uint32_t i = 0; i < n; i++) {
+        seg[i] = (struct rte_crypto_vec){.base = jobs[i].data, .len = jobs[i].len, .tot_len = jobs[i].len};
+        sgl[i] = (struct rte_crypto_sgl){.vec = &seg[i], .num = 1};
+        iv[i].va = jobs[i].nonce;
+        digest[i].va = jobs[i].icv;
+        aad[i].va = jobs[i].aad;
+        status[i] = -1;
+    }
+    struct rte_crypto_sym_vec vec = {.num = n, .src_sgl = sgl, .iv = iv, .digest = digest, .aad = aad,
+                                     .status = status};
+    union rte_crypto_sym_ofs ofs = {.raw = 0};
+    rte_cryptodev_sym_cpu_crypto_process(dev, jobs[0].sess, ofs, &vec);
+    for (uint32_t i = 0; i < n; i++)
+        ok[i] = status[i] == 0;
+}
+
+/* AES-GCM over data[0, len) in place, at once; 1: done (and the tag verified). */
 static int gcm(void *sess, uint8_t *data, uint32_t len, const uint8_t *iv, uint32_t salt, const uint8_t *aad,
                uint8_t *icv)
 {
-    uint8_t nonce[12] = {(uint8_t)(salt >> 24), (uint8_t)(salt >> 16), (uint8_t)(salt >> 8), (uint8_t)salt};
-    memcpy(nonce + 4, iv, NFC_ESP_IV);
-    struct rte_crypto_vec seg = {.base = data, .len = len, .tot_len = len};
-    struct rte_crypto_sgl sgl = {.vec = &seg, .num = 1};
-    struct rte_crypto_va_iova_ptr ivp = {.va = nonce}, digest = {.va = icv}, aadp = {.va = (void *)(uintptr_t)aad};
-    int32_t status = 0;
-    struct rte_crypto_sym_vec vec = {.num = 1, .src_sgl = &sgl, .iv = &ivp, .digest = &digest, .aad = &aadp,
-                                     .status = &status};
-    union rte_crypto_sym_ofs ofs = {.raw = 0};
-    return rte_cryptodev_sym_cpu_crypto_process(dev, sess, ofs, &vec) == 1 && status == 0;
+    struct gcm_job j;
+    int ok = 0;
+    job_of(&j, sess, data, len, iv, salt, aad, icv);
+    gcm_run(&j, 1, &ok);
+    return ok;
+}
+
+/* The lcore's encryptions queued since nfc_esp_batch_begin (on: batching). */
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    int on;
+    uint32_t n;
+    struct gcm_job job[NFC_ESP_BATCH];
+} batch;
+
+void nfc_esp_batch_begin(void)
+{
+#ifndef NFC_ESP_PER_PACKET /* bench/bench_esp.py's baseline: every encryption at once */
+    batch.on = 1;
+#endif
+    batch.n = 0;
+}
+
+/* Run the queued encryptions: one call per run of one session's jobs. */
+static void batch_flush(void)
+{
+    int ok[NFC_ESP_BATCH];
+    for (uint32_t i = 0, j; i < batch.n; i = j) {
+        for (j = i + 1; j < batch.n && batch.job[j].sess == batch.job[i].sess; j++)
+            ;
+        gcm_run(&batch.job[i], j - i, ok);
+        for (uint32_t k = i; k < j; k++) {
+            batch.job[k].p->esp_pending = 0;
+            batch.job[k].p->esp_failed |= !ok[k - i];
+        }
+    }
+    batch.n = 0;
+}
+
+void nfc_esp_batch_end(void)
+{
+    batch_flush();
+    batch.on = 0;
 }
 
 static void put32(uint8_t *p, uint32_t v)
@@ -165,6 +246,8 @@ static int changeable(const struct nfc_pkt *p, const uint8_t *from, uint32_t bef
 
 uint32_t nfc_esp_encrypt(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn)
 {
+    if (p->esp_pending) /* its payload is a queued encryption's: done first (an ESP in ESP) */
+        batch_flush();
     /* the headers after esp, where they are: one after the other up to the payload? */
     const uint8_t *first = p->payload;
     int together = 1;
@@ -199,13 +282,14 @@ uint32_t nfc_esp_encrypt(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq,
     }
     for (int k = esp + 1; k < nfc_ninst; k++)
         p->valid[k] = 0;
-    uint32_t sealed = nfc_esp_seal(buf, len, spi, seq, key, salt, esn);
+    uint32_t sealed = nfc_esp_seal(buf, len, spi, seq, key, salt, esn, p);
     p->payload = buf;
     p->payload_len = sealed;
     return sealed;
 }
 
-uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn)
+uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn,
+                      struct nfc_pkt *p)
 {
     void *sess = session(key, 0, esn);
     if (sess == NULL)
@@ -224,14 +308,23 @@ uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nf
     put32(aad + 8, (uint32_t)seq);
     put32(buf, (uint32_t)(seq >> 32)); /* IV: the sequence number as 64 bits */
     put32(buf + 4, (uint32_t)seq);
-    if (!gcm(sess, pt, len, buf, salt, aad, pt + len))
+    if (p != NULL && batch.on) { /* queued: the burst's encryptions run together (nfc_esp_batch_end) */
+        if (batch.n == NFC_ESP_BATCH)
+            batch_flush();
+        job_of(&batch.job[batch.n++], sess, pt, len, buf, salt, aad, pt + len);
+        batch.job[batch.n - 1].p = p;
+        p->esp_pending = 1;
+    } else if (!gcm(sess, pt, len, buf, salt, aad, pt + len)) {
         return 0;
+    }
     return NFC_ESP_IV + len + NFC_ESP_ICV;
 }
 
 int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t salt, int esn, uint64_t seq_high,
                     int in_place)
 {
+    if (p->esp_pending) /* its payload is a queued encryption's: done first */
+        batch_flush();
     uint32_t n = p->payload_len;
     if (!p->valid[esp] || n < NFC_ESP_IV + NFC_ESP_ICV + 2 || n > NFC_ESP_ROOM)
         return 0;

@@ -3,7 +3,10 @@
  * esp_encrypt / esp_decrypt / replay_check define them (compiler/interp/externs.py is the
  * reference).  Crypto runs synchronously on the forwarding lcore through a crypto device's
  * CPU-crypto path (rte_cryptodev_sym_cpu_crypto_process: no enqueue, no completion to wait
- * for), one session per SA key and direction, made when a key is first used.
+ * for), one session per SA key and direction, made when a key is first used.  A burst's
+ * encryptions run together at its end (nfc_esp_batch_begin / _end), one call per run of one
+ * session's packets, as librte_ipsec does; decryption runs at once (what follows reads the
+ * plaintext).
  * Hand-written, shared by every generated program that uses ESP. */
 #ifndef NFC_ESP_H
 #define NFC_ESP_H
@@ -17,6 +20,7 @@
 #define NFC_ESP_ROOM (NFC_MAX_PKT + 64) /* bytes of a packet's ESP buffer */
 #define NFC_ESP_SESSIONS 8192           /* SA keys x directions with a session at once */
 #define NFC_REPLAY_SAS 65536            /* SAs with an anti-replay window */
+#define NFC_ESP_BATCH 64                /* encryptions queued per lcore before they run */
 
 /* The crypto device (a DPDK crypto vdev given with --vdev, or crypto_aesni_gcm made here),
  * configured and started; 0, or -1 with the reason on stderr. */
@@ -40,8 +44,16 @@ uint32_t nfc_esp_encrypt(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq,
  * room behind it): pad, trailer (the next header from the first byte's IP version), AES-GCM
  * with the nonce salt . IV (the IV: seq as 64 bits) and the AAD spi . seq (32 bits; with `esn`
  * all 64, RFC 4106 §5), the IV written in front and the ICV behind.  The bytes IV +
- * ciphertext + ICV, or 0: no session for the key (no memory). */
-uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn);
+ * ciphertext + ICV, or 0: no session for the key (no memory).  Between nfc_esp_batch_begin and
+ * _end, with packet p given, the AES-GCM is queued (p->esp_pending) and runs at _end (or when
+ * p's payload is needed again), which sets p->esp_failed if it fails. */
+uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn,
+                      struct nfc_pkt *p);
+
+/* Batch the lcore's encryptions from here (nfc_burst, around the burst's nfc_run calls) ... */
+void nfc_esp_batch_begin(void);
+/* ... to here, where they run. */
+void nfc_esp_batch_end(void);
 
 /* esp_decrypt(outer, esp, key, salt): p's payload (IV, ciphertext, ICV) decrypted under the
  * header instance `esp` (its first 8 bytes, SPI and sequence number, are the AAD; with `esn`

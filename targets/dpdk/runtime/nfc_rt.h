@@ -77,6 +77,9 @@ struct nfc_pkt {
     /* ESP: the buffer the packet's bytes are in, when it may be changed in place there (a direct
      * mbuf of ours: nfc_burst sets them for a program that uses ESP); NULL: it may not */
     uint8_t *buf_start, *buf_end;
+    /* ESP: an encryption of the payload is queued for the end of the burst (nfc_esp_batch_end),
+     * and whether one failed there (the packet is then dropped as crypto_unavailable) */
+    uint8_t esp_pending, esp_failed;
     /* the burst's prefetched lookups of tables 0..NFC_PRE_TABLES-1 (bit t of pre_ok: valid) */
     uint32_t pre_ok;
     uint8_t pre_hit[NFC_PRE_TABLES];
@@ -473,6 +476,7 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key);
 extern const int nfc_nreasons;
 extern const int nfc_software;
 extern const int nfc_uses_esp; /* the program encrypts or decrypts ESP: nfc_esp_init at start */
+extern const int nfc_crypto_drop; /* the drop code of crypto_unavailable (0: the program has no ESP) */
 extern const int nfc_register_writes; /* a stage writes a register: the program forwards on one lcore */
 extern const uint16_t nfc_inst_bytes[]; /* the bytes of each header instance, in packet order */
 extern const int nfc_ninst;
