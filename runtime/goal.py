@@ -5,7 +5,9 @@ a restart and repairs the difference (issue 14, item 5; Bluebird's lesson, seed 
 controller holds the truth the switch is rebuilt from).
 
 One row per entry: the table, its key (each key field's value and prefix length or mask, in
-``.nfp`` order, as JSON), its priority and its values (JSON, ``.nfp`` order).  Values marked
+``.nfp`` order, as JSON), its priority and its values (JSON, ``.nfp`` order).  One row per
+configured meter index: the meter, the index and its RFC 2698 rates (an index reset is no row:
+unconfigured).  Counters and registers are not goal state: the data plane writes them.  Values marked
 ``secret`` are stored as they are (the file is the truth the data planes are rebuilt from):
 the file is owner-only.  A write's
 entries are one transaction; the runtime records a write once both data planes took it.
@@ -39,6 +41,9 @@ class GoalStore:
         self.db = sqlite3.connect(self.path)
         self.db.execute("CREATE TABLE IF NOT EXISTS entries (tbl TEXT NOT NULL, key TEXT NOT NULL, "
                         "priority INTEGER NOT NULL, vals TEXT NOT NULL, PRIMARY KEY (tbl, key, priority))")
+        self.db.execute("CREATE TABLE IF NOT EXISTS meters (name TEXT NOT NULL, idx INTEGER NOT NULL, "
+                        "cir INTEGER NOT NULL, cbs INTEGER NOT NULL, pir INTEGER NOT NULL, pbs INTEGER NOT NULL, "
+                        "PRIMARY KEY (name, idx))")
         self.db.commit()
 
     def close(self) -> None:
@@ -72,6 +77,24 @@ class GoalStore:
                                 f"values, the table has {keys} and {values} (the goal state of another "
                                 f"program or of an earlier version of this one)")
             yield entry
+
+    def set_meters(self, name: str, rates: dict[int, tuple[int, int, int, int] | None]) -> None:
+        """Record meter indices the data planes took: their (cir, cbs, pir, pbs), or None: reset."""
+        with self.db:
+            self.db.executemany("DELETE FROM meters WHERE name = ? AND idx = ?", [(name, i) for i in rates])
+            self.db.executemany("INSERT INTO meters VALUES (?, ?, ?, ?, ?, ?)",
+                                [(name, i, *r) for i, r in rates.items() if r is not None])
+
+    def meters(self, name: str) -> dict[int, tuple[int, int, int, int]]:
+        """The configured indices of meter ``name`` and their rates."""
+        out: dict[int, tuple[int, int, int, int]] = {}
+        for row in self.db.execute("SELECT idx, cir, cbs, pir, pbs FROM meters WHERE name = ?", (name,)):
+            try:
+                i, cir, cbs, pir, pbs = (int(v) for v in row)
+            except (ValueError, TypeError):
+                raise GoalError(f"{self.path}: meter {name}: a row that is not one this runtime wrote") from None
+            out[i] = (cir, cbs, pir, pbs)
+        return out
 
     def count(self, table: str) -> int:
         return int(self.db.execute("SELECT COUNT(*) FROM entries WHERE tbl = ?", (table,)).fetchone()[0])

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Counter", "CounterValue", "Meter", "MeterRates", "Register"]
 
+_CHUNK = 1 << 16  # meter indices read per request when a whole meter is compared with the goal state
 _LIMIT = 1 << 40  # rates and bursts: 1 TB/s is beyond every port; rte_meter's arithmetic stays exact
 
 
@@ -66,19 +67,27 @@ class _Object:
         if pl is ObjectPlacement.UNUSED:
             raise InvalidEntry(f"{self.kind} {self.name} ({self.info.source}) is used by no stage: no side keeps it")
         out: list[_Side] = []
-        if "switch" in pl.value:
-            sw = self.rt.switch
-            if sw is None:
-                raise ChannelError(f"{self.kind} {self.name} is on the {pl.value}: connect a P4Runtime endpoint")
-            out.append(_Side(lambda idx: sw.object_read(self.kind, self.name, idx),
-                             lambda recs: _first_error(sw.object_write(self.kind, self.name, recs))))
-        if "server" in pl.value:
-            srv = self.rt.server
-            if srv is None:
-                raise ChannelError(f"{self.kind} {self.name} is on the {pl.value}: connect a server control socket")
-            out.append(_Side(lambda idx: srv.object_read(self.name, idx),
-                             lambda recs: srv.object_write(self.name, recs)))
+        for label in self._side_names():
+            side = self._side(label)
+            if side is None:
+                how = "a P4Runtime endpoint" if label == "switch" else "a server control socket"
+                raise ChannelError(f"{self.kind} {self.name} is on the {pl.value}: connect {how}")
+            out.append(side)
         return out
+
+    def _side_names(self) -> list[str]:
+        """The sides ``placement`` names, switch first."""
+        return [n for n in ("switch", "server") if n in self.info.placement.value]
+
+    def _side(self, label: str) -> _Side | None:
+        """One side's access to the object (None: that side is not connected)."""
+        if label == "switch":
+            sw = self.rt.switch
+            return None if sw is None else _Side(lambda idx: sw.object_read(self.kind, self.name, idx),
+                                                 lambda recs: _first_error(sw.object_write(self.kind, self.name, recs)))
+        srv = self.rt.server
+        return None if srv is None else _Side(lambda idx: srv.object_read(self.name, idx),
+                                              lambda recs: srv.object_write(self.name, recs))
 
     def _indices(self, indices: Sequence[int]) -> list[int]:
         for i in indices:
@@ -185,10 +194,37 @@ class Meter(_Object):
                 raise InvalidEntry(f"meter {self.name}[{i}]: give MeterRates(cir, cbs, pir, pbs), not {r!r}")
             r.check(f"meter {self.name}[{i}]")
         self._write([(i, r.cir, r.cbs, r.pir, r.pbs) for i, r in rates.items()])
+        self._remember({i: (r.cir, r.cbs, r.pir, r.pbs) for i, r in rates.items()})
 
     def reset(self, index: int) -> None:
         """Back to unconfigured: every packet green."""
         self._write([(self._indices([index])[0], 0, 0, 0, 0)])
+        self._remember({index: None})
+
+    def _remember(self, rates: dict[int, tuple[int, int, int, int] | None]) -> None:
+        """A meter's configuration is goal state: ``reconcile`` sets it again after a restart."""
+        if self.rt.goal is not None:
+            self.rt.goal.set_meters(self.name, rates)
+
+    def repair(self) -> dict[str, int]:
+        """Every index of each connected side that keeps this meter brought to the goal state's
+        rates (unconfigured where the goal has none); per side, the indices written."""
+        assert self.rt.goal is not None
+        want = self.rt.goal.meters(self.name)
+        out: dict[str, int] = {}
+        for label in self._side_names():
+            side = self._side(label)
+            if side is None:
+                continue
+            out[label] = 0
+            for start in range(0, self.info.size, _CHUNK):  # a read of every index, a chunk at a time
+                part = list(range(start, min(start + _CHUNK, self.info.size)))
+                fix = [(i, *want.get(i, (0, 0, 0, 0))) for i, w in zip(part, side.read(part), strict=True)
+                       if (tuple(w[1:5]) if w[0] else None) != want.get(i)]
+                if fix:
+                    side.write(fix)
+                out[label] += len(fix)
+        return out
 
     def read(self, index: int) -> MeterRates | None:
         """The rates set (None: unconfigured).  Both sides keep a copy when stages on both use

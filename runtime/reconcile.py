@@ -13,7 +13,9 @@ table (issue 14, item 5).
   drops the rest, instead of emptying the cache.
 
 The server is repaired before the switch cache that is in front of it (an entry on the
-server before it is cached).  Data-plane state is not in the goal: the data plane writes it.
+server before it is cached).  Each meter's indices are set to the rates the goal holds (and
+reset where it holds none), on each side that keeps the meter.  Data-plane state (state
+tables, registers, counters) is not in the goal: the data plane writes it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from compiler.manifest import ObjectPlacement
 from runtime.cache import CacheDecision, CachePolicy, Key, switch_order
 from runtime.goal import GoalEntry
 
@@ -67,6 +70,9 @@ def reconcile(rt: Runtime) -> dict[str, dict[str, Repair]]:
         elif s.on_switch and not s.on_server and rt.switch is not None:
             sides["switch"] = _switch(rt, s, goal, entries)
         out[s.name] = sides
+    for o in rt.plan.objects:  # meter rates are goal state too (runtime/goal.py)
+        if o.kind == "meter" and o.placement is not ObjectPlacement.UNUSED:
+            out[o.name] = {side: Repair(modified=n) for side, n in rt.meter(o.name).repair().items()}
     return out
 
 

@@ -23,6 +23,7 @@ from compiler.manifest import Direction, load_plan
 from runtime.api import Runtime
 from runtime.control import OP, REQ, VERSION
 from runtime.errors import ChannelError, InvalidEntry
+from runtime.goal import GoalStore
 from runtime.objects import CounterValue, MeterRates
 from runtime.server_proc import ServerProcess, eal_args
 from tests.conftest import HAVE_DPDK, P4RuntimeSwitch, build_with_server, nfc_cli
@@ -165,6 +166,28 @@ def test_hello_lists_the_servers_objects_and_the_plan_places_them(server_build):
                                                                   "per_source": ("meter", 4000)}
 
 
+@needs_dpdk
+def test_a_restarted_server_gets_its_meter_rates_back_from_the_goal_state(server_build, tmp_path):
+    goal = tmp_path / "goal.sqlite"
+    with ServerProcess(server_build / "server/nf", ["net_null0"]) as srv:
+        rt = Runtime(server_build, server=srv.control, goal=GoalStore(goal))
+        m = rt.meter("per_source")
+        m.set_many({5: RATES, 6: RATES, 3999: MeterRates(10, 20, 30, 40)})
+        m.reset(6)
+        rt.close()
+    with ServerProcess(server_build / "server/nf", ["net_null0"]) as srv:  # a new program: unconfigured
+        rt = Runtime(server_build, server=srv.control, goal=GoalStore(goal))
+        m = rt.meter("per_source")
+        assert m.read(5) is None
+        m.set(7, RATES)  # written around the goal's back: 7 is configured on the server only
+        rt.goal.set_meters("per_source", {7: None})
+        report = rt.reconcile()
+        assert report["per_source"]["server"].modified == 3  # 5 and 3999 set, 7 reset
+        assert [m.read(i) for i in (5, 6, 7, 3999)] == [RATES, None, None, MeterRates(10, 20, 30, 40)]
+        assert rt.reconcile()["per_source"]["server"].modified == 0
+        rt.close()
+
+
 # ---- the switch model ---------------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
@@ -209,6 +232,26 @@ def test_a_meter_set_through_p4runtime_colours_packets_as_rfc_2698_says_on_the_s
         assert m.read(5) is None
         with pytest.raises(InvalidEntry):
             rt.counter("per_port").read(64)
+    finally:
+        sw.close()
+
+
+def test_a_restarted_switch_gets_its_meter_rates_back_and_meters_as_before(switch_build, tmp_path):
+    goal = tmp_path / "goal.sqlite"
+    sw = P4RuntimeSwitch(switch_build)
+    try:
+        rt = Runtime(switch_build, switch=sw.client, goal=GoalStore(goal))
+        rt.meter("per_source").set(5, RATES)
+    finally:
+        sw.close()
+    sw = P4RuntimeSwitch(switch_build)  # a new switch model: every meter unconfigured
+    try:
+        rt = Runtime(switch_build, switch=sw.client, goal=GoalStore(goal))
+        assert rt.meter("per_source").read(5) is None
+        assert rt.reconcile()["per_source"]["switch"].modified == 1
+        assert rt.meter("per_source").read(5) == RATES
+        got = [sw.model.process(_packet("10.0.0.5"), 3, now=100.0 + k * 1e-3).kind for k in range(len(HAND))]
+        assert got == ["forward"] * 4 + ["drop"] * 2  # red is dropped: the rates meter again (RFC 2698 §3)
     finally:
         sw.close()
 
