@@ -33,10 +33,14 @@ from compiler import ir
 from compiler.analysis import stmt_exprs, walk_expr, walk_stmts
 from compiler.irprint import print_expr
 
-__all__ = ["MAX_OPERANDS", "OPS", "NotOne", "OneAccess", "accessed_registers", "one_access"]
+__all__ = ["CELL_WIDTHS", "MAX_CONDITIONS", "MAX_OPERANDS", "OPS", "NotOne", "OneAccess", "accessed_registers",
+           "one_access"]
 
 OPS = frozenset(("+", "-", "&", "|", "^", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "~", "!"))
 MAX_OPERANDS = 2  # packet fields a stateful ALU reads besides the register cell (two PHV inputs)
+MAX_CONDITIONS = 2  # comparisons its predicate combines (Tofino-1: condition units lo and hi)
+CELL_WIDTHS = (1, 8, 16, 32)  # the cell widths a stateful ALU keeps
+_COMPARE = frozenset(("==", "!=", "<", "<=", ">", ">="))
 
 
 @dataclass(frozen=True)
@@ -101,11 +105,48 @@ def one_access(prog: ir.Program, stmts: tuple[ir.Stmt, ...], reg: str) -> OneAcc
     guard = conds[0] if conds else None
     for c in conds[1:]:
         guard = ir.Binary("&&", guard, c, ir.BOOL, c.span)  # type: ignore[arg-type]
-    fields = {print_expr(x) for e in (new, *conds) for x in walk_expr(e) if _var_key(x) is not None}
-    if len(fields) > MAX_OPERANDS:
-        return NotOne(reg, f"a write to register '{reg}' reading {len(fields)} packet fields "
-                      f"({', '.join(sorted(fields))}; a stateful ALU reads at most {MAX_OPERANDS})", writes[0].span)
+    why = _beyond_one_operation(reg, new, conds)
+    if why is not None:
+        return NotOne(reg, why, writes[0].span)
     return OneAccess(reg, index, home, home[first], writes[0], new, guard)
+
+
+def _beyond_one_operation(reg: str, new: ir.Expr, conds: list[ir.Expr]) -> str | None:
+    """Why the write is more than a stateful ALU does in one pass (None: it is not): more than
+    MAX_OPERANDS packet fields, an operand over 32 bits, more than MAX_CONDITIONS comparisons in
+    the guard, or a new value of more than one operation on plain operands."""
+    exprs = (new, *conds)
+    fields = {print_expr(x) for e in exprs for x in _operands(e) if _var_key(x) is not None}
+    if len(fields) > MAX_OPERANDS:
+        return (f"a write to register '{reg}' reading {len(fields)} packet fields ({', '.join(sorted(fields))}; "
+                f"a stateful ALU reads at most {MAX_OPERANDS})")
+    wide = next((x for e in exprs for x in _operands(e) if x.width > 32), None)
+    if wide is not None:
+        return (f"a write to register '{reg}' computed from the {wide.width}-bit {print_expr(wide)} (ALU words "
+                "are 32 bits)")
+    compares = sum(isinstance(x, ir.Binary) and x.op in _COMPARE for c in conds for x in _operands(c))
+    if compares > MAX_CONDITIONS:
+        return (f"a write to register '{reg}' under {compares} comparisons (a stateful ALU has "
+                f"{MAX_CONDITIONS} condition units)")
+    ops = [x for x in _operands(new) if isinstance(x, ir.Binary | ir.Unary)]
+    if len(ops) > 1:
+        return f"a write to register '{reg}' of {print_expr(new)}: more than one operation (a stateful ALU does one)"
+    return None
+
+
+def _operands(e: ir.Expr) -> list[ir.Expr]:
+    """``e`` and its subexpressions, not looking into a register's index (the ALU is given the
+    cell, the index is not one of its operands); casts are free (they select bits)."""
+    if isinstance(e, ir.RegRead):
+        return [e]
+    if isinstance(e, ir.Cast):
+        return _operands(e.operand)
+    out: list[ir.Expr] = [e]
+    kids: tuple[ir.Expr, ...] = (e.left, e.right) if isinstance(e, ir.Binary) else \
+        (e.operand,) if isinstance(e, ir.Unary) else ()
+    for c in kids:
+        out += _operands(c)
+    return out
 
 
 # ---- where the accesses are -------------------------------------------------------------------------
@@ -193,15 +234,16 @@ class _Unknown(Exception):
     """A value the substitution cannot express at the ALU's point."""
 
 
-_UNKNOWN = ir.Const(0, 0, ir.Span("", 0, 0, 0, 0))  # marks a variable assigned inside a branch
+# an unknown variable's value in ``env``: why it is unknown
+_BRANCH = "assigned in a branch or by a statement the stateful ALU cannot follow"
 
 
 def _before_write(prog: ir.Program, stmts: tuple[ir.Stmt, ...],
-                  reg: str) -> tuple[dict[str, ir.Expr], list[ir.Expr]] | str:
+                  reg: str) -> tuple[dict[str, ir.Expr | str], list[ir.Expr]] | str:
     """Walk the statements between the ALU's point and the write: the value each assigned
     variable then holds and the conditions the packet meets to reach the write, each in
     terms of the values at the ALU's point (a condition is rewritten where it stands)."""
-    env: dict[str, ir.Expr] = {}
+    env: dict[str, ir.Expr | str] = {}  # a str: unknown, and why
     guards: list[ir.Expr] = []
 
     def forget(block: tuple[ir.Stmt, ...]) -> str | None:
@@ -209,7 +251,7 @@ def _before_write(prog: ir.Program, stmts: tuple[ir.Stmt, ...],
         if changed is None:
             return f"a write to register '{reg}' after a statement the stateful ALU cannot follow"
         for k in changed:
-            env[k] = _UNKNOWN
+            env[k] = _BRANCH
         return None
 
     def cond(c: ir.Expr, holds: bool) -> None:
@@ -225,8 +267,8 @@ def _before_write(prog: ir.Program, stmts: tuple[ir.Stmt, ...],
                     assert key is not None
                     try:
                         env[key] = _subst(value, env, reg)
-                    except _Unknown:
-                        env[key] = _UNKNOWN
+                    except _Unknown as e:
+                        env[key] = f"computed from {e}"
                 case ir.If() if _ends(s.then) and not _may_end(s.orelse):
                     cond(s.cond, False)
                     if (err := forget(s.orelse)) is not None:
@@ -247,14 +289,16 @@ def _before_write(prog: ir.Program, stmts: tuple[ir.Stmt, ...],
     return env, guards
 
 
-def _subst(e: ir.Expr, env: dict[str, ir.Expr], reg: str) -> ir.Expr:
+def _subst(e: ir.Expr, env: dict[str, ir.Expr | str], reg: str) -> ir.Expr:
     """``e`` in terms of the values at the ALU's point (raises ``_Unknown`` naming what
     cannot be expressed there)."""
     key = _var_key(e)
     if key is not None:
         v = env.get(key)
-        if v is _UNKNOWN or (v is None and "*pkt" in env and isinstance(e, ir.HeaderField)):
-            raise _Unknown(f"{key}, assigned in a branch or by a statement the stateful ALU cannot follow")
+        if v is None and "*pkt" in env and isinstance(e, ir.HeaderField | ir.StdField):
+            v = _BRANCH  # a header pushed or popped (or an extern) since: its fields and the length changed
+        if isinstance(v, str):
+            raise _Unknown(f"{key}, {v}")
         return e if v is None else v
     match e:
         case ir.Const():

@@ -101,6 +101,12 @@ def test_a_stages_reads_and_write_become_one_access_with_the_guard_and_value_at_
     ("r[0] = r[0] + meta.a + meta.b + bit<32>(ipv4.ttl);", "reading 3 packet fields"),
     ("r[0] = r[0] << 1;", "depends on"),
     ("r[q[0]] = 1;", "indexed by a register"),
+    # beyond one pass of a stateful ALU: a 48-bit operand, three comparisons, two operations
+    ("meta.a = r[0]; if (eth.src == 5) { drop(a); } r[0] = 1;", "48-bit"),
+    ("if (r[0] == 1) { drop(a); } if (meta.a == 2) { drop(b); } verify(meta.b != 3, c); r[0] = 1;",
+     "3 comparisons"),
+    ("r[0] = r[0] + meta.a - 1;", "more than one operation"),
+    ("meta.a = r[0]; meta.b = q[1]; if (meta.b == 1) { drop(a); } r[0] = 1;", "computed from q["),
 ])
 def test_what_a_stateful_alu_cannot_do_in_one_pass_is_named(tmp_path, body, why):
     a = _access(tmp_path, body)
@@ -146,6 +152,11 @@ def _mutate(tree: p.Program, fn) -> p.Program:
     return dataclasses.replace(tree, decls=tuple(ingress(d) for d in tree.decls))
 
 
+def _mutate_v1(tree: p.Program, fn) -> p.Program:
+    return dataclasses.replace(tree, decls=tuple(fn(d) if isinstance(d, p.Control) and any(
+        isinstance(x, p.Instance) and x.type.name == "register" for x in d.locals) else d for d in tree.decls))
+
+
 def _with_method_body(c: p.Control, reg: str, body: tuple[p.Stmt, ...]) -> p.Control:
     def one(x):
         if isinstance(x, p.Instance) and x.type.name == "RegisterAction" and x.args == (p.Path(reg),):
@@ -186,6 +197,20 @@ def test_the_lint_rejects_what_a_stateful_alu_or_the_extern_declaration_does_not
     twice = _mutate(tree, lambda c: dataclasses.replace(c, apply=(*c.apply, p.Assign(
         p.ref("meta.nfc_reg_hits"), p.Call(p.ref("hits__access.execute"), (p.Const(0, 32),))))))
     assert "P4L082" in codes(twice)
+    # two operations in one assignment; three comparisons; a 48-bit operand
+    assert "P4L081" in codes(_mutate(tree, lambda c: _with_method_body(c, "hits", (
+        p.Assign(rv, v), p.Assign(v, p.Bin("+", p.Bin("+", v, p.Const(1, 32)), p.ref("meta.n")))))))
+    three = p.Bin("&&", p.Bin("&&", p.Bin("==", v, p.Const(1, 32)), p.Bin("==", v, p.Const(2, 32))),
+                  p.Bin("==", v, p.Const(3, 32)))
+    assert "P4L081" in codes(_mutate(tree, lambda c: _with_method_body(c, "hits", (
+        p.Assign(rv, v), p.If(three, (p.Assign(v, p.Const(0, 32)),))))))
+    assert "P4L081" in codes(_mutate(tree, lambda c: _with_method_body(c, "hits", (
+        p.Assign(rv, v), p.If(p.Bin("==", p.ref("hdr.eth.src"), p.Const(1, 48)), (p.Assign(v, p.Const(0, 32)),))))))
+    # v1model: a register written at two places
+    v1 = parse_program((built / "switch/v1model.p4").read_text())
+    write_twice = _mutate_v1(v1, lambda c: dataclasses.replace(c, apply=(*c.apply, p.CallStmt(p.Call(
+        p.ref("hits.write"), (p.Const(0, 32), p.Const(0, 32)))))))
+    assert "P4L082" in {e.code for e in lint(write_twice, "v1model") if e.severity == "error"}
 
 
 # ---- the switch model, the P4Runtime endpoint and the runtime API --------------------------------------
@@ -246,6 +271,59 @@ def test_a_register_sequence_the_switch_cannot_run_goes_to_the_server_or_is_name
     assert r.returncode == 0, r.stderr
     plan = json.loads((tmp_path / "split/plan.json").read_text())
     assert {o["name"]: o["placement"] for o in plan["objects"]} == {"r": "server"}
+
+
+_SHARED = """import "std/headers.nfp";
+packet { eth: ethernet; ipv4: ipv4; }
+metadata { x: bit<32>; }
+register cnt: bit<32>[4];
+register odd: bit<12>[4];
+parser p { state start { extract eth; extract ipv4; transition accept; } }
+stage a { cnt[0] = cnt[0] + 1; }
+stage b { meta.x = cnt[0]; eth.src = bit<48>(meta.x); forward(1); }
+stage c { odd[1] = odd[1] + 1; }
+pipeline m { ports = [0..3]; parser = p; stages = [a, b, c]; }
+target srv = dpdk_server { cores = 1; }
+deployment d { switch = tofino1; servers = [srv]; server_ports = [32]; rate = 1Mpps; }
+"""
+
+
+def test_a_register_two_stages_share_and_a_cell_width_no_alu_keeps_stay_off_the_switch(tmp_path):
+    """Each stage alone is one read-modify-write, but two stages share cnt (the switch's copy
+    and a server's would diverge; a packet passes one ALU once) and odd has 12-bit cells."""
+    src = write(tmp_path, _SHARED)
+    r = nfc_cli("build", src, "-o", str(tmp_path / "o"), "--target", "tofino+dpdk")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((tmp_path / "o/plan.json").read_text())
+    assert {o["name"]: o["placement"] for o in plan["objects"]} == {"cnt": "server", "odd": "server"}
+    r = nfc_cli("build", src, "-o", str(tmp_path / "alone"), "--target", "tofino")
+    assert r.returncode == 1 and "register 'cnt' used by stage 'a' and by 'b'" in r.stderr, r.stderr
+    assert "the 12-bit register 'odd' (a stateful ALU keeps cells of 1, 8, 16, 32 bits)" in r.stderr
+
+
+def test_an_index_wider_than_32_bits_is_range_checked_at_its_width(tmp_path):
+    src = write(tmp_path, _PROP_HEAD.replace("bit<32>[8]", "bit<32>[16]") +
+                "stage s { r[eth.src] = r[eth.src] + 1; eth.dst = bit<48>(r[eth.src]); forward(1); }\n"
+                "pipeline m { ports = [0..3]; parser = p; stages = [s]; }\n")
+    r = nfc_cli("build", src, "-o", str(tmp_path / "o"), "--target", "tofino", "--no-verify")
+    assert r.returncode == 0, r.stderr
+    # 0x010000000003 is outside the 16 cells: the reference reads 0 and writes nothing; cut to 32
+    # bits it would be cell 3
+    packets = [bytes(Ether(src=s, dst="02:00:00:00:00:02") / IP() / UDP())
+               for s in ("01:00:00:00:00:03", "00:00:00:00:00:03", "01:00:00:00:00:03", "00:00:00:00:00:03")]
+    for arch in ("tna", "v1model"):
+        model = open_build(tmp_path / "o", arch)[2]
+        dst = [Ether(model.process(d, 1).data).dst for d in packets]
+        assert dst == ["00:00:00:00:00:00", "00:00:00:00:00:01", "00:00:00:00:00:00", "00:00:00:00:00:02"], arch
+
+
+def test_a_table_looked_up_twice_on_the_switch_is_named_not_an_internal_error(tmp_path):
+    src = write(tmp_path, _HEAD + "stage s { lookup t { hit(e) { meta.a = e.v; } miss { } } "
+                                  "lookup t { hit(e) { meta.b = e.v; } miss { } } forward(1); }\n"
+                                  "pipeline m { ports = [0..3]; parser = p; stages = [s]; }\n")
+    r = nfc_cli("build", src, "-o", str(tmp_path / "o"), "--target", "tofino")
+    assert r.returncode == 1 and "internal error" not in r.stderr and "Traceback" not in r.stderr
+    assert "error[E100]" in r.stderr and "a second lookup of table 't' on the switch" in r.stderr, r.stderr
 
 
 def test_the_corpus_registers_are_placed_on_the_switch(tmp_path):

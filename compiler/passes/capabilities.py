@@ -10,9 +10,9 @@ partitioner reads the same capability data.
 from __future__ import annotations
 
 from compiler import ir
-from compiler.analysis import Use, parser_uses, stage_units, stage_uses
+from compiler.analysis import Use, parser_uses, stage_objects, stage_units, stage_uses, walk_stmts
 from compiler.profiles import TargetSet, TargetSpec, load_profiles
-from compiler.register_access import NotOne, accessed_registers, one_access
+from compiler.register_access import CELL_WIDTHS, NotOne, accessed_registers, one_access
 from lang.diagnostics import Diagnostics
 
 __all__ = ["can_run", "check_capabilities", "needs", "supports"]
@@ -41,14 +41,29 @@ def needs(prog: ir.Program, stage: ir.Stage, miss_to_server: bool = False) -> li
 
 
 def _register_uses(prog: ir.Program, stage: ir.Stage) -> list[Use]:
-    """Beyond ``register``: ``register_sequence`` where a register's accesses in the stage are not
-    one read-modify-write (``compiler.register_access``), ``wide_state`` for a register wider
-    than a stateful ALU's 32-bit word."""
+    """Beyond ``register``: ``wide_state`` for a register wider than a stateful ALU's 32-bit
+    word; ``register_sequence`` where a register is not one stateful ALU's: its accesses in the
+    stage are not one read-modify-write (``compiler.register_access``), its cells are of a width
+    an ALU does not keep, another stage uses it too (a packet passes the ALU once, and a copy
+    on the server would not be the switch's), or the stage looks up a switch cache (a miss runs
+    the stage again on the server, with a copy of its own)."""
     out: list[Use] = []
     for name in accessed_registers(stage.body):
         r = prog.registers[name]
         if r.width > 32:
             out.append(Use("wide_state", r.span, f"the {r.width}-bit register '{name}'"))
+        elif r.width not in CELL_WIDTHS:
+            out.append(Use("register_sequence", r.span, f"the {r.width}-bit register '{name}' (a stateful ALU "
+                           f"keeps cells of {', '.join(map(str, CELL_WIDTHS))} bits)"))
+        others = sorted(o.name for o in prog.stages.values() if o.name != stage.name and name in stage_objects(o))
+        if others:
+            out.append(Use("register_sequence", r.span, f"register '{name}' used by stage '{stage.name}' and by "
+                           f"{', '.join(repr(o) for o in others)} (one stateful ALU, passed once per packet)"))
+        cached = next((s for s in walk_stmts(stage.body) if isinstance(s, ir.Lookup)
+                       and prog.tables[s.table].hints.cache), None)
+        if cached is not None:
+            out.append(Use("register_sequence", cached.span, f"register '{name}' in a stage that looks up switch "
+                           f"cache '{cached.table}' (a miss runs the stage again on the server)"))
         found = one_access(prog, stage.body, name)
         if isinstance(found, NotOne):
             out.append(Use("register_sequence", found.span, found.reason))

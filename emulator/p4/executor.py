@@ -222,7 +222,9 @@ class P4Executor:
                 objects[inst.name] = self.externs[inst.name] = instantiate(inst, self.env.enums, objects)
         for inst in d.locals:  # abstract methods implemented by an instance (RegisterAction.apply)
             if isinstance(inst, p.Instance) and inst.methods:
-                (m,) = inst.methods
+                if [m.name for m in inst.methods] != ["apply"] or not hasattr(objects[inst.name], "apply"):
+                    raise TypeErrorP4(f"{inst.name}: only a RegisterAction's apply is in the executed subset")
+                m = inst.methods[0]
                 objects[inst.name].apply = self.compiler.stmts(m.body, {**scope, **{q.name: q.type for q in m.params}})
         if isinstance(d, p.Parser):
             return _Parser(self.compiler, d, scope, objects)

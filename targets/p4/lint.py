@@ -44,7 +44,9 @@ P4L080   an instance's initializer: a method the extern does not declare abstrac
          whose parameters differ from the declaration, an abstract method left out
 P4L081   a TNA ``RegisterAction`` body a stateful ALU cannot run: it writes something
          other than its own parameters, calls anything, uses an operator the ALU lacks
-         (``* / % << >>``, slices) or reads more than two packet fields
+         (``* / % << >>``, slices), reads more than two packet fields or one wider than
+         32 bits, compares more than twice, assigns more than one operation's result, or
+         keeps cells of other than 1, 8, 16 or 32 bits
 P4L082   a register executed at more than one place in a control (TNA: a packet passes a
          register's stateful ALU once; v1model's twin keeps the same shape)
 =======  =================================================================================
@@ -948,6 +950,23 @@ class _Lint:
         if len(fields) > 2:
             self.err("P4L081", scope.where, m.name, f"a register action must read at most 2 packet fields (a "
                      f"stateful ALU's two PHV inputs), not {len(fields)}: {', '.join(sorted(fields))}")
+        cell = self.resolve(m.params[0].type, scope) if m.params else _UNK
+        if cell.kind == "bit" and cell.width not in (1, 8, 16, 32):
+            self.err("P4L081", scope.where, m.name, f"a register cell must be of 1, 8, 16 or 32 bits (what a "
+                                                    f"stateful ALU keeps), not {cell.width}")
+        compares = sum(isinstance(e, p.Bin) and e.op in _EQ | _ORD for e in _exprs_of(m.body))
+        if compares > 2:
+            self.err("P4L081", scope.where, m.name, f"a register action must compare at most twice (a stateful "
+                                                    f"ALU's two condition units), not {compares} times")
+        for value in (s.value for s in _stmts_of(m.body) if isinstance(s, p.Assign)):
+            if sum(isinstance(e, p.Bin | p.Un) for e in _subexprs(value)) > 1:
+                self.err("P4L081", scope.where, _show(value), f"a register action assigns the result of one "
+                                                              f"operation, not `{_show(value)}`")
+        for e in _exprs_of(m.body):
+            t = self.quiet_type(e, scope) if isinstance(e, p.Member) else _UNK
+            if t.kind == "bit" and t.width > 32:
+                self.err("P4L081", scope.where, _show(e), f"a register action reads 32-bit words, not the "
+                                                          f"{t.width}-bit `{_show(e)}`")
 
     def parser(self, d: p.Parser, index: int) -> None:
         base = self.block_scope(d, index)
@@ -1028,16 +1047,16 @@ class _Lint:
         owner = {x.name: x.args[0].name for x in d.locals if isinstance(x, p.Instance)
                  and x.type.name == "RegisterAction" and x.args and isinstance(x.args[0], p.Path)}
         registers = {x.name for x in d.locals if isinstance(x, p.Instance) and x.type.name == "register"}
-        sites: dict[str, list[str]] = {}
+        sites: dict[tuple[str, str], list[str]] = {}  # (register, execute / read / write) -> the calls
         bodies = [d.apply, *(a.body for a in d.locals if isinstance(a, p.Action))]
         for e in (e for body in bodies for e in _exprs_of(body)):
             if isinstance(e, p.Call) and isinstance(e.target, p.Member) and isinstance(e.target.base, p.Path):
                 name, method = e.target.base.name, e.target.field
                 if name in owner and method == "execute":
-                    sites.setdefault(owner[name], []).append(_show(e))
-                elif name in registers and method == "read":
-                    sites.setdefault(name, []).append(_show(e))
-        for reg, calls in sites.items():
+                    sites.setdefault((owner[name], method), []).append(_show(e))
+                elif name in registers and method in ("read", "write"):
+                    sites.setdefault((name, method), []).append(_show(e))
+        for (reg, _method), calls in sites.items():
             if len(calls) > 1:
                 self.err("P4L082", f"control {d.name}", reg, f"register {reg} must be accessed at one place in "
                          f"control {d.name} (a packet passes its stateful ALU once), not at {len(calls)}: "

@@ -491,8 +491,8 @@ def _register_access(c: _Ctx, a: OneAccess) -> tuple[p.Stmt, ...]:
         inst = c.arch.register_instance(a.reg, r.width, r.size)
         c.locals.append(replace(inst, comment=f"register {a.reg}, {_src(r.span)}"))
     copy = c.meta(f"nfc_reg_{a.reg}", _bits(r.width))
-    index = _expr(c, a.index)
-    index = index if a.index.width == 32 else p.Cast(p.Bits(32), index)
+    raw = _expr(c, a.index)
+    index = raw if a.index.width == 32 else p.Cast(p.Bits(32), raw)
 
     def update(value: p.Expr) -> tuple[p.Expr | None, p.Expr | None]:
         c.reg_value[a.reg] = value
@@ -505,7 +505,8 @@ def _register_access(c: _Ctx, a: OneAccess) -> tuple[p.Stmt, ...]:
     src = f"{_src(a.write.span)}" if a.write is not None else _src(a.at.span)
     c.locals += [replace(i, comment=f"the one read-modify-write of register {a.reg} per packet, {src}") for i in insts]
     # the reference reads 0 outside the register and writes nothing there
-    inside = p.Bin("<", index, p.Const(r.size, 32, base=10)) if 1 << a.index.width > r.size else None
+    # (compared at the index's own width: a wider index is not cut to 32 bits first)
+    inside = p.Bin("<", raw, p.Const(r.size, a.index.width, base=10)) if 1 << a.index.width > r.size else None
     c.reg_in_range[a.reg] = inside
     return stmts if inside is None else (p.Assign(copy, p.Const(0, r.width)), p.If(inside, stmts))
 
@@ -605,6 +606,9 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
     t = c.prog.tables[s.table]
     if t.is_state and not t.hints.cache:
         raise Unsupported(f"data-plane state '{t.name}' on the switch", s.span)
+    if t.name in c.names.tables:
+        raise Unsupported(f"a second lookup of table '{t.name}' on the switch (a P4 table is applied at one "
+                          "place; look it up once and keep the result in metadata)", s.span)
     size = c.placement.cache_entries.get(t.name, t.size)
     if t.hints.cache and size == 0:  # no room was left for an entry (P4 has no table of size 0): all miss
         return [p.Comment(f"lookup {t.name}, {_src(s.span)}: its switch cache has no entry, every packet goes to "
@@ -650,8 +654,8 @@ def _lvalue(c: _Ctx, e: ir.LValue) -> p.Expr:
 
 def _register_value(c: _Ctx, e: ir.RegRead) -> p.Expr:
     value = c.reg_value.get(e.reg)
-    if value is None or e.reg not in c.accesses:  # pragma: no cover - _stage plans every register it accesses
-        raise Unsupported(f"register '{e.reg}' read before its access", e.span)
+    if value is None or e.reg not in c.accesses:  # outside a stage: a parser's verify, say
+        raise Unsupported(f"register '{e.reg}' read outside the stage that accesses it", e.span)
     return value
 
 

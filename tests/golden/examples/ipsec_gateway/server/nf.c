@@ -19,6 +19,9 @@ const int nfc_register_writes = 1;
 /* 1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up) */
 const int nfc_uses_esp = 1;
 
+/* the drop code of crypto_unavailable (a burst's batched encryption that failed) */
+const int nfc_crypto_drop = 5;
+
 const int nfc_ninst = 5;
 
 /* the bytes of each header instance, in packet order */

@@ -19,6 +19,9 @@ const int nfc_register_writes = 0;
 /* 1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up) */
 const int nfc_uses_esp = 0;
 
+/* the drop code of crypto_unavailable (a burst's batched encryption that failed) */
+const int nfc_crypto_drop = 0;
+
 const int nfc_ninst = 2;
 
 /* the bytes of each header instance, in packet order */

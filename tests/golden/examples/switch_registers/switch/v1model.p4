@@ -246,11 +246,11 @@ control NfcIngress(
                 meta.nfc_reg_ttl_seen = hdr.ipv4.ttl;
                 hdr.ipv4.ttl = meta.old_ttl;
                 meta.nfc_reg_stamp = 32w0;
-                if (((bit<32>)hdr.ipv4.src[3:0]) < 32w8) {
+                if (hdr.ipv4.src[3:0] < 4w8) {
                     stamp.read(meta.nfc_reg_stamp, (bit<32>)hdr.ipv4.src[3:0]);
                     stamp.write((bit<32>)hdr.ipv4.src[3:0], hdr.ipv4.dst);
                 }
-                if (((bit<32>)hdr.ipv4.src[3:0]) < 32w8) {
+                if (hdr.ipv4.src[3:0] < 4w8) {
                     meta.nfc_reg_stamp = hdr.ipv4.dst;
                 }
                 hdr.eth.dst = (bit<48>)meta.nfc_reg_stamp;
