@@ -40,6 +40,7 @@ RESOURCE_RANGES: dict[str, tuple[float, float]] = {
     "tcam_blocks": (0, 1024), "tcam_entries": (1, 2**20), "tcam_bits": (1, 4096), "tables_per_stage": (1, 1024),
     "phv_bits": (1, 2**16), "exact_load": (0.01, 1), "ports": (1, 2**16), "port_bits": (1, 16),
     "port_gbps": (0.001, 1e6), "cpu_port": (0, 2**16 - 1),
+    "salu_fields": (0, 64), "salu_word_bits": (1, 128), "salu_comparisons": (0, 64), "salu_operations": (0, 64),
     "cores": (1, 4096), "clock_ghz": (0.001, 100), "memory_gib": (2**-20, 2**20), "link_gbps": (0.001, 1e6),
 }
 MAX_RATE_PPS = 1e12  # a deployment's rate: a thousand times a Tofino's packet rate
@@ -61,6 +62,7 @@ class TargetSpec:
     cost: dict[str, float] = field(hash=False)
     source: str = ""
     aliases: tuple[str, ...] = ()  # --target names for "this kind of target": the deployment's, else this one
+    register_cells: tuple[int, ...] = ()  # the register cell widths a stateful ALU keeps (): any
 
     def res(self, key: str) -> float:
         return self.resources[key]
@@ -92,6 +94,7 @@ def _spec(data: dict[str, Any], source: str) -> TargetSpec:
         max_key_bits=int(data["match"]["max_key_bits"]),
         ops=frozenset(data["capabilities"]["ops"]),
         resources={k: float(v) for k, v in data.get("resources", {}).items()},
+        register_cells=tuple(int(w) for w in data["capabilities"].get("register_cells", ())),
         cost={k: float(v) for k, v in data.get("cost", {}).items()},
         source=source,
         aliases=tuple(t.get("aliases", ())),

@@ -20,9 +20,11 @@ read-modify-write and if so its parts, all expressed at the point where the ALU 
 
 Reads before the write return the old value and reads after it the new one, which the
 generator keeps in a metadata copy.  ``guard`` and ``new`` use only constants, the packet's
-fields, the old value and the operators a stateful ALU has (``OPS``), with at most
-``MAX_OPERANDS`` distinct fields.  The result is the same on every target; a target that
-executes register accesses one by one (the server) needs none of it.
+fields, the old value and the operators a stateful ALU has (``OPS``); how much of an ALU they
+take (``Shape``: fields read, widest operand, comparisons, operations) is measured here and
+bounded by the switch profile (``salu_*`` resources, ``compiler/passes/capabilities.py``).  The
+result is the same on every target; a target that executes register accesses one by one (the
+server) needs none of it.
 """
 
 from __future__ import annotations
@@ -33,14 +35,22 @@ from compiler import ir
 from compiler.analysis import stmt_exprs, walk_expr, walk_stmts
 from compiler.irprint import print_expr
 
-__all__ = ["CELL_WIDTHS", "MAX_CONDITIONS", "MAX_OPERANDS", "OPS", "NotOne", "OneAccess", "accessed_registers",
-           "one_access"]
+__all__ = ["OPS", "NotOne", "OneAccess", "Shape", "accessed_registers", "one_access"]
 
 OPS = frozenset(("+", "-", "&", "|", "^", "==", "!=", "<", "<=", ">", ">=", "&&", "||", "~", "!"))
-MAX_OPERANDS = 2  # packet fields a stateful ALU reads besides the register cell (two PHV inputs)
-MAX_CONDITIONS = 2  # comparisons its predicate combines (Tofino-1: condition units lo and hi)
-CELL_WIDTHS = (1, 8, 16, 32)  # the cell widths a stateful ALU keeps
 _COMPARE = frozenset(("==", "!=", "<", "<=", ">", ">="))
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What the one read-modify-write asks of a stateful ALU (a switch profile's ``salu_*``
+    resources bound each): the packet fields it reads, the widest operand (bits), the
+    comparisons of its guard and the operations of its new value."""
+
+    fields: tuple[str, ...] = ()
+    widest: int = 0
+    comparisons: int = 0
+    operations: int = 0
 
 
 @dataclass(frozen=True)
@@ -52,6 +62,7 @@ class OneAccess:
     write: ir.Assign | None
     new: ir.Expr | None  # None: no write
     guard: ir.Expr | None  # None: the write happens whenever the packet reaches ``at``
+    shape: Shape = Shape()
 
 
 @dataclass(frozen=True)
@@ -105,33 +116,16 @@ def one_access(prog: ir.Program, stmts: tuple[ir.Stmt, ...], reg: str) -> OneAcc
     guard = conds[0] if conds else None
     for c in conds[1:]:
         guard = ir.Binary("&&", guard, c, ir.BOOL, c.span)  # type: ignore[arg-type]
-    why = _beyond_one_operation(reg, new, conds)
-    if why is not None:
-        return NotOne(reg, why, writes[0].span)
-    return OneAccess(reg, index, home, home[first], writes[0], new, guard)
+    return OneAccess(reg, index, home, home[first], writes[0], new, guard, _shape(new, conds))
 
 
-def _beyond_one_operation(reg: str, new: ir.Expr, conds: list[ir.Expr]) -> str | None:
-    """Why the write is more than a stateful ALU does in one pass (None: it is not): more than
-    MAX_OPERANDS packet fields, an operand over 32 bits, more than MAX_CONDITIONS comparisons in
-    the guard, or a new value of more than one operation on plain operands."""
+def _shape(new: ir.Expr, conds: list[ir.Expr]) -> Shape:
     exprs = (new, *conds)
-    fields = {print_expr(x) for e in exprs for x in _operands(e) if _var_key(x) is not None}
-    if len(fields) > MAX_OPERANDS:
-        return (f"a write to register '{reg}' reading {len(fields)} packet fields ({', '.join(sorted(fields))}; "
-                f"a stateful ALU reads at most {MAX_OPERANDS})")
-    wide = next((x for e in exprs for x in _operands(e) if x.width > 32), None)
-    if wide is not None:
-        return (f"a write to register '{reg}' computed from the {wide.width}-bit {print_expr(wide)} (ALU words "
-                "are 32 bits)")
+    fields = sorted({k for e in exprs for x in _operands(e) if (k := _var_key(x)) is not None})
+    widest = max((x.width for e in exprs for x in _operands(e) if not isinstance(x, ir.RegRead)), default=0)
     compares = sum(isinstance(x, ir.Binary) and x.op in _COMPARE for c in conds for x in _operands(c))
-    if compares > MAX_CONDITIONS:
-        return (f"a write to register '{reg}' under {compares} comparisons (a stateful ALU has "
-                f"{MAX_CONDITIONS} condition units)")
-    ops = [x for x in _operands(new) if isinstance(x, ir.Binary | ir.Unary)]
-    if len(ops) > 1:
-        return f"a write to register '{reg}' of {print_expr(new)}: more than one operation (a stateful ALU does one)"
-    return None
+    ops = sum(isinstance(x, ir.Binary | ir.Unary) for x in _operands(new))
+    return Shape(tuple(fields), widest, compares, ops)
 
 
 def _operands(e: ir.Expr) -> list[ir.Expr]:

@@ -98,20 +98,50 @@ def test_a_stages_reads_and_write_become_one_access_with_the_guard_and_value_at_
     ("meta.a = r[ipv4.ttl[3:0]]; lookup t { hit(e) { meta.b = e.v; } miss { drop(nope); } } r[ipv4.ttl[3:0]] = 1;",
      "after a statement that may end the packet"),
     ("meta.a = r[0]; if (meta.a == 1) { meta.b = 2; } r[0] = meta.b;", "depends on meta.b"),
-    ("r[0] = r[0] + meta.a + meta.b + bit<32>(ipv4.ttl);", "reading 3 packet fields"),
     ("r[0] = r[0] << 1;", "depends on"),
     ("r[q[0]] = 1;", "indexed by a register"),
-    # beyond one pass of a stateful ALU: a 48-bit operand, three comparisons, two operations
-    ("meta.a = r[0]; if (eth.src == 5) { drop(a); } r[0] = 1;", "48-bit"),
-    ("if (r[0] == 1) { drop(a); } if (meta.a == 2) { drop(b); } verify(meta.b != 3, c); r[0] = 1;",
-     "3 comparisons"),
-    ("r[0] = r[0] + meta.a - 1;", "more than one operation"),
     ("meta.a = r[0]; meta.b = q[1]; if (meta.b == 1) { drop(a); } r[0] = 1;", "computed from q["),
 ])
-def test_what_a_stateful_alu_cannot_do_in_one_pass_is_named(tmp_path, body, why):
+def test_what_is_not_one_read_modify_write_is_named(tmp_path, body, why):
     a = _access(tmp_path, body)
     assert isinstance(a, NotOne), a
     assert why in a.reason
+
+
+@pytest.mark.parametrize(("body", "fields", "widest", "comparisons", "operations"), [
+    ("r[0] = r[0] + 1;", (), 32, 0, 1),
+    ("r[ipv4.dst[3:0]] = r[ipv4.dst[3:0]] + meta.a + meta.b + bit<32>(ipv4.ttl);",  # the index is no operand
+     ("ipv4.ttl", "meta.a", "meta.b"), 32, 0, 3),
+    ("meta.a = r[0]; if (eth.src == 5) { drop(a); } r[0] = 1;", ("eth.src",), 48, 1, 0),
+    ("meta.a = r[0]; if (meta.a == 1) { drop(a); } if (meta.b == 2) { drop(b); } verify(meta.b != 3, c); r[0] = 1;",
+     ("meta.b",), 32, 3, 0),
+])
+def test_what_one_read_modify_write_asks_of_a_stateful_alu_is_measured(tmp_path, body, fields, widest, comparisons,
+                                                                        operations):
+    a = _access(tmp_path, body)
+    assert isinstance(a, OneAccess), a
+    assert (a.shape.fields, a.shape.widest, a.shape.comparisons, a.shape.operations) == (
+        fields, widest, comparisons, operations)
+
+
+def test_a_switch_profile_bounds_the_stateful_alu_and_a_derived_target_may_tighten_it(tmp_path):
+    """tofino1.toml: two fields, 32-bit words, two comparisons, one operation; a stage asking for
+    more goes to the server, or is E071 naming the bound on a switch alone.  A target derived
+    in the program may bound it further (not beyond the hardware: the lint keeps those rules)."""
+    head = _HEAD.replace("table t {", "table t_unused {")
+    two_ops = write(tmp_path, head + "stage s { r[0] = r[0] + meta.a + meta.b; forward(1); }\n"
+                                     "pipeline m { ports = [0..3]; parser = p; stages = [s]; }\n")
+    r = nfc_cli("build", two_ops, "-o", str(tmp_path / "o"), "--target", "tofino", "--no-verify")
+    assert r.returncode == 1 and "the write to register 'r' of 2 operations in stage 's' is unsupported on " \
+        "tofino1: it needs a stateful ALU that takes operations 2" in r.stderr, r.stderr
+    two_fields = head + "stage s { r[0] = meta.a + meta.b; forward(1); }\n" \
+                        "pipeline m { ports = [0..3]; parser = p; stages = [s]; }\n"
+    r = nfc_cli("build", write(tmp_path, two_fields), "-o", str(tmp_path / "o2"), "--target", "tofino", "--no-verify")
+    assert r.returncode == 0, r.stderr
+    small = two_fields + "target small = tofino1 { salu_fields = 1; }\ndeployment d { switch = small; }\n"
+    r = nfc_cli("build", write(tmp_path, small), "-o", str(tmp_path / "o3"), "--target", "tofino", "--no-verify")
+    assert r.returncode == 1 and "reading 2 packet fields (meta.a, meta.b) in stage 's' is unsupported on small: " \
+        "it needs a stateful ALU that takes fields 2" in r.stderr, r.stderr
 
 
 # ---- the generated P4 --------------------------------------------------------------------------------
@@ -298,7 +328,8 @@ def test_a_register_two_stages_share_and_a_cell_width_no_alu_keeps_stay_off_the_
     assert {o["name"]: o["placement"] for o in plan["objects"]} == {"cnt": "server", "odd": "server"}
     r = nfc_cli("build", src, "-o", str(tmp_path / "alone"), "--target", "tofino")
     assert r.returncode == 1 and "register 'cnt' used by stage 'a' and by 'b'" in r.stderr, r.stderr
-    assert "the 12-bit register 'odd' (a stateful ALU keeps cells of 1, 8, 16, 32 bits)" in r.stderr
+    assert "the 12-bit cells of register 'odd' in stage 'c' is unsupported on tofino1: it needs registers of " \
+        "12-bit cells" in r.stderr, r.stderr
 
 
 def test_an_index_wider_than_32_bits_is_range_checked_at_its_width(tmp_path):

@@ -12,10 +12,14 @@ from __future__ import annotations
 from compiler import ir
 from compiler.analysis import Use, parser_uses, stage_objects, stage_units, stage_uses, walk_stmts
 from compiler.profiles import TargetSet, TargetSpec, load_profiles
-from compiler.register_access import CELL_WIDTHS, NotOne, accessed_registers, one_access
+from compiler.register_access import NotOne, accessed_registers, one_access
 from lang.diagnostics import Diagnostics
 
-__all__ = ["can_run", "check_capabilities", "needs", "supports"]
+__all__ = ["SALU_LIMITS", "can_run", "check_capabilities", "needs", "supports"]
+
+# uses ``KIND:N`` a switch's stateful ALU bounds, and the profile resource that bounds each
+SALU_LIMITS = {"register_fields": "salu_fields", "register_word": "salu_word_bits",
+               "register_comparisons": "salu_comparisons", "register_operations": "salu_operations"}
 
 
 def supports(spec: TargetSpec, use: Use) -> bool:
@@ -25,6 +29,11 @@ def supports(spec: TargetSpec, use: Use) -> bool:
         return arg in spec.match_kinds
     if kind == "key_bits":
         return int(arg) <= spec.max_key_bits
+    if kind == "register_cell":  # a profile without cell_widths keeps registers of any width
+        return not spec.register_cells or int(arg) in spec.register_cells
+    if kind in SALU_LIMITS:  # a profile without the resource has no stateful ALU to fit
+        limit = spec.resources.get(SALU_LIMITS[kind])
+        return limit is None or int(arg) <= limit
     return use.op in spec.ops
 
 
@@ -41,20 +50,21 @@ def needs(prog: ir.Program, stage: ir.Stage, miss_to_server: bool = False) -> li
 
 
 def _register_uses(prog: ir.Program, stage: ir.Stage) -> list[Use]:
-    """Beyond ``register``: ``wide_state`` for a register wider than a stateful ALU's 32-bit
-    word; ``register_sequence`` where a register is not one stateful ALU's: its accesses in the
-    stage are not one read-modify-write (``compiler.register_access``), its cells are of a width
-    an ALU does not keep, another stage uses it too (a packet passes the ALU once, and a copy
-    on the server would not be the switch's), or the stage looks up a switch cache (a miss runs
-    the stage again on the server, with a copy of its own)."""
+    """Beyond ``register``: ``wide_state`` for a register wider than 32 bits, else
+    ``register_cell:W``; ``register_sequence`` where a register is not one stateful ALU's: its
+    accesses in the stage are not one read-modify-write (``compiler.register_access``), another
+    stage uses it too (a packet passes the ALU once, and a copy on the server would not be the
+    switch's), or the stage looks up a switch cache (a miss runs the stage again on the server,
+    with a copy of its own); and what the one read-modify-write asks of an ALU
+    (``register_fields:N``, ``register_word:BITS``, ``register_comparisons:N``,
+    ``register_operations:N``), which a switch profile's ``salu_*`` resources bound."""
     out: list[Use] = []
     for name in accessed_registers(stage.body):
         r = prog.registers[name]
         if r.width > 32:
             out.append(Use("wide_state", r.span, f"the {r.width}-bit register '{name}'"))
-        elif r.width not in CELL_WIDTHS:
-            out.append(Use("register_sequence", r.span, f"the {r.width}-bit register '{name}' (a stateful ALU "
-                           f"keeps cells of {', '.join(map(str, CELL_WIDTHS))} bits)"))
+        else:
+            out.append(Use(f"register_cell:{r.width}", r.span, f"the {r.width}-bit cells of register '{name}'"))
         others = sorted(o.name for o in prog.stages.values() if o.name != stage.name and name in stage_objects(o))
         if others:
             out.append(Use("register_sequence", r.span, f"register '{name}' used by stage '{stage.name}' and by "
@@ -67,6 +77,17 @@ def _register_uses(prog: ir.Program, stage: ir.Stage) -> list[Use]:
         found = one_access(prog, stage.body, name)
         if isinstance(found, NotOne):
             out.append(Use("register_sequence", found.span, found.reason))
+            continue
+        span, sh = (found.write or found.at).span, found.shape
+        fields = f" ({', '.join(sh.fields)})" if sh.fields else ""
+        out += [Use(f"register_fields:{len(sh.fields)}", span, f"the write to register '{name}' reading "
+                    f"{len(sh.fields)} packet fields{fields}"),
+                Use(f"register_word:{sh.widest}", span, f"the write to register '{name}' with a "
+                    f"{sh.widest}-bit operand"),
+                Use(f"register_comparisons:{sh.comparisons}", span, f"the write to register '{name}' under "
+                    f"{sh.comparisons} comparisons"),
+                Use(f"register_operations:{sh.operations}", span, f"the write to register '{name}' of "
+                    f"{sh.operations} operations")]
     return out
 
 
@@ -120,7 +141,10 @@ def _first_per_op(uses: list[Use]) -> list[Use]:
 def _report(stage: ir.Stage, u: Use, chosen: tuple[TargetSpec, ...], catalogue: list[TargetSpec],
             diags: Diagnostics) -> None:
     kind, _, arg = u.op.partition(":")
-    need = {"match": f"{arg} match", "key_bits": f"keys of {arg} bits"}.get(kind, f"capability '{u.op}'")
+    need = {"match": f"{arg} match", "key_bits": f"keys of {arg} bits",
+            "register_cell": f"registers of {arg}-bit cells",
+            **{k: f"a stateful ALU that takes {v.removeprefix('salu_').replace('_', ' ')} {arg}"
+               for k, v in SALU_LIMITS.items()}}.get(kind, f"capability '{u.op}'")
     elsewhere = sorted(t.name for t in catalogue if supports(t, u))
     names = ", ".join(t.name for t in chosen) or "no target"
     if not elsewhere:
