@@ -301,10 +301,14 @@ STD_CAPABILITY = ("packet_length", "timestamp")
 
 
 def parser_uses(graph: ir.ParserGraph) -> list[Use]:
-    """The capabilities a parse graph needs beyond extract and select: the std fields it reads."""
+    """The capabilities a parse graph needs beyond extract and select: the std fields it reads,
+    and ``register_sequence`` for a register it reads (a switch reaches a register through the
+    one stateful-ALU access of the stage that uses it, not from its parser)."""
     exprs = [e for st in graph.states for s in st.stmts for e in stmt_exprs(s)]
     exprs += [e for st in graph.states for e in st.select]
-    return [u for e in exprs for x in walk_expr(e) for u in _expr_uses_std(x)]
+    regs = [Use("register_sequence", x.span, f"register '{x.reg}' read") for e in exprs for x in walk_expr(e)
+            if isinstance(x, ir.RegRead)]
+    return [u for e in exprs for x in walk_expr(e) for u in _expr_uses_std(x)] + regs
 
 
 def _expr_uses_std(x: ir.Expr) -> list[Use]:

@@ -357,6 +357,15 @@ def test_a_table_looked_up_twice_on_the_switch_is_named_not_an_internal_error(tm
     assert "error[E100]" in r.stderr and "a second lookup of table 't' on the switch" in r.stderr, r.stderr
 
 
+def test_a_register_a_parser_reads_is_named_with_the_parser(tmp_path):
+    src = write(tmp_path, _HEAD.replace("extract ipv4;", "extract ipv4; verify(r[0] != 5, bad);") +
+                "stage s { r[0] = r[0] + 1; forward(1); }\npipeline m { ports = [0..3]; parser = p; stages = [s]; }\n")
+    r = nfc_cli("build", src, "-o", str(tmp_path / "o"), "--target", "tofino")
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    want = "error[E071]: register 'r' read in parser 'p' is unsupported on tofino1, which runs the parsers"
+    assert want in r.stderr, r.stderr
+
+
 def test_the_corpus_registers_are_placed_on_the_switch(tmp_path):
     r = nfc_cli("build", str(SOURCE), "-o", str(tmp_path / "o"), "--target", "tofino+dpdk")
     assert r.returncode == 0, r.stderr
