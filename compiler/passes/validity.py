@@ -187,19 +187,32 @@ def _after_externs(s: ir.Stmt, must: frozenset[str], order: tuple[str, ...]) -> 
 def must_branches(s: ir.If | ir.Lookup, must: frozenset[str], order: tuple[str, ...]
                   ) -> tuple[tuple[tuple[ir.Stmt, ...], frozenset[str]], tuple[tuple[ir.Stmt, ...], frozenset[str]]]:
     """The two branches of ``s`` with the headers valid on entry to each: ``if (valid(h)
-    && ...)`` adds ``h`` to its then-branch; an extern call in the condition has run (``if
-    (esp_decrypt(outer, esp, ..))``: neither branch may take ``esp`` as valid)."""
+    && ...)`` adds ``h`` to its then-branch, ``if (!valid(h) || ...)`` to its else-branch (so
+    after ``if (!valid(h)) { drop(..); }`` h is valid); an extern call in the condition has run
+    (``if (esp_decrypt(outer, esp, ..))``: neither branch may take ``esp`` as valid)."""
     must = _after_externs(s, must, order)
     if isinstance(s, ir.Lookup):
         return (s.hit, must), (s.miss, must)
-    return (s.then, must | _tested_valid(s.cond)), (s.orelse, must)
+    return (s.then, must | _tested_valid(s.cond)), (s.orelse, must | _tested_invalid(s.cond))
 
 
 def _tested_valid(cond: ir.Expr) -> frozenset[str]:
+    """The headers ``cond`` being true proves valid."""
     if isinstance(cond, ir.Valid):
         return frozenset({cond.inst})
     if isinstance(cond, ir.Binary) and cond.op == "&&":
         return _tested_valid(cond.left) | _tested_valid(cond.right)
+    if isinstance(cond, ir.Unary) and cond.op == "!":
+        return _tested_invalid(cond.operand)
+    return frozenset()
+
+
+def _tested_invalid(cond: ir.Expr) -> frozenset[str]:
+    """The headers ``cond`` being false proves valid."""
+    if isinstance(cond, ir.Unary) and cond.op == "!":
+        return _tested_valid(cond.operand)
+    if isinstance(cond, ir.Binary) and cond.op == "||":
+        return _tested_invalid(cond.left) | _tested_invalid(cond.right)
     return frozenset()
 
 
