@@ -407,7 +407,7 @@ def _stage(draw: st.DrawFn) -> str:
             "pipeline m { ports = [0..3]; parser = p; stages = [s]; }\n")
 
 
-@settings(max_examples=60 if os.environ.get("NFC_SLOW") else 12, deadline=None,
+@settings(max_examples=60 if os.environ.get("NFC_SLOW") else 12, deadline=None, derandomize=True,
           suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(stage=_stage(), ttls=st.lists(st.integers(0, 15), min_size=6, max_size=14))
 def test_every_fused_register_stage_runs_on_the_switch_model_as_the_reference_does(tmp_path_factory, stage, ttls):
@@ -417,8 +417,8 @@ def test_every_fused_register_stage_runs_on_the_switch_model_as_the_reference_do
     work = tmp_path_factory.mktemp("regprop")
     src = write(work, _PROP_HEAD + stage)
     r = nfc_cli("build", src, "-o", str(work / "o"), "--target", "tofino", "--no-verify")
-    if r.returncode != 0:  # not one read-modify-write: named, and left to the server
-        assert "register_sequence" in r.stderr and "Traceback" not in r.stderr, r.stderr
+    if r.returncode != 0:  # not one read-modify-write, or more than one ALU pass: named, left to the server
+        assert "error[E071]" in r.stderr and "register 'r'" in r.stderr and "Traceback" not in r.stderr, r.stderr
         assume(False)
     prog = compile_ir(src)
     packets = [bytes(Ether() / IP(src="10.0.0.1", dst="10.0.0.2", ttl=t) / UDP()) for t in ttls]
