@@ -453,11 +453,22 @@ class PropVal:
 
 
 @dataclass(frozen=True, slots=True)
+class Shard:
+    """A deployment's ``shard by hash(keys)`` / ``range(key)``: the server a packet goes to at
+    the cut, out of the deployment's servers in order (docs/language.md, "Sharding")."""
+
+    method: str  # hash | range
+    keys: tuple[Expr, ...]
+    span: Span
+
+
+@dataclass(frozen=True, slots=True)
 class TargetDecl:
     name: str
     base: str | None
     props: tuple[PropVal, ...]
     span: Span
+    shard: Shard | None = None  # a deployment's
 
 
 @dataclass(frozen=True, slots=True)

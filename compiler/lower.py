@@ -57,7 +57,9 @@ class _Lower:
         pipelines = tuple(self._pipeline(p) for p in sym.pipelines.values())
         targets = {t.name: ir.TargetDecl(t.name, t.base, tuple(_prop(p) for p in t.props), t.span)
                    for t in sym.targets.values()}
-        deployment = next((ir.TargetDecl(d.name, None, tuple(_prop(p) for p in d.props), d.span)
+        deployment = next((ir.TargetDecl(d.name, None, tuple(_prop(p) for p in d.props), d.span,
+                                         next((ir.Shard(x.method, tuple(self._expr(k, {}) for k in x.keys), x.span)
+                                               for x in d.shards), None))
                            for d in sym.deployments.values()), None)
         prog = ir.Program(self.p.main_file, headers, instances, metadata, parsers, tables, registers, counters,
                           externs, stages, pipelines, targets, deployment, tuple(sorted(self.reasons)))

@@ -18,13 +18,15 @@ from typing import Any
 
 __all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse", "MissPathInfo", "ObjectInfo",
            "ObjectPlacement", "Plan", "PlanError",
-           "ServerResource", "ServerResources", "SolverInfo", "StageInfo", "SwitchResources", "TableInfo",
+           "ServerResource", "ServerResources", "ShardInfo", "ShardShare", "SolverInfo", "StageInfo",
+           "SwitchResources", "TableInfo",
            "TablePlacement", "TargetInfo", "load_plan", "plan_from_json", "read_json"]
 
 # 2: source_sha256, compiler_version, artifacts.placed, bridges[].required
 # 3: resources.server.memory_available_bytes is one server's memory (each holds every server table),
 #    resources.server.overcommitted
 # 4: objects (registers, counters, meters: kind, size, width, placement); tables[].values[].secret
+#    (and, read when present: targets.shard, the steering of shard by)
 PLAN_VERSION = 4
 
 
@@ -184,6 +186,25 @@ class TargetInfo:
 
 
 @dataclass(frozen=True, slots=True)
+class ShardShare:
+    server: int  # index into the deployment's servers
+    port: int  # the switch port wired to it
+    first: int  # the selector values it takes, first..last
+    last: int
+
+
+@dataclass(frozen=True, slots=True)
+class ShardInfo:
+    """``shard by``: which server a packet goes to (compiler/shard.py)."""
+
+    by: str  # hash | range
+    keys: tuple[str, ...]
+    source: str
+    selector_bits: int
+    shares: tuple[ShardShare, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class MauStageUse:
     stage: int
     sram_blocks: int
@@ -268,6 +289,12 @@ class Plan:
     cache_miss_paths: tuple[MissPathInfo, ...] = ()
     solver: SolverInfo | None = None
     objects: tuple[ObjectInfo, ...] = ()
+    shard: ShardInfo | None = None  # with a switch and servers: the steering
+
+    @property
+    def server_count(self) -> int:
+        """Server programs that carry traffic: one per share, else one."""
+        return len(self.shard.shares) if self.shard is not None else 1
 
     def table(self, name: str) -> TableInfo:
         return next(t for t in self.tables if t.name == name)
@@ -288,6 +315,14 @@ def _target(t: dict[str, Any] | None) -> TargetInfo | None:
         return None
     return TargetInfo(t["name"], t["kind"], t["generator"], t.get("profile", ""),
                       {k: float(v) for k, v in t.get("resources", {}).items()})
+
+
+def _shard(s: dict[str, Any] | None) -> ShardInfo | None:
+    if s is None:
+        return None
+    return ShardInfo(s["by"], tuple(s["keys"]), s["source"], int(s["selector_bits"]),
+                     tuple(ShardShare(int(x["server"]), int(x["port"]), int(x["first"]), int(x["last"]))
+                           for x in s["shares"]))
 
 
 def _table(t: dict[str, Any]) -> TableInfo:
@@ -365,6 +400,7 @@ def plan_from_json(data: Any, where: str = "plan.json") -> Plan:
             compiler_version=data.get("compiler_version", ""), target=data["target"],
             switch=_target(targets.get("switch")), server=_target(targets.get("server")),
             servers=int(targets.get("servers", 1)), server_ports=tuple(targets.get("server_ports", ())),
+            shard=_shard(targets.get("shard")),
             stages=tuple(_stage(s) for s in data["stages"]),
             tables=tuple(_table(t) for t in data["tables"]),
             bridges=tuple(_bridge(b) for b in data["bridges"]),

@@ -13,6 +13,7 @@ from typing import Any
 
 from compiler import ir
 from compiler.analysis import stage_objects, stage_units
+from compiler.irprint import print_expr
 from compiler.manifest import PLAN_VERSION, TablePlacement
 from compiler.partition import stage_cost_ns, switch_usage
 from compiler.pipeline import Compilation
@@ -21,6 +22,7 @@ from compiler.placement import OBJECTIVES, Placement, Segment
 from compiler.profiles import TargetSpec
 from compiler.resources import server_bytes, table_blocks
 from compiler.server_load import ServerLoad
+from compiler.shard import steering
 
 __all__ = ["PLAN_VERSION", "build_plan", "dump_plan"]
 
@@ -99,7 +101,8 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
         "compiler_version": compiler_version(),
         "target": ts.label,
         "targets": {"switch": _spec(sw), "server": _spec(srv), "servers": ts.n_servers,
-                    "server_ports": list(ts.server_ports)},
+                    "server_ports": list(ts.server_ports),
+                    "shard": _shard(prog, ts.server_ports) if sw and srv else None},
         "stages": stages,
         "tables": [_table_entry(prog, t, pl, sw) for t in prog.tables.values()],
         "objects": _objects(prog, pl),
@@ -113,6 +116,19 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
         "artifacts": dict(sorted(artifacts.items())),
         "generated": dict(sorted(generated.items())),
     }
+
+
+def _shard(prog: ir.Program, ports: tuple[int, ...]) -> dict[str, Any] | None:
+    """``shard by``: the selector and each server's share of its values (compiler/shard.py)."""
+    shard = prog.deployment.shard if prog.deployment is not None else None
+    if shard is None or not ports:
+        return None
+    st = steering(shard, len(ports))
+    ends = [*st.bounds[1:], 1 << st.selector.width]
+    return {"by": shard.method, "keys": [print_expr(k) for k in shard.keys], "source": str(shard.span),
+            "selector_bits": st.selector.width,
+            "shares": [{"server": i, "port": port, "first": lo, "last": hi - 1}
+                       for i, (port, lo, hi) in enumerate(zip(ports, st.bounds, ends, strict=True))]}
 
 
 def _objects(prog: ir.Program, pl: Placement) -> list[dict[str, Any]]:

@@ -443,10 +443,20 @@ class TargetDecl:
 
 
 @dataclass(frozen=True, slots=True)
+class ShardBy:
+    """``shard by hash(meta.a, ...)`` / ``shard by range(meta.a)``: which server gets a packet."""
+
+    span: Span
+    method: str
+    keys: tuple[Expr, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class DeploymentDecl:
     span: Span
     name: str
     props: tuple[Property, ...]
+    shards: tuple[ShardBy, ...] = ()  # the checker allows one
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,6 +18,7 @@ from lang.limits import MAX_TIMEOUT_SECONDS
 from lang.symbols import (
     MATCH_KINDS,
     PIPELINE_PROPS,
+    SHARD_METHODS,
     TABLE_PROPS,
     CheckedProgram,
     Scope,
@@ -155,6 +156,8 @@ class _Checker(ExprChecker):
                                                                 *self.sym.deployments.values()]
         for decl in settings:
             self._check_settings(decl.props)
+        for dep in self.sym.deployments.values():
+            self._check_shards(dep.shards)
         self._warn_unused()
 
     def _warn_unused(self) -> None:
@@ -213,6 +216,19 @@ class _Checker(ExprChecker):
             check_number(p, self.d)
             if isinstance(p.value, ast.LimitList):
                 self.d.error("E032", f"{p.name}: a list of limits is only a cached table's idle_limits", p.value.span)
+
+    def _check_shards(self, shards: tuple[ast.ShardBy, ...]) -> None:
+        """``shard by hash(k, ...)`` / ``shard by range(k)``: once per deployment, keys of bit<N>
+        (what they may read is the compiler's: compiler/passes/ports.py)."""
+        for extra in shards[1:]:
+            self.d.error("E060", "a deployment has one 'shard by' clause", extra.span)
+        for sh in shards:
+            if sh.method not in SHARD_METHODS:
+                self.d.error("E060", f"shard by '{sh.method}': say hash(key, ...) or range(key)", sh.span)
+            if sh.method == "range" and len(sh.keys) != 1:
+                self.d.error("E023", f"range(...) takes one key, not {len(sh.keys)}", sh.span)
+            for k in sh.keys:
+                self._expect(k, None, Scope(), want_bits=True)
 
     # ---- parse graphs --------------------------------------------------------------------
 

@@ -91,6 +91,7 @@ CODES: dict[str, str] = {
     "W002": "unreachable parser state",
     "W083": "server port assumed (no deployment)",
     "W081": "servers over-committed (--allow-overcommit)",
+    "W084": "declared servers carry no traffic (no 'shard by')",
     "W080": "placement not proved optimal (time limit or scalable search)",
 }
 

@@ -579,7 +579,11 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
         return ast.TargetDecl(self.sp(meta), str(c[0]), base, tuple(c[2:]))
 
     def deployment_decl(self, meta: Any, c: list[Any]) -> ast.DeploymentDecl:
-        return ast.DeploymentDecl(self.sp(meta), str(c[0]), tuple(c[1:]))
+        return ast.DeploymentDecl(self.sp(meta), str(c[0]), tuple(x for x in c[1:] if isinstance(x, ast.Property)),
+                                  tuple(x for x in c[1:] if isinstance(x, ast.ShardBy)))
+
+    def shard_clause(self, meta: Any, c: list[Any]) -> ast.ShardBy:
+        return ast.ShardBy(self.sp(meta), str(c[0]), tuple(c[1]))
 
     def import_decl(self, meta: Any, c: list[Any]) -> ast.Import:
         return ast.Import(self.sp(meta), str(c[0])[1:-1])

@@ -247,7 +247,8 @@ def _decl(d: ast.Decl) -> list[str]:
             base = f" = {d.base}" if d.base else ""
             return [f"target {d.name}{base} {{", *_props(d.props), "}"]
         case ast.DeploymentDecl():
-            return [f"deployment {d.name} {{", *_props(d.props), "}"]
+            shard = [f"  shard by {x.method}({', '.join(print_expr(k) for k in x.keys)});" for x in d.shards]
+            return [f"deployment {d.name} {{", *_props(d.props), *shard, "}"]
         case _:
             assert_never(d)
 

@@ -19,6 +19,7 @@ __all__ = [
     "HASHES",
     "MATCH_KINDS",
     "PIPELINE_PROPS",
+    "SHARD_METHODS",
     "STD_FIELDS",
     "TABLE_PROPS",
     "CheckedProgram",
@@ -39,6 +40,7 @@ BUILTINS = ("valid", "checksum_ok", "csum_update", *HASHES)
 TABLE_PROPS = {"size", "active", "updates", "traffic", "skew", "timeout", "pin", "cache", "refresh", "holds_ports",
                "idle_limits"}
 PIPELINE_PROPS = {"ports", "parser", "stages", "traffic"}
+SHARD_METHODS = ("hash", "range")  # a deployment's shard by: how its key picks a server
 COUNTER_METHODS = {"counter": ("count",), "meter": ("execute",)}
 
 

@@ -18,7 +18,7 @@ from compiler.report import pipeline_svg, resources_svg, text_report
 from lang import Diagnostics, SourceMap, Span, load
 from lang.diagnostics import InternalError
 from nfc._build_dir import source_sha256
-from nfc.verify import report, verify_placed
+from nfc.verify import report, shard_assumption, verify_placed
 from targets.names import NameClash
 from targets.registry import ALWAYS, GeneratorError, lookup
 
@@ -84,6 +84,9 @@ def _verify(placed: Placed) -> int:
     _progress(f"verified {len(proved)} of {len(results)} pipelines equal to the spec with z3 in {seconds:.2f} s")
     for line in report([r for r in results if not r.proved]):
         _progress(("note: " if "not encoded" in line else "") + line)
+    note = shard_assumption(placed)
+    if note is not None:
+        _progress(note)
     return 1 if any(r.counterexample is not None for r in results) else 0
 
 

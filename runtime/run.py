@@ -29,6 +29,7 @@ from compiler.manifest import Plan
 from runtime.api import Runtime
 from runtime.entries import EntrySpec
 from runtime.errors import RuntimeApiError
+from runtime.fleet import ServerFleet, merge_counters
 from runtime.goal import GoalError, GoalStore
 from runtime.live import LiveDataPlane, LiveError, Switch, pace
 from runtime.p4runtime import SwitchClient
@@ -110,15 +111,17 @@ def build_server(out: Path) -> Path:
 def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchClient | None,
                entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path,
                goal: Path | None = None) -> dict[str, Any]:
+    """One server process per server port that carries traffic (``plan.server_count``: every
+    share of ``shard by``, else the first port), programmed as one (runtime/fleet.py)."""
     _fresh(capture)
     outputs: dict[int, list[bytes]] = {}
     drops: Counter[str] = Counter()
-    to_server: list[bytes] = []
-    server_port = switch.server_ports[0] if plan.server is not None and switch.server_ports else -1
+    ports = switch.server_ports[:plan.server_count] if plan.server is not None else ()
+    to_server: dict[int, list[bytes]] = {port: [] for port in ports}
 
     def deliver(o: Any) -> None:
-        if o.kind == "forward" and o.port == server_port:
-            to_server.append(o.data)
+        if o.kind == "forward" and o.port in to_server:
+            to_server[o.port].append(o.data)
         elif o.kind == "forward":
             outputs.setdefault(o.port, []).append(o.data)
         elif o.kind == "drop":
@@ -126,35 +129,47 @@ def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchC
         else:
             drops[f"punt:{o.reason}"] += 1
 
-    server_counters: dict[str, Any] = {}
+    per_server: list[dict[str, Any]] = []
+    back: dict[int, list[bytes]] = {}
     with tempfile.TemporaryDirectory(prefix="nfc-run-") as tmp:
         work = Path(tmp)
-        srv = None
-        if plan.server is not None:
-            srv = ServerProcess(build_server(out), eal=EAL_ARGS, live=False,
-                                attach=[f"net_pcap0,rx_pcap={work / 'to_server.pcap'},"
-                                        f"tx_pcap={work / 'from_server.pcap'}"])
+        srvs: list[ServerProcess] = []
         try:
-            program(out, switch_client, srv.control if srv else None, entries, goal)
+            binary = build_server(out) if ports else None
+            for port in ports:
+                srvs.append(ServerProcess(binary, eal=EAL_ARGS, live=False,  # type: ignore[arg-type]
+                                          attach=[f"net_pcap0,rx_pcap={work / f'to_server{port}.pcap'},"
+                                                  f"tx_pcap={work / f'from_server{port}.pcap'}"]))
+            fleet = None if not srvs else srvs[0].control if len(srvs) == 1 else ServerFleet([s.control for s in srvs])
+            program(out, switch_client, fleet, entries, goal)
             for port, path in injects:
                 for data, _ in RawPcapReader(str(path)):
                     deliver(switch.process(bytes(data), port))
-            if srv is not None:
-                _write(work / "to_server.pcap", to_server)
+            for port, srv in zip(ports, srvs, strict=True):
+                _write(work / f"to_server{port}.pcap", to_server[port])
                 srv.control.start()
-                server_counters = srv.wait()
+            per_server = [srv.wait() for srv in srvs]
         except (RuntimeApiError, OSError) as e:
             raise RunError(str(e)) from e
         finally:
-            if srv is not None:
+            for srv in srvs:
                 srv.stop()
-        back = [bytes(d) for d, _ in RawPcapReader(str(work / "from_server.pcap"))] if to_server else []
-    to_server = []
-    for data in back:
-        deliver(switch.process(data, server_port))
-    if to_server:
+        for port in ports:
+            back[port] = ([bytes(d) for d, _ in RawPcapReader(str(work / f"from_server{port}.pcap"))]
+                          if to_server[port] else [])
+    sent = {port: len(to_server[port]) for port in ports}
+    for port in ports:
+        to_server[port] = []
+    for port in ports:
+        for data in back[port]:
+            deliver(switch.process(data, port))
+    if any(to_server.values()):
         raise RunError("a packet went back to the server twice; nfc run handles one round trip")
-    counters = _counters(drops, outputs, server_counters)
+    replicated = {t.name for t in plan.tables if t.kind != "state"}
+    counters = _counters(drops, outputs, merge_counters(per_server, replicated))
+    if len(ports) > 1:  # which server carried what (shard by)
+        counters["servers"] = [{"port": port, "received": sent[port], "forwarded": c.get("forwarded", 0)}
+                               for port, c in zip(ports, per_server, strict=True)]
     _save(capture, outputs, counters)
     return counters
 

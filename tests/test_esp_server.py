@@ -31,7 +31,7 @@ PEER, NH_MAC, VNET_MAC = "198.51.100.7", "02:00:00:00:00:99", "02:00:00:00:0a:01
 INTERNET_PORT, VNET_PORT = 3, 18
 # (SPI in, SPI out, tunnel, key, salt): two tunnels with keys of their own
 SAS = [(0x1001, 0x2001, 9, bytes(range(16)), bytes.fromhex("cafebabe")),
-       (0x1002, 0x2002, 10, bytes(range(100, 116)), bytes.fromhex("0badf00d"))]
+       (0x1002, 0x2002, 11, bytes(range(100, 116)), bytes.fromhex("0badf00d"))]
 
 
 @pytest.fixture(scope="module", params=["tofino+dpdk", "dpdk"])

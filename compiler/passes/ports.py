@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from compiler import ir
-from compiler.analysis import walk_stmts
+from compiler.analysis import walk_expr, walk_stmts
 from compiler.profiles import TargetSet
 from lang.diagnostics import Diagnostics, Span
 
@@ -56,11 +56,39 @@ def check_ports(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> Tar
     if not targets.server_ports:
         diags.error("E083", "the deployment must name the switch ports wired to the servers "
                     "(server_ports = [32..33];): the switch has nowhere to send the servers' share", where)
+    _check_shard(prog, targets, where, diags)
     shared = sorted({port for port in targets.server_ports for p in prog.pipelines if p.has_port(port)})
     if shared:
         diags.error("E083", f"server port{'s' if len(shared) > 1 else ''} {', '.join(map(str, shared))} "
                     "also take a pipeline's packets: a port leads to a server or to the network, not both", where)
     return targets
+
+
+def _check_shard(prog: ir.Program, targets: TargetSet, where: Span, diags: Diagnostics) -> None:
+    """``shard by`` spreads the servers' share over every server port, one server each; its
+    keys are read where the packet leaves the switch, so they are metadata (a header may be
+    gone or changed there).  Several servers without it: only the first carries traffic."""
+    shard = prog.deployment.shard if prog.deployment else None
+    if shard is None:
+        if targets.n_servers > 1:
+            diags.warning("W084", f"{targets.n_servers} servers are declared, but without 'shard by' the switch "
+                          f"sends every packet to the first server port ({targets.server_ports[0]})", where,
+                          notes=("say which server a packet goes to: shard by hash(meta.key); or range(meta.key);",))
+        return
+    for key in shard.keys:
+        for x in walk_expr(key):
+            if not isinstance(x, ir.MetaField | ir.Const | ir.Unary | ir.Binary | ir.Slice | ir.Cast):
+                diags.error("E060", "a shard key reads metadata and constants only: it is read where the packet "
+                            "leaves the switch, where a header may be gone or rewritten", key.span,
+                            notes=("copy the field into metadata in a stage before the cut (meta.k = h.f;)",))
+                break
+    if shard.method == "range" and shard.keys[0].width > 32:
+        diags.error("E060", f"range(...) of a {shard.keys[0].width}-bit key: at most 32 bits "
+                    "(hash(...) takes any)", shard.keys[0].span)
+    if len(targets.server_ports) != targets.n_servers:
+        diags.error("E083", f"shard by: {targets.n_servers} server{'s' if targets.n_servers > 1 else ''} but "
+                    f"{len(targets.server_ports)} server port{'s' if len(targets.server_ports) != 1 else ''}: "
+                    "each server takes one port, in order", shard.span)
 
 
 def _check_constant_forwards(prog: ir.Program, diags: Diagnostics) -> None:

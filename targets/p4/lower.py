@@ -29,6 +29,7 @@ from compiler.ir import Span
 from compiler.passes.validity import must_be_valid, must_branches, must_step, packet_order
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
 from compiler.register_access import NotOne, OneAccess, accessed_registers, one_access
+from compiler.shard import steering
 from targets.generator import GeneratorError
 from targets.p4 import syntax as p
 from targets.p4.arch import Arch
@@ -449,8 +450,30 @@ def _to_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
     pad = b.bits - 8 - len(b.valid_bits) - sum(f.width for f in b.fields)
     if pad:
         out.append(p.Assign(p.ref(f"{h}.pad"), p.Const(0, pad)))
-    out += _forward(c, p.Const(c.server_ports[0] if c.server_ports else 0, 16))
-    return out
+    return out + _to_server_port(c)
+
+
+def _to_server_port(c: _Ctx) -> list[p.Stmt]:
+    """The server port: the first, or with ``shard by`` the one whose share of the selector's
+    values holds this packet's (compiler/shard.py), by comparisons from the last share down."""
+    shard = c.prog.deployment.shard if c.prog.deployment is not None else None
+    ports = c.server_ports or (0,)
+    if shard is None or len(ports) < 2:
+        return _forward(c, p.Const(ports[0], 16))
+    st = steering(shard, len(ports))
+    saved, c.hoisted = c.hoisted, []
+    value = _expr(c, st.selector)
+    out: list[p.Stmt] = [p.Comment(f"shard by {shard.method}: {_src(shard.span)}"), *c.hoisted]
+    selector = value
+    if not isinstance(value, p.Member):  # an expression: computed once
+        selector = c.meta("nfc_shard", p.Bits(st.selector.width))
+        out.append(p.Assign(selector, value))
+    c.hoisted = saved
+    chain: tuple[p.Stmt, ...] = tuple(_forward(c, p.Const(ports[0], 16)))
+    for port, bound in zip(ports[1:], st.bounds[1:], strict=True):
+        chain = (p.If(p.Bin(">=", selector, p.Const(bound, st.selector.width)), tuple(_forward(c, p.Const(port, 16))),
+                      chain),)
+    return [*out, *chain]
 
 
 # ---- stages and statements -------------------------------------------------------------------

@@ -158,13 +158,15 @@ struct metadata_t {
     bit<48> internet_routes__next_hop_mac;
     bit<16> internet_routes__port;
     bit<8> nfc_colour1;
-    bit<8> nfc_colour2;
+    bit<8> nfc_colour3;
     bool nfc_csum_ok_ipv4;
     bool nfc_csum_ok_outer;
     bit<8> nfc_cut;
     bit<8> nfc_drop;
     bit<16> nfc_egress;
     bit<1> nfc_forwarded;
+    bit<16> nfc_hash2;
+    bit<16> nfc_hash4;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<32> nfc_rd_outer__dst;
@@ -189,13 +191,15 @@ parser IngressParser(
         meta.internet_routes__next_hop_mac = 48w0;
         meta.internet_routes__port = 16w0;
         meta.nfc_colour1 = 8w0;
-        meta.nfc_colour2 = 8w0;
+        meta.nfc_colour3 = 8w0;
         meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_csum_ok_outer = false;
         meta.nfc_cut = 8w0;
         meta.nfc_drop = 8w0;
         meta.nfc_egress = 16w0;
         meta.nfc_forwarded = 1w0;
+        meta.nfc_hash2 = 16w0;
+        meta.nfc_hash4 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_rd_outer__dst = 32w0;
@@ -461,6 +465,8 @@ control Ingress(
     // meter tunnel_in_rate, examples/ipsec_gateway.nfp:73
     Meter<bit<32>>(64000, MeterType_t.BYTES) tunnel_in_rate;
 
+    Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash2;
+
     // entry of table traffic_selectors, examples/ipsec_gateway.nfp:142
     action traffic_selectors__hit(bit<16> v_tunnel) {
         meta.traffic_selectors__tunnel = v_tunnel;
@@ -484,6 +490,8 @@ control Ingress(
 
     // meter tunnel_out_rate, examples/ipsec_gateway.nfp:154
     Meter<bit<32>>(64000, MeterType_t.BYTES) tunnel_out_rate;
+
+    Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash4;
 
     // entry of table internet_routes, examples/ipsec_gateway.nfp:202
     action internet_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
@@ -628,9 +636,17 @@ control Ingress(
                 hdr.nfc_bridge1.v_outer = (bit<1>)hdr.outer.isValid();
                 hdr.nfc_bridge1.v_esp = (bit<1>)hdr.esp.isValid();
                 hdr.nfc_bridge1.pad = 5w0;
-                meta.nfc_egress = 16w0x20;
-                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                meta.nfc_forwarded = 1w1;
+                // shard by hash: examples/ipsec_gateway.nfp:253
+                meta.nfc_hash2 = nfc_hash2.get({meta.tunnel});
+                if (meta.nfc_hash2 >= 16w0x8000) {
+                    meta.nfc_egress = 16w0x21;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                } else {
+                    meta.nfc_egress = 16w0x20;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                }
                 exit;
             }
         }
@@ -645,11 +661,11 @@ control Ingress(
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
-                meta.nfc_colour2 = tunnel_out_rate.execute((bit<32>)meta.tunnel);
-                if (meta.nfc_colour2 == 8w3) {
-                    meta.nfc_colour2 = 8w2;
+                meta.nfc_colour3 = tunnel_out_rate.execute((bit<32>)meta.tunnel);
+                if (meta.nfc_colour3 == 8w3) {
+                    meta.nfc_colour3 = 8w2;
                 }
-                if (meta.nfc_colour2[1:0] == 2w2) {
+                if (meta.nfc_colour3[1:0] == 2w2) {
                     meta.nfc_drop = NFC_DROP_RATE_LIMITED;
                     ig_dprsr_md.drop_ctl = 3w1;
                     nfc_drops.count((bit<32>)meta.nfc_drop);
@@ -664,9 +680,17 @@ control Ingress(
                 hdr.nfc_bridge3.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
                 hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
                 hdr.nfc_bridge3.pad = 6w0;
-                meta.nfc_egress = 16w0x20;
-                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                meta.nfc_forwarded = 1w1;
+                // shard by hash: examples/ipsec_gateway.nfp:253
+                meta.nfc_hash4 = nfc_hash4.get({meta.tunnel});
+                if (meta.nfc_hash4 >= 16w0x8000) {
+                    meta.nfc_egress = 16w0x21;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                } else {
+                    meta.nfc_egress = 16w0x20;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                }
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {

@@ -158,7 +158,7 @@ struct metadata_t {
     bit<48> internet_routes__next_hop_mac;
     bit<16> internet_routes__port;
     bit<8> nfc_colour1;
-    bit<8> nfc_colour2;
+    bit<8> nfc_colour3;
     bool nfc_csum_ok_ipv4;
     bool nfc_csum_ok_outer;
     bit<32> nfc_csum_sum_ipv4;
@@ -167,6 +167,8 @@ struct metadata_t {
     bit<8> nfc_drop;
     bit<16> nfc_egress;
     bit<1> nfc_forwarded;
+    bit<16> nfc_hash2;
+    bit<16> nfc_hash4;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<32> nfc_rd_outer__dst;
@@ -187,7 +189,7 @@ parser NfcParser(
         meta.internet_routes__next_hop_mac = 48w0;
         meta.internet_routes__port = 16w0;
         meta.nfc_colour1 = 8w0;
-        meta.nfc_colour2 = 8w0;
+        meta.nfc_colour3 = 8w0;
         meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_csum_ok_outer = false;
         meta.nfc_csum_sum_ipv4 = 32w0;
@@ -196,6 +198,8 @@ parser NfcParser(
         meta.nfc_drop = 8w0;
         meta.nfc_egress = 16w0;
         meta.nfc_forwarded = 1w0;
+        meta.nfc_hash2 = 16w0;
+        meta.nfc_hash4 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_rd_outer__dst = 32w0;
@@ -640,9 +644,17 @@ control NfcIngress(
                 hdr.nfc_bridge1.v_outer = (bit<1>)hdr.outer.isValid();
                 hdr.nfc_bridge1.v_esp = (bit<1>)hdr.esp.isValid();
                 hdr.nfc_bridge1.pad = 5w0;
-                meta.nfc_egress = 16w0x20;
-                standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                meta.nfc_forwarded = 1w1;
+                // shard by hash: examples/ipsec_gateway.nfp:253
+                hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
+                if (meta.nfc_hash2 >= 16w0x8000) {
+                    meta.nfc_egress = 16w0x21;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                } else {
+                    meta.nfc_egress = 16w0x20;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                }
                 exit;
             }
         }
@@ -657,8 +669,8 @@ control NfcIngress(
                     nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
-                tunnel_out_rate.execute_meter<bit<8>>((bit<32>)meta.tunnel, meta.nfc_colour2);
-                if (meta.nfc_colour2[1:0] == 2w2) {
+                tunnel_out_rate.execute_meter<bit<8>>((bit<32>)meta.tunnel, meta.nfc_colour3);
+                if (meta.nfc_colour3[1:0] == 2w2) {
                     meta.nfc_drop = NFC_DROP_RATE_LIMITED;
                     mark_to_drop(standard_metadata);
                     nfc_drops.count((bit<32>)meta.nfc_drop);
@@ -673,9 +685,17 @@ control NfcIngress(
                 hdr.nfc_bridge3.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
                 hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
                 hdr.nfc_bridge3.pad = 6w0;
-                meta.nfc_egress = 16w0x20;
-                standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                meta.nfc_forwarded = 1w1;
+                // shard by hash: examples/ipsec_gateway.nfp:253
+                hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
+                if (meta.nfc_hash4 >= 16w0x8000) {
+                    meta.nfc_egress = 16w0x21;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                } else {
+                    meta.nfc_egress = 16w0x20;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
+                }
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {

@@ -1,0 +1,135 @@
+"""The server programs of a sharded deployment (``shard by``) as one control channel.
+
+Each server runs the same program.  Its control-plane tables are replicated: every write goes
+to every server, in the deployment's order, so the first refuses a bad write before another
+has taken it (all servers validate alike); a server failing later (it died) leaves the servers
+apart until ``Runtime.reconcile`` repairs them from the goal state.  Its data-plane state, and
+what the packets do to registers and counters, is its shard's: a state table's dump is the
+union of the servers', counters and hits are summed, and a register cell is read from the
+server that changed it (``docs/runtime.md``, "Sharded servers").
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from runtime.control import ControlChannel, Hits
+from runtime.errors import ChannelError, InvalidEntry
+
+__all__ = ["ServerFleet", "merge_counters"]
+
+T = TypeVar("T")
+
+
+class ServerFleet:
+    """Several ``ControlChannel``s with the interface of one (``Runtime(server=...)``)."""
+
+    def __init__(self, channels: Sequence[ControlChannel]) -> None:
+        if not channels:
+            raise ChannelError("a server fleet needs at least one server program")
+        first = channels[0]
+        for other in channels[1:]:
+            if other.program != first.program or other.tables != first.tables or other.objects != first.objects:
+                raise ChannelError(f"the server programs differ: {first.path} runs {first.program}, "
+                                   f"{other.path} runs {other.program}")
+        self.channels = tuple(channels)
+        self.program = first.program
+        self.tables = first.tables
+        self.objects = first.objects
+        self._written: dict[tuple[str, int], int] = {}  # register cells this fleet wrote: their value
+
+    def close(self) -> None:
+        for ch in self.channels:
+            ch.close()
+
+    def _each(self, op: str, call: Callable[[ControlChannel], T]) -> list[T]:
+        out: list[T] = []
+        for i, ch in enumerate(self.channels):
+            try:
+                out.append(call(ch))
+            except ChannelError as e:
+                if i == 0:
+                    raise
+                raise ChannelError(f"{op}: server {i} ({ch.path}) failed after servers 0..{i - 1} took it, so the "
+                                   f"servers now differ (Runtime.reconcile repairs them): {e}") from e
+        return out
+
+    def write(self, op: str, table: str, records: Sequence[Sequence[int]], chunk: int = 65536) -> None:
+        self._each(f"{op} {table}", lambda ch: ch.write(op, table, records, chunk))
+
+    def read(self, table: str, keys: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
+        """Control-plane tables are alike on every server: the first answers."""
+        return self.channels[0].read(table, keys)
+
+    def dump(self, table: str) -> list[tuple[int, ...]]:
+        """A control-plane table: the first server's; data-plane state: every server's entries
+        (a key two servers hold is listed once, from the first that holds it)."""
+        t = self.channels[0]._table(table)
+        if not t.state:
+            return self.channels[0].dump(table)
+        seen: dict[tuple[int, ...], tuple[int, ...]] = {}
+        for rows in self._each(f"dump {table}", lambda ch: ch.dump(table)):
+            for r in rows:
+                seen.setdefault(r[:t.key_words], r)
+        return list(seen.values())
+
+    def hits(self, table: str) -> Hits:
+        parts = self._each(f"hits {table}", lambda ch: ch.hits(table))
+        return Hits(sum((h.counts for h in parts), Counter()), sum(h.not_kept for h in parts),
+                    sum(h.lost_in_logs for h in parts))
+
+    def object_read(self, name: str, indices: Sequence[int]) -> list[tuple[int, ...]]:
+        """Counters: summed over the servers.  Meters: configured alike (the first answers).
+        Registers: a cell is what the control plane last wrote (0 from the start), unless a
+        packet changed it on a server (its shard's): then that server's value; changed on two
+        servers, it has no single value (an error naming each)."""
+        o = self.channels[0]._object(name)
+        parts = self._each(f"read {name}", lambda ch: ch.object_read(name, indices))
+        if o.kind == "counter":
+            return [tuple(map(sum, zip(*cells, strict=True))) for cells in zip(*parts, strict=True)]
+        if o.kind == "meter":
+            return parts[0]
+        out = []
+        for index, cells in zip(indices, zip(*parts, strict=True), strict=True):
+            base = (self._written.get((name, index), 0),)
+            changed = {c for c in cells if c != base}
+            if len(changed) > 1:
+                raise InvalidEntry(f"register {name}[{index}] was changed differently on several servers "
+                                   f"({', '.join(str(c[0]) for c in cells)}): read it from each "
+                                   "(ServerFleet.channels[i].object_read)")
+            out.append(changed.pop() if changed else base)
+        return out
+
+    def object_write(self, name: str, records: Sequence[Sequence[int]]) -> None:
+        self._each(f"write {name}", lambda ch: ch.object_write(name, records))
+        if self.channels[0]._object(name).kind == "register":
+            self._written.update(((name, r[0]), r[1]) for r in records)
+
+    def clear(self, table: str) -> int:
+        return max(self._each(f"clear {table}", lambda ch: ch.clear(table)))
+
+    def start(self) -> None:
+        self._each("start", lambda ch: ch.start())
+
+    def counters(self) -> dict[str, Any]:
+        return merge_counters(self._each("counters", lambda ch: ch.counters()),
+                              {n for n, t in self.tables.items() if not t.state})
+
+
+def merge_counters(parts: Sequence[dict[str, Any]], replicated: set[str]) -> dict[str, Any]:
+    """Several servers' counters as one: numbers summed, except a replicated table's entries
+    (each server holds them all) and the longest state-copy slice, which are maxima."""
+
+    def merge(values: Sequence[Any], path: tuple[str, ...]) -> Any:
+        if all(isinstance(v, dict) for v in values):
+            keys = dict.fromkeys(k for v in values for k in v)
+            return {k: merge([v[k] for v in values if k in v], (*path, k)) for k in keys}
+        if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values):
+            most = path[-1:] == ("max_ns",) or (len(path) == 3 and path[0] == "tables" and path[1] in replicated
+                                                and path[2] == "entries")
+            return max(values) if most else sum(values)
+        return values[0]
+
+    return merge(list(parts), ()) if parts else {}

@@ -1,0 +1,197 @@
+"""``shard by``: the switch spreads the servers' share over the deployment's servers (issue 15
+item 5, the first part of issue 16).
+
+* the front end and the ports pass refuse what cannot be steered, at its span;
+* the switch program (TNA and v1model, run by the switch model) sends each packet to the
+  server an independent CRC-16/ARC (or the key's range) says, and back from any server port;
+* ``nfc run`` of the IPsec gateway starts one server program per GPN, both carry their
+  tunnels (seed 001 §4.3), and the fleet keeps control-plane tables alike on both.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from scapy.layers.inet import IP, TCP
+from scapy.layers.l2 import Ether
+
+from compiler.interp import Interpreter
+from lang import Diagnostics
+from lang.parser import parse_text
+from lang.printer import print_module
+from nfc._build_dir import open_build
+from tests.conftest import HAVE_DPDK, build_with_server, compile_ir, nfc_cli, write
+
+
+def crc16_arc(data: bytes) -> int:
+    """CRC-16/ARC (poly 0x8005 reflected, init 0, no final xor), written here from its
+    definition: the oracle of ``shard by hash``."""
+    crc = 0
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
+def test_crc16_arc_oracle_has_the_catalogue_check_value():
+    assert crc16_arc(b"123456789") == 0xBB3D  # the CRC catalogue's check value for CRC-16/ARC
+
+
+_PROGRAM = """import "std/headers.nfp";
+packet { eth: ethernet; ipv4: ipv4; tcp: tcp; }
+metadata { k: bit<8>; }
+parser p {
+  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: ip; default: drop(not_ipv4); } }
+  state ip { extract ipv4; transition select(ipv4.protocol) { IP_TCP: l4; default: drop(not_tcp); } }
+  state l4 { extract tcp; transition accept; }
+}
+state seen { key { ipv4.src: exact; } size = 16K; timeout = 60s; }
+stage pick { meta.k = ipv4.dst[31:24]; }
+stage learn {
+  lookup seen { hit(s) { } miss { insert seen { } timeout 30; } }
+  forward(1);
+}
+ports all = [0..31];
+pipeline main { ports = all; parser = p; stages = [pick, learn]; traffic = 100%; }
+target srv = dpdk_server { cores = 2; }
+deployment d {
+  switch = tofino1;
+  servers = [srv, srv, srv];
+  server_ports = [40..42];
+  rate = 1Mpps;
+  SHARD
+}
+"""
+
+
+def _program(shard: str) -> str:
+    return _PROGRAM.replace("SHARD", shard)
+
+
+def _packet(dst: str, src: str = "10.0.0.1") -> bytes:
+    return bytes(Ether(dst="02:00:00:00:00:01") / IP(src=src, dst=dst) / TCP(sport=1, dport=2))
+
+
+@pytest.mark.parametrize("shard", ["shard by hash(meta.k);", "shard by range(meta.k);"])
+def test_the_clause_prints_back_as_written(front, shard):
+    _prog, diags, _ = front.load(_program(shard))
+    assert not diags.has_errors
+    text = print_module(parse_text(_program(shard), "t.nfp", Diagnostics()))
+    assert f"  {shard}" in text
+    assert print_module(parse_text(text, "t.nfp", Diagnostics())) == text
+
+
+@pytest.mark.parametrize(("shard", "code", "says"), [
+    ("shard by modulo(meta.k);", "E060", "say hash(key, ...) or range(key)"),
+    ("shard by range(meta.k, meta.k);", "E023", "range(...) takes one key"),
+    ("shard by hash(meta.k); shard by range(meta.k);", "E060", "one 'shard by' clause"),
+    ("shard by hash(meta.nope);", "E012", "nope"),
+    ("shard by hash(ipv4.dst == 1);", "E020", "expected bit<N>"),
+])
+def test_the_front_end_refuses_a_bad_clause_at_its_span(front, shard, code, says):
+    _prog, diags, sources = front.load(_program(shard))
+    found = [d for d in diags.items if d.code == code]
+    assert found and says in found[0].message, [sources.render(d) for d in diags.items]
+    assert found[-1].span.line == _program(shard).splitlines().index(f"  {shard}") + 1
+
+
+@pytest.mark.parametrize(("shard", "servers", "code", "says"), [
+    ("shard by hash(ipv4.dst);", "[srv, srv, srv]", "E060", "metadata and constants only"),
+    ("shard by hash(meta.k);", "[srv, srv]", "E083", "2 servers but 3 server ports"),
+    ("", "[srv, srv, srv]", "W084", "sends every packet to the first server port (40)"),
+])
+def test_the_build_refuses_what_it_cannot_steer(tmp_path, shard, servers, code, says):
+    src = write(tmp_path, _program(shard).replace("[srv, srv, srv]", servers))
+    r = nfc_cli("build", src, "-o", str(tmp_path / "out"), "--no-verify", "--target", "tofino+dpdk")
+    assert f"[{code}]" in r.stderr and says in r.stderr, r.stderr
+    assert (r.returncode == 0) == code.startswith("W")
+
+
+def test_a_range_key_is_at_most_32_bits(tmp_path):
+    src = write(tmp_path, _program("shard by range(meta.k ++ meta.k ++ meta.k ++ meta.k ++ meta.k);"))
+    r = nfc_cli("build", src, "-o", str(tmp_path / "out"), "--no-verify", "--target", "tofino+dpdk")
+    assert "[E060]" in r.stderr and "40-bit key: at most 32 bits" in r.stderr, r.stderr
+
+
+@pytest.fixture(scope="module", params=["hash", "range"])
+def sharded(tmp_path_factory, request):
+    tmp = tmp_path_factory.mktemp(f"shard_{request.param}")
+    src = write(tmp, _program(f"shard by {request.param}(meta.k);"))
+    out = tmp / "out"
+    r = nfc_cli("build", src, "-o", str(out), "--target", "tofino+dpdk")
+    assert r.returncode == 0, r.stderr
+    return request.param, src, out
+
+
+def _expected_server(method: str, k: int) -> int:
+    """Server i of 3 takes the selector values [i * 2^w / 3, (i + 1) * 2^w / 3)."""
+    value, bits = (crc16_arc(bytes([k])), 16) if method == "hash" else (k, 8)
+    return next(i for i in (2, 1, 0) if value >= i * (1 << bits) // 3)
+
+
+@pytest.mark.parametrize("arch", ["tna", "v1model"])
+def test_the_switch_sends_each_packet_to_the_server_its_key_picks(sharded, arch):
+    method, src, out = sharded
+    _plan, _placed, model = open_build(out, arch)
+    spec = Interpreter(compile_ir(src))
+    seen = set()
+    for k in range(0, 256, 5):
+        data = _packet(f"{k}.1.2.3")
+        o = model.process(data, 3)
+        want = _expected_server(method, k)
+        seen.add(want)
+        assert (o.kind, o.port) == ("forward", 40 + want), (k, o)
+        back = model.process(o.data, 40 + want)  # what the server sends back re-enters on its own port
+        assert back.kind == "forward" or back.kind == "drop"
+        assert spec.process(data, 3).kind == "forward"
+    assert seen == {0, 1, 2}
+
+
+def test_plan_json_lists_each_servers_share(sharded):
+    method, _src, out = sharded
+    shard = json.loads((out / "plan.json").read_text())["targets"]["shard"]
+    bits = 16 if method == "hash" else 8
+    assert shard["by"] == method and shard["selector_bits"] == bits
+    assert [(s["port"], s["first"], s["last"]) for s in shard["shares"]] == [
+        (40, 0, (1 << bits) // 3 - 1), (41, (1 << bits) // 3, 2 * (1 << bits) // 3 - 1),
+        (42, 2 * (1 << bits) // 3, (1 << bits) - 1)]
+
+
+def test_a_server_alone_ignores_the_clause(tmp_path):
+    src = write(tmp_path, _program("shard by hash(meta.k);"))
+    r = nfc_cli("build", src, "-o", str(tmp_path / "out"), "--no-verify", "--target", "dpdk")
+    assert r.returncode == 0, r.stderr
+    assert json.loads((tmp_path / "out/plan.json").read_text())["targets"]["shard"] is None
+
+
+# ---- the IPsec gateway over two GPNs -------------------------------------------------------
+
+@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+def test_both_gpns_carry_their_tunnels_and_hold_every_sa(tmp_path):
+    """Tunnels 9 and 11 hash (CRC-16/ARC of the 16-bit tunnel) to different GPNs: each GPN gets
+    its tunnel's packets, inbound and outbound; the SA tables are on both."""
+    from tests import test_esp_server as esp
+
+    out = build_with_server("examples/ipsec_gateway.nfp", tmp_path / "out", "--target", "tofino+dpdk")
+    gpn = {t: _gpn(t) for _spi_in, _spi_out, t, _k, _s in esp.SAS}
+    assert sorted(gpn.values()) == [0, 1]
+    n = 6
+    outbound = [esp._tenant(sa[2], i) for sa in esp.SAS for i in range(1, n + 1)]
+    inbound = [esp._inbound(a, seq, bytes(IP(src="192.168.9.9", dst="10.8.0.1", id=seq)))
+               for a in range(2) for seq in range(1, 4)]
+    work = tmp_path / "run"
+    got, drops = esp.nfc_run(out, esp._entries(), {esp.VNET_PORT: outbound, esp.INTERNET_PORT: inbound}, work)
+    assert sum(drops.values()) == 0, drops
+    assert sum(got[esp.INTERNET_PORT].values()) == 2 * n and sum(got[esp.VNET_PORT].values()) == 6
+    servers = json.loads((work / "cap/counters.json").read_text())["servers"]
+    want = [0, 0]
+    for _spi_in, _spi_out, t, _k, _s in esp.SAS:
+        want[gpn[t]] += n + 3
+    assert [(s["port"], s["received"], s["forwarded"]) for s in servers] == [(32, want[0], want[0]),
+                                                                            (33, want[1], want[1])]
+
+
+def _gpn(tunnel: int) -> int:
+    return int(crc16_arc(tunnel.to_bytes(2, "big")) >= 0x8000)
