@@ -180,14 +180,14 @@ struct metadata_t {
     bit<32> nat_in__int_ip;
     bit<16> nat_in__int_port;
     bit<16> nat_out__ext_port;
-    bit<32> nfc_csum1;
     bit<32> nfc_csum10;
+    bit<32> nfc_csum11;
+    bit<32> nfc_csum12;
     bit<32> nfc_csum2;
     bit<32> nfc_csum3;
     bit<32> nfc_csum4;
     bit<32> nfc_csum5;
     bit<32> nfc_csum6;
-    bit<32> nfc_csum7;
     bit<32> nfc_csum8;
     bit<32> nfc_csum9;
     bool nfc_csum_ok_ipv4;
@@ -196,6 +196,8 @@ struct metadata_t {
     bit<8> nfc_drop;
     bit<16> nfc_egress;
     bit<1> nfc_forwarded;
+    bit<16> nfc_hash1;
+    bit<16> nfc_hash7;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<32> nfc_rd_icmp__rest;
@@ -222,14 +224,14 @@ parser NfcParser(
         meta.nat_in__int_ip = 32w0;
         meta.nat_in__int_port = 16w0;
         meta.nat_out__ext_port = 16w0;
-        meta.nfc_csum1 = 32w0;
         meta.nfc_csum10 = 32w0;
+        meta.nfc_csum11 = 32w0;
+        meta.nfc_csum12 = 32w0;
         meta.nfc_csum2 = 32w0;
         meta.nfc_csum3 = 32w0;
         meta.nfc_csum4 = 32w0;
         meta.nfc_csum5 = 32w0;
         meta.nfc_csum6 = 32w0;
-        meta.nfc_csum7 = 32w0;
         meta.nfc_csum8 = 32w0;
         meta.nfc_csum9 = 32w0;
         meta.nfc_csum_ok_ipv4 = false;
@@ -238,6 +240,8 @@ parser NfcParser(
         meta.nfc_drop = 8w0;
         meta.nfc_egress = 16w0;
         meta.nfc_forwarded = 1w0;
+        meta.nfc_hash1 = 16w0;
+        meta.nfc_hash7 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_rd_icmp__rest = 32w0;
@@ -756,35 +760,67 @@ control NfcIngress(
                     hdr.nfc_bridge3.meta_int_port = meta.int_port;
                     hdr.nfc_bridge3.meta_timeout = meta.timeout;
                     hdr.nfc_bridge3.pad = 3w0;
-                    meta.nfc_egress = 16w0x20;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    // shard by hash: examples/cgnat.nfp:313
+                    hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
+                    if (meta.nfc_hash1 >= 16w0xd555) {
+                        meta.nfc_egress = 16w0x25;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        if (meta.nfc_hash1 >= 16w0xaaaa) {
+                            meta.nfc_egress = 16w0x24;
+                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            if (meta.nfc_hash1 >= 16w0x8000) {
+                                meta.nfc_egress = 16w0x23;
+                                standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                meta.nfc_forwarded = 1w1;
+                            } else {
+                                if (meta.nfc_hash1 >= 16w0x5555) {
+                                    meta.nfc_egress = 16w0x22;
+                                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                    meta.nfc_forwarded = 1w1;
+                                } else {
+                                    if (meta.nfc_hash1 >= 16w0x2aaa) {
+                                        meta.nfc_egress = 16w0x21;
+                                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                        meta.nfc_forwarded = 1w1;
+                                    } else {
+                                        meta.nfc_egress = 16w0x20;
+                                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                        meta.nfc_forwarded = 1w1;
+                                    }
+                                }
+                            }
+                        }
+                    }
                     exit;
                 }
             }
             if (meta.nfc_resume <= 8w2) {
                 // stage rewrite_out, examples/cgnat.nfp:175
                 if (hdr.tcp.isValid()) {
-                    meta.nfc_csum1 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                    meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 16);
-                    meta.nfc_csum1 = ((bit<32>)meta.nfc_csum1[15:0]) + (meta.nfc_csum1 >> 16);
-                    hdr.tcp.checksum = ~meta.nfc_csum1[15:0];
-                    meta.nfc_csum2 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
+                    meta.nfc_csum2 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
                     meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 16);
                     meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 16);
                     hdr.tcp.checksum = ~meta.nfc_csum2[15:0];
+                    meta.nfc_csum3 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
+                    meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
+                    meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
+                    hdr.tcp.checksum = ~meta.nfc_csum3[15:0];
                     hdr.tcp.sport = meta.ext_port;
                 }
                 if (hdr.udp.isValid()) {
                     if (hdr.udp.checksum != 16w0) {
-                        meta.nfc_csum3 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                        meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
-                        meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
-                        hdr.udp.checksum = ~meta.nfc_csum3[15:0];
-                        meta.nfc_csum4 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
+                        meta.nfc_csum4 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
                         meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
                         meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
                         hdr.udp.checksum = ~meta.nfc_csum4[15:0];
+                        meta.nfc_csum5 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
+                        meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
+                        meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
+                        hdr.udp.checksum = ~meta.nfc_csum5[15:0];
                         if (hdr.udp.checksum == 16w0) {
                             hdr.udp.checksum = 16w0xffff;
                         }
@@ -792,10 +828,10 @@ control NfcIngress(
                     hdr.udp.sport = meta.ext_port;
                 }
                 if (hdr.icmp.isValid()) {
-                    meta.nfc_csum5 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                    meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
-                    meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
-                    hdr.icmp.checksum = ~meta.nfc_csum5[15:0];
+                    meta.nfc_csum6 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.ext_port[15:0]);
+                    meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
+                    meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
+                    hdr.icmp.checksum = ~meta.nfc_csum6[15:0];
                     hdr.icmp.rest = meta.ext_port ++ hdr.icmp.rest[15:0];
                 }
                 hdr.ipv4.src = meta.ext_ip;
@@ -853,26 +889,26 @@ control NfcIngress(
                 }
                 if (nat_in.apply().hit) {
                     if (hdr.tcp.isValid()) {
-                        meta.nfc_csum6 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                        meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
-                        meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
-                        hdr.tcp.checksum = ~meta.nfc_csum6[15:0];
-                        meta.nfc_csum7 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                        meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
-                        meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
-                        hdr.tcp.checksum = ~meta.nfc_csum7[15:0];
+                        meta.nfc_csum8 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                        meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
+                        meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
+                        hdr.tcp.checksum = ~meta.nfc_csum8[15:0];
+                        meta.nfc_csum9 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                        meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
+                        meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
+                        hdr.tcp.checksum = ~meta.nfc_csum9[15:0];
                         hdr.tcp.dport = meta.nat_in__int_port;
                     }
                     if (hdr.udp.isValid()) {
                         if (hdr.udp.checksum != 16w0) {
-                            meta.nfc_csum8 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                            meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
-                            meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
-                            hdr.udp.checksum = ~meta.nfc_csum8[15:0];
-                            meta.nfc_csum9 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                            meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
-                            meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
-                            hdr.udp.checksum = ~meta.nfc_csum9[15:0];
+                            meta.nfc_csum10 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                            meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
+                            meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
+                            hdr.udp.checksum = ~meta.nfc_csum10[15:0];
+                            meta.nfc_csum11 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
+                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
+                            hdr.udp.checksum = ~meta.nfc_csum11[15:0];
                             if (hdr.udp.checksum == 16w0) {
                                 hdr.udp.checksum = 16w0xffff;
                             }
@@ -880,10 +916,10 @@ control NfcIngress(
                         hdr.udp.dport = meta.nat_in__int_port;
                     }
                     if (hdr.icmp.isValid()) {
-                        meta.nfc_csum10 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                        meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
-                        meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
-                        hdr.icmp.checksum = ~meta.nfc_csum10[15:0];
+                        meta.nfc_csum12 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                        meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 16);
+                        meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 16);
+                        hdr.icmp.checksum = ~meta.nfc_csum12[15:0];
                         hdr.icmp.rest = meta.nat_in__int_port ++ hdr.icmp.rest[15:0];
                     }
                     hdr.ipv4.dst = meta.nat_in__int_ip;
@@ -898,9 +934,41 @@ control NfcIngress(
                     hdr.nfc_bridge1.v_udp = (bit<1>)hdr.udp.isValid();
                     hdr.nfc_bridge1.v_icmp = (bit<1>)hdr.icmp.isValid();
                     hdr.nfc_bridge1.pad = 3w0;
-                    meta.nfc_egress = 16w0x20;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    // shard by hash: examples/cgnat.nfp:313
+                    hash(meta.nfc_hash7, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
+                    if (meta.nfc_hash7 >= 16w0xd555) {
+                        meta.nfc_egress = 16w0x25;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        if (meta.nfc_hash7 >= 16w0xaaaa) {
+                            meta.nfc_egress = 16w0x24;
+                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            if (meta.nfc_hash7 >= 16w0x8000) {
+                                meta.nfc_egress = 16w0x23;
+                                standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                meta.nfc_forwarded = 1w1;
+                            } else {
+                                if (meta.nfc_hash7 >= 16w0x5555) {
+                                    meta.nfc_egress = 16w0x22;
+                                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                    meta.nfc_forwarded = 1w1;
+                                } else {
+                                    if (meta.nfc_hash7 >= 16w0x2aaa) {
+                                        meta.nfc_egress = 16w0x21;
+                                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                        meta.nfc_forwarded = 1w1;
+                                    } else {
+                                        meta.nfc_egress = 16w0x20;
+                                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                        meta.nfc_forwarded = 1w1;
+                                    }
+                                }
+                            }
+                        }
+                    }
                     exit;
                 }
             }

@@ -166,6 +166,7 @@ struct metadata_t {
     bit<16> nfc_egress;
     bit<1> nfc_forwarded;
     bit<16> nfc_hash1;
+    bit<16> nfc_hash2;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<8> nfc_resume;
@@ -201,6 +202,7 @@ parser IngressParser(
         meta.nfc_egress = 16w0;
         meta.nfc_forwarded = 1w0;
         meta.nfc_hash1 = 16w0;
+        meta.nfc_hash2 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_resume = 8w0;
@@ -483,6 +485,8 @@ control Ingress(
         idle_timeout = true;
     }
 
+    Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
+
     // entry of table fabric_routes, examples/dsr_router.nfp:162
     action fabric_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.fabric_routes__port = v_port;
@@ -523,7 +527,7 @@ control Ingress(
         size = 10000;
     }
 
-    Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
+    Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash2;
 
     apply {
         if (meta.nfc_cut == 8w0xff) {
@@ -681,9 +685,29 @@ control Ingress(
                     hdr.nfc_bridge1.v_eth = (bit<1>)hdr.eth.isValid();
                     hdr.nfc_bridge1.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
                     hdr.nfc_bridge1.meta_vrf = meta.vrf;
-                    meta.nfc_egress = 16w0x20;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    // shard by hash: examples/dsr_router.nfp:297
+                    meta.nfc_hash1 = nfc_hash1.get({meta.vrf});
+                    if (meta.nfc_hash1 >= 16w0xc000) {
+                        meta.nfc_egress = 16w0x23;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        if (meta.nfc_hash1 >= 16w0x8000) {
+                            meta.nfc_egress = 16w0x22;
+                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            if (meta.nfc_hash1 >= 16w0x4000) {
+                                meta.nfc_egress = 16w0x21;
+                                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                                meta.nfc_forwarded = 1w1;
+                            } else {
+                                meta.nfc_egress = 16w0x20;
+                                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                                meta.nfc_forwarded = 1w1;
+                            }
+                        }
+                    }
                     exit;
                 }
             }
@@ -757,9 +781,9 @@ control Ingress(
                     hdr.outer_ipv4.protocol = 8w0x11;
                     hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x32;
                     hdr.outer_ipv4.ttl = 8w0x40;
-                    meta.nfc_hash1 = nfc_hash1.get({hdr.ipv4.src, hdr.ipv4.dst});
+                    meta.nfc_hash2 = nfc_hash2.get({hdr.ipv4.src, hdr.ipv4.dst});
                     hdr.outer_udp.setValid();
-                    hdr.outer_udp.sport = 16w0xc000 | (meta.nfc_hash1 & 16w0x3fff);
+                    hdr.outer_udp.sport = 16w0xc000 | (meta.nfc_hash2 & 16w0x3fff);
                     hdr.outer_udp.dport = 16w0x12b5;
                     hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
                     hdr.outer_udp.checksum = 16w0;

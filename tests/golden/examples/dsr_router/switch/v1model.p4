@@ -168,6 +168,7 @@ struct metadata_t {
     bit<16> nfc_egress;
     bit<1> nfc_forwarded;
     bit<16> nfc_hash1;
+    bit<16> nfc_hash2;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<8> nfc_resume;
@@ -201,6 +202,7 @@ parser NfcParser(
         meta.nfc_egress = 16w0;
         meta.nfc_forwarded = 1w0;
         meta.nfc_hash1 = 16w0;
+        meta.nfc_hash2 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_resume = 8w0;
@@ -690,9 +692,29 @@ control NfcIngress(
                     hdr.nfc_bridge1.v_eth = (bit<1>)hdr.eth.isValid();
                     hdr.nfc_bridge1.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
                     hdr.nfc_bridge1.meta_vrf = meta.vrf;
-                    meta.nfc_egress = 16w0x20;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    // shard by hash: examples/dsr_router.nfp:297
+                    hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.vrf}, 17w0x10000);
+                    if (meta.nfc_hash1 >= 16w0xc000) {
+                        meta.nfc_egress = 16w0x23;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        if (meta.nfc_hash1 >= 16w0x8000) {
+                            meta.nfc_egress = 16w0x22;
+                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            if (meta.nfc_hash1 >= 16w0x4000) {
+                                meta.nfc_egress = 16w0x21;
+                                standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                meta.nfc_forwarded = 1w1;
+                            } else {
+                                meta.nfc_egress = 16w0x20;
+                                standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                meta.nfc_forwarded = 1w1;
+                            }
+                        }
+                    }
                     exit;
                 }
             }
@@ -766,9 +788,9 @@ control NfcIngress(
                     hdr.outer_ipv4.protocol = 8w0x11;
                     hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x32;
                     hdr.outer_ipv4.ttl = 8w0x40;
-                    hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {hdr.ipv4.src, hdr.ipv4.dst}, 17w0x10000);
+                    hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {hdr.ipv4.src, hdr.ipv4.dst}, 17w0x10000);
                     hdr.outer_udp.setValid();
-                    hdr.outer_udp.sport = 16w0xc000 | (meta.nfc_hash1 & 16w0x3fff);
+                    hdr.outer_udp.sport = 16w0xc000 | (meta.nfc_hash2 & 16w0x3fff);
                     hdr.outer_udp.dport = 16w0x12b5;
                     hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
                     hdr.outer_udp.checksum = 16w0;
