@@ -23,6 +23,7 @@ from runtime.cache import CacheDecision, CachePolicy, switch_order
 from runtime.control import ControlChannel
 from runtime.entries import EntriesError, EntrySpec, parse_value
 from runtime.errors import ChannelError, EntryNotFound, InvalidEntry, RuntimeApiError
+from runtime.fleet import ServerFleet
 from runtime.goal import GoalStore
 from runtime.objects import Counter, Meter, Register
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
@@ -161,7 +162,7 @@ class Runtime:
     """The control plane of one built NF (``OUT``): switch, server, or both."""
 
     def __init__(self, out: str | Path, *, switch: SwitchClient | None = None,
-                 server: ControlChannel | None = None, goal: GoalStore | None = None) -> None:
+                 server: ControlChannel | ServerFleet | None = None, goal: GoalStore | None = None) -> None:
         """``goal``: where the runtime records every write the data planes took, for
         ``reconcile`` after a restart (none: nothing is recorded)."""
         self.out = Path(out)
@@ -186,11 +187,13 @@ class Runtime:
         """The generated subclass makes one typed attribute per table here."""
 
     @classmethod
-    def connect(cls, out: str | Path, *, p4runtime: str | None = None, control: str | Path | None = None,
+    def connect(cls, out: str | Path, *, p4runtime: str | None = None,
+                control: str | Path | Sequence[str | Path] | None = None,
                 arch: str = "tna", tls: ClientTls | None = None, goal: str | Path | None = None) -> Runtime:
-        """Connect to a switch's P4Runtime endpoint and/or a server program's control socket;
-        with ``tls``, to the switch over TLS (mutual TLS when it holds a client certificate);
-        with ``goal``, keep the goal state in that SQLite file (made if new)."""
+        """Connect to a switch's P4Runtime endpoint and/or a server program's control socket
+        (a list: the servers of a sharded deployment, as one ``ServerFleet``); with ``tls``, to
+        the switch over TLS (mutual TLS when it holds a client certificate); with ``goal``,
+        keep the goal state in that SQLite file (made if new)."""
         out = Path(out)
         switch = None
         if p4runtime is not None:
@@ -198,8 +201,20 @@ class Runtime:
             switch = SwitchClient(p4runtime, names, arch, tls=tls)
         elif tls is not None:
             raise ChannelError("tls= is for the switch's P4Runtime endpoint: give p4runtime= too")
-        return cls(out, switch=switch, server=ControlChannel(control) if control is not None else None,
-                   goal=GoalStore(goal) if goal is not None else None)
+        server: ControlChannel | ServerFleet | None = None
+        if isinstance(control, str | Path):
+            server = ControlChannel(control)
+        elif control is not None:
+            channels: list[ControlChannel] = []
+            try:
+                for path in control:
+                    channels.append(ControlChannel(path))
+                server = ServerFleet(channels)
+            except RuntimeApiError:
+                for ch in channels:
+                    ch.close()
+                raise
+        return cls(out, switch=switch, server=server, goal=GoalStore(goal) if goal is not None else None)
 
     def close(self) -> None:
         if self.switch is not None:

@@ -21,6 +21,10 @@ from lang import Diagnostics
 from lang.parser import parse_text
 from lang.printer import print_module
 from nfc._build_dir import open_build
+from runtime.api import Runtime
+from runtime.errors import ChannelError, EntryExists, InvalidEntry
+from runtime.fleet import merge_counters
+from runtime.server_proc import ServerProcess
 from tests.conftest import HAVE_DPDK, build_with_server, compile_ir, nfc_cli, write
 
 
@@ -168,13 +172,22 @@ def test_a_server_alone_ignores_the_clause(tmp_path):
 
 # ---- the IPsec gateway over two GPNs -------------------------------------------------------
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
-def test_both_gpns_carry_their_tunnels_and_hold_every_sa(tmp_path):
+needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+
+
+@pytest.fixture(scope="module")
+def ipsec(tmp_path_factory):
+    return build_with_server("examples/ipsec_gateway.nfp", tmp_path_factory.mktemp("ipsec") / "out",
+                             "--target", "tofino+dpdk")
+
+
+@needs_dpdk
+def test_both_gpns_carry_their_tunnels_and_hold_every_sa(ipsec, tmp_path):
     """Tunnels 9 and 11 hash (CRC-16/ARC of the 16-bit tunnel) to different GPNs: each GPN gets
     its tunnel's packets, inbound and outbound; the SA tables are on both."""
     from tests import test_esp_server as esp
 
-    out = build_with_server("examples/ipsec_gateway.nfp", tmp_path / "out", "--target", "tofino+dpdk")
+    out = ipsec
     gpn = {t: _gpn(t) for _spi_in, _spi_out, t, _k, _s in esp.SAS}
     assert sorted(gpn.values()) == [0, 1]
     n = 6
@@ -195,3 +208,66 @@ def test_both_gpns_carry_their_tunnels_and_hold_every_sa(tmp_path):
 
 def _gpn(tunnel: int) -> int:
     return int(crc16_arc(tunnel.to_bytes(2, "big")) >= 0x8000)
+
+
+_SA = {"meta_tunnel": 9, "spi": 0x2001, "key": 1 << 100, "salt": 7, "peer": 0xC6336407, "seq_index": 9}
+
+
+@pytest.fixture
+def fleet(ipsec):
+    with ServerProcess(ipsec / "server/nf", ["net_null0"]) as a, ServerProcess(ipsec / "server/nf", ["net_null0"]) as b:
+        rt = Runtime.connect(ipsec, control=[a.socket, b.socket])
+        yield rt, a, b
+        rt.close()
+
+
+def _dumps(a, b, table):
+    return [sorted(a.control.dump(table)), sorted(b.control.dump(table))]
+
+
+@needs_dpdk
+def test_a_fleet_writes_every_server_and_a_refused_write_changes_none(fleet):
+    rt, a, b = fleet
+    rt.table("outbound_sa").add(**_SA)
+    one = _dumps(a, b, "outbound_sa")
+    assert one[0] == one[1] and len(one[0]) == 1
+    assert rt.table("outbound_sa").read(meta_tunnel=9)["seq_index"] == 9
+    with pytest.raises(EntryExists):
+        rt.table("outbound_sa").add(**_SA)
+    with pytest.raises(InvalidEntry):  # the second row's tunnel is 17 bits: the batch is refused whole
+        rt.table("outbound_sa").add_many([{**_SA, "meta_tunnel": 10}, {**_SA, "meta_tunnel": 1 << 16}])
+    assert _dumps(a, b, "outbound_sa") == one
+
+
+@needs_dpdk
+def test_a_register_cell_reads_from_the_server_whose_packets_changed_it(fleet):
+    rt, a, b = fleet
+    seq = rt.register("sa_seq")
+    seq.write(9, 5)
+    assert [a.control.object_read("sa_seq", [9]), b.control.object_read("sa_seq", [9])] == [[(5,)], [(5,)]]
+    assert seq.read(9) == 5 and seq.read(10) == 0
+    b.control.object_write("sa_seq", [(9, 8)])  # as tunnel 9's packets would, on its GPN
+    assert seq.read(9) == 8
+    a.control.object_write("sa_seq", [(9, 6)])  # and on the other: no single value
+    with pytest.raises(InvalidEntry, match=r"sa_seq\[9\] was changed differently on several servers \(6, 8\)"):
+        seq.read(9)
+
+
+@needs_dpdk
+def test_a_server_that_died_is_named_and_the_first_keeps_the_write(fleet):
+    rt, a, b = fleet
+    b.stop()
+    with pytest.raises(ChannelError, match=r"server 1 .* failed after servers 0\.\.0 took it"):
+        rt.table("outbound_sa").add(**_SA)
+    assert len(a.control.dump("outbound_sa")) == 1
+
+
+def test_merged_counters_sum_packets_and_take_the_largest_of_what_each_server_holds_whole():
+    a = {"forwarded": 3, "drops": {"x": 1}, "tables": {"sa": {"hits": 2, "entries": 4}, "seen": {"entries": 3}},
+         "state_copy": {"max_ns": 10, "slices": 1}}
+    b = {"forwarded": 4, "drops": {"y": 2}, "tables": {"sa": {"hits": 1, "entries": 4}, "seen": {"entries": 5}},
+         "state_copy": {"max_ns": 30, "slices": 2}}
+    assert merge_counters([a, b], {"sa"}) == {
+        "forwarded": 7, "drops": {"x": 1, "y": 2},
+        "tables": {"sa": {"hits": 3, "entries": 4}, "seen": {"entries": 8}},  # replicated: 4; state: 3 + 5
+        "state_copy": {"max_ns": 30, "slices": 3}}
