@@ -21,6 +21,7 @@ from compiler.passes.capabilities import check_capabilities
 from compiler.passes.names import check_names
 from compiler.passes.ports import check_ports
 from compiler.passes.server_fit import check_server_fit
+from compiler.passes.shard_keys import check_shard_keys
 from compiler.passes.validity import check_validity
 from compiler.placement import Bridge, Placement
 from compiler.profiles import TargetSet, resolve_targets
@@ -117,7 +118,9 @@ def _bridge(c: Compilation, d: Diagnostics) -> Compilation:
     if c.placement is None or c.validity is None:
         raise InternalError("bridge pass needs a placement")
     has_switch = c.need_targets().switch is not None
-    return replace(c, bridges=compute_bridges(c.need_program(), c.placement, c.validity, has_switch))
+    bridges = compute_bridges(c.need_program(), c.placement, c.validity, has_switch)
+    check_shard_keys(c.need_program(), c.placement, bridges, c.need_targets(), d)
+    return replace(c, bridges=bridges)
 
 
 def _dump_ir(c: Compilation) -> str:

@@ -92,6 +92,7 @@ CODES: dict[str, str] = {
     "W083": "server port assumed (no deployment)",
     "W081": "servers over-committed (--allow-overcommit)",
     "W084": "declared servers carry no traffic (no 'shard by')",
+    "W085": "a shard key the switch does not set before a cut",
     "W080": "placement not proved optimal (time limit or scalable search)",
 }
 
