@@ -106,6 +106,7 @@ KEYWORDS = (
     "target deployment key value hit miss lookup push pop forward drop punt insert remove refresh verify extract "
     "transition select accept default if else let true false bit bool std meta valid checksum_ok csum_update "
     "crc16 crc32 size active cache pin switch server timeout holds_ports when as requires exact lpm ternary range "
+    "shard by hash servers server_ports "
     # C
     "int char void struct union return static unsigned goto sizeof main NULL errno while for do switch case "
     "break continue typedef extern volatile register auto inline restrict _Bool uint8_t uint32_t rte_mbuf "
