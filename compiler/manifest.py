@@ -230,13 +230,14 @@ class ServerResources:
     weighted_ns_per_offered_packet: float
     offered_rate_pps: float
     cores_needed: float
-    cores_available: int  # all servers
+    cores_available: int  # all servers that carry traffic
     memory_bytes: int  # on each server
     memory_available_bytes: int  # one server's
     crossing_share: float  # of the offered packets
     link_gbps_needed: float
-    link_gbps_available: float  # all servers
+    link_gbps_available: float  # all servers that carry traffic
     overcommitted: tuple[ServerResource, ...]  # short, built with --allow-overcommit
+    servers_carrying: int = 1  # of the deployment's servers: those traffic reaches (cores, link are theirs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -360,7 +361,7 @@ def _server_resources(r: dict[str, Any] | None) -> ServerResources | None:
         float(r["weighted_ns_per_offered_packet"]), float(r["offered_rate_pps"]), float(r["cores_needed"]),
         int(r["cores_available"]), int(r["memory_bytes"]), int(r["memory_available_bytes"]),
         float(r["crossing_share"]), float(r["link_gbps_needed"]), float(r["link_gbps_available"]),
-        tuple(ServerResource(x) for x in r.get("overcommitted", ())))
+        tuple(ServerResource(x) for x in r.get("overcommitted", ())), int(r.get("servers_carrying", 1)))
 
 
 def _miss_path(x: dict[str, Any]) -> MissPathInfo:

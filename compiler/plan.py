@@ -167,6 +167,7 @@ def _server_resources(pl: Placement, load: ServerLoad | None) -> dict[str, Any] 
         "crossing_share": round(pl.crossing_share, 4),
         "link_gbps_needed": round(load.link.needed, 2),
         "link_gbps_available": load.link.available,
+        "servers_carrying": load.servers,
         "overcommitted": [m.resource.value for m in load.margins if not m.fits],
     }
 

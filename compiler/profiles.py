@@ -78,6 +78,13 @@ class TargetSet:
     rate_pps: float = 0.0
     server_ports: tuple[int, ...] = ()
     label: str = ""
+    sharded: bool = False  # the deployment says which server a packet goes to (shard by)
+
+    @property
+    def carrying(self) -> int:
+        """The servers that carry traffic: behind a switch, each one when it shards over them
+        and else the first alone (it gets every packet); without a switch, each (its own NICs)."""
+        return self.n_servers if self.switch is None or self.sharded else 1
 
     def all(self) -> tuple[TargetSpec, ...]:
         return tuple(t for t in (self.switch, self.server) if t is not None)
@@ -237,4 +244,5 @@ def resolve_targets(prog: ir.Program, flag: str, diags: Diagnostics) -> TargetSe
         server = _with_link(server, dep["link"], diags)
     rate = dep.get("rate")
     rate_pps = (rate.number or 0) * _RATE_UNITS.get(rate.unit, 1.0) if rate else 0.0
-    return TargetSet(switch, server, max(1, len(dep_servers)), rate_pps, _ports(dep.get("server_ports")), flag)
+    sharded = prog.deployment is not None and prog.deployment.shard is not None
+    return TargetSet(switch, server, max(1, len(dep_servers)), rate_pps, _ports(dep.get("server_ports")), flag, sharded)

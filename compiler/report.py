@@ -153,11 +153,14 @@ def _margins_section(plan: Plan) -> list[str]:
     if srv and plan.server:
         link = "switch-server links" if plan.switch else "server NICs"
         over = set(srv.overcommitted)
+        who = f"{srv.servers_carrying} x {plan.server.name}"
+        if srv.servers_carrying < plan.servers:
+            who = f"the first {plan.server.name} of {plan.servers}: no shard by"
         rows += [_margin(f"server memory (each {plan.server.name})", srv.memory_bytes, srv.memory_available_bytes,
                          "bytes", ServerResource.MEMORY in over),
-                 _margin(f"server cores ({plan.servers} x {plan.server.name})", srv.cores_needed,
+                 _margin(f"server cores ({who})", srv.cores_needed,
                          srv.cores_available, "{:,.2f}", ServerResource.CORES in over),
-                 _margin(f"{link} ({plan.servers} x {plan.server.name})", srv.link_gbps_needed,
+                 _margin(f"{link} ({who})", srv.link_gbps_needed,
                          srv.link_gbps_available, "{:,.2f} Gbit/s", ServerResource.LINK in over)]
     if not rows:
         return []

@@ -83,13 +83,15 @@ class Margin:
 @dataclass(frozen=True, slots=True)
 class ServerLoad:
     server: TargetSpec
-    servers: int
+    servers: int  # those that carry traffic (TargetSet.carrying)
     rate_pps: float
     mean_packet_bytes: float
     behind_switch: bool  # False: a server-only build, ``link`` is the servers' NICs
     memory: Margin  # bytes on each server
-    cores: Margin  # cores at ``rate_pps``, all servers
-    link: Margin  # Gbit/s one way, all servers
+    cores: Margin  # cores at ``rate_pps``, all servers that carry traffic (TargetSet.carrying)
+    link: Margin  # Gbit/s one way, all servers that carry traffic
+    unsharded: bool = False  # behind a switch without shard by: one server carries it all
+
 
     @property
     def margins(self) -> tuple[Margin, Margin, Margin]:
@@ -112,12 +114,13 @@ def server_load(prog: ir.Program, pl: Placement, ts: TargetSet) -> ServerLoad | 
     memory = Margin(ServerResource.MEMORY, pl.server_memory_bytes, int(srv.resources.get("memory_gib", 0) * 2**30),
                     "bytes", _largest(Part(PartKind.TABLE, t.name, t.span, server_bytes(t))
                                       for t in server_tables(prog, pl)))
-    cores = Margin(ServerResource.CORES, pl.cores_needed, srv.resources.get("cores", 1) * ts.n_servers, "cores",
+    cores = Margin(ServerResource.CORES, pl.cores_needed, srv.resources.get("cores", 1) * ts.carrying, "cores",
                    _largest(_core_parts(prog, pl, srv, ts.rate_pps)))
     link = Margin(ServerResource.LINK, pl.link_gbps(ts.rate_pps, mean_bytes),
-                  srv.resources.get("link_gbps", 0) * ts.n_servers, "Gbit/s",
+                  srv.resources.get("link_gbps", 0) * ts.carrying, "Gbit/s",
                   _largest(_link_parts(prog, pl, ts.rate_pps * mean_bytes * 8 / 1e9)))
-    return ServerLoad(srv, ts.n_servers, ts.rate_pps, mean_bytes, ts.switch is not None, memory, cores, link)
+    return ServerLoad(srv, ts.carrying, ts.rate_pps, mean_bytes, ts.switch is not None, memory, cores, link,
+                      unsharded=ts.switch is not None and not ts.sharded)
 
 
 def _largest(parts: Iterable[Part]) -> tuple[Part, ...]:

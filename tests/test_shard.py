@@ -121,6 +121,20 @@ def test_a_key_the_switch_never_sets_before_the_cut_is_a_warning(tmp_path):
     assert "pipeline 'main' sends packets to the servers (main) before its switch part sets any shard key" in r.stderr
 
 
+@pytest.mark.parametrize(("shard", "carrying"), [("", 1), ("shard by hash(meta.k);", 3)])
+def test_only_the_servers_that_get_packets_count_towards_cores_and_links(tmp_path, shard, carrying):
+    """Three servers of 2 cores and 10 Gbit/s: without shard by, the first gets every packet."""
+    text = _program(shard).replace("target srv = dpdk_server { cores = 2; }",
+                                   "target srv = dpdk_server { cores = 2; link = 10Gbps; }")
+    r = nfc_cli("build", write(tmp_path, text), "-o", str(tmp_path / "out"), "--no-verify", "--target", "tofino+dpdk")
+    assert r.returncode == 0, r.stderr
+    res = json.loads((tmp_path / "out/plan.json").read_text())["resources"]["server"]
+    assert (res["servers_carrying"], res["cores_available"], res["link_gbps_available"]) == (
+        carrying, 2 * carrying, 10.0 * carrying)
+    report = (tmp_path / "out/report.txt").read_text()
+    assert ("server cores (the first srv of 3: no shard by)" in report) == (carrying == 1), report
+
+
 def test_a_range_key_is_at_most_32_bits(tmp_path):
     src = write(tmp_path, _program("shard by range(meta.k ++ meta.k ++ meta.k ++ meta.k ++ meta.k);"))
     r = nfc_cli("build", src, "-o", str(tmp_path / "out"), "--no-verify", "--target", "tofino+dpdk")

@@ -4,7 +4,8 @@ placement asks of them.
 Precondition: resolved targets and a placement (``partition``).  The partitioner only
 places a stage where its target *can* run it; whether the servers can carry it at the
 deployment's ``rate`` is this pass's question, answered from the figures of
-``compiler.server_load`` (memory per server, cores and link summed over the servers).
+``compiler.server_load`` (memory per server, cores and link summed over the servers that
+carry traffic: every server with ``shard by`` or without a switch, else the first alone).
 Each resource that falls short is one E081 at what uses most of it — the largest server
 table, the costliest server stage, the deployment for the link — with notes that say how
 much is needed and available and what would fit.  With ``--allow-overcommit``
@@ -101,8 +102,11 @@ def _more_servers(m: Margin, load: ServerLoad) -> str:
     per_server = m.available / load.servers
     if per_server <= 0:
         return ""
-    return (f"with {math.ceil(m.needed / per_server)} servers like {load.server.name} in the deployment's "
-            "'servers' list, or ")
+    n = math.ceil(m.needed / per_server)
+    if load.unsharded:  # more servers help only once the switch spreads the packets over them
+        return (f"with 'shard by' in the deployment and {n} servers like {load.server.name} in its 'servers' "
+                "list (without it the first server gets every packet), or ")
+    return f"with {n} servers like {load.server.name} in the deployment's 'servers' list, or "
 
 
 def _stage_of(prog: ir.Program, table: str) -> ir.Stage | None:
