@@ -12,9 +12,12 @@ from __future__ import annotations
 
 import enum
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from compiler.interp.bits import bit_string, crc16
 
 __all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse", "MissPathInfo", "ObjectInfo",
            "ObjectPlacement", "Plan", "PlanError",
@@ -92,6 +95,7 @@ class TableInfo:
     mau_stages: tuple[int, int] | None = None  # first, last MAU stage on the switch
     server_bytes: int = 0  # the full table's memory on each server (0: not on a server)
     idle_limits: tuple[tuple[float, float], ...] | None = None  # a cache's (occupancy, seconds), fullest first
+    shard_fields: tuple[int, ...] = ()  # the key fields that are the shard keys: each server holds its share
     lpm: int | None = field(init=False, default=None)  # the index of the LPM key field, if any
 
     def __post_init__(self) -> None:  # asked once per entry the runtime writes: computed once
@@ -202,6 +206,13 @@ class ShardInfo:
     source: str
     selector_bits: int
     shares: tuple[ShardShare, ...]
+
+    def server_of(self, keys: Sequence[tuple[int, int]]) -> int:
+        """The share (index into ``shares``) of a packet or entry whose shard keys are
+        ``keys`` ((value, width), in the clause's order): CRC-16/ARC of their bit string for
+        hash, the key itself for range, as the switch computes it."""
+        selector = crc16(bit_string(list(keys))) if self.by == "hash" else keys[0][0] & ((1 << keys[0][1]) - 1)
+        return next((i for i, s in enumerate(self.shares) if s.first <= selector <= s.last), 0)
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +345,8 @@ def _table(t: dict[str, Any]) -> TableInfo:
                      int(sw.get("entries", 0)), int(sw.get("sram_blocks", 0)), int(sw.get("tcam_blocks", 0)),
                      (int(mau[0]), int(mau[1])) if mau else None, int((t.get("server") or {}).get("memory_bytes", 0)),
                      tuple((float(x["occupancy"]), float(x["seconds"])) for x in t["idle_limits"])
-                     if "idle_limits" in t else None)
+                     if "idle_limits" in t else None,
+                     tuple(int(i) for i in (t.get("server") or {}).get("shard_fields", ())))
 
 
 def _stage(s: dict[str, Any]) -> StageInfo:

@@ -91,12 +91,16 @@ def _gap_section(s: SolverInfo) -> list[str]:
 
 def _tables_section(plan: Plan) -> list[str]:
     rows = []
+    shares = len(plan.shard.shares) if plan.shard is not None else 1
     for t in plan.tables:
         on_sw = t.on_switch and plan.switch is not None
         mau = t.mau_stages
+        memory = fmt_bytes(t.server_bytes) if t.on_server else ""
+        if t.on_server and t.shard_fields:  # each server holds its share of the entries
+            memory += f" / {shares} (sharded by {', '.join(t.keys[i].name for i in t.shard_fields)})"
         rows.append([t.name, t.match, f"{t.size:,}", t.placement.value, f"{t.switch_entries:,}" if on_sw else "",
                      str(t.sram_blocks) if on_sw else "", str(t.tcam_blocks) if on_sw else "",
-                     f"{mau[0]}..{mau[1]}" if on_sw and mau else "", fmt_bytes(t.server_bytes) if t.on_server else ""])
+                     f"{mau[0]}..{mau[1]}" if on_sw and mau else "", memory])
     return ["tables", *("  " + r for r in _table(
         ["table", "match", "size", "placement", "switch entries", "SRAM", "TCAM", "MAU", "server memory"], rows))]
 

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from compiler import ir
 from compiler.analysis import stage_units
@@ -91,6 +91,7 @@ class ServerLoad:
     cores: Margin  # cores at ``rate_pps``, all servers that carry traffic (TargetSet.carrying)
     link: Margin  # Gbit/s one way, all servers that carry traffic
     unsharded: bool = False  # behind a switch without shard by: one server carries it all
+    sharded: dict[str, tuple[int, ...]] = field(default_factory=dict)  # compiler/shard.py sharded_tables
 
 
     @property
@@ -105,22 +106,30 @@ def server_tables(prog: ir.Program, pl: Placement) -> list[ir.Table]:
     return [t for t in prog.tables.values() if t.hints.cache or t.name in on_server]
 
 
-def server_load(prog: ir.Program, pl: Placement, ts: TargetSet) -> ServerLoad | None:
-    """The three margins of a build with servers (None without)."""
+def server_load(prog: ir.Program, pl: Placement, ts: TargetSet,
+                sharded: dict[str, tuple[int, ...]] | None = None) -> ServerLoad | None:
+    """The three margins of a build with servers (None without); a table of ``sharded``
+    (compiler/shard.py) takes its share of each server's memory, the rest all of it."""
     srv = ts.server
     if srv is None:
         return None
     mean_bytes = srv.cost.get("mean_packet_bytes", 512)
-    memory = Margin(ServerResource.MEMORY, pl.server_memory_bytes, int(srv.resources.get("memory_gib", 0) * 2**30),
-                    "bytes", _largest(Part(PartKind.TABLE, t.name, t.span, server_bytes(t))
-                                      for t in server_tables(prog, pl)))
+    sharded = sharded or {}
+
+    def held(t: ir.Table) -> int:  # bytes of t on each server
+        return -(-server_bytes(t) // ts.carrying) if t.name in sharded else server_bytes(t)
+
+    saved = sum(server_bytes(t) - held(t) for t in server_tables(prog, pl))
+    memory = Margin(ServerResource.MEMORY, pl.server_memory_bytes - saved,
+                    int(srv.resources.get("memory_gib", 0) * 2**30), "bytes",
+                    _largest(Part(PartKind.TABLE, t.name, t.span, held(t)) for t in server_tables(prog, pl)))
     cores = Margin(ServerResource.CORES, pl.cores_needed, srv.resources.get("cores", 1) * ts.carrying, "cores",
                    _largest(_core_parts(prog, pl, srv, ts.rate_pps)))
     link = Margin(ServerResource.LINK, pl.link_gbps(ts.rate_pps, mean_bytes),
                   srv.resources.get("link_gbps", 0) * ts.carrying, "Gbit/s",
                   _largest(_link_parts(prog, pl, ts.rate_pps * mean_bytes * 8 / 1e9)))
     return ServerLoad(srv, ts.carrying, ts.rate_pps, mean_bytes, ts.switch is not None, memory, cores, link,
-                      unsharded=ts.switch is not None and not ts.sharded)
+                      unsharded=ts.switch is not None and not ts.sharded, sharded=sharded)
 
 
 def _largest(parts: Iterable[Part]) -> tuple[Part, ...]:

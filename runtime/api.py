@@ -209,7 +209,7 @@ class Runtime:
             try:
                 for path in control:
                     channels.append(ControlChannel(path))
-                server = ServerFleet(channels)
+                server = ServerFleet(channels, load_plan(out))
             except RuntimeApiError:
                 for ch in channels:
                     ch.close()

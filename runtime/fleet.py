@@ -3,7 +3,10 @@
 Each server runs the same program.  Its control-plane tables are replicated: every write goes
 to every server, in the deployment's order, so the first refuses a bad write before another
 has taken it (all servers validate alike); a server failing later (it died) leaves the servers
-apart until ``Runtime.reconcile`` repairs them from the goal state.  Its data-plane state, and
+apart until ``Runtime.reconcile`` repairs them from the goal state.  A table whose key holds the
+shard keys (plan.json ``shard_fields``) is split instead: each entry goes to the server that
+gets its packets (``ShardInfo.server_of``), and a write that one server refuses is taken back
+from the servers that took their part.  Its data-plane state, and
 what the packets do to registers and counters, is its shard's: a state table's dump is the
 union of the servers', counters and hits are summed, and a register cell is read from the
 server that changed it (``docs/runtime.md``, "Sharded servers").
@@ -15,8 +18,9 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from compiler.manifest import Plan
 from runtime.control import ControlChannel, Hits
-from runtime.errors import ChannelError, InvalidEntry
+from runtime.errors import ChannelError, InvalidEntry, RuntimeApiError
 
 __all__ = ["ServerFleet", "merge_counters"]
 
@@ -26,9 +30,17 @@ T = TypeVar("T")
 class ServerFleet:
     """Several ``ControlChannel``s with the interface of one (``Runtime(server=...)``)."""
 
-    def __init__(self, channels: Sequence[ControlChannel]) -> None:
+    def __init__(self, channels: Sequence[ControlChannel], plan: Plan | None = None) -> None:
+        """``channels`` in the deployment's order (server i takes share i of ``plan.shard``)."""
         if not channels:
             raise ChannelError("a server fleet needs at least one server program")
+        self.shard = plan.shard if plan is not None else None
+        if self.shard is not None and len(self.shard.shares) != len(channels):
+            raise ChannelError(f"the build shards over {len(self.shard.shares)} servers, not {len(channels)}: "
+                               "connect each, in the deployment's order")
+        # table -> (the key fields that are the shard keys, every key field's width)
+        self.split = {t.name: (t.shard_fields, tuple(k.width for k in t.keys))
+                      for t in (plan.tables if plan is not None and self.shard is not None else ()) if t.shard_fields}
         first = channels[0]
         for other in channels[1:]:
             if other.program != first.program or other.tables != first.tables or other.objects != first.objects:
@@ -56,17 +68,58 @@ class ServerFleet:
                                    f"servers now differ (Runtime.reconcile repairs them): {e}") from e
         return out
 
+    def _owners(self, table: str, records: Sequence[Sequence[int]]) -> dict[int, list[int]] | None:
+        """A split table's records by the server that owns them (their positions, in order)."""
+        split = self.split.get(table)
+        if split is None or self.shard is None:
+            return None
+        fields, widths = split
+        out: dict[int, list[int]] = {}
+        for n, r in enumerate(records):  # a record too short is the owner's to refuse: server 0's
+            owner = self.shard.server_of([(r[i], widths[i]) for i in fields]) if len(r) > max(fields) else 0
+            out.setdefault(owner, []).append(n)
+        return out
+
     def write(self, op: str, table: str, records: Sequence[Sequence[int]], chunk: int = 65536) -> None:
-        self._each(f"{op} {table}", lambda ch: ch.write(op, table, records, chunk))
+        owners = self._owners(table, records)
+        if owners is None:
+            self._each(f"{op} {table}", lambda ch: ch.write(op, table, records, chunk))
+            return
+        key_words = self.tables[table].key_words if table in self.tables else 0
+        done: list[tuple[ControlChannel, list[Sequence[int]], list[tuple[int, ...]]]] = []
+        try:
+            for owner in sorted(owners):
+                ch, part = self.channels[owner], [records[n] for n in owners[owner]]
+                old = ch.read(table, [r[:key_words] for r in part]) if op != "add" else []
+                ch.write(op, table, part, chunk)
+                done.append((ch, part, old))
+        except RuntimeApiError:
+            for ch, part, old in reversed(done):  # the other servers' parts, taken back
+                if op == "add":
+                    ch.write("delete", table, [r[:key_words] for r in part])
+                else:
+                    ch.write("add" if op == "delete" else "modify", table,
+                             [[*r[:key_words], *v] for r, v in zip(part, old, strict=True)])
+            raise
 
     def read(self, table: str, keys: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
-        """Control-plane tables are alike on every server: the first answers."""
-        return self.channels[0].read(table, keys)
+        """Control-plane tables are alike on every server: the first answers; a split table's
+        entry, the server that owns it."""
+        owners = self._owners(table, keys)
+        if owners is None:
+            return self.channels[0].read(table, keys)
+        out: list[tuple[int, ...]] = [() for _ in keys]
+        for owner, at in owners.items():
+            for n, values in zip(at, self.channels[owner].read(table, [keys[n] for n in at]), strict=True):
+                out[n] = values
+        return out
 
     def dump(self, table: str) -> list[tuple[int, ...]]:
         """A control-plane table: the first server's; data-plane state: every server's entries
         (a key two servers hold is listed once, from the first that holds it)."""
         t = self.channels[0]._table(table)
+        if table in self.split:  # each holds its own share
+            return [r for rows in self._each(f"dump {table}", lambda ch: ch.dump(table)) for r in rows]
         if not t.state:
             return self.channels[0].dump(table)
         seen: dict[tuple[int, ...], tuple[int, ...]] = {}
@@ -108,7 +161,8 @@ class ServerFleet:
             self._written.update(((name, r[0]), r[1]) for r in records)
 
     def clear(self, table: str) -> int:
-        return max(self._each(f"clear {table}", lambda ch: ch.clear(table)))
+        counts = self._each(f"clear {table}", lambda ch: ch.clear(table))
+        return sum(counts) if table in self.split or self.channels[0]._table(table).state else max(counts)
 
     def start(self) -> None:
         self._each("start", lambda ch: ch.start())

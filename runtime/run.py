@@ -140,7 +140,8 @@ def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchC
                 srvs.append(ServerProcess(binary, eal=EAL_ARGS, live=False,  # type: ignore[arg-type]
                                           attach=[f"net_pcap0,rx_pcap={work / f'to_server{port}.pcap'},"
                                                   f"tx_pcap={work / f'from_server{port}.pcap'}"]))
-            fleet = None if not srvs else srvs[0].control if len(srvs) == 1 else ServerFleet([s.control for s in srvs])
+            fleet = (None if not srvs else srvs[0].control if len(srvs) == 1
+                     else ServerFleet([s.control for s in srvs], plan))
             program(out, switch_client, fleet, entries, goal)
             for port, path in injects:
                 for data, _ in RawPcapReader(str(path)):

@@ -22,7 +22,7 @@ from lang.parser import parse_text
 from lang.printer import print_module
 from nfc._build_dir import open_build
 from runtime.api import Runtime
-from runtime.errors import ChannelError, EntryExists, InvalidEntry
+from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.fleet import merge_counters
 from runtime.server_proc import ServerProcess
 from tests.conftest import HAVE_DPDK, build_with_server, compile_ir, nfc_cli, write
@@ -233,6 +233,7 @@ def _gpn(tunnel: int) -> int:
 
 
 _SA = {"meta_tunnel": 9, "spi": 0x2001, "key": 1 << 100, "salt": 7, "peer": 0xC6336407, "seq_index": 9}
+_IN_SA = {"esp_spi": 0x1001, "key": 1 << 100, "salt": 7, "sa_index": 9, "vnet_port": 18, "vnet_mac": 0x020000000A01}
 
 
 @pytest.fixture
@@ -249,16 +250,49 @@ def _dumps(a, b, table):
 
 @needs_dpdk
 def test_a_fleet_writes_every_server_and_a_refused_write_changes_none(fleet):
+    """inbound_sa is keyed by SPI, not by the shard key: every GPN holds all of it."""
     rt, a, b = fleet
-    rt.table("outbound_sa").add(**_SA)
-    one = _dumps(a, b, "outbound_sa")
+    rt.table("inbound_sa").add(**_IN_SA)
+    one = _dumps(a, b, "inbound_sa")
     assert one[0] == one[1] and len(one[0]) == 1
-    assert rt.table("outbound_sa").read(meta_tunnel=9)["seq_index"] == 9
+    assert rt.table("inbound_sa").read(esp_spi=0x1001)["sa_index"] == 9
     with pytest.raises(EntryExists):
-        rt.table("outbound_sa").add(**_SA)
-    with pytest.raises(InvalidEntry):  # the second row's tunnel is 17 bits: the batch is refused whole
-        rt.table("outbound_sa").add_many([{**_SA, "meta_tunnel": 10}, {**_SA, "meta_tunnel": 1 << 16}])
-    assert _dumps(a, b, "outbound_sa") == one
+        rt.table("inbound_sa").add(**_IN_SA)
+    with pytest.raises(InvalidEntry):  # the second row's SPI is 33 bits: the batch is refused whole
+        rt.table("inbound_sa").add_many([{**_IN_SA, "esp_spi": 5}, {**_IN_SA, "esp_spi": 1 << 32}])
+    assert _dumps(a, b, "inbound_sa") == one
+
+
+def test_plan_json_splits_the_tables_keyed_by_the_shard_key(ipsec):
+    tables = {t["name"]: t for t in json.loads((ipsec / "plan.json").read_text())["tables"]}
+    assert tables["outbound_sa"]["server"]["shard_fields"] == [0]  # meta.tunnel
+    assert "shard_fields" not in tables["inbound_sa"]["server"]  # esp.spi: every GPN holds it
+    assert "/ 2 (sharded by meta_tunnel)" in (ipsec / "report.txt").read_text()
+
+
+@needs_dpdk
+def test_a_split_table_puts_each_entry_on_the_server_its_packets_reach(fleet):
+    """outbound_sa is keyed by meta.tunnel, the shard key: tunnel 9's SA only on GPN 0,
+    tunnel 11's only on GPN 1 (the independent CRC says so); a batch that GPN 1 refuses in
+    part is taken back from GPN 0 too."""
+    rt, a, b = fleet
+    assert (_gpn(9), _gpn(11)) == (0, 1)
+    out = rt.table("outbound_sa")
+    out.add_many([_SA, {**_SA, "meta_tunnel": 11, "seq_index": 11}])
+    held = [[r[0] for r in a.control.dump("outbound_sa")], [r[0] for r in b.control.dump("outbound_sa")]]
+    assert held == [[9], [11]]
+    assert (out.read(meta_tunnel=9)["seq_index"], out.read(meta_tunnel=11)["seq_index"]) == (9, 11)
+    with pytest.raises(EntryExists):  # 3 is GPN 0's and new; 11 is GPN 1's and there already
+        out.add_many([{**_SA, "meta_tunnel": 3}, {**_SA, "meta_tunnel": 11}])
+    assert [[r[0] for r in a.control.dump("outbound_sa")], [r[0] for r in b.control.dump("outbound_sa")]] == held
+    record = [_SA[k] for k in ("meta_tunnel", "spi", "key", "salt", "peer", "seq_index")]
+    assert _gpn(19) == 1
+    with pytest.raises(EntryNotFound):  # modify 9 (GPN 0) and 19 (GPN 1, absent): 9 keeps its values
+        rt.server.write("modify", "outbound_sa", [[*record[:-1], 99], [19, *record[1:]]])
+    assert out.read(meta_tunnel=9)["seq_index"] == 9
+    with pytest.raises(EntryNotFound):  # delete 9 and 19: 9 is put back
+        rt.server.write("delete", "outbound_sa", [[9], [19]])
+    assert out.read(meta_tunnel=9)["seq_index"] == 9 and len(rt.server.dump("outbound_sa")) == 2
 
 
 @needs_dpdk
@@ -280,8 +314,8 @@ def test_a_server_that_died_is_named_and_the_first_keeps_the_write(fleet):
     rt, a, b = fleet
     b.stop()
     with pytest.raises(ChannelError, match=r"server 1 .* failed after servers 0\.\.0 took it"):
-        rt.table("outbound_sa").add(**_SA)
-    assert len(a.control.dump("outbound_sa")) == 1
+        rt.table("inbound_sa").add(**_IN_SA)
+    assert len(a.control.dump("inbound_sa")) == 1
 
 
 def test_merged_counters_sum_packets_and_take_the_largest_of_what_each_server_holds_whole():

@@ -30,6 +30,7 @@ from compiler.placement import Placement
 from compiler.profiles import TargetSet
 from compiler.resources import server_bytes
 from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load
+from compiler.shard import sharded_tables
 from lang.diagnostics import Diagnostics, Span
 
 __all__ = ["OVERCOMMIT_FLAG", "check_server_fit"]
@@ -48,7 +49,7 @@ class _Finding:
 def check_server_fit(prog: ir.Program, pl: Placement, ts: TargetSet, allow_overcommit: bool,
                      diags: Diagnostics) -> ServerLoad | None:
     """The server load of the placement; E081 (W081 when over-commitment is allowed) per resource short."""
-    load = server_load(prog, pl, ts)
+    load = server_load(prog, pl, ts, sharded_tables(prog, pl, ts))
     if load is None:
         return None
     for margin, explain in ((load.memory, _memory), (load.cores, _cores), (load.link, _link)):
