@@ -15,12 +15,12 @@ from bisect import bisect_right
 from dataclasses import dataclass
 
 from compiler import ir
-from compiler.analysis import Loc, stmt_writes, walk_stmts
+from compiler.analysis import stage_objects, stmt_exprs, stmt_writes, walk_expr, walk_stmts
 from compiler.placement import Placement, Segment
 from compiler.profiles import TargetSet
 from compiler.server_load import server_tables
 
-__all__ = ["Steering", "sharded_tables", "steering"]
+__all__ = ["ServerState", "Steering", "server_state", "sharded_tables", "steering"]
 
 HASH = "crc16"
 HASH_BITS = 16
@@ -49,29 +49,59 @@ def sharded_tables(prog: ir.Program, pl: Placement, ts: TargetSet) -> dict[str, 
     fields: a packet then looks the table up with the very values that picked its server, so
     the server owning an entry (the share of those values) is the only one that can need it.
     Data-plane state is each server's own anyway, and a table on the switch alone is whole."""
+    return {n: at for n, at in _keyed(prog, pl, ts).items() if not prog.tables[n].is_state}
+
+
+@dataclass(frozen=True, slots=True)
+class ServerState:
+    """What the servers of a sharded build keep that packets change, by whether the sharding
+    itself keeps it on one server (``keyed``: state tables whose key holds the shard keys) or
+    only the entries and the traffic can (``assumed``: other state tables, registers and
+    meters the servers use, the windows and pools of stateful externs)."""
+
+    keyed: tuple[str, ...]
+    assumed: tuple[str, ...]
+
+
+def server_state(prog: ir.Program, pl: Placement, ts: TargetSet) -> ServerState:
+    keyed = _keyed(prog, pl, ts)
+    stages = _server_run(prog, pl)
+    tables = {s.table if isinstance(s, ir.Lookup) else s.state for st in stages for s in walk_stmts(st.body)
+              if isinstance(s, ir.Lookup | ir.Insert | ir.Remove | ir.Refresh)}
+    state = sorted(t for t in tables if prog.tables[t].is_state)
+    objects = sorted(o for st in stages for o in stage_objects(st)
+                     if o in prog.registers or (o in prog.counters and prog.counters[o].kind == "meter"))
+    stateful = {"wide_state", "dataplane_insert"}  # an extern that keeps state of its own (stdlib/ops.nfp)
+    externs = sorted({f"{x.name} state" for st in stages for s in walk_stmts(st.body) for e in stmt_exprs(s)
+                      for x in walk_expr(e) if isinstance(x, ir.ExternCall)
+                      and stateful & set(prog.externs[x.name].requires)})
+    return ServerState(tuple(t for t in state if t in keyed),
+                       tuple([*(t for t in state if t not in keyed), *dict.fromkeys(objects), *externs]))
+
+
+def _keyed(prog: ir.Program, pl: Placement, ts: TargetSet) -> dict[str, tuple[int, ...]]:
+    """Server tables and state whose key holds every shard key, matched exactly, where no
+    server code changes the keys: table -> those key fields' positions, in the clause's order."""
     shard = prog.deployment.shard if prog.deployment is not None else None
     if shard is None or ts.switch is None or ts.server is None or len(ts.server_ports) < 2:
         return {}
     names = [k.name for k in shard.keys if isinstance(k, ir.MetaField)]
-    if len(names) != len(shard.keys) or _server_writes(prog, pl) & {("meta", n) for n in names}:
+    writes = {loc for st in _server_run(prog, pl) for s in walk_stmts(st.body) for loc in stmt_writes(prog, s)}
+    if len(names) != len(shard.keys) or writes & {("meta", n) for n in names}:
         return {}
     out: dict[str, tuple[int, ...]] = {}
-    for t in server_tables(prog, pl):
+    for t in prog.tables.values():
         at = [next((i for i, k in enumerate(t.keys) if k.match == "exact" and isinstance(k.expr, ir.MetaField)
                     and k.expr.name == n), None) for n in names]
-        if not t.is_state and None not in at:
+        if None not in at:
             out[t.name] = tuple(i for i in at if i is not None)
-    return out
+    return {t.name: out[t.name] for t in server_tables(prog, pl) if t.name in out} | \
+        {n: at for n, at in out.items() if prog.tables[n].is_state}
 
 
-def _server_writes(prog: ir.Program, pl: Placement) -> set[Loc]:
-    """What the servers' code may write: every server stage, and the whole of a stage whose
-    cached lookup's miss path the servers run."""
+def _server_run(prog: ir.Program, pl: Placement) -> list[ir.Stage]:
+    """The stages whose code the servers run: every server stage, and the whole of a stage
+    whose cached lookup's miss path the servers run."""
     cached = {t.name for t in prog.tables.values() if t.hints.cache}
-    out: set[Loc] = set()
-    for stage in prog.stages.values():
-        stmts = list(walk_stmts(stage.body))
-        if pl.segment.get(stage.name) is Segment.SERVER or any(
-                isinstance(s, ir.Lookup) and s.table in cached for s in stmts):
-            out |= {loc for s in stmts for loc in stmt_writes(prog, s)}
-    return out
+    return [st for st in prog.stages.values() if pl.segment.get(st.name) is Segment.SERVER
+            or any(isinstance(s, ir.Lookup) and s.table in cached for s in walk_stmts(st.body))]

@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 from compiler.placed import Placed
+from compiler.shard import server_state
 from compiler.verify.partition_eq import PipelineProof, verify_partition
 from lang import SourceMap
 from nfc._build_dir import open_placed
@@ -31,14 +32,21 @@ def verify_placed(p: Placed, timeout_s: float = 60.0) -> list[PipelineProof]:
 
 def shard_assumption(p: Placed) -> str | None:
     """What a proof of a sharded build (``shard by``) takes for granted: it proves the program
-    each server runs; the servers keep state apart, so the whole is the spec when each
-    register cell, state entry and replay window is used by one shard's packets."""
+    each server runs; the servers keep state apart, so the whole is the spec when each piece
+    of state is used by one shard's packets: by construction for state keyed by the shard
+    keys, by the entries and the traffic for the rest, which the note names."""
     shard = p.program.deployment.shard if p.program.deployment is not None else None
     if shard is None or p.targets.switch is None or p.targets.server is None or len(p.targets.server_ports) < 2:
         return None
-    return (f"note: shard by {shard.method} over {len(p.targets.server_ports)} servers: proved for the program each "
-            "server runs; their state is per server, equal to the spec when each register cell and state entry "
-            "is used by one shard's packets (docs/runtime.md, \"Sharded servers\")")
+    state = server_state(p.program, p.placement, p.targets)
+    head = (f"note: shard by {shard.method} over {len(p.targets.server_ports)} servers: proved for the program each "
+            "server runs")
+    if not state.keyed and not state.assumed:
+        return f"{head}; the servers keep no state, so the whole is the spec"
+    keyed = f"; kept on one server by its key: {', '.join(state.keyed)}" if state.keyed else ""
+    assumed = (f"; assumed used by one shard's packets (docs/runtime.md, \"Sharded servers\"): "
+               f"{', '.join(state.assumed)}") if state.assumed else ""
+    return head + keyed + assumed
 
 
 def report(results: list[PipelineProof]) -> list[str]:

@@ -17,6 +17,7 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
 from compiler.interp import Interpreter
+from compiler.shard import server_state
 from lang import Diagnostics
 from lang.parser import parse_text
 from lang.printer import print_module
@@ -25,7 +26,7 @@ from runtime.api import Runtime
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.fleet import merge_counters
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, build_with_server, compile_ir, nfc_cli, write
+from tests.conftest import HAVE_DPDK, build_with_server, compile_file, compile_ir, nfc_cli, write
 
 
 def crc16_arc(data: bytes) -> int:
@@ -133,6 +134,21 @@ def test_only_the_servers_that_get_packets_count_towards_cores_and_links(tmp_pat
         carrying, 2 * carrying, 10.0 * carrying)
     report = (tmp_path / "out/report.txt").read_text()
     assert ("server cores (the first srv of 3: no shard by)" in report) == (carrying == 1), report
+
+
+@pytest.mark.parametrize(("key", "keyed", "assumed"), [
+    ("ipv4.src", (), ("seen",)),  # a subscriber's packets could reach several servers: assumed
+    ("meta.k", ("seen",), ()),  # keyed by the shard key: on one server by construction
+])
+def test_verify_names_the_state_the_sharding_keeps_apart_and_what_it_assumes(tmp_path, key, keyed, assumed):
+    text = _program("shard by hash(meta.k);").replace("key { ipv4.src: exact; }", f"key {{ {key}: exact; }}")
+    c = compile_file(write(tmp_path, text))
+    state = server_state(c.program, c.placement, c.targets)
+    assert (state.keyed, state.assumed) == (keyed, assumed)
+    r = nfc_cli("build", write(tmp_path, text), "-o", str(tmp_path / "out"), "--target", "tofino+dpdk")
+    assert r.returncode == 0, r.stderr
+    said = "kept on one server by its key: seen" if keyed else "assumed used by one shard's packets"
+    assert said in r.stderr, r.stderr
 
 
 def test_a_range_key_is_at_most_32_bits(tmp_path):
