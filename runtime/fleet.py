@@ -80,6 +80,14 @@ class ServerFleet:
             out.setdefault(owner, []).append(n)
         return out
 
+    def parts(self, table: str, records: Sequence[Sequence[int]]) -> list[tuple[ControlChannel, list[int]]]:
+        """Each server with the records (positions) it should hold of ``table``: all of them,
+        or of a split table its own (runtime/reconcile.py repairs each server on its own)."""
+        owners = self._owners(table, records)
+        if owners is None:
+            return [(ch, list(range(len(records)))) for ch in self.channels]
+        return [(ch, owners.get(i, [])) for i, ch in enumerate(self.channels)]
+
     def write(self, op: str, table: str, records: Sequence[Sequence[int]], chunk: int = 65536) -> None:
         owners = self._owners(table, records)
         if owners is None:

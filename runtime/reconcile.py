@@ -26,6 +26,8 @@ from typing import TYPE_CHECKING
 
 from compiler.manifest import ObjectPlacement
 from runtime.cache import CacheDecision, CachePolicy, Key, switch_order
+from runtime.control import ControlChannel
+from runtime.fleet import ServerFleet
 from runtime.goal import GoalEntry
 
 if TYPE_CHECKING:
@@ -77,20 +79,32 @@ def reconcile(rt: Runtime) -> dict[str, dict[str, Repair]]:
 
 
 def _server(rt: Runtime, s: TableSchema, entries: dict[GoalKey, _Entry]) -> Repair:
+    """Each server program on its own (a sharded deployment's: runtime/fleet.py), so that one
+    that restarted empty is repaired though the others hold everything."""
     assert rt.server is not None
-    width = s.record_key_fields
-    have = {tuple(r[:width]): tuple(r[width:]) for r in rt.server.dump(s.name)}
     want = {tuple(e.server_record(s, False)): e for e in entries.values()}
+    keys = list(want)
+    r = Repair()
+    for ch, mine in (rt.server.parts(s.name, keys) if isinstance(rt.server, ServerFleet)
+                     else [(rt.server, range(len(keys)))]):
+        one = _server_one(ch, s, {keys[n]: want[keys[n]] for n in mine})
+        r.added, r.modified, r.deleted = r.added + one.added, r.modified + one.modified, r.deleted + one.deleted
+    return r
+
+
+def _server_one(ch: ControlChannel, s: TableSchema, want: dict[tuple[int, ...], _Entry]) -> Repair:
+    width = s.record_key_fields
+    have = {tuple(r[:width]): tuple(r[width:]) for r in ch.dump(s.name)}
     r = Repair()
     extra = [k for k in have if k not in want]
     if extra:
-        rt.server.write("delete", s.name, [list(k) for k in extra], chunk=1 << 20)
+        ch.write("delete", s.name, [list(k) for k in extra], chunk=1 << 20)
         r.deleted = len(extra)
     add = [e.server_record(s) for k, e in want.items() if k not in have]
     stale = [rec for k, e in want.items() if k in have and have[k] != tuple((rec := e.server_record(s))[width:])]
     for op, recs in (("add", add), ("modify", stale)):
         if recs:
-            rt.server.write(op, s.name, recs, chunk=1 << 20)
+            ch.write(op, s.name, recs, chunk=1 << 20)
     r.added, r.modified = len(add), len(stale)
     return r
 

@@ -17,6 +17,7 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
 from compiler.interp import Interpreter
+from compiler.manifest import load_plan
 from compiler.shard import server_state
 from lang import Diagnostics
 from lang.parser import parse_text
@@ -24,7 +25,8 @@ from lang.printer import print_module
 from nfc._build_dir import open_build
 from runtime.api import Runtime
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
-from runtime.fleet import merge_counters
+from runtime.fleet import ServerFleet, merge_counters
+from runtime.goal import GoalStore
 from runtime.server_proc import ServerProcess
 from tests.conftest import HAVE_DPDK, build_with_server, compile_file, compile_ir, nfc_cli, write
 
@@ -343,3 +345,27 @@ def test_merged_counters_sum_packets_and_take_the_largest_of_what_each_server_ho
         "forwarded": 7, "drops": {"x": 1, "y": 2},
         "tables": {"sa": {"hits": 3, "entries": 4}, "seen": {"entries": 8}},  # replicated: 4; state: 3 + 5
         "state_copy": {"max_ns": 30, "slices": 3}}
+
+
+@needs_dpdk
+def test_a_restarted_server_gets_its_part_back_from_the_goal_state(ipsec, tmp_path):
+    """GPN 1 restarts empty while GPN 0 keeps everything: reconcile repairs GPN 1 alone, with
+    the replicated inbound SA and its own share of the split outbound SAs (tunnel 11)."""
+    goal = tmp_path / "goal.sqlite"
+    nf = ipsec / "server/nf"
+    with ServerProcess(nf, ["net_null0"]) as a:
+        with ServerProcess(nf, ["net_null0"]) as b:
+            rt = Runtime(ipsec, server=ServerFleet([a.control, b.control], load_plan(ipsec)), goal=GoalStore(goal))
+            rt.table("inbound_sa").add(**_IN_SA)
+            rt.table("outbound_sa").add_many([_SA, {**_SA, "meta_tunnel": 11, "seq_index": 11}])
+            rt.goal.close()
+        with ServerProcess(nf, ["net_null0"]) as b2:  # a new GPN 1: empty
+            assert b2.control.dump("inbound_sa") == [] and b2.control.dump("outbound_sa") == []
+            rt = Runtime(ipsec, server=ServerFleet([a.control, b2.control], load_plan(ipsec)), goal=GoalStore(goal))
+            report = rt.reconcile()
+            assert (report["inbound_sa"]["server"].added, report["outbound_sa"]["server"].added) == (1, 1)
+            assert [r[0] for r in b2.control.dump("outbound_sa")] == [11]
+            assert [r[0] for r in a.control.dump("outbound_sa")] == [9]
+            assert len(b2.control.dump("inbound_sa")) == 1
+            assert not any(rt.reconcile()[t]["server"] for t in ("inbound_sa", "outbound_sa"))  # nothing left
+            rt.goal.close()
