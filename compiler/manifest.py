@@ -206,6 +206,7 @@ class ShardInfo:
     source: str
     selector_bits: int
     shares: tuple[ShardShare, ...]
+    state: tuple[str, ...] = ()  # what the servers keep that packets write: lost with a server
 
     def server_of(self, keys: Sequence[tuple[int, int]]) -> int:
         """The share (index into ``shares``) of a packet or entry whose shard keys are
@@ -334,7 +335,7 @@ def _shard(s: dict[str, Any] | None) -> ShardInfo | None:
         return None
     return ShardInfo(s["by"], tuple(s["keys"]), s["source"], int(s["selector_bits"]),
                      tuple(ShardShare(int(x["server"]), int(x["port"]), int(x["first"]), int(x["last"]))
-                           for x in s["shares"]))
+                           for x in s["shares"]), tuple(s.get("state", ())))
 
 
 def _table(t: dict[str, Any]) -> TableInfo:

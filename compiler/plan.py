@@ -19,10 +19,10 @@ from compiler.partition import stage_cost_ns, switch_usage
 from compiler.pipeline import Compilation
 from compiler.place_problem import server_stages
 from compiler.placement import OBJECTIVES, Placement, Segment
-from compiler.profiles import TargetSpec
+from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import server_bytes, table_blocks
 from compiler.server_load import ServerLoad
-from compiler.shard import steering
+from compiler.shard import server_state, steering
 
 __all__ = ["PLAN_VERSION", "build_plan", "dump_plan"]
 
@@ -106,7 +106,7 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
         "target": ts.label,
         "targets": {"switch": _spec(sw), "server": _spec(srv), "servers": ts.n_servers,
                     "server_ports": list(ts.server_ports),
-                    "shard": _shard(prog, ts.server_ports) if sw and srv else None},
+                    "shard": _shard(prog, pl, ts) if sw and srv else None},
         "stages": stages,
         "tables": [_table_entry(prog, t, pl, sw, sharded) for t in prog.tables.values()],
         "objects": _objects(prog, pl),
@@ -122,15 +122,18 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
     }
 
 
-def _shard(prog: ir.Program, ports: tuple[int, ...]) -> dict[str, Any] | None:
-    """``shard by``: the selector and each server's share of its values (compiler/shard.py)."""
+def _shard(prog: ir.Program, pl: Placement, ts: TargetSet) -> dict[str, Any] | None:
+    """``shard by``: the selector, each server's share of its values and the state the servers
+    keep that packets write (lost with its server) (compiler/shard.py)."""
     shard = prog.deployment.shard if prog.deployment is not None else None
+    ports = ts.server_ports
     if shard is None or not ports:
         return None
+    state = server_state(prog, pl, ts)
     st = steering(shard, len(ports))
     ends = [*st.bounds[1:], 1 << st.selector.width]
     return {"by": shard.method, "keys": [print_expr(k) for k in shard.keys], "source": str(shard.span),
-            "selector_bits": st.selector.width,
+            "selector_bits": st.selector.width, "state": [*state.keyed, *state.assumed],
             "shares": [{"server": i, "port": port, "first": lo, "last": hi - 1}
                        for i, (port, lo, hi) in enumerate(zip(ports, st.bounds, ends, strict=True))]}
 

@@ -28,6 +28,7 @@ from runtime.goal import GoalStore
 from runtime.objects import Counter, Meter, Register
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from runtime.reconcile import Repair, goal_entry, reconcile
+from runtime.steering import FailOver, fail_over, steer
 
 __all__ = ["Field", "Runtime", "Table", "TableSchema", "Value", "check_entry"]
 
@@ -230,6 +231,15 @@ class Runtime:
         if self.goal is None:
             raise ChannelError("reconcile needs the goal state: connect with goal=PATH")
         return reconcile(self)
+
+    def steer(self, share: int, server: int | None) -> None:
+        """Send a sharded deployment's share ``share`` to server ``server`` (None: its own)."""
+        steer(self, share, server)
+
+    def fail_over(self, dead: int, to: int) -> FailOver:
+        """Move server ``dead``'s shares, their split-table entries first, to server ``to``
+        (runtime/steering.py); what it held that packets wrote is reported lost."""
+        return fail_over(self, dead, to)
 
     def table(self, name: str) -> Table:
         if name not in self.schemas:

@@ -311,6 +311,11 @@ class ControlChannel:
         """Delete every entry of a control-plane table; how many there were."""
         return self._request("clear", self._table(table).index, what=f" {table}")[0]
 
+    def ping(self) -> bool:
+        """The program answers (HELLO); a ChannelError when it does not."""
+        self._call("hello")
+        return True
+
     def start(self) -> None:
         """Start forwarding (a program started with --wait)."""
         self._call("start")

@@ -51,21 +51,47 @@ class ServerFleet:
         self.tables = first.tables
         self.objects = first.objects
         self._written: dict[tuple[str, int], int] = {}  # register cells this fleet wrote: their value
+        self.route = list(range(len(channels)))  # share -> the server that takes it (retire moves one)
+        self.down: set[int] = set()  # servers retired: no longer asked anything
 
     def close(self) -> None:
         for ch in self.channels:
             ch.close()
 
+    @property
+    def live(self) -> list[ControlChannel]:
+        return [ch for i, ch in enumerate(self.channels) if i not in self.down]
+
+    def alive(self) -> list[bool]:
+        """Per server: does it answer (a HELLO over its control channel)?  A retired one: no."""
+        out = []
+        for i, ch in enumerate(self.channels):
+            try:
+                out.append(i not in self.down and ch.ping())
+            except RuntimeApiError:
+                out.append(False)
+        return out
+
+    def retire(self, dead: int, to: int) -> None:
+        """Server ``dead`` is gone: its shares are ``to``'s from now on, and it is asked nothing
+        (runtime/steering.py moves its entries and its packets first)."""
+        if not (0 <= dead < len(self.channels) and 0 <= to < len(self.channels)) or dead == to or to in self.down:
+            raise InvalidEntry(f"retire server {dead} to server {to}: servers are 0..{len(self.channels) - 1}, "
+                               "two different ones, the second still serving")
+        self.route = [to if r == dead else r for r in self.route]
+        self.down.add(dead)
+
     def _each(self, op: str, call: Callable[[ControlChannel], T]) -> list[T]:
         out: list[T] = []
-        for i, ch in enumerate(self.channels):
+        for i, ch in enumerate(self.live):
             try:
                 out.append(call(ch))
             except ChannelError as e:
                 if i == 0:
                     raise
-                raise ChannelError(f"{op}: server {i} ({ch.path}) failed after servers 0..{i - 1} took it, so the "
-                                   f"servers now differ (Runtime.reconcile repairs them): {e}") from e
+                raise ChannelError(f"{op}: server {self.channels.index(ch)} ({ch.path}) failed after the servers "
+                                   "before it took it, so the servers now differ (Runtime.reconcile repairs them): "
+                                   f"{e}") from e
         return out
 
     def _owners(self, table: str, records: Sequence[Sequence[int]]) -> dict[int, list[int]] | None:
@@ -77,7 +103,7 @@ class ServerFleet:
         out: dict[int, list[int]] = {}
         for n, r in enumerate(records):  # a record too short is the owner's to refuse: server 0's
             owner = self.shard.server_of([(r[i], widths[i]) for i in fields]) if len(r) > max(fields) else 0
-            out.setdefault(owner, []).append(n)
+            out.setdefault(self.route[owner], []).append(n)
         return out
 
     def parts(self, table: str, records: Sequence[Sequence[int]]) -> list[tuple[ControlChannel, list[int]]]:
@@ -85,8 +111,8 @@ class ServerFleet:
         or of a split table its own (runtime/reconcile.py repairs each server on its own)."""
         owners = self._owners(table, records)
         if owners is None:
-            return [(ch, list(range(len(records)))) for ch in self.channels]
-        return [(ch, owners.get(i, [])) for i, ch in enumerate(self.channels)]
+            return [(ch, list(range(len(records)))) for ch in self.live]
+        return [(ch, owners.get(i, [])) for i, ch in enumerate(self.channels) if i not in self.down]
 
     def write(self, op: str, table: str, records: Sequence[Sequence[int]], chunk: int = 65536) -> None:
         owners = self._owners(table, records)
@@ -115,7 +141,7 @@ class ServerFleet:
         entry, the server that owns it."""
         owners = self._owners(table, keys)
         if owners is None:
-            return self.channels[0].read(table, keys)
+            return self.live[0].read(table, keys)
         out: list[tuple[int, ...]] = [() for _ in keys]
         for owner, at in owners.items():
             for n, values in zip(at, self.channels[owner].read(table, [keys[n] for n in at]), strict=True):
@@ -129,7 +155,7 @@ class ServerFleet:
         if table in self.split:  # each holds its own share
             return [r for rows in self._each(f"dump {table}", lambda ch: ch.dump(table)) for r in rows]
         if not t.state:
-            return self.channels[0].dump(table)
+            return self.live[0].dump(table)
         seen: dict[tuple[int, ...], tuple[int, ...]] = {}
         for rows in self._each(f"dump {table}", lambda ch: ch.dump(table)):
             for r in rows:

@@ -24,11 +24,20 @@ from lang.parser import parse_text
 from lang.printer import print_module
 from nfc._build_dir import open_build
 from runtime.api import Runtime
+from runtime.entries import load_entries
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.fleet import ServerFleet, merge_counters
 from runtime.goal import GoalStore
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, build_with_server, compile_file, compile_ir, nfc_cli, write
+from tests.conftest import (
+    HAVE_DPDK,
+    P4RuntimeSwitch,
+    build_with_server,
+    compile_file,
+    compile_ir,
+    nfc_cli,
+    write,
+)
 
 
 def crc16_arc(data: bytes) -> int:
@@ -331,7 +340,7 @@ def test_a_register_cell_reads_from_the_server_whose_packets_changed_it(fleet):
 def test_a_server_that_died_is_named_and_the_first_keeps_the_write(fleet):
     rt, a, b = fleet
     b.stop()
-    with pytest.raises(ChannelError, match=r"server 1 .* failed after servers 0\.\.0 took it"):
+    with pytest.raises(ChannelError, match=r"server 1 .* failed after the servers before it took it"):
         rt.table("inbound_sa").add(**_IN_SA)
     assert len(a.control.dump("inbound_sa")) == 1
 
@@ -369,3 +378,44 @@ def test_a_restarted_server_gets_its_part_back_from_the_goal_state(ipsec, tmp_pa
             assert len(b2.control.dump("inbound_sa")) == 1
             assert not any(rt.reconcile()[t]["server"] for t in ("inbound_sa", "outbound_sa"))  # nothing left
             rt.goal.close()
+
+
+@needs_dpdk
+@pytest.mark.parametrize("arch", ["tna", "v1model"])
+def test_a_dead_gpn_is_detected_and_its_tunnels_move_to_the_other_entries_first(ipsec, tmp_path, arch):
+    """GPN 1 (tunnel 11's) dies: the fleet sees it stop answering; fail_over gives GPN 0
+    tunnel 11's outbound SA from the goal state, then the switch steers share 1 to GPN 0's
+    port; tunnel 9 is untouched; the dead GPN's state is reported lost; steering back works."""
+    from tests import test_esp_server as esp
+
+    sw = P4RuntimeSwitch(ipsec, arch)
+    nf = ipsec / "server/nf"
+    try:
+        with ServerProcess(nf, ["net_null0"]) as a, ServerProcess(nf, ["net_null0"]) as b:
+            fleet = ServerFleet([a.control, b.control], load_plan(ipsec))
+            rt = Runtime(ipsec, switch=sw.client, server=fleet, goal=GoalStore(tmp_path / "goal.sqlite"))
+            (tmp_path / "e.json").write_text(json.dumps(esp._entries()))
+            rt.load(load_entries(tmp_path / "e.json"))
+
+            def port_of(tunnel: int) -> int:
+                o = sw.model.process(esp._tenant(tunnel, 1), esp.VNET_PORT)
+                assert o.kind == "forward", o
+                return o.port
+
+            assert (port_of(9), port_of(11)) == (32, 33)
+            assert fleet.alive() == [True, True]
+            b.stop()
+            assert fleet.alive() == [True, False]
+            report = rt.fail_over(1, 0)
+            assert report.restored["outbound_sa"].added == 1
+            assert sorted(r[0] for r in a.control.dump("outbound_sa")) == [9, 11]
+            assert report.lost == ("sa_seq", "replay_check state")  # the sequence numbers, the replay windows
+            assert (port_of(9), port_of(11)) == (32, 32)
+            assert rt.table("outbound_sa").read(meta_tunnel=11)["seq_index"] == 11  # asked of GPN 0 now
+            rt.steer(1, None)  # back to its own port (GPN 1 restarted, say)
+            assert port_of(11) == 33
+            with pytest.raises(InvalidEntry):
+                rt.steer(2, 0)  # two shares only
+            rt.goal.close()
+    finally:
+        sw.close()

@@ -450,12 +450,17 @@ def _to_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
     pad = b.bits - 8 - len(b.valid_bits) - sum(f.width for f in b.fields)
     if pad:
         out.append(p.Assign(p.ref(f"{h}.pad"), p.Const(0, pad)))
-    return out + _to_server_port(c)
+    return out + _to_server_port(c, b)
 
 
-def _to_server_port(c: _Ctx) -> list[p.Stmt]:
+STEER_ACTION = "nfc_steer_to"
+
+
+def _to_server_port(c: _Ctx, b: Bridge) -> list[p.Stmt]:
     """The server port: the first, or with ``shard by`` the one whose share of the selector's
-    values holds this packet's (compiler/shard.py), by comparisons from the last share down."""
+    values holds this packet's (compiler/shard.py), by comparisons from the last share down;
+    then the bridge's steering table, empty unless the runtime moved a share to another
+    server port (``Runtime.steer``: a server failed), overrides it for that share."""
     shard = c.prog.deployment.shard if c.prog.deployment is not None else None
     ports = c.server_ports or (0,)
     if shard is None or len(ports) < 2:
@@ -469,11 +474,23 @@ def _to_server_port(c: _Ctx) -> list[p.Stmt]:
         selector = c.meta("nfc_shard", p.Bits(st.selector.width))
         out.append(p.Assign(selector, value))
     c.hoisted = saved
-    chain: tuple[p.Stmt, ...] = tuple(_forward(c, p.Const(ports[0], 16)))
-    for port, bound in zip(ports[1:], st.bounds[1:], strict=True):
-        chain = (p.If(p.Bin(">=", selector, p.Const(bound, st.selector.width)), tuple(_forward(c, p.Const(port, 16))),
-                      chain),)
-    return [*out, *chain]
+    share = c.meta("nfc_share", p.Bits(8))
+
+    def to(i: int) -> tuple[p.Stmt, ...]:
+        return (p.Assign(share, p.Const(i, 8)), *_forward(c, p.Const(ports[i], 16)))
+
+    chain: tuple[p.Stmt, ...] = to(0)
+    for i, bound in enumerate(st.bounds[1:], start=1):
+        chain = (p.If(p.Bin(">=", selector, p.Const(bound, st.selector.width)), to(i), chain),)
+    if not any(isinstance(x, p.Action) and x.name == STEER_ACTION for x in c.locals):
+        c.locals.append(p.Action(STEER_ACTION, (("v_port", p.Bits(16)),), tuple(_forward(c, p.ref("v_port"))),
+                                 "a share moved to another server port (Runtime.steer)"))
+    name = f"nfc_steer{b.cut_id}"
+    c.locals.append(p.Table(name, (p.Key(share, "exact", "share"),), (STEER_ACTION, "nfc_miss"), "nfc_miss",
+                            len(ports), f"bridge #{b.cut_id}'s steering: share -> server port, when not the usual"))
+    c.names.tables[name] = {"p4_table": name, "p4_action": STEER_ACTION, "size": len(ports), "keys": ["share"],
+                            "values": ["port"], "steering": True}
+    return [*out, *chain, p.CallStmt(p.Call(p.ref(f"{name}.apply")))]
 
 
 # ---- stages and statements -------------------------------------------------------------------

@@ -202,6 +202,7 @@ struct metadata_t {
     bit<32> nfc_rd_icmp__rest;
     bit<8> nfc_rd_icmp__type;
     bit<8> nfc_resume;
+    bit<8> nfc_share;
     bit<32> subnet_to_external__ext_ip;
     bit<48> subscriber_routes__next_hop_mac;
     bit<16> subscriber_routes__port;
@@ -248,6 +249,7 @@ parser IngressParser(
         meta.nfc_rd_icmp__rest = 32w0;
         meta.nfc_rd_icmp__type = 8w0;
         meta.nfc_resume = 8w0;
+        meta.nfc_share = 8w0;
         meta.subnet_to_external__ext_ip = 32w0;
         meta.subscriber_routes__next_hop_mac = 48w0;
         meta.subscriber_routes__port = 16w0;
@@ -563,6 +565,26 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
 
+    // a share moved to another server port (Runtime.steer)
+    action nfc_steer_to(bit<16> v_port) {
+        meta.nfc_egress = v_port;
+        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+        meta.nfc_forwarded = 1w1;
+    }
+
+    // bridge #3's steering: share -> server port, when not the usual
+    table nfc_steer3 {
+        key = {
+            meta.nfc_share : exact @name("share");
+        }
+        actions = {
+            nfc_steer_to;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 6;
+    }
+
     // entry of table upstream_routes, examples/cgnat.nfp:200
     action upstream_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.upstream_routes__port = v_port;
@@ -605,6 +627,19 @@ control Ingress(
     }
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash7;
+
+    // bridge #1's steering: share -> server port, when not the usual
+    table nfc_steer1 {
+        key = {
+            meta.nfc_share : exact @name("share");
+        }
+        actions = {
+            nfc_steer_to;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 6;
+    }
 
     // entry of table subscriber_routes, examples/cgnat.nfp:262
     action subscriber_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
@@ -762,30 +797,36 @@ control Ingress(
                     // shard by hash: examples/cgnat.nfp:313
                     meta.nfc_hash1 = nfc_hash1.get({meta.ext_ip});
                     if (meta.nfc_hash1 >= 16w0xd555) {
+                        meta.nfc_share = 8w5;
                         meta.nfc_egress = 16w0x25;
                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         if (meta.nfc_hash1 >= 16w0xaaaa) {
+                            meta.nfc_share = 8w4;
                             meta.nfc_egress = 16w0x24;
                             ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash1 >= 16w0x8000) {
+                                meta.nfc_share = 8w3;
                                 meta.nfc_egress = 16w0x23;
                                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
                                 if (meta.nfc_hash1 >= 16w0x5555) {
+                                    meta.nfc_share = 8w2;
                                     meta.nfc_egress = 16w0x22;
                                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                     meta.nfc_forwarded = 1w1;
                                 } else {
                                     if (meta.nfc_hash1 >= 16w0x2aaa) {
+                                        meta.nfc_share = 8w1;
                                         meta.nfc_egress = 16w0x21;
                                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
                                     } else {
+                                        meta.nfc_share = 8w0;
                                         meta.nfc_egress = 16w0x20;
                                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
@@ -794,6 +835,7 @@ control Ingress(
                             }
                         }
                     }
+                    nfc_steer3.apply();
                     exit;
                 }
             }
@@ -936,30 +978,36 @@ control Ingress(
                     // shard by hash: examples/cgnat.nfp:313
                     meta.nfc_hash7 = nfc_hash7.get({meta.ext_ip});
                     if (meta.nfc_hash7 >= 16w0xd555) {
+                        meta.nfc_share = 8w5;
                         meta.nfc_egress = 16w0x25;
                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         if (meta.nfc_hash7 >= 16w0xaaaa) {
+                            meta.nfc_share = 8w4;
                             meta.nfc_egress = 16w0x24;
                             ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash7 >= 16w0x8000) {
+                                meta.nfc_share = 8w3;
                                 meta.nfc_egress = 16w0x23;
                                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
                                 if (meta.nfc_hash7 >= 16w0x5555) {
+                                    meta.nfc_share = 8w2;
                                     meta.nfc_egress = 16w0x22;
                                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                     meta.nfc_forwarded = 1w1;
                                 } else {
                                     if (meta.nfc_hash7 >= 16w0x2aaa) {
+                                        meta.nfc_share = 8w1;
                                         meta.nfc_egress = 16w0x21;
                                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
                                     } else {
+                                        meta.nfc_share = 8w0;
                                         meta.nfc_egress = 16w0x20;
                                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
@@ -968,6 +1016,7 @@ control Ingress(
                             }
                         }
                     }
+                    nfc_steer1.apply();
                     exit;
                 }
             }

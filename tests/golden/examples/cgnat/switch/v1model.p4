@@ -203,6 +203,7 @@ struct metadata_t {
     bit<32> nfc_rd_icmp__rest;
     bit<8> nfc_rd_icmp__type;
     bit<8> nfc_resume;
+    bit<8> nfc_share;
     bit<32> subnet_to_external__ext_ip;
     bit<48> subscriber_routes__next_hop_mac;
     bit<16> subscriber_routes__port;
@@ -247,6 +248,7 @@ parser NfcParser(
         meta.nfc_rd_icmp__rest = 32w0;
         meta.nfc_rd_icmp__type = 8w0;
         meta.nfc_resume = 8w0;
+        meta.nfc_share = 8w0;
         meta.subnet_to_external__ext_ip = 32w0;
         meta.subscriber_routes__next_hop_mac = 48w0;
         meta.subscriber_routes__port = 16w0;
@@ -562,6 +564,26 @@ control NfcIngress(
         support_timeout = true;
     }
 
+    // a share moved to another server port (Runtime.steer)
+    action nfc_steer_to(bit<16> v_port) {
+        meta.nfc_egress = v_port;
+        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+        meta.nfc_forwarded = 1w1;
+    }
+
+    // bridge #3's steering: share -> server port, when not the usual
+    table nfc_steer3 {
+        key = {
+            meta.nfc_share : exact @name("share");
+        }
+        actions = {
+            nfc_steer_to;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 6;
+    }
+
     // entry of table upstream_routes, examples/cgnat.nfp:200
     action upstream_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.upstream_routes__port = v_port;
@@ -601,6 +623,19 @@ control NfcIngress(
         const default_action = nfc_miss();
         size = 399896;
         support_timeout = true;
+    }
+
+    // bridge #1's steering: share -> server port, when not the usual
+    table nfc_steer1 {
+        key = {
+            meta.nfc_share : exact @name("share");
+        }
+        actions = {
+            nfc_steer_to;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 6;
     }
 
     // entry of table subscriber_routes, examples/cgnat.nfp:262
@@ -763,30 +798,36 @@ control NfcIngress(
                     // shard by hash: examples/cgnat.nfp:313
                     hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
                     if (meta.nfc_hash1 >= 16w0xd555) {
+                        meta.nfc_share = 8w5;
                         meta.nfc_egress = 16w0x25;
                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         if (meta.nfc_hash1 >= 16w0xaaaa) {
+                            meta.nfc_share = 8w4;
                             meta.nfc_egress = 16w0x24;
                             standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash1 >= 16w0x8000) {
+                                meta.nfc_share = 8w3;
                                 meta.nfc_egress = 16w0x23;
                                 standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
                                 if (meta.nfc_hash1 >= 16w0x5555) {
+                                    meta.nfc_share = 8w2;
                                     meta.nfc_egress = 16w0x22;
                                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                     meta.nfc_forwarded = 1w1;
                                 } else {
                                     if (meta.nfc_hash1 >= 16w0x2aaa) {
+                                        meta.nfc_share = 8w1;
                                         meta.nfc_egress = 16w0x21;
                                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
                                     } else {
+                                        meta.nfc_share = 8w0;
                                         meta.nfc_egress = 16w0x20;
                                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
@@ -795,6 +836,7 @@ control NfcIngress(
                             }
                         }
                     }
+                    nfc_steer3.apply();
                     exit;
                 }
             }
@@ -937,30 +979,36 @@ control NfcIngress(
                     // shard by hash: examples/cgnat.nfp:313
                     hash(meta.nfc_hash7, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
                     if (meta.nfc_hash7 >= 16w0xd555) {
+                        meta.nfc_share = 8w5;
                         meta.nfc_egress = 16w0x25;
                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         if (meta.nfc_hash7 >= 16w0xaaaa) {
+                            meta.nfc_share = 8w4;
                             meta.nfc_egress = 16w0x24;
                             standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash7 >= 16w0x8000) {
+                                meta.nfc_share = 8w3;
                                 meta.nfc_egress = 16w0x23;
                                 standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
                                 if (meta.nfc_hash7 >= 16w0x5555) {
+                                    meta.nfc_share = 8w2;
                                     meta.nfc_egress = 16w0x22;
                                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                     meta.nfc_forwarded = 1w1;
                                 } else {
                                     if (meta.nfc_hash7 >= 16w0x2aaa) {
+                                        meta.nfc_share = 8w1;
                                         meta.nfc_egress = 16w0x21;
                                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
                                     } else {
+                                        meta.nfc_share = 8w0;
                                         meta.nfc_egress = 16w0x20;
                                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
@@ -969,6 +1017,7 @@ control NfcIngress(
                             }
                         }
                     }
+                    nfc_steer1.apply();
                     exit;
                 }
             }

@@ -170,6 +170,7 @@ struct metadata_t {
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<8> nfc_resume;
+    bit<8> nfc_share;
     bit<14> vni_to_vrf__vrf;
     bit<32> vrf_fib__tunnel_dst;
     bit<24> vrf_fib__tunnel_key;
@@ -206,6 +207,7 @@ parser IngressParser(
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_resume = 8w0;
+        meta.nfc_share = 8w0;
         meta.vni_to_vrf__vrf = 14w0;
         meta.vrf_fib__tunnel_dst = 32w0;
         meta.vrf_fib__tunnel_key = 24w0;
@@ -487,6 +489,26 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
 
+    // a share moved to another server port (Runtime.steer)
+    action nfc_steer_to(bit<16> v_port) {
+        meta.nfc_egress = v_port;
+        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+        meta.nfc_forwarded = 1w1;
+    }
+
+    // bridge #1's steering: share -> server port, when not the usual
+    table nfc_steer1 {
+        key = {
+            meta.nfc_share : exact @name("share");
+        }
+        actions = {
+            nfc_steer_to;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 4;
+    }
+
     // entry of table fabric_routes, examples/dsr_router.nfp:162
     action fabric_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.fabric_routes__port = v_port;
@@ -688,26 +710,31 @@ control Ingress(
                     // shard by hash: examples/dsr_router.nfp:297
                     meta.nfc_hash1 = nfc_hash1.get({meta.vrf});
                     if (meta.nfc_hash1 >= 16w0xc000) {
+                        meta.nfc_share = 8w3;
                         meta.nfc_egress = 16w0x23;
                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         if (meta.nfc_hash1 >= 16w0x8000) {
+                            meta.nfc_share = 8w2;
                             meta.nfc_egress = 16w0x22;
                             ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash1 >= 16w0x4000) {
+                                meta.nfc_share = 8w1;
                                 meta.nfc_egress = 16w0x21;
                                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
+                                meta.nfc_share = 8w0;
                                 meta.nfc_egress = 16w0x20;
                                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             }
                         }
                     }
+                    nfc_steer1.apply();
                     exit;
                 }
             }

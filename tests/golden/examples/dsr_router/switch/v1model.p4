@@ -172,6 +172,7 @@ struct metadata_t {
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<8> nfc_resume;
+    bit<8> nfc_share;
     bit<14> vni_to_vrf__vrf;
     bit<32> vrf_fib__tunnel_dst;
     bit<24> vrf_fib__tunnel_key;
@@ -206,6 +207,7 @@ parser NfcParser(
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_resume = 8w0;
+        meta.nfc_share = 8w0;
         meta.vni_to_vrf__vrf = 14w0;
         meta.vrf_fib__tunnel_dst = 32w0;
         meta.vrf_fib__tunnel_key = 24w0;
@@ -488,6 +490,26 @@ control NfcIngress(
         support_timeout = true;
     }
 
+    // a share moved to another server port (Runtime.steer)
+    action nfc_steer_to(bit<16> v_port) {
+        meta.nfc_egress = v_port;
+        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+        meta.nfc_forwarded = 1w1;
+    }
+
+    // bridge #1's steering: share -> server port, when not the usual
+    table nfc_steer1 {
+        key = {
+            meta.nfc_share : exact @name("share");
+        }
+        actions = {
+            nfc_steer_to;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 4;
+    }
+
     // entry of table fabric_routes, examples/dsr_router.nfp:162
     action fabric_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.fabric_routes__port = v_port;
@@ -695,26 +717,31 @@ control NfcIngress(
                     // shard by hash: examples/dsr_router.nfp:297
                     hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.vrf}, 17w0x10000);
                     if (meta.nfc_hash1 >= 16w0xc000) {
+                        meta.nfc_share = 8w3;
                         meta.nfc_egress = 16w0x23;
                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         if (meta.nfc_hash1 >= 16w0x8000) {
+                            meta.nfc_share = 8w2;
                             meta.nfc_egress = 16w0x22;
                             standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash1 >= 16w0x4000) {
+                                meta.nfc_share = 8w1;
                                 meta.nfc_egress = 16w0x21;
                                 standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
+                                meta.nfc_share = 8w0;
                                 meta.nfc_egress = 16w0x20;
                                 standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             }
                         }
                     }
+                    nfc_steer1.apply();
                     exit;
                 }
             }

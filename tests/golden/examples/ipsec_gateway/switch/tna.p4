@@ -171,6 +171,7 @@ struct metadata_t {
     bit<8> nfc_punt;
     bit<32> nfc_rd_outer__dst;
     bit<8> nfc_resume;
+    bit<8> nfc_share;
     bit<16> spi_steering__tunnel;
     bit<16> traffic_selectors__tunnel;
 }
@@ -204,6 +205,7 @@ parser IngressParser(
         meta.nfc_punt = 8w0;
         meta.nfc_rd_outer__dst = 32w0;
         meta.nfc_resume = 8w0;
+        meta.nfc_share = 8w0;
         meta.spi_steering__tunnel = 16w0;
         meta.traffic_selectors__tunnel = 16w0;
         transition select(ig_intr_md.ingress_port) {
@@ -467,6 +469,26 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash2;
 
+    // a share moved to another server port (Runtime.steer)
+    action nfc_steer_to(bit<16> v_port) {
+        meta.nfc_egress = v_port;
+        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+        meta.nfc_forwarded = 1w1;
+    }
+
+    // bridge #1's steering: share -> server port, when not the usual
+    table nfc_steer1 {
+        key = {
+            meta.nfc_share : exact @name("share");
+        }
+        actions = {
+            nfc_steer_to;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 2;
+    }
+
     // entry of table traffic_selectors, examples/ipsec_gateway.nfp:142
     action traffic_selectors__hit(bit<16> v_tunnel) {
         meta.traffic_selectors__tunnel = v_tunnel;
@@ -492,6 +514,19 @@ control Ingress(
     Meter<bit<32>>(64000, MeterType_t.BYTES) tunnel_out_rate;
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash4;
+
+    // bridge #3's steering: share -> server port, when not the usual
+    table nfc_steer3 {
+        key = {
+            meta.nfc_share : exact @name("share");
+        }
+        actions = {
+            nfc_steer_to;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 2;
+    }
 
     // entry of table internet_routes, examples/ipsec_gateway.nfp:202
     action internet_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
@@ -639,14 +674,17 @@ control Ingress(
                 // shard by hash: examples/ipsec_gateway.nfp:253
                 meta.nfc_hash2 = nfc_hash2.get({meta.tunnel});
                 if (meta.nfc_hash2 >= 16w0x8000) {
+                    meta.nfc_share = 8w1;
                     meta.nfc_egress = 16w0x21;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 } else {
+                    meta.nfc_share = 8w0;
                     meta.nfc_egress = 16w0x20;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 }
+                nfc_steer1.apply();
                 exit;
             }
         }
@@ -683,14 +721,17 @@ control Ingress(
                 // shard by hash: examples/ipsec_gateway.nfp:253
                 meta.nfc_hash4 = nfc_hash4.get({meta.tunnel});
                 if (meta.nfc_hash4 >= 16w0x8000) {
+                    meta.nfc_share = 8w1;
                     meta.nfc_egress = 16w0x21;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 } else {
+                    meta.nfc_share = 8w0;
                     meta.nfc_egress = 16w0x20;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 }
+                nfc_steer3.apply();
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {

@@ -173,6 +173,7 @@ struct metadata_t {
     bit<8> nfc_punt;
     bit<32> nfc_rd_outer__dst;
     bit<8> nfc_resume;
+    bit<8> nfc_share;
     bit<16> spi_steering__tunnel;
     bit<16> traffic_selectors__tunnel;
 }
@@ -204,6 +205,7 @@ parser NfcParser(
         meta.nfc_punt = 8w0;
         meta.nfc_rd_outer__dst = 32w0;
         meta.nfc_resume = 8w0;
+        meta.nfc_share = 8w0;
         meta.spi_steering__tunnel = 16w0;
         meta.traffic_selectors__tunnel = 16w0;
         transition select(standard_metadata.ingress_port) {
@@ -472,6 +474,26 @@ control NfcIngress(
     // meter tunnel_in_rate, examples/ipsec_gateway.nfp:73
     meter(32w64000, MeterType.bytes) tunnel_in_rate;
 
+    // a share moved to another server port (Runtime.steer)
+    action nfc_steer_to(bit<16> v_port) {
+        meta.nfc_egress = v_port;
+        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+        meta.nfc_forwarded = 1w1;
+    }
+
+    // bridge #1's steering: share -> server port, when not the usual
+    table nfc_steer1 {
+        key = {
+            meta.nfc_share : exact @name("share");
+        }
+        actions = {
+            nfc_steer_to;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 2;
+    }
+
     // entry of table traffic_selectors, examples/ipsec_gateway.nfp:142
     action traffic_selectors__hit(bit<16> v_tunnel) {
         meta.traffic_selectors__tunnel = v_tunnel;
@@ -495,6 +517,19 @@ control NfcIngress(
 
     // meter tunnel_out_rate, examples/ipsec_gateway.nfp:154
     meter(32w64000, MeterType.bytes) tunnel_out_rate;
+
+    // bridge #3's steering: share -> server port, when not the usual
+    table nfc_steer3 {
+        key = {
+            meta.nfc_share : exact @name("share");
+        }
+        actions = {
+            nfc_steer_to;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 2;
+    }
 
     // entry of table internet_routes, examples/ipsec_gateway.nfp:202
     action internet_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
@@ -647,14 +682,17 @@ control NfcIngress(
                 // shard by hash: examples/ipsec_gateway.nfp:253
                 hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                 if (meta.nfc_hash2 >= 16w0x8000) {
+                    meta.nfc_share = 8w1;
                     meta.nfc_egress = 16w0x21;
                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 } else {
+                    meta.nfc_share = 8w0;
                     meta.nfc_egress = 16w0x20;
                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 }
+                nfc_steer1.apply();
                 exit;
             }
         }
@@ -688,14 +726,17 @@ control NfcIngress(
                 // shard by hash: examples/ipsec_gateway.nfp:253
                 hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                 if (meta.nfc_hash4 >= 16w0x8000) {
+                    meta.nfc_share = 8w1;
                     meta.nfc_egress = 16w0x21;
                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 } else {
+                    meta.nfc_share = 8w0;
                     meta.nfc_egress = 16w0x20;
                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 }
+                nfc_steer3.apply();
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {
