@@ -116,8 +116,10 @@ def server_load(prog: ir.Program, pl: Placement, ts: TargetSet,
     mean_bytes = srv.cost.get("mean_packet_bytes", 512)
     sharded = sharded or {}
 
-    def held(t: ir.Table) -> int:  # bytes of t on each server
-        return -(-server_bytes(t) // ts.carrying) if t.name in sharded else server_bytes(t)
+    even = prog.deployment is not None and prog.deployment.shard is not None and prog.deployment.shard.method == "hash"
+
+    def held(t: ir.Table) -> int:  # bytes of t on each server: a hash spreads it evenly, a range maybe not
+        return -(-server_bytes(t) // ts.carrying) if t.name in sharded and even else server_bytes(t)
 
     saved = sum(server_bytes(t) - held(t) for t in server_tables(prog, pl))
     memory = Margin(ServerResource.MEMORY, pl.server_memory_bytes - saved,

@@ -37,7 +37,12 @@ class Steering:
 
 
 def steering(shard: ir.Shard, servers: int) -> Steering:
-    selector = ir.Hash(HASH, shard.keys, HASH_BITS, shard.span) if shard.method == "hash" else shard.keys[0]
+    if shard.method == "hash":  # the keys' bits padded to whole bytes by a zero field of its own, so the
+        pad = -sum(k.width for k in shard.keys) % 8  # target hashes what ShardInfo.server_of does
+        keys = (*shard.keys, ir.Const(0, pad, shard.span)) if pad else shard.keys
+        selector: ir.Expr = ir.Hash(HASH, keys, HASH_BITS, shard.span)
+    else:
+        selector = shard.keys[0]
     top = 1 << selector.width
     return Steering(selector, tuple(i * top // servers for i in range(max(1, servers))))
 

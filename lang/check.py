@@ -228,7 +228,9 @@ class _Checker(ExprChecker):
             if sh.method == "range" and len(sh.keys) != 1:
                 self.d.error("E023", f"range(...) takes one key, not {len(sh.keys)}", sh.span)
             for k in sh.keys:
-                self._expect(k, None, Scope(), want_bits=True)
+                if isinstance(self._expect(k, None, Scope(), want_bits=True), IntLiteral):
+                    self.d.error("E060", "a shard key is a field (or an expression of fields), not a bare number: "
+                                 "the same number for every packet steers nothing", k.span)
 
     # ---- parse graphs --------------------------------------------------------------------
 

@@ -127,13 +127,18 @@ class ServerFleet:
                 old = ch.read(table, [r[:key_words] for r in part]) if op != "add" else []
                 ch.write(op, table, part, chunk)
                 done.append((ch, part, old))
-        except RuntimeApiError:
+        except RuntimeApiError as refused:
             for ch, part, old in reversed(done):  # the other servers' parts, taken back
-                if op == "add":
-                    ch.write("delete", table, [r[:key_words] for r in part])
-                else:
-                    ch.write("add" if op == "delete" else "modify", table,
-                             [[*r[:key_words], *v] for r, v in zip(part, old, strict=True)])
+                try:
+                    if op == "add":
+                        ch.write("delete", table, [r[:key_words] for r in part])
+                    else:
+                        ch.write("add" if op == "delete" else "modify", table,
+                                 [[*r[:key_words], *v] for r, v in zip(part, old, strict=True)])
+                except RuntimeApiError as e:
+                    raise ChannelError(f"{op} {table}: refused ({refused}), and taking back the part server "
+                                       f"{self.channels.index(ch)} ({ch.path}) had taken failed ({e}): the servers "
+                                       "now differ from the goal state (Runtime.reconcile repairs them)") from refused
             raise
 
     def read(self, table: str, keys: Sequence[Sequence[int]]) -> list[tuple[int, ...]]:
@@ -203,7 +208,7 @@ class ServerFleet:
 
     def counters(self) -> dict[str, Any]:
         return merge_counters(self._each("counters", lambda ch: ch.counters()),
-                              {n for n, t in self.tables.items() if not t.state})
+                              {n for n, t in self.tables.items() if not t.state and n not in self.split})
 
 
 def merge_counters(parts: Sequence[dict[str, Any]], replicated: set[str]) -> dict[str, Any]:

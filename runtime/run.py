@@ -166,7 +166,7 @@ def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchC
             deliver(switch.process(data, port))
     if any(to_server.values()):
         raise RunError("a packet went back to the server twice; nfc run handles one round trip")
-    replicated = {t.name for t in plan.tables if t.kind != "state"}
+    replicated = {t.name for t in plan.tables if t.kind != "state" and not t.shard_fields}
     counters = _counters(drops, outputs, merge_counters(per_server, replicated))
     if len(ports) > 1:  # which server carried what (shard by)
         counters["servers"] = [{"port": port, "received": sent[port], "forwarded": c.get("forwarded", 0)}

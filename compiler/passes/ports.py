@@ -82,6 +82,11 @@ def _check_shard(prog: ir.Program, targets: TargetSet, where: Span, diags: Diagn
                             "leaves the switch, where a header may be gone or rewritten", key.span,
                             notes=("copy the field into metadata in a stage before the cut (meta.k = h.f;)",))
                 break
+    if not any(isinstance(x, ir.MetaField) for k in shard.keys for x in walk_expr(k)):
+        diags.error("E060", "shard by reads no metadata: every packet would go to the same server", shard.span)
+    elif shard.method == "range" and (1 << shard.keys[0].width) < targets.n_servers:
+        diags.error("E060", f"range(...) of a {shard.keys[0].width}-bit key has fewer values than the "
+                    f"{targets.n_servers} servers: some would get no packet", shard.keys[0].span)
     if shard.method == "range" and shard.keys[0].width > 32:
         diags.error("E060", f"range(...) of a {shard.keys[0].width}-bit key: at most 32 bits "
                     "(hash(...) takes any)", shard.keys[0].span)

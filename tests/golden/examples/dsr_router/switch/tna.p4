@@ -707,8 +707,8 @@ control Ingress(
                     hdr.nfc_bridge1.v_eth = (bit<1>)hdr.eth.isValid();
                     hdr.nfc_bridge1.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
                     hdr.nfc_bridge1.meta_vrf = meta.vrf;
-                    // shard by hash: examples/dsr_router.nfp:297
-                    meta.nfc_hash1 = nfc_hash1.get({meta.vrf});
+                    // shard by hash: examples/dsr_router.nfp:298
+                    meta.nfc_hash1 = nfc_hash1.get({meta.vrf, 2w0});
                     if (meta.nfc_hash1 >= 16w0xc000) {
                         meta.nfc_share = 8w3;
                         meta.nfc_egress = 16w0x23;
