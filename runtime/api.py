@@ -28,7 +28,7 @@ from runtime.goal import GoalStore
 from runtime.objects import Counter, Meter, Register
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from runtime.reconcile import Repair, goal_entry, reconcile
-from runtime.steering import FailOver, fail_over, steer
+from runtime.steering import FailOver, check_servers, fail_over, steer
 
 __all__ = ["Field", "Runtime", "Table", "TableSchema", "Value", "check_entry"]
 
@@ -235,6 +235,11 @@ class Runtime:
     def steer(self, share: int, server: int | None) -> None:
         """Send a sharded deployment's share ``share`` to server ``server`` (None: its own)."""
         steer(self, share, server)
+
+    def check_servers(self) -> list[FailOver]:
+        """A liveness round over a sharded deployment's servers: a dead one's shares go to the
+        next live server (runtime/steering.py ``check_servers``)."""
+        return check_servers(self)
 
     def fail_over(self, dead: int, to: int) -> FailOver:
         """Move server ``dead``'s shares, their split-table entries first, to server ``to``

@@ -21,7 +21,7 @@ from runtime.reconcile import Repair, reconcile
 if TYPE_CHECKING:
     from runtime.api import Runtime
 
-__all__ = ["FailOver", "fail_over", "steer"]
+__all__ = ["FailOver", "check_servers", "fail_over", "steer"]
 
 
 @dataclass
@@ -79,3 +79,22 @@ def fail_over(rt: Runtime, dead: int, to: int) -> FailOver:
         raise
     report.lost = rt.plan.shard.state
     return report
+
+
+def check_servers(rt: Runtime) -> list[FailOver]:
+    """One liveness round (call it from the control loop, every second say): each server that
+    stopped answering and still has shares gets them moved to the next live server after it
+    (``fail_over``); what each move took.  Nothing to move, or no server left: nothing done."""
+    fleet = rt.server
+    if not isinstance(fleet, ServerFleet) or rt.plan.shard is None:
+        return []
+    alive = fleet.alive()
+    moves = []
+    for dead, up in enumerate(alive):
+        if up or dead in fleet.down or dead not in fleet.route:
+            continue
+        n = len(alive)
+        to = next((k % n for k in range(dead + 1, dead + n) if alive[k % n]), None)
+        if to is not None:
+            moves.append(fail_over(rt, dead, to))
+    return moves
