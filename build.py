@@ -28,7 +28,8 @@ VENV = ROOT / ".venv"
 PY = VENV / "bin" / "python"
 CLIENT_VENV = ROOT / ".venv-p4rt"  # the independent P4Runtime client (p4runtime-shell) pins old protobuf
 APT_PACKAGES = ["dpdk", "libdpdk-dev", "dpdk-dev", "pkg-config", "gcc", "make", "libpcap-dev", "python3-venv",
-                "graphviz", "dpdk-doc"]  # dpdk-doc: l3fwd's sources, bench/bench_l3fwd.py's baseline
+                "graphviz", "dpdk-doc",  # dpdk-doc: l3fwd's sources, bench/bench_l3fwd.py's baseline
+                "redis-server"]  # the shared goal store (runtime/goal_redis.py); tests start their own
 
 
 def log(msg: str) -> None:

@@ -32,9 +32,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     s.add_argument("--entries", metavar="FILE", help="table entries (YAML or JSON, .nfp names)")
     s.add_argument("--inject", action="append", default=[], metavar="PORT=PCAP", required=True)
     s.add_argument("--capture", metavar="DIR", default="capture")
-    s.add_argument("--goal", metavar="FILE", type=Path,
-                   help="keep the goal state (every entry the runtime wrote) in this SQLite file: the data planes "
-                        "first get what an earlier run left there, then --entries")
+    s.add_argument("--goal", metavar="FILE|URL",
+                   help="keep the goal state (every entry the runtime wrote) in this SQLite file, or in the Redis "
+                        "of a redis:// or unix:// URL (shared by gateways): the data planes first get what an "
+                        "earlier run left there, then --entries")
     s.add_argument("--live", action="store_true",
                    help="run live: the server program on a veth pair (net_af_packet) in a network namespace of its "
                         "own, entries changeable while packets flow (needs root)")

@@ -24,7 +24,7 @@ from runtime.control import ControlChannel
 from runtime.entries import EntriesError, EntrySpec, parse_value
 from runtime.errors import ChannelError, EntryNotFound, InvalidEntry, RuntimeApiError
 from runtime.fleet import ServerFleet
-from runtime.goal import GoalStore
+from runtime.goal import Goal, open_goal
 from runtime.objects import Counter, Meter, Register
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from runtime.reconcile import Repair, goal_entry, reconcile
@@ -163,7 +163,7 @@ class Runtime:
     """The control plane of one built NF (``OUT``): switch, server, or both."""
 
     def __init__(self, out: str | Path, *, switch: SwitchClient | None = None,
-                 server: ControlChannel | ServerFleet | None = None, goal: GoalStore | None = None) -> None:
+                 server: ControlChannel | ServerFleet | None = None, goal: Goal | None = None) -> None:
         """``goal``: where the runtime records every write the data planes took, for
         ``reconcile`` after a restart (none: nothing is recorded)."""
         self.out = Path(out)
@@ -194,7 +194,8 @@ class Runtime:
         """Connect to a switch's P4Runtime endpoint and/or a server program's control socket
         (a list: the servers of a sharded deployment, as one ``ServerFleet``); with ``tls``, to
         the switch over TLS (mutual TLS when it holds a client certificate); with ``goal``,
-        keep the goal state in that SQLite file (made if new)."""
+        keep the goal state in that SQLite file (made if new) or Redis URL (runtime/goal.py
+        ``open_goal``)."""
         out = Path(out)
         switch = None
         if p4runtime is not None:
@@ -215,7 +216,8 @@ class Runtime:
                 for ch in channels:
                     ch.close()
                 raise
-        return cls(out, switch=switch, server=server, goal=GoalStore(goal) if goal is not None else None)
+        store = open_goal(goal, Path(load_plan(out).source).stem) if goal is not None else None
+        return cls(out, switch=switch, server=server, goal=store)
 
     def close(self) -> None:
         if self.switch is not None:

@@ -20,14 +20,58 @@ import os
 import sqlite3
 from collections.abc import Iterator, Sequence
 from pathlib import Path
+from typing import Protocol
 
-__all__ = ["GoalEntry", "GoalError", "GoalStore"]
+__all__ = ["Goal", "GoalEntry", "GoalError", "GoalStore", "checked_entry", "open_goal"]
 
 GoalEntry = tuple[tuple[tuple[int, int | None], ...], int, tuple[int, ...]]  # key, priority, values
 
 
 class GoalError(ValueError):
-    """The goal file holds something this program's runtime did not write."""
+    """The goal file holds something this program's runtime did not write (or the goal store
+    cannot be reached)."""
+
+
+class Goal(Protocol):
+    """What the runtime asks of a goal store: this SQLite one, or a shared one
+    (runtime/goal_redis.py)."""
+
+    def close(self) -> None: ...
+    def apply(self, table: str, op: str, entries: Sequence[GoalEntry]) -> None: ...
+    def entries(self, table: str, keys: int, values: int) -> Iterator[GoalEntry]: ...
+    def set_meters(self, name: str, rates: dict[int, tuple[int, int, int, int] | None]) -> None: ...
+    def meters(self, name: str) -> dict[int, tuple[int, int, int, int]]: ...
+    def count(self, table: str) -> int: ...
+
+
+def open_goal(where: str | Path, program: str) -> Goal:
+    """A ``redis://`` or ``unix://`` URL: the goal state in that Redis, under ``nfc:<program>``
+    (``?prefix=NAME`` for another namespace: gateways that share it keep one goal); anything
+    else: a SQLite file."""
+    text = str(where)
+    if text.startswith(("redis://", "rediss://", "unix://")):
+        from runtime.goal_redis import RedisGoalStore
+
+        return RedisGoalStore(text, f"nfc:{program}")
+    return GoalStore(where)
+
+
+def checked_entry(where: str, table: str, key: str, prio: object, vals: str, keys: int, values: int) -> GoalEntry:
+    """One stored entry (its key and values as JSON), checked to have the ``keys`` key fields
+    and ``values`` values the table has now: a goal of another program, or of the program
+    before an edit of the table, is a GoalError naming the table, not a wrong write."""
+    try:
+        k = tuple((int(v), None if m is None else int(m)) for v, m in json.loads(key))
+        vs = tuple(int(v) for v in json.loads(vals))
+        entry = (k, int(str(prio)), vs)
+    except (ValueError, TypeError):  # JSONDecodeError is a ValueError; its text may quote a key
+        raise GoalError(f"{where}: table {table}: an entry that is not one this runtime wrote "
+                        "(its text is not shown: values may be keys)") from None
+    if len(k) != keys or len(vs) != values:
+        raise GoalError(f"{where}: table {table}: an entry of {len(k)} key fields and {len(vs)} "
+                        f"values, the table has {keys} and {values} (the goal state of another "
+                        f"program or of an earlier version of this one)")
+    return entry
 
 
 class GoalStore:
@@ -65,18 +109,7 @@ class GoalStore:
         values the table has now (a goal file of another program, or of the program before
         an edit of the table, is a GoalError naming the table, not a wrong write)."""
         for key, prio, vals in self.db.execute("SELECT key, priority, vals FROM entries WHERE tbl = ?", (table,)):
-            try:
-                k = tuple((int(v), None if m is None else int(m)) for v, m in json.loads(key))
-                vs = tuple(int(v) for v in json.loads(vals))
-                entry = (k, int(prio), vs)
-            except (ValueError, TypeError):  # JSONDecodeError is a ValueError; its text may quote a key
-                raise GoalError(f"{self.path}: table {table}: an entry that is not one this runtime wrote "
-                                "(its text is not shown: values may be keys)") from None
-            if len(k) != keys or len(vs) != values:
-                raise GoalError(f"{self.path}: table {table}: an entry of {len(k)} key fields and {len(vs)} "
-                                f"values, the table has {keys} and {values} (the goal state of another "
-                                f"program or of an earlier version of this one)")
-            yield entry
+            yield checked_entry(str(self.path), table, key, prio, vals, keys, values)
 
     def set_meters(self, name: str, rates: dict[int, tuple[int, int, int, int] | None]) -> None:
         """Record meter indices the data planes took: their (cir, cbs, pir, pbs), or None: reset."""

@@ -30,7 +30,7 @@ from runtime.api import Runtime
 from runtime.entries import EntrySpec
 from runtime.errors import RuntimeApiError
 from runtime.fleet import ServerFleet, merge_counters
-from runtime.goal import GoalError, GoalStore
+from runtime.goal import GoalError, open_goal
 from runtime.live import LiveDataPlane, LiveError, Switch, pace
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess, eal_args
@@ -78,14 +78,16 @@ def _counters(drops: Counter[str], outputs: dict[int, list[bytes]], server: dict
 
 
 def program(out: Path, switch: SwitchClient | None, server: Any, entries: list[EntrySpec],
-            goal: Path | None) -> None:
+            goal: str | Path | None) -> None:
     """Put ``entries`` where the plan says, through the runtime API.  With ``goal`` (a SQLite
-    file, runtime/goal.py), the entries are first recorded in the goal state an earlier run may
-    have left there (each replacing the goal's entry of its key), then the data planes, which
-    start empty, are brought to it (``Runtime.reconcile``): a run restarted with the same file
-    forwards as the last one did, with or without its entries given again."""
+    file, runtime/goal.py, or a Redis URL, runtime/goal_redis.py), the entries are first
+    recorded in the goal state an earlier run may have left there (each replacing the goal's
+    entry of its key), then the data planes, which start empty, are brought to it
+    (``Runtime.reconcile``): a run restarted with the same goal forwards as the last one did,
+    with or without its entries given again."""
     try:
-        rt = Runtime(out, switch=switch, server=server, goal=GoalStore(goal) if goal is not None else None)
+        rt = Runtime(out, switch=switch, server=server)
+        rt.goal = open_goal(goal, Path(rt.plan.source).stem) if goal is not None else None
         try:
             if goal is not None:
                 rt.intend(entries)
@@ -110,7 +112,7 @@ def build_server(out: Path) -> Path:
 
 def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchClient | None,
                entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path,
-               goal: Path | None = None) -> dict[str, Any]:
+               goal: str | Path | None = None) -> dict[str, Any]:
     """One server process per server port that carries traffic (``plan.server_count``: every
     share of ``shard by``, else the first port), programmed as one (runtime/fleet.py)."""
     _fresh(capture)
@@ -179,7 +181,7 @@ _TAG = struct.Struct(">I")  # nf --tagged: the logical port before each frame
 
 
 def run_server(out: Path, entries: list[EntrySpec], injects: list[tuple[int, Path]],
-               capture: Path, goal: Path | None = None) -> dict[str, Any]:
+               capture: Path, goal: str | Path | None = None) -> dict[str, Any]:
     """A build without a switch: the DPDK program alone, every logical port carried by one
     tagged net_pcap device (``nf --tagged``) so that packets keep their injection order."""
     _fresh(capture)
@@ -207,7 +209,7 @@ def run_server(out: Path, entries: list[EntrySpec], injects: list[tuple[int, Pat
 
 def run_live(out: Path, switch: Switch, server_port: int, switch_client: SwitchClient | None,
              entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path, pps: float = 1000.0,
-             serve_seconds: float = 0.0, announce: Any = print, goal: Path | None = None) -> dict[str, Any]:
+             serve_seconds: float = 0.0, announce: Any = print, goal: str | Path | None = None) -> dict[str, Any]:
     """The live data plane: entries through the runtime, the pcaps sent at ``pps``, then
     ``serve_seconds`` more with the P4Runtime endpoint and the control socket open to other
     controllers (their addresses go to ``announce``); captures and counters as in batch mode."""
