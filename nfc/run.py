@@ -63,10 +63,6 @@ def run(args: argparse.Namespace, sources: SourceMap) -> int:
     plan, _placed = open_placed(out)
     if plan.switch is None:
         return _run_server(args, out)
-    if args.live and plan.server_count > 1:
-        print(f"nfc run: {out} shards over {plan.server_count} servers (shard by); --live runs one server program "
-              "(docs/runtime.md, \"Sharded servers\"): run it without --live", file=sys.stderr)
-        return 1
     plan, _placed, model = open_build(out)
     names = json.loads(plan.path(out, "name_map").read_text())
     p4rt = P4RuntimeServer(model, names, "tna")

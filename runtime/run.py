@@ -34,6 +34,7 @@ from runtime.goal import GoalError, open_goal
 from runtime.live import LiveDataPlane, LiveError, Switch, pace
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess, eal_args
+from runtime.steering import steer_all
 
 __all__ = ["EAL_ARGS", "RunError", "run_hybrid", "run_live", "run_server"]
 
@@ -78,13 +79,14 @@ def _counters(drops: Counter[str], outputs: dict[int, list[bytes]], server: dict
 
 
 def program(out: Path, switch: SwitchClient | None, server: Any, entries: list[EntrySpec],
-            goal: str | Path | None) -> None:
+            goal: str | Path | None, one_server: bool = False) -> None:
     """Put ``entries`` where the plan says, through the runtime API.  With ``goal`` (a SQLite
     file, runtime/goal.py, or a Redis URL, runtime/goal_redis.py), the entries are first
     recorded in the goal state an earlier run may have left there (each replacing the goal's
     entry of its key), then the data planes, which start empty, are brought to it
     (``Runtime.reconcile``): a run restarted with the same goal forwards as the last one did,
-    with or without its entries given again."""
+    with or without its entries given again.  ``one_server``: the one server program of a
+    sharded build gets every share (``steer_all``)."""
     try:
         rt = Runtime(out, switch=switch, server=server)
         rt.goal = open_goal(goal, Path(rt.plan.source).stem) if goal is not None else None
@@ -94,6 +96,8 @@ def program(out: Path, switch: SwitchClient | None, server: Any, entries: list[E
                 rt.reconcile()
             else:
                 rt.load(entries)
+            if one_server:
+                steer_all(rt)
         finally:
             if rt.goal is not None:
                 rt.goal.close()
@@ -217,7 +221,7 @@ def run_live(out: Path, switch: Switch, server_port: int, switch_client: SwitchC
     try:
         with LiveDataPlane(build_server(out), switch, server_port) as live:
             assert live.server is not None
-            program(out, switch_client, live.server.control, entries, goal)
+            program(out, switch_client, live.server.control, entries, goal, one_server=True)
             announce(f"server control socket: {live.server.socket} (network namespace {live.netns})")
             for port, path in injects:
                 pace([bytes(d) for d, _ in RawPcapReader(str(path))], functools.partial(live.inject, port), pps)

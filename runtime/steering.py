@@ -21,7 +21,7 @@ from runtime.reconcile import Repair, reconcile
 if TYPE_CHECKING:
     from runtime.api import Runtime
 
-__all__ = ["FailOver", "check_servers", "fail_over", "steer"]
+__all__ = ["FailOver", "check_servers", "fail_over", "steer", "steer_all"]
 
 
 @dataclass
@@ -54,6 +54,15 @@ def steer(rt: Runtime, share: int, server: int | None) -> None:
     errors = [e for e in rt.switch.write(updates) if e is not None]
     if errors:
         raise errors[0]
+
+
+def steer_all(rt: Runtime, server: int = 0) -> None:
+    """Every share to one server: a sharded build run with one server program (``nfc run
+    --live``), which the runtime gave every entry (one control channel, not a fleet)."""
+    if rt.plan.shard is not None:
+        for share in range(len(rt.plan.shard.shares)):
+            if share != server:
+                steer(rt, share, server)
 
 
 def fail_over(rt: Runtime, dead: int, to: int) -> FailOver:

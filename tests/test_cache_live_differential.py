@@ -25,6 +25,7 @@ from compiler.interp import Entry, Interpreter, Match
 from runtime.api import Runtime
 from runtime.cache_manager import CacheManager, IdleLimits
 from runtime.live import LiveDataPlane, pace
+from runtime.steering import steer_all
 from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server, compile_ir
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
@@ -98,6 +99,7 @@ def test_forwarding_stays_as_the_full_table_says_while_the_manager_moves_the_cac
         with LiveDataPlane(out / "server/nf", sw.p4rt, sw.model.server_ports[0]) as live:
             assert live.server is not None
             rt = Runtime(out, switch=switch, server=live.server.control)
+            steer_all(rt)  # the example shards over four forwarders: this one gets every tenant
             rt.caches["vrf_fib"].capacity = 4  # a small cache: the manager must choose
             rt.table("vni_to_vrf").add_many([{"vxlan_vni": n, "vrf": v} for n, v in VNIS.items()])
             rt.table("fabric_routes").add(outer_ipv4_dst="0.0.0.0/0", port=FABRIC_PORT, next_hop_mac=0x020000000030)

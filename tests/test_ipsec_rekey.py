@@ -26,6 +26,7 @@ from scapy.layers.l2 import Ether
 
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
+from runtime.steering import steer_all
 from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch
 from tests.oracles import ip2int, mac2int
 
@@ -94,6 +95,7 @@ def test_a_rekey_under_traffic_loses_nothing_and_reuses_no_sequence_number(built
         with LiveDataPlane(built / "server/nf", sw.p4rt, sw.model.server_ports[0]) as live:
             assert live.server is not None
             rt = Runtime(built, switch=sw.client, server=live.server.control)
+            steer_all(rt)  # one GPN of the two: it takes every tunnel
             rt.table("spi_steering").add(esp_spi=OLD["in"], tunnel=TUNNEL)
             rt.table("inbound_sa").add(**_inbound_sa(OLD))
             rt.table("traffic_selectors").add_many([{"std_ingress_port": VNET_PORT, "ipv4_src": (0, 0),

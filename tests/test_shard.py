@@ -429,9 +429,3 @@ def test_a_dead_gpn_is_detected_and_its_tunnels_move_to_the_other_entries_first(
     finally:
         sw.close()
 
-
-def test_live_mode_refuses_a_build_that_shards_over_several_servers(ipsec, tmp_path):
-    r = nfc_cli("run", str(ipsec), "--live", "--inject", f"3={tmp_path / 'none.pcap'}",
-                "--capture", str(tmp_path / "cap"))
-    assert r.returncode == 1 and "shards over 2 servers (shard by); --live runs one server program" in r.stderr, \
-        r.stderr
