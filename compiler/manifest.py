@@ -29,8 +29,9 @@ __all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse"
 # 3: resources.server.memory_available_bytes is one server's memory (each holds every server table),
 #    resources.server.overcommitted
 # 4: objects (registers, counters, meters: kind, size, width, placement); tables[].values[].secret
-#    (and, read when present: targets.shard, the steering of shard by)
-PLAN_VERSION = 4
+# 5: targets.shard (shard by: the shares, the servers' state), tables[].server.shard_fields,
+#    resources.server.servers_carrying
+PLAN_VERSION = 5
 
 
 class PlanError(ValueError):
