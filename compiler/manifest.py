@@ -17,8 +17,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from compiler.interp.bits import bit_string, crc16
-
 __all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse", "MissPathInfo", "ObjectInfo",
            "ObjectPlacement", "Plan", "PlanError",
            "ServerResource", "ServerResources", "ShardInfo", "ShardShare", "SolverInfo", "StageInfo",
@@ -188,6 +186,28 @@ class TargetInfo:
     generator: str
     profile: str
     resources: dict[str, float]
+
+
+def bit_string(parts: list[tuple[int, int]]) -> bytes:
+    """(value, width) pairs concatenated as one bit string, zero-padded at the end to bytes
+    (how P4 hashes and checksums see a field list)."""
+    value, bits = 0, 0
+    for v, w in parts:
+        value, bits = (value << w) | (v & ((1 << w) - 1)), bits + w
+    pad = -bits % 8
+    return (value << pad).to_bytes((bits + pad) // 8, "big")
+
+
+def crc16(data: bytes) -> int:
+    """CRC-16/ARC (poly 0x8005 reflected, init 0): P4's ``HashAlgorithm.crc16``, the language's
+    ``crc16`` and ``shard by hash``'s (defined here, in the plan's leaf module, because the
+    runtime computes a split table entry's server from the plan alone)."""
+    crc = 0
+    for b in data:
+        crc ^= b
+        for _ in range(8):
+            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
 
 
 @dataclass(frozen=True, slots=True)

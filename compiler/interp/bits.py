@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from compiler import ir
+from compiler.manifest import bit_string, crc16  # one definition: the plan's shard hash is crc16
 
-__all__ = ["csum_update", "internet_checksum", "mask", "pack", "unpack"]
+__all__ = ["bit_string", "crc16", "csum_update", "internet_checksum", "mask", "pack", "unpack"]
 
 
 def mask(width: int) -> int:
@@ -47,23 +48,3 @@ def internet_checksum(data: bytes) -> int:
     while total >> 16:
         total = (total & 0xFFFF) + (total >> 16)
     return ~total & 0xFFFF
-
-
-def bit_string(parts: list[tuple[int, int]]) -> bytes:
-    """(value, width) pairs concatenated as one bit string, zero-padded at the end to bytes
-    (how P4 hashes and checksums see a field list)."""
-    value, bits = 0, 0
-    for v, w in parts:
-        value, bits = (value << w) | (v & mask(w)), bits + w
-    pad = -bits % 8
-    return (value << pad).to_bytes((bits + pad) // 8, "big")
-
-
-def crc16(data: bytes) -> int:
-    """CRC-16/ARC (poly 0x8005 reflected, init 0): P4's ``HashAlgorithm.crc16``."""
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
