@@ -8,6 +8,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -264,3 +265,29 @@ def learn_entries(c: Any, fz: Any, tables: dict[str, list[Any]], inputs: dict[in
     for name, keys in missed.items():
         chosen = [k for k in sorted(keys) if fz.rnd.random() < 0.5]
         tables[name] += fz.entries_at(c.program.tables[name], chosen)
+
+
+HAVE_REDIS = shutil.which("redis-server") is not None
+needs_redis = pytest.mark.skipif(not HAVE_REDIS, reason="redis-server missing: python3 build.py setup installs "
+                                 "it (Debian redis-server)")
+
+
+@pytest.fixture
+def redis_url(tmp_path: Path) -> Iterator[str]:
+    """A redis-server of the test's own on a unix socket (owner-only), no persistence: its URL."""
+    import time
+
+    sock = tmp_path / "redis.sock"
+    proc = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
+                             "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(200):
+            if sock.exists():
+                break
+            time.sleep(0.05)
+        assert sock.exists(), "redis-server did not open its socket"
+        yield f"unix://{sock}"
+    finally:
+        proc.terminate()
+        proc.wait(10)

@@ -6,49 +6,20 @@ installed by ``build.py setup``) runs on a unix socket of the test's own.
 * two agents with the same namespace share one goal, other namespaces do not see it;
 * an agent restarted with 100,000 entries in the store brings a fresh server program to them:
   afterwards a diff of the store against the server's dump is empty;
-* ``nfc run --goal unix://...`` runs twice, the second time with no entries given.
+* ``nfc run --goal unix://...``: tests/test_nfc_run.py.
 """
 
 from __future__ import annotations
 
-import json
-import shutil
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
-from scapy.layers.inet import IP, UDP
-from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
-from scapy.utils import rdpcap, wrpcap
 
 from runtime.api import Runtime
 from runtime.goal import GoalError, GoalStore, open_goal
 from runtime.goal_redis import RedisGoalStore
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, ROOT, build_with_server, expected_vxlan
+from tests.conftest import HAVE_DPDK, build_with_server, needs_redis
 
-pytestmark = pytest.mark.skipif(shutil.which("redis-server") is None,
-                                reason="redis-server missing: python3 build.py setup installs it (Debian redis-server)")
-
-
-@pytest.fixture
-def redis_url(tmp_path):
-    sock = tmp_path / "redis.sock"
-    proc = subprocess.Popen(["redis-server", "--port", "0", "--unixsocket", str(sock), "--unixsocketperm", "700",
-                             "--save", "", "--appendonly", "no", "--dir", str(tmp_path)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        for _ in range(200):
-            if sock.exists():
-                break
-            time.sleep(0.05)
-        assert sock.exists(), "redis-server did not open its socket"
-        yield f"unix://{sock}"
-    finally:
-        proc.terminate()
-        proc.wait(10)
+pytestmark = needs_redis
 
 
 @pytest.fixture(params=["sqlite", "redis"])
@@ -112,32 +83,3 @@ def test_a_restarted_agent_brings_a_fresh_server_to_100k_entries_from_the_store(
         assert not rt.reconcile()["inbound_sa"]["server"]  # and nothing is left to do
         rt.close()
 
-
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
-def test_nfc_run_keeps_its_goal_in_redis(redis_url, tmp_path):
-    out = tmp_path / "vpn"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--target", "dpdk", "--no-verify", "--allow-overcommit"],
-                       capture_output=True, text=True, cwd=ROOT)
-    assert r.returncode == 0, r.stderr
-    entries = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
-                                   "values": {"host_ip": "172.16.5.17", "vni": 5042}}],
-               "underlay_routes": [{"match": {"outer_ipv4_dst": "172.16.0.0/16"},
-                                    "values": {"port": 21, "next_hop_mac": "02:00:00:00:00:99"}}]}
-    (tmp_path / "entries.json").write_text(json.dumps(entries))
-    customer = (Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / Dot1AD(vlan=5) / Dot1Q(vlan=42)
-                / IP(src="192.168.200.1", dst="192.168.42.17") / UDP(sport=7, dport=9) / b"to the cloud")
-    wrpcap(str(tmp_path / "customer.pcap"), [customer])
-    cap: Path = tmp_path / "cap"
-
-    def run(*more: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--inject",
-                               f"3={tmp_path / 'customer.pcap'}", "--capture", str(cap), *more],
-                              capture_output=True, text=True, cwd=ROOT, timeout=300)
-
-    want = [expected_vxlan(customer, "172.16.5.17", 5042)]
-    r = run("--entries", str(tmp_path / "entries.json"), "--goal", redis_url)
-    assert r.returncode == 0, r.stderr[-3000:]
-    r = run("--goal", redis_url)  # no entries given: the store's
-    assert r.returncode == 0, r.stderr[-3000:]
-    assert [bytes(p) for p in rdpcap(str(cap / "port-21.pcap"))] == want

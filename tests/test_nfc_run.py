@@ -15,7 +15,7 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.utils import rdpcap, wrpcap
 
-from tests.conftest import GW_IP, HAVE_DPDK, NH_MAC, ROOT, expected_vxlan
+from tests.conftest import GW_IP, HAVE_DPDK, NH_MAC, ROOT, expected_vxlan, needs_redis
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
@@ -102,11 +102,13 @@ def test_server_alone_runs_on_its_logical_ports_and_capture_starts_empty(tmp_pat
     assert r.returncode == 1 and "has no switch program" in r.stderr
 
 
-def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_its_entries(tmp_path):
-    """``--goal FILE``: the entries a run wrote are kept in FILE (SQLite); a later run with the
-    same file and no entries brings its fresh data plane to them first (Runtime.reconcile) and
-    forwards the same packets the same way; without the file it has no route.  A file that is
-    not a goal store is refused with a message, not a traceback."""
+@pytest.mark.parametrize("store", ["sqlite", pytest.param("redis", marks=needs_redis)])
+def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_its_entries(tmp_path, request, store):
+    """``--goal FILE``: the entries a run wrote are kept in FILE (SQLite), or in a Redis (a
+    unix:// URL: a store gateways share); a later run with the same goal and no entries brings
+    its fresh data plane to them first (Runtime.reconcile) and forwards the same packets the
+    same way; without it, it has no route.  A file that is not a goal store, or a store that
+    cannot be reached, is refused with a message, not a traceback."""
     out = tmp_path / "vpn"
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
                         "--target", "dpdk", "--no-verify", "--allow-overcommit"],
@@ -120,7 +122,8 @@ def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_i
     customer = (Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / Dot1AD(vlan=5) / Dot1Q(vlan=42)
                 / IP(src="192.168.200.1", dst="192.168.42.17") / UDP(sport=7, dport=9) / b"to the cloud")
     wrpcap(str(tmp_path / "customer.pcap"), [customer])
-    goal, cap = tmp_path / "goal.sqlite", tmp_path / "cap"
+    cap = tmp_path / "cap"
+    goal = str(tmp_path / "goal.sqlite") if store == "sqlite" else request.getfixturevalue("redis_url")
 
     def run(*more: str) -> subprocess.CompletedProcess[str]:
         return subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--inject",
@@ -140,6 +143,10 @@ def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_i
     r = run()  # neither: nothing routes it
     assert r.returncode == 0, r.stderr[-3000:]
     assert json.loads(r.stdout)["egress_packets"] == {} and not (cap / "port-21.pcap").exists()
+    if store == "redis":
+        r = run("--goal", f"unix://{tmp_path / 'nobody.sock'}")
+        assert r.returncode == 1 and "goal state" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]
+        return
     (tmp_path / "not.sqlite").write_text("entries: []\n")
     r = run("--goal", str(tmp_path / "not.sqlite"))
     assert r.returncode == 1 and "goal state" in r.stderr and "Traceback" not in r.stderr, r.stderr[-3000:]

@@ -36,22 +36,7 @@ from tests.conftest import (
     nfc_cli,
     write,
 )
-
-
-def crc16_arc(data: bytes) -> int:
-    """CRC-16/ARC (poly 0x8005 reflected, init 0, no final xor), written here from its
-    definition: the oracle of ``shard by hash``."""
-    crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
-    return crc
-
-
-def test_crc16_arc_oracle_has_the_catalogue_check_value():
-    assert crc16_arc(b"123456789") == 0xBB3D  # the CRC catalogue's check value for CRC-16/ARC
-
+from tests.oracles import crc16_arc
 
 _PROGRAM = """import "std/headers.nfp";
 packet { eth: ethernet; ipv4: ipv4; tcp: tcp; }
