@@ -2,9 +2,9 @@
 answering).  The switch program sends each share to its own server port unless its steering
 tables (one per bridge, ``nfc_steer<cut>``, targets/p4/lower.py) say another; ``steer``
 writes those, all in one P4Runtime batch.  ``fail_over`` moves a dead server's shares to a
-survivor in the order that keeps every packet forwarded as the whole table says: the
-survivor first gets the dead server's part of every split table (from the goal state), then
-the switch steers the shares to it, then the fleet routes their entries there.  What the dead
+survivor in the order that keeps every packet forwarded as the whole table says: the fleet
+routes the shares' entries to the survivor, which gets the dead server's part of every split
+table (from the goal state), and only then does the switch steer the shares to it.  What the dead
 server held that packets wrote — state tables, registers, meters' buckets, replay windows,
 port pools — cannot be restored: the report names it as lost."""
 

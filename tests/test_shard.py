@@ -30,6 +30,7 @@ from runtime.goal import GoalStore
 from runtime.server_proc import ServerProcess
 from tests.conftest import (
     HAVE_DPDK,
+    ROOT,
     P4RuntimeSwitch,
     build_with_server,
     compile_file,
@@ -414,3 +415,28 @@ def test_a_dead_gpn_is_detected_and_its_tunnels_move_to_the_other_entries_first(
     finally:
         sw.close()
 
+
+
+@needs_dpdk
+def test_the_vpn_gateway_over_three_servers_split_by_overlay_agrees_with_the_spec(tmp_path):
+    """Seed 000's overlay table scaled out (issue 16): the VPN gateway with three PE servers and
+    ``shard by hash(meta.customer, meta.overlay)``; overlay_routes is split (each server a third),
+    the servers keep no state, and nfc run (three server programs) forwards random traffic as
+    the reference interpreter does, byte for byte."""
+    from tests.test_differential_examples import _agree
+
+    text = (ROOT / "examples/vpn_gateway.nfp").read_text()
+    for old, new in (("servers = [pe_server];", "servers = [pe_server, pe_server, pe_server];"),
+                     ("server_ports = [32..32];", "server_ports = [32..34];"),
+                     ("  rate = 15Mpps;", "  shard by hash(meta.customer, meta.overlay);\n  rate = 15Mpps;")):
+        assert old in text
+        text = text.replace(old, new)
+    src = tmp_path / "vpn_gateway.nfp"
+    src.write_text(text)
+    out = tmp_path / "out"
+    r = nfc_cli("build", str(src), "-o", str(out), "--target", "tofino+dpdk")
+    assert r.returncode == 0 and "the servers keep no state, so the whole is the spec" in r.stderr, r.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert {t["name"]: t.get("server", {}).get("shard_fields") for t in plan["tables"]}["overlay_routes"] == [0, 1]
+    assert plan["resources"]["server"]["servers_carrying"] == 3
+    _agree("vpn_gateway", src, out, tmp_path, 300)
