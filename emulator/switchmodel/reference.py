@@ -7,7 +7,9 @@ pipeline's switch stages before the server; a pipeline with a server part then g
 the server port behind its bridge header; packets from a server port are decoded from
 their bridge header (metadata restored, headers re-parsed from the validity bits) and
 run the switch stages after the server.  A miss in a switch-cached table goes to the
-server with the miss-path bridge.  Only switch-resident table contents are consulted.
+server with the miss-path bridge.  With ``shard by``, each goes to its share's server port
+(the steering tables' overrides, which the runtime writes, are not modelled here).  Only
+switch-resident table contents are consulted.
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ from compiler import ir
 from compiler.interp import Ctx, Interpreter, Outcome, Stop
 from compiler.interp.bridge_codec import BridgeError, pack_ctx, unpack_into
 from compiler.placement import Bridge, Direction, Placement, Segment, find_bridge
+from compiler.shard import steering
 
 __all__ = ["SwitchReference"]
 
@@ -28,6 +31,8 @@ class SwitchReference:
         self.bridges = bridges
         self.server_ports = server_ports
         self.interp = Interpreter(program, cache_miss=self._cache_miss)
+        shard = program.deployment.shard if program.deployment is not None else None
+        self.steering = steering(shard, len(server_ports)) if shard is not None and len(server_ports) > 1 else None
         self.tables = self.interp.tables  # switch-resident contents, written through P4Runtime
 
     @property
@@ -63,7 +68,11 @@ class SwitchReference:
         return Outcome("drop", reason="no_pipeline")
 
     def _to_server(self, b: Bridge, ctx: Ctx) -> Outcome:
+        """To the first server port, or with ``shard by`` to the port of the share the
+        selector's value (read here, where the packet leaves) falls in (compiler/shard.py)."""
         port = self.server_ports[0] if self.server_ports else 0
+        if self.steering is not None:
+            port = self.server_ports[self.steering.server_of(self.interp.eval(self.steering.selector, ctx))]
         return Outcome("forward", port, pack_ctx(b, ctx) + self.interp.deparse(ctx))
 
     def _cache_miss(self, lookup: ir.Lookup, ctx: Ctx) -> None:

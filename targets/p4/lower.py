@@ -484,10 +484,11 @@ def _to_server_port(c: _Ctx, b: Bridge) -> list[p.Stmt]:
         chain = (p.If(p.Bin(">=", selector, p.Const(bound, st.selector.width)), to(i), chain),)
     if not any(isinstance(x, p.Action) and x.name == STEER_ACTION for x in c.locals):
         c.locals.append(p.Action(STEER_ACTION, (("v_port", p.Bits(16)),), tuple(_forward(c, p.ref("v_port"))),
-                                 "a share moved to another server port (Runtime.steer)"))
+                                 f"a share moved to another server port (Runtime.steer), {_src(shard.span)}"))
     name = f"nfc_steer{b.cut_id}"
     c.locals.append(p.Table(name, (p.Key(share, "exact", "share"),), (STEER_ACTION, "nfc_miss"), "nfc_miss",
-                            len(ports), f"bridge #{b.cut_id}'s steering: share -> server port, when not the usual"))
+                            len(ports), f"steering of bridge #{b.cut_id}: share -> server port when moved, "
+                                        f"{_src(shard.span)}"))
     c.names.tables[name] = {"p4_table": name, "p4_action": STEER_ACTION, "size": len(ports), "keys": ["share"],
                             "values": ["port"], "steering": True}
     return [*out, *chain, p.CallStmt(p.Call(p.ref(f"{name}.apply")))]

@@ -50,7 +50,7 @@ def _param(name: str) -> str:
 MODULE_NAMES = frozenset({"Path", "NamedTuple", "Runtime", "Table", "Value", "build_dir", "annotations"})
 RUNTIME_ATTRS = frozenset({"PROGRAM", "close", "connect", "load", "table", "write", "out", "plan", "schemas", "switch",
                            "server", "caches", "apply_cache", "goal", "idle_notify", "intend", "reconcile", "register",
-                           "counter", "meter"})
+                           "counter", "meter", "steer", "fail_over", "check_servers"})
 
 
 class _Namespace:

@@ -490,14 +490,14 @@ control NfcIngress(
         support_timeout = true;
     }
 
-    // a share moved to another server port (Runtime.steer)
+    // a share moved to another server port (Runtime.steer), examples/dsr_router.nfp:298
     action nfc_steer_to(bit<16> v_port) {
         meta.nfc_egress = v_port;
         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
         meta.nfc_forwarded = 1w1;
     }
 
-    // bridge #1's steering: share -> server port, when not the usual
+    // steering of bridge #1: share -> server port when moved, examples/dsr_router.nfp:298
     table nfc_steer1 {
         key = {
             meta.nfc_share : exact @name("share");

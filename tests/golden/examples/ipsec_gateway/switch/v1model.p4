@@ -474,14 +474,14 @@ control NfcIngress(
     // meter tunnel_in_rate, examples/ipsec_gateway.nfp:73
     meter(32w64000, MeterType.bytes) tunnel_in_rate;
 
-    // a share moved to another server port (Runtime.steer)
+    // a share moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:253
     action nfc_steer_to(bit<16> v_port) {
         meta.nfc_egress = v_port;
         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
         meta.nfc_forwarded = 1w1;
     }
 
-    // bridge #1's steering: share -> server port, when not the usual
+    // steering of bridge #1: share -> server port when moved, examples/ipsec_gateway.nfp:253
     table nfc_steer1 {
         key = {
             meta.nfc_share : exact @name("share");
@@ -518,7 +518,7 @@ control NfcIngress(
     // meter tunnel_out_rate, examples/ipsec_gateway.nfp:154
     meter(32w64000, MeterType.bytes) tunnel_out_rate;
 
-    // bridge #3's steering: share -> server port, when not the usual
+    // steering of bridge #3: share -> server port when moved, examples/ipsec_gateway.nfp:253
     table nfc_steer3 {
         key = {
             meta.nfc_share : exact @name("share");
