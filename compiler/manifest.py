@@ -29,7 +29,8 @@ __all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse"
 # 4: objects (registers, counters, meters: kind, size, width, placement); tables[].values[].secret
 # 5: targets.shard (shard by: the shares, the servers' state), tables[].server.shard_fields,
 #    resources.server.servers_carrying
-PLAN_VERSION = 5
+# 6: targets.shard.bucket_bits (the buckets the runtime moves between servers)
+PLAN_VERSION = 6
 
 
 class PlanError(ValueError):
@@ -226,15 +227,29 @@ class ShardInfo:
     keys: tuple[str, ...]
     source: str
     selector_bits: int
-    shares: tuple[ShardShare, ...]
+    shares: tuple[ShardShare, ...]  # one per declared server: the buckets it starts with
     state: tuple[str, ...] = ()  # what the servers keep that packets write: lost with a server
+    bucket_bits: int = 0  # the selector's top bits: the bucket the runtime moves between servers
+
+    @property
+    def buckets(self) -> int:
+        return 1 << self.bucket_bits
+
+    def bucket_of(self, keys: Sequence[tuple[int, int]]) -> int:
+        """The bucket of a packet or entry whose shard keys are ``keys`` ((value, width), in
+        the clause's order): the top bits of CRC-16/ARC of their bit string for hash, of the
+        key itself for range, as the switch computes it."""
+        selector = crc16(bit_string(list(keys))) if self.by == "hash" else keys[0][0] & ((1 << keys[0][1]) - 1)
+        return selector >> (self.selector_bits - self.bucket_bits)
+
+    def home(self, bucket: int) -> int:
+        """The declared server (index into ``shares``) a bucket goes to unless steered away."""
+        first = bucket << (self.selector_bits - self.bucket_bits)
+        return next((i for i, s in enumerate(self.shares) if s.first <= first <= s.last), 0)
 
     def server_of(self, keys: Sequence[tuple[int, int]]) -> int:
-        """The share (index into ``shares``) of a packet or entry whose shard keys are
-        ``keys`` ((value, width), in the clause's order): CRC-16/ARC of their bit string for
-        hash, the key itself for range, as the switch computes it."""
-        selector = crc16(bit_string(list(keys))) if self.by == "hash" else keys[0][0] & ((1 << keys[0][1]) - 1)
-        return next((i for i, s in enumerate(self.shares) if s.first <= selector <= s.last), 0)
+        """The declared server of a packet or entry (its bucket's home)."""
+        return self.home(self.bucket_of(keys))
 
 
 @dataclass(frozen=True, slots=True)
@@ -356,7 +371,7 @@ def _shard(s: dict[str, Any] | None) -> ShardInfo | None:
         return None
     return ShardInfo(s["by"], tuple(s["keys"]), s["source"], int(s["selector_bits"]),
                      tuple(ShardShare(int(x["server"]), int(x["port"]), int(x["first"]), int(x["last"]))
-                           for x in s["shares"]), tuple(s.get("state", ())))
+                           for x in s["shares"]), tuple(s.get("state", ())), int(s["bucket_bits"]))
 
 
 def _table(t: dict[str, Any]) -> TableInfo:

@@ -133,7 +133,8 @@ def _shard(prog: ir.Program, pl: Placement, ts: TargetSet) -> dict[str, Any] | N
     st = steering(shard, len(ports))
     ends = [*st.bounds[1:], 1 << st.selector.width]
     return {"by": shard.method, "keys": [print_expr(k) for k in shard.keys], "source": str(shard.span),
-            "selector_bits": st.selector.width, "state": [*state.keyed, *state.assumed],
+            "selector_bits": st.selector.width, "bucket_bits": st.bucket_bits,
+            "state": [*state.keyed, *state.assumed],
             "shares": [{"server": i, "port": port, "first": lo, "last": hi - 1}
                        for i, (port, lo, hi) in enumerate(zip(ports, st.bounds, ends, strict=True))]}
 

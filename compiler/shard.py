@@ -1,10 +1,13 @@
 """Which server a packet goes to: a deployment's ``shard by`` as one selector expression and
 the bounds that split the selector's values among the servers, in the deployment's order.
 
-``shard by hash(k, ...)`` selects by CRC-16/ARC of the keys (as the language's ``crc16``), so
-server ``i`` of ``N`` takes the hashes in ``[i * 65536 / N, (i + 1) * 65536 / N)``;
-``shard by range(k)`` splits the key's own values the same way.  Target-neutral: a switch
-generator lowers the selector and compares it with the bounds; a table on the server holds
+``shard by hash(k, ...)`` selects by CRC-16/ARC of the keys (as the language's ``crc16``);
+``shard by range(k)`` by the key's own value.  The selector's top ``bucket_bits`` bits (at
+most 8) are its *bucket*, the unit the runtime moves between servers (a server added, removed
+or failed: runtime/steering.py); server ``i`` of ``N`` starts with buckets ``[i * B / N,
+(i + 1) * B / N)`` of ``B``, i.e. the selector values from ``bounds[i]``.  Target-neutral: a
+switch generator lowers the selector, compares it with the bounds and keys its steering
+table (bucket -> server port, written by the runtime) by the bucket; a table on the server holds
 every entry (replicated) unless the shards split its entries (``sharded_tables``), and its
 state is the shard's (docs/language.md, "Sharding").
 """
@@ -20,16 +23,22 @@ from compiler.placement import Placement, Segment
 from compiler.profiles import TargetSet
 from compiler.server_load import server_tables
 
-__all__ = ["ServerState", "Steering", "server_state", "sharded_tables", "steering"]
+__all__ = ["BUCKET_BITS", "ServerState", "Steering", "server_state", "sharded_tables", "steering"]
 
 HASH = "crc16"
 HASH_BITS = 16
+BUCKET_BITS = 8  # at most 256 buckets: the most servers a deployment may shard over
 
 
 @dataclass(frozen=True, slots=True)
 class Steering:
     selector: ir.Expr  # crc16(keys) for hash, the key itself for range
     bounds: tuple[int, ...]  # server i takes selector values from bounds[i] (bounds[0] == 0)
+    bucket_bits: int  # the selector's top bits that are its bucket
+
+    @property
+    def bucket_shift(self) -> int:
+        return self.selector.width - self.bucket_bits
 
     def server_of(self, value: int) -> int:
         """The server (index into the deployment's servers) of one selector value."""
@@ -43,8 +52,9 @@ def steering(shard: ir.Shard, servers: int) -> Steering:
         selector: ir.Expr = ir.Hash(HASH, keys, HASH_BITS, shard.span)
     else:
         selector = shard.keys[0]
-    top = 1 << selector.width
-    return Steering(selector, tuple(i * top // servers for i in range(max(1, servers))))
+    bits = min(BUCKET_BITS, selector.width)
+    n = max(1, servers)  # bucket-aligned bounds: a server's buckets are whole
+    return Steering(selector, tuple((i * (1 << bits) // n) << (selector.width - bits) for i in range(n)), bits)
 
 
 def sharded_tables(prog: ir.Program, pl: Placement, ts: TargetSet) -> dict[str, tuple[int, ...]]:

@@ -28,7 +28,7 @@ from runtime.goal import Goal, open_goal
 from runtime.objects import Counter, Meter, Register
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from runtime.reconcile import Repair, goal_entry, reconcile
-from runtime.steering import FailOver, check_servers, fail_over, steer
+from runtime.steering import Move, add_server, check_servers, fail_over, move, rebalance, remove_server, steer
 
 __all__ = ["Field", "Runtime", "Table", "TableSchema", "Value", "check_entry"]
 
@@ -234,18 +234,36 @@ class Runtime:
             raise ChannelError("reconcile needs the goal state: connect with goal=PATH")
         return reconcile(self)
 
-    def steer(self, share: int, server: int | None) -> None:
-        """Send a sharded deployment's share ``share`` to server ``server`` (None: its own)."""
-        steer(self, share, server)
+    # ---- a sharded deployment's servers (runtime/steering.py) ----------------------------------
 
-    def check_servers(self) -> list[FailOver]:
-        """A liveness round over a sharded deployment's servers: a dead one's shares go to the
-        next live server (runtime/steering.py ``check_servers``)."""
+    def steer(self, bucket: int, server: int | None) -> None:
+        """Send the shard selector's bucket ``bucket`` to server ``server``'s port (None: its
+        home server's), on the switch alone; ``move`` also moves its entries."""
+        steer(self, {bucket: server})
+
+    def move(self, moves: Mapping[int, int]) -> Move:
+        """Buckets to other servers (bucket -> server), entries first, make-before-break."""
+        return move(self, moves)
+
+    def rebalance(self, servers: Sequence[int] | None = None) -> Move:
+        """Spread the buckets evenly over ``servers`` (default: all serving), fewest moves."""
+        return rebalance(self, servers)
+
+    def add_server(self, channel: ControlChannel, port: int) -> Move:
+        """A server program joins on switch port ``port`` and takes its even part of the buckets."""
+        return add_server(self, channel, port)
+
+    def remove_server(self, server: int) -> Move:
+        """A serving server leaves: its buckets move to the others first."""
+        return remove_server(self, server)
+
+    def check_servers(self) -> list[Move]:
+        """A liveness round: a dead server's buckets are spread over the live ones."""
         return check_servers(self)
 
-    def fail_over(self, dead: int, to: int) -> FailOver:
-        """Move server ``dead``'s shares, their split-table entries first, to server ``to``
-        (runtime/steering.py); what it held that packets wrote is reported lost."""
+    def fail_over(self, dead: int, to: Sequence[int] | None = None) -> Move:
+        """Server ``dead`` stopped answering: its buckets and their split-table entries (from
+        the goal state) go to ``to`` (default: every live server); its state is reported lost."""
         return fail_over(self, dead, to)
 
     def table(self, name: str) -> Table:

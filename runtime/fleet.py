@@ -5,8 +5,9 @@ to every server, in the deployment's order, so the first refuses a bad write bef
 has taken it (all servers validate alike); a server failing later (it died) leaves the servers
 apart until ``Runtime.reconcile`` repairs them from the goal state.  A table whose key holds the
 shard keys (plan.json ``shard_fields``) is split instead: each entry goes to the server that
-gets its packets (``ShardInfo.server_of``), and a write that one server refuses is taken back
-from the servers that took their part.  Its data-plane state, and
+gets its packets — the server its bucket (``ShardInfo.bucket_of``) is routed to, which the
+runtime changes when it moves buckets (runtime/steering.py) — and a write that one server
+refuses is taken back from the servers that took their part.  Its data-plane state, and
 what the packets do to registers and counters, is its shard's: a state table's dump is the
 union of the servers', counters and hits are summed, and a register cell is read from the
 server that changed it (``docs/runtime.md``, "Sharded servers").
@@ -31,7 +32,8 @@ class ServerFleet:
     """Several ``ControlChannel``s with the interface of one (``Runtime(server=...)``)."""
 
     def __init__(self, channels: Sequence[ControlChannel], plan: Plan | None = None) -> None:
-        """``channels`` in the deployment's order (server i takes share i of ``plan.shard``)."""
+        """``channels`` in the deployment's order (server i starts with share i of
+        ``plan.shard``); ``add`` joins more."""
         if not channels:
             raise ChannelError("a server fleet needs at least one server program")
         self.shard = plan.shard if plan is not None else None
@@ -43,16 +45,42 @@ class ServerFleet:
                       for t in (plan.tables if plan is not None and self.shard is not None else ()) if t.shard_fields}
         first = channels[0]
         for other in channels[1:]:
-            if other.program != first.program or other.tables != first.tables or other.objects != first.objects:
-                raise ChannelError(f"the server programs differ: {first.path} runs {first.program}, "
-                                   f"{other.path} runs {other.program}")
-        self.channels = tuple(channels)
+            self._same(other, first)
+        self.channels = list(channels)
+        self.ports = [s.port for s in self.shard.shares] if self.shard is not None else [0] * len(channels)
         self.program = first.program
         self.tables = first.tables
         self.objects = first.objects
         self._written: dict[tuple[str, int], int] = {}  # register cells this fleet wrote: their value
-        self.route = list(range(len(channels)))  # share -> the server that takes it (retire moves one)
+        # bucket -> the server that takes it (runtime/steering.py moves buckets)
+        self.route = [self.shard.home(b) for b in range(self.shard.buckets)] if self.shard is not None else [0]
         self.down: set[int] = set()  # servers retired: no longer asked anything
+
+    @staticmethod
+    def _same(other: ControlChannel, first: ControlChannel) -> None:
+        if other.program != first.program or other.tables != first.tables or other.objects != first.objects:
+            raise ChannelError(f"the server programs differ: {first.path} runs {first.program}, "
+                               f"{other.path} runs {other.program}")
+
+    def add(self, channel: ControlChannel, port: int) -> int:
+        """A server joins on switch port ``port`` (a server added to the deployment); it gets
+        no bucket until the runtime moves some to it (``Runtime.add_server``).  Its index."""
+        self._same(channel, self.channels[0])
+        if port in (p for i, p in enumerate(self.ports) if i not in self.down):
+            raise InvalidEntry(f"port {port} already leads to server {self.ports.index(port)}")
+        self.channels.append(channel)
+        self.ports.append(port)
+        return len(self.channels) - 1
+
+    def buckets_of(self, server: int) -> list[int]:
+        return [b for b, s in enumerate(self.route) if s == server]
+
+    def bucket(self, table: str, record: Sequence[int]) -> int:
+        """The bucket of a split table's record (a record too short: bucket 0's)."""
+        fields, widths = self.split[table]
+        if self.shard is None or len(record) <= max(fields):
+            return 0
+        return self.shard.bucket_of([(record[i], widths[i]) for i in fields])
 
     def close(self) -> None:
         for ch in self.channels:
@@ -72,14 +100,12 @@ class ServerFleet:
                 out.append(False)
         return out
 
-    def retire(self, dead: int, to: int) -> None:
-        """Server ``dead`` is gone: its shares are ``to``'s from now on, and it is asked nothing
-        (runtime/steering.py moves its entries and its packets first)."""
-        if not (0 <= dead < len(self.channels) and 0 <= to < len(self.channels)) or dead == to or to in self.down:
-            raise InvalidEntry(f"retire server {dead} to server {to}: servers are 0..{len(self.channels) - 1}, "
-                               "two different ones, the second still serving")
-        self.route = [to if r == dead else r for r in self.route]
-        self.down.add(dead)
+    def retire(self, server: int) -> None:
+        """Server ``server`` is gone (or removed): it is asked nothing from now on; the buckets
+        routed to it must be moved (runtime/steering.py) before it holds none."""
+        if not 0 <= server < len(self.channels):
+            raise InvalidEntry(f"retire server {server}: servers are 0..{len(self.channels) - 1}")
+        self.down.add(server)
 
     def _each(self, op: str, call: Callable[[ControlChannel], T]) -> list[T]:
         out: list[T] = []
@@ -99,11 +125,9 @@ class ServerFleet:
         split = self.split.get(table)
         if split is None or self.shard is None:
             return None
-        fields, widths = split
         out: dict[int, list[int]] = {}
-        for n, r in enumerate(records):  # a record too short is the owner's to refuse: server 0's
-            owner = self.shard.server_of([(r[i], widths[i]) for i in fields]) if len(r) > max(fields) else 0
-            out.setdefault(self.route[owner], []).append(n)
+        for n, r in enumerate(records):  # a record too short is the owner's to refuse
+            out.setdefault(self.route[self.bucket(table, r)], []).append(n)
         return out
 
     def parts(self, table: str, records: Sequence[Sequence[int]]) -> list[tuple[ControlChannel, list[int]]]:

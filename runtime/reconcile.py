@@ -33,7 +33,7 @@ from runtime.goal import GoalEntry
 if TYPE_CHECKING:
     from runtime.api import Runtime, TableSchema, _Entry
 
-__all__ = ["Repair", "reconcile"]
+__all__ = ["Repair", "goal_entries", "reconcile"]
 
 
 @dataclass
@@ -53,18 +53,14 @@ GoalKey = tuple[tuple[tuple[int, int | None], ...], int]  # the key fields, the 
 
 def reconcile(rt: Runtime, servers_only: bool = False) -> dict[str, dict[str, Repair]]:
     """Repair every table of ``rt`` against its goal store; per table, per side, what was done
-    (``servers_only``: the server tables alone, as a fail-over needs: runtime/steering.py)."""
-    from runtime.api import _Entry
-
+    (``servers_only``: the server tables alone)."""
     assert rt.goal is not None
     out: dict[str, dict[str, Repair]] = {}
     for s in rt.schemas.values():
         if s.state:
             continue
         goal = {(key, prio): vals for key, prio, vals in rt.goal.entries(s.name, len(s.keys), len(s.values))}
-        entries = {gk: _Entry(dict(zip([k.name for k in s.keys], gk[0], strict=True)),
-                              dict(zip([v.name for v in s.values], vals, strict=True)), gk[1])
-                   for gk, vals in goal.items()}
+        entries = _entries(s, goal)
         sides: dict[str, Repair] = {}
         if s.on_server and rt.server is not None:
             sides["server"] = _server(rt, s, entries)
@@ -80,6 +76,21 @@ def reconcile(rt: Runtime, servers_only: bool = False) -> dict[str, dict[str, Re
         if o.kind == "meter" and o.placement is not ObjectPlacement.UNUSED:
             out[o.name] = {side: Repair(modified=n) for side, n in rt.meter(o.name).repair().items()}
     return out
+
+
+def goal_entries(rt: Runtime, s: TableSchema) -> dict[GoalKey, _Entry]:
+    """The goal state's entries of one table."""
+    assert rt.goal is not None
+    return _entries(s, {(key, prio): vals for key, prio, vals in rt.goal.entries(s.name, len(s.keys),
+                                                                                  len(s.values))})
+
+
+def _entries(s: TableSchema, goal: dict[GoalKey, tuple[int, ...]]) -> dict[GoalKey, _Entry]:
+    from runtime.api import _Entry
+
+    return {gk: _Entry(dict(zip([k.name for k in s.keys], gk[0], strict=True)),
+                       dict(zip([v.name for v in s.values], vals, strict=True)), gk[1])
+            for gk, vals in goal.items()}
 
 
 def _server(rt: Runtime, s: TableSchema, entries: dict[GoalKey, _Entry]) -> Repair:

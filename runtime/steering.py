@@ -1,98 +1,241 @@
-"""A sharded deployment's shares moved between servers (issue 16: a server that stops
-answering).  The switch program sends each share to its own server port unless its steering
-tables (one per bridge, ``nfc_steer<cut>``, targets/p4/lower.py) say another; ``steer``
-writes those, all in one P4Runtime batch.  ``fail_over`` moves a dead server's shares to a
-survivor in the order that keeps every packet forwarded as the whole table says: the fleet
-routes the shares' entries to the survivor, which gets the dead server's part of every split
-table (from the goal state), and only then does the switch steer the shares to it.  What the dead
-server held that packets wrote — state tables, registers, meters' buckets, replay windows,
-port pools — cannot be restored: the report names it as lost."""
+"""A sharded deployment's buckets moved between servers (issue 16): a server added, removed or
+failed.  The switch program sends each bucket of the shard selector (``ShardInfo.bucket_of``)
+to its home server's port unless its steering tables (one per bridge, ``nfc_steer<cut>``,
+targets/p4/lower.py) say another; ``steer`` writes those, all in one P4Runtime batch.
+
+``move`` changes which server takes some buckets, make-before-break, so that at every moment a
+packet is forwarded as the whole table says and no packet of a bucket that does not move is
+touched:
+
+1. the new owner gets the moving buckets' entries of every split table (from the goal state,
+   or from the old owner's dump when there is no goal), while the old owner keeps them;
+2. the switch steers the buckets to the new owner (one batch);
+3. the fleet routes the buckets' writes there, and the old owner's copies are deleted.
+
+What a server held that packets wrote — state tables, registers, meters' buckets, replay
+windows, port pools — does not move: a move names it (``Move.lost``): the moved buckets' flows
+start afresh on their new server (the old one failed, or keeps a stale copy).
+"""
 
 from __future__ import annotations
 
+import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from runtime.control import ControlChannel
 from runtime.errors import ChannelError, InvalidEntry, RuntimeApiError
 from runtime.fleet import ServerFleet
 from runtime.p4runtime import Match, SwitchUpdate
-from runtime.reconcile import Repair, reconcile
+from runtime.reconcile import goal_entries
 
 if TYPE_CHECKING:
     from runtime.api import Runtime
 
-__all__ = ["FailOver", "check_servers", "fail_over", "steer", "steer_all"]
+__all__ = ["Move", "add_server", "balance", "check_servers", "fail_over", "move", "rebalance", "remove_server",
+           "steer", "steer_all"]
 
 
 @dataclass
-class FailOver:
-    """What moving server ``dead``'s shares to server ``to`` took."""
+class Move:
+    """What moving buckets took: per server that gained buckets, how many; per split table,
+    the entries copied to the new owners; the state left behind."""
 
-    dead: int
-    to: int
-    restored: dict[str, Repair] = field(default_factory=dict)  # split tables: entries the survivor got
-    lost: tuple[str, ...] = ()  # the dead server's data-plane state (tables, registers, meters)
+    buckets: dict[int, int] = field(default_factory=dict)  # server -> buckets it took
+    copied: dict[str, int] = field(default_factory=dict)  # split table -> entries copied
+    dead: int | None = None  # a fail-over: the server that stopped answering
+    lost: tuple[str, ...] = ()  # the data-plane state that stayed behind (tables, registers, meters)
+    seconds: float = 0.0
+
+    @property
+    def to(self) -> tuple[int, ...]:
+        return tuple(sorted(self.buckets))
 
 
-def steer(rt: Runtime, share: int, server: int | None) -> None:
-    """Send share ``share``'s packets to server ``server``'s port (None: back to its own)."""
+def _fleet(rt: Runtime) -> ServerFleet:
+    if not isinstance(rt.server, ServerFleet) or rt.plan.shard is None:
+        raise ChannelError("moving buckets needs the sharded deployment's servers as one ServerFleet (shard by)")
+    return rt.server
+
+
+def steer(rt: Runtime, buckets: Mapping[int, int | None]) -> None:
+    """Send each bucket's packets to a server's port (None: back to its home server's), in
+    one P4Runtime batch."""
     if rt.switch is None:
         raise ChannelError("steering is the switch's: connect its P4Runtime endpoint")
     shard = rt.plan.shard
-    n = len(shard.shares) if shard is not None else 0
-    if shard is None or not 0 <= share < n or (server is not None and not 0 <= server < n):
-        raise InvalidEntry(f"steer share {share} to server {server}: the build has {n} shares and servers "
-                           "(shard by)" if n else "steer: the build is not sharded (no shard by)")
+    if shard is None:
+        raise InvalidEntry("steer: the build is not sharded (no shard by)")
+    ports = rt.server.ports if isinstance(rt.server, ServerFleet) else [s.port for s in shard.shares]
+    for bucket, server in buckets.items():
+        if not 0 <= bucket < shard.buckets or (server is not None and not 0 <= server < len(ports)):
+            raise InvalidEntry(f"steer bucket {bucket} to server {server}: the build has {shard.buckets} buckets "
+                               f"and {len(ports)} servers")
     tables = [t for t, info in rt.switch.names["tables"].items() if info.get("steering")]
-    match: dict[str, Match] = {"share": (share, None)}
-    have = {t for t in tables if list(rt.switch.read(t, [(match, 0)]))}
-    if server is None or server == share:  # back to its own port: the steering tables forget it
-        updates = [SwitchUpdate("delete", t, match, {}) for t in tables if t in have]
-    else:
-        port = shard.shares[server].port
-        updates = [SwitchUpdate("modify" if t in have else "add", t, match, {"port": port}) for t in tables]
-    errors = [e for e in rt.switch.write(updates) if e is not None]
+    matches: dict[int, dict[str, Match]] = {b: {"bucket": (b, None)} for b in buckets}
+    have = {(t, b) for t in tables for b, m in matches.items() if list(rt.switch.read(t, [(m, 0)]))}
+    updates = []
+    for b, server in buckets.items():
+        home = server is None or ports[server] == shard.shares[shard.home(b)].port
+        for t in tables:
+            if home and (t, b) in have:  # back to its own port: the steering tables forget it
+                updates.append(SwitchUpdate("delete", t, matches[b], {}))
+            elif not home:
+                assert server is not None
+                updates.append(SwitchUpdate("modify" if (t, b) in have else "add", t, matches[b],
+                                            {"port": ports[server]}))
+    errors = [e for e in rt.switch.write(updates) if e is not None] if updates else []
     if errors:
         raise errors[0]
 
 
 def steer_all(rt: Runtime, server: int = 0) -> None:
-    """Every share to one server: a sharded build run with one server program (``nfc run
+    """Every bucket to one server: a sharded build run with one server program (``nfc run
     --live``), which the runtime gave every entry (one control channel, not a fleet)."""
     if rt.plan.shard is not None:
-        for share in range(len(rt.plan.shard.shares)):
-            if share != server:
-                steer(rt, share, server)
+        steer(rt, dict.fromkeys(range(rt.plan.shard.buckets), server))
 
 
-def fail_over(rt: Runtime, dead: int, to: int) -> FailOver:
-    """Move server ``dead``'s shares (its own, and any moved to it before) to server ``to``."""
-    fleet = rt.server
-    if not isinstance(fleet, ServerFleet) or rt.plan.shard is None:
-        raise ChannelError("fail_over needs the sharded deployment's servers as one ServerFleet (shard by)")
-    if fleet.split and rt.goal is None:
-        raise ChannelError("fail_over restores the dead server's entries of split tables from the goal state: "
-                           "connect with goal=PATH")
-    shares = [s for s, owner in enumerate(fleet.route) if owner == dead]
-    fleet.retire(dead, to)  # its entries now belong to `to`: the repair below puts them there
-    report = FailOver(dead, to)
+def move(rt: Runtime, moves: Mapping[int, int]) -> Move:
+    """Buckets to new servers (bucket -> server), make-before-break (the module's doc)."""
+    fleet = _fleet(rt)
+    start = time.monotonic()
+    n = len(fleet.channels)
+    for b, s in moves.items():
+        if not 0 <= b < len(fleet.route) or not 0 <= s < n or s in fleet.down:
+            raise InvalidEntry(f"move bucket {b} to server {s}: buckets are 0..{len(fleet.route) - 1}, servers "
+                               f"0..{n - 1} and serving ({', '.join(map(str, sorted(fleet.down))) or 'none'} retired)")
+    moves = {b: s for b, s in moves.items() if fleet.route[b] != s}
+    report = Move()
+    if not moves:
+        return report
+    gone = {fleet.route[b] for b in moves} & fleet.down
+    if gone and fleet.split and rt.goal is None:
+        raise ChannelError(f"server {min(gone)} is gone: its entries of split tables come from the goal state "
+                           "(connect with goal=PATH)")
+    made: list[tuple[ControlChannel, str, list[list[int]]]] = []
     try:
-        if rt.goal is not None:
-            report.restored = {t: sides["server"] for t, sides in reconcile(rt, servers_only=True).items()
-                               if t in fleet.split and "server" in sides}
-        for share in shares:
-            steer(rt, share, to)
+        for table in fleet.split:
+            for to, records in _entries(rt, fleet, table, moves).items():
+                if records:
+                    fleet.channels[to].write("add", table, records, chunk=1 << 20)
+                    made.append((fleet.channels[to], table, records))
+                    report.copied[table] = report.copied.get(table, 0) + len(records)
+        steer(rt, moves)
     except RuntimeApiError:
-        fleet.down.discard(dead)  # not moved: the fleet routes as before
-        fleet.route = [dead if s in shares else r for s, r in enumerate(fleet.route)]
+        for ch, table, records in reversed(made):  # the new owners' copies, taken back
+            ch.write("delete", table, [r[:fleet.tables[table].key_words] for r in records], chunk=1 << 20)
         raise
-    report.lost = rt.plan.shard.state
+    old = {b: fleet.route[b] for b in moves}
+    for b, s in moves.items():
+        fleet.route[b] = s
+        report.buckets[s] = report.buckets.get(s, 0) + 1
+    for ch, table, records in made:  # the old owners' copies, where they still answer
+        by_old: dict[int, list[list[int]]] = {}
+        for r in records:
+            by_old.setdefault(old[fleet.bucket(table, r)], []).append(r[:fleet.tables[table].key_words])
+        for server, keys in by_old.items():
+            if server not in fleet.down:
+                fleet.channels[server].write("delete", table, keys, chunk=1 << 20)
+    report.lost = rt.plan.shard.state if rt.plan.shard is not None else ()
+    report.seconds = time.monotonic() - start
     return report
 
 
-def check_servers(rt: Runtime) -> list[FailOver]:
+def _entries(rt: Runtime, fleet: ServerFleet, table: str, moves: Mapping[int, int]) -> dict[int, list[list[int]]]:
+    """The split table's records of the moving buckets, by their new owner: from the goal
+    state when there is one (the truth, and all there is of a dead server's), else from the
+    old owners' dumps."""
+    if rt.goal is not None:
+        s = rt.schemas[table]
+        records = [e.server_record(s) for e in goal_entries(rt, s).values()]
+    else:
+        owners = {fleet.route[b] for b in moves}
+        records = [list(r) for o in sorted(owners) for r in fleet.channels[o].dump(table)]
+    out: dict[int, list[list[int]]] = {}
+    for r in records:
+        to = moves.get(fleet.bucket(table, r))
+        if to is not None:
+            out.setdefault(to, []).append(r)
+    return out
+
+
+def balance(route: Sequence[int], servers: Sequence[int]) -> dict[int, int]:
+    """The fewest bucket moves that leave ``servers`` with as even a number of buckets as can
+    be (each ⌊B/S⌋ or ⌈B/S⌉): a bucket stays where it is while its server is under quota."""
+    if not servers:
+        raise InvalidEntry("rebalance over no server")
+    held = {s: [b for b, r in enumerate(route) if r == s] for s in servers}
+    fullest = sorted(servers, key=lambda s: -len(held[s]))  # the larger quotas to those holding most
+    quota = {s: len(route) // len(servers) + (i < len(route) % len(servers)) for i, s in enumerate(fullest)}
+    extra = [b for b, r in enumerate(route) if r not in quota]  # on servers leaving
+    for s in servers:
+        extra += held[s][quota[s]:]
+    extra.sort()
+    moves: dict[int, int] = {}
+    for s in servers:
+        while len(held[s]) < quota[s] and extra:
+            b = extra.pop(0)
+            held[s].append(b)
+            moves[b] = s
+    return moves
+
+
+def rebalance(rt: Runtime, servers: Sequence[int] | None = None) -> Move:
+    """Spread the buckets evenly over ``servers`` (default: every server still serving)."""
+    fleet = _fleet(rt)
+    live = [s for s in range(len(fleet.channels)) if s not in fleet.down] if servers is None else list(servers)
+    return move(rt, balance(fleet.route, live))
+
+
+def add_server(rt: Runtime, channel: ControlChannel, port: int) -> Move:
+    """A server program joins on switch port ``port``: it gets the replicated tables' entries,
+    then its even part of the buckets (with their split-table entries), make-before-break."""
+    fleet = _fleet(rt)
+    source = fleet.live[0]
+    new = fleet.add(channel, port)
+    try:
+        for table, t in fleet.tables.items():
+            if table not in fleet.split and not t.state:
+                rows = source.dump(table)
+                if rows:
+                    channel.write("add", table, [list(r) for r in rows], chunk=1 << 20)
+    except RuntimeApiError:
+        fleet.retire(new)
+        raise
+    return rebalance(rt)
+
+
+def remove_server(rt: Runtime, server: int) -> Move:
+    """A server leaves while still serving: its buckets move to the others first."""
+    fleet = _fleet(rt)
+    report = rebalance(rt, [s for s in range(len(fleet.channels)) if s not in fleet.down and s != server])
+    fleet.retire(server)
+    return report
+
+
+def fail_over(rt: Runtime, dead: int, to: Sequence[int] | None = None) -> Move:
+    """Server ``dead`` stopped answering: it is retired, and its buckets are spread over ``to``
+    (default: every server still serving), their split-table entries from the goal state."""
+    fleet = _fleet(rt)
+    if not 0 <= dead < len(fleet.channels):
+        raise InvalidEntry(f"fail over server {dead}: servers are 0..{len(fleet.channels) - 1}")
+    fleet.retire(dead)
+    mine = fleet.buckets_of(dead)
+    takers = [s for s in range(len(fleet.channels)) if s not in fleet.down] if to is None else list(to)
+    try:
+        report = move(rt, {b: takers[i % len(takers)] for i, b in enumerate(mine)} if takers else {})
+    except RuntimeApiError:
+        fleet.down.discard(dead)  # not moved: the fleet asks it as before
+        raise
+    report.dead = dead
+    return report
+
+
+def check_servers(rt: Runtime) -> list[Move]:
     """One liveness round (call it from the control loop, every second say): each server that
-    stopped answering and still has shares gets them moved to the next live server after it
+    stopped answering and still has buckets gets them spread over the live servers
     (``fail_over``); what each move took.  Nothing to move, or no server left: nothing done."""
     fleet = rt.server
     if not isinstance(fleet, ServerFleet) or rt.plan.shard is None:
@@ -100,10 +243,8 @@ def check_servers(rt: Runtime) -> list[FailOver]:
     alive = fleet.alive()
     moves = []
     for dead, up in enumerate(alive):
-        if up or dead in fleet.down or dead not in fleet.route:
+        if up or dead in fleet.down or not fleet.buckets_of(dead):
             continue
-        n = len(alive)
-        to = next((k % n for k in range(dead + 1, dead + n) if alive[k % n]), None)
-        if to is not None:
-            moves.append(fail_over(rt, dead, to))
+        if any(alive[s] for s in range(len(alive)) if s != dead and s not in fleet.down):
+            moves.append(fail_over(rt, dead, [s for s, a in enumerate(alive) if a and s not in fleet.down]))
     return moves

@@ -171,11 +171,13 @@ def sharded(tmp_path_factory, request):
 
 
 def _expected_server(method: str, k: int, j: int) -> int:
-    """Server i of 3 takes the selector values [i * 2^w / 3, (i + 1) * 2^w / 3); hash2's
-    selector is the CRC of k's 8 bits, j's 3 and 5 zero bits."""
+    """The selector's top 8 bits are its bucket; server i of 3 takes buckets [i * 256 / 3,
+    (i + 1) * 256 / 3) (docs/language.md); hash2's selector is the CRC of k's 8 bits, j's 3 and
+    5 zero bits."""
     value, bits = {"hash": (crc16_arc(bytes([k])), 16), "range": (k, 8),
                    "hash2": (crc16_arc(((k << 8) | (j << 5)).to_bytes(2, "big")), 16)}[method]
-    return next(i for i in (2, 1, 0) if value >= i * (1 << bits) // 3)
+    bucket = value >> (bits - 8)
+    return next(i for i in (2, 1, 0) if bucket >= i * 256 // 3)
 
 
 @pytest.mark.parametrize("arch", ["tna", "v1model"])
@@ -197,10 +199,10 @@ def test_plan_json_lists_each_servers_share(sharded):
     shard = json.loads((out / "plan.json").read_text())["targets"]["shard"]
     method = method.rstrip("2")
     bits = 16 if method == "hash" else 8
-    assert shard["by"] == method and shard["selector_bits"] == bits
+    assert shard["by"] == method and shard["selector_bits"] == bits and shard["bucket_bits"] == 8
+    b = 1 << (bits - 8)  # selector values per bucket; 256 buckets: 85, 85, 86
     assert [(s["port"], s["first"], s["last"]) for s in shard["shares"]] == [
-        (40, 0, (1 << bits) // 3 - 1), (41, (1 << bits) // 3, 2 * (1 << bits) // 3 - 1),
-        (42, 2 * (1 << bits) // 3, (1 << bits) - 1)]
+        (40, 0, 85 * b - 1), (41, 85 * b, 170 * b - 1), (42, 170 * b, 256 * b - 1)]
 
 
 def test_a_server_alone_ignores_the_clause(tmp_path):
@@ -378,8 +380,9 @@ def test_a_restarted_server_gets_its_part_back_from_the_goal_state(ipsec, tmp_pa
 @pytest.mark.parametrize("arch", ["tna", "v1model"])
 def test_a_dead_gpn_is_detected_and_its_tunnels_move_to_the_other_entries_first(ipsec, tmp_path, arch):
     """GPN 1 (tunnel 11's) dies: the fleet sees it stop answering; fail_over gives GPN 0
-    tunnel 11's outbound SA from the goal state, then the switch steers share 1 to GPN 0's
-    port; tunnel 9 is untouched; the dead GPN's state is reported lost; steering back works."""
+    tunnel 11's outbound SA from the goal state, then the switch steers GPN 1's buckets to GPN
+    0's port; tunnel 9 is untouched; the dead GPN's state is reported lost.  A new GPN joining
+    on port 33 gets the replicated SAs and half the buckets back (GPN 1's, the fewest moves)."""
     from tests import test_esp_server as esp
 
     sw = P4RuntimeSwitch(ipsec, arch)
@@ -400,17 +403,24 @@ def test_a_dead_gpn_is_detected_and_its_tunnels_move_to_the_other_entries_first(
             assert fleet.alive() == [True, True] and rt.check_servers() == []
             b.stop()
             assert fleet.alive() == [True, False]
-            (report,) = rt.check_servers()  # the liveness round moves GPN 1's share to GPN 0
-            assert (report.dead, report.to) == (1, 0) and rt.check_servers() == []
-            assert report.restored["outbound_sa"].added == 1
+            (report,) = rt.check_servers()  # the liveness round moves GPN 1's buckets to GPN 0
+            assert (report.dead, report.to, report.buckets) == (1, (0,), {0: 128}) and rt.check_servers() == []
+            assert report.copied == {"outbound_sa": 1}
             assert sorted(r[0] for r in a.control.dump("outbound_sa")) == [9, 11]
             assert report.lost == ("sa_seq", "replay_check state")  # the sequence numbers, the replay windows
             assert (port_of(9), port_of(11)) == (32, 32)
             assert rt.table("outbound_sa").read(meta_tunnel=11)["seq_index"] == 11  # asked of GPN 0 now
-            rt.steer(1, None)  # back to its own port (GPN 1 restarted, say)
-            assert port_of(11) == 33
-            with pytest.raises(InvalidEntry):
-                rt.steer(2, 0)  # two shares only
+            with ServerProcess(nf, ["net_null0"]) as c:  # GPN 1 replaced
+                joined = rt.add_server(c.control, 33)
+                assert joined.buckets == {2: 128} and joined.copied == {"outbound_sa": 1}
+                assert (port_of(9), port_of(11)) == (32, 33)
+                assert [r[0] for r in c.control.dump("outbound_sa")] == [11]
+                assert sorted(c.control.dump("inbound_sa")) == sorted(a.control.dump("inbound_sa")) != []
+                assert [r[0] for r in a.control.dump("outbound_sa")] == [9]  # GPN 0's copy deleted
+                with pytest.raises(InvalidEntry):
+                    rt.steer(256, 0)  # 256 buckets
+                with pytest.raises(InvalidEntry):
+                    rt.move({0: 1})  # GPN 1 is gone
             rt.goal.close()
     finally:
         sw.close()

@@ -21,6 +21,7 @@ from dataclasses import replace
 from compiler import ir
 from compiler.analysis import walk_expr, walk_stmts
 from compiler.profiles import TargetSet
+from compiler.shard import BUCKET_BITS
 from lang.diagnostics import Diagnostics, Span
 
 __all__ = ["check_ports"]
@@ -87,6 +88,9 @@ def _check_shard(prog: ir.Program, targets: TargetSet, where: Span, diags: Diagn
     elif shard.method == "range" and (1 << shard.keys[0].width) < targets.n_servers:
         diags.error("E060", f"range(...) of a {shard.keys[0].width}-bit key has fewer values than the "
                     f"{targets.n_servers} servers: some would get no packet", shard.keys[0].span)
+    if targets.n_servers > 1 << BUCKET_BITS:
+        diags.error("E060", f"shard by over {targets.n_servers} servers: at most {1 << BUCKET_BITS} (the buckets "
+                    "the switch steers by)", shard.span)
     if shard.method == "range" and shard.keys[0].width > 32:
         diags.error("E060", f"range(...) of a {shard.keys[0].width}-bit key: at most 32 bits "
                     "(hash(...) takes any)", shard.keys[0].span)

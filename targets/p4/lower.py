@@ -459,8 +459,9 @@ STEER_ACTION = "nfc_steer_to"
 def _to_server_port(c: _Ctx, b: Bridge) -> list[p.Stmt]:
     """The server port: the first, or with ``shard by`` the one whose share of the selector's
     values holds this packet's (compiler/shard.py), by comparisons from the last share down;
-    then the bridge's steering table, empty unless the runtime moved a share to another
-    server port (``Runtime.steer``: a server failed), overrides it for that share."""
+    then the bridge's steering table, keyed by the selector's bucket and empty unless the
+    runtime moved a bucket to another server port (a server added, removed or failed:
+    runtime/steering.py), overrides it for that bucket."""
     shard = c.prog.deployment.shard if c.prog.deployment is not None else None
     ports = c.server_ports or (0,)
     if shard is None or len(ports) < 2:
@@ -474,22 +475,25 @@ def _to_server_port(c: _Ctx, b: Bridge) -> list[p.Stmt]:
         selector = c.meta("nfc_shard", p.Bits(st.selector.width))
         out.append(p.Assign(selector, value))
     c.hoisted = saved
-    share = c.meta("nfc_share", p.Bits(8))
+    share = c.meta("nfc_bucket", p.Bits(8))  # the bucket: the selector's top bits
+    bucket: p.Expr = p.Slice(selector, st.selector.width - 1, st.bucket_shift)
+    out.append(p.Assign(share, bucket if st.bucket_bits == 8 else p.Cast(p.Bits(8), bucket)))
 
     def to(i: int) -> tuple[p.Stmt, ...]:
-        return (p.Assign(share, p.Const(i, 8)), *_forward(c, p.Const(ports[i], 16)))
+        return tuple(_forward(c, p.Const(ports[i], 16)))
 
     chain: tuple[p.Stmt, ...] = to(0)
     for i, bound in enumerate(st.bounds[1:], start=1):
         chain = (p.If(p.Bin(">=", selector, p.Const(bound, st.selector.width)), to(i), chain),)
     if not any(isinstance(x, p.Action) and x.name == STEER_ACTION for x in c.locals):
         c.locals.append(p.Action(STEER_ACTION, (("v_port", p.Bits(16)),), tuple(_forward(c, p.ref("v_port"))),
-                                 f"a share moved to another server port (Runtime.steer), {_src(shard.span)}"))
+                                 f"a bucket moved to another server port (Runtime.steer), {_src(shard.span)}"))
     name = f"nfc_steer{b.cut_id}"
-    c.locals.append(p.Table(name, (p.Key(share, "exact", "share"),), (STEER_ACTION, "nfc_miss"), "nfc_miss",
-                            len(ports), f"steering of bridge #{b.cut_id}: share -> server port when moved, "
-                                        f"{_src(shard.span)}"))
-    c.names.tables[name] = {"p4_table": name, "p4_action": STEER_ACTION, "size": len(ports), "keys": ["share"],
+    buckets = 1 << st.bucket_bits
+    c.locals.append(p.Table(name, (p.Key(share, "exact", "bucket"),), (STEER_ACTION, "nfc_miss"), "nfc_miss",
+                            buckets, f"steering of bridge #{b.cut_id}: bucket -> server port when moved, "
+                                     f"{_src(shard.span)}"))
+    c.names.tables[name] = {"p4_table": name, "p4_action": STEER_ACTION, "size": buckets, "keys": ["bucket"],
                             "values": ["port"], "steering": True}
     return [*out, *chain, p.CallStmt(p.Call(p.ref(f"{name}.apply")))]
 

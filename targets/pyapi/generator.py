@@ -50,7 +50,8 @@ def _param(name: str) -> str:
 MODULE_NAMES = frozenset({"Path", "NamedTuple", "Runtime", "Table", "Value", "build_dir", "annotations"})
 RUNTIME_ATTRS = frozenset({"PROGRAM", "close", "connect", "load", "table", "write", "out", "plan", "schemas", "switch",
                            "server", "caches", "apply_cache", "goal", "idle_notify", "intend", "reconcile", "register",
-                           "counter", "meter", "steer", "fail_over", "check_servers"})
+                           "counter", "meter", "steer", "move", "rebalance", "add_server",
+                           "remove_server", "fail_over", "check_servers"})
 
 
 class _Namespace:

@@ -180,6 +180,7 @@ struct metadata_t {
     bit<32> nat_in__int_ip;
     bit<16> nat_in__int_port;
     bit<16> nat_out__ext_port;
+    bit<8> nfc_bucket;
     bit<32> nfc_csum10;
     bit<32> nfc_csum11;
     bit<32> nfc_csum12;
@@ -202,7 +203,6 @@ struct metadata_t {
     bit<32> nfc_rd_icmp__rest;
     bit<8> nfc_rd_icmp__type;
     bit<8> nfc_resume;
-    bit<8> nfc_share;
     bit<32> subnet_to_external__ext_ip;
     bit<48> subscriber_routes__next_hop_mac;
     bit<16> subscriber_routes__port;
@@ -227,6 +227,7 @@ parser IngressParser(
         meta.nat_in__int_ip = 32w0;
         meta.nat_in__int_port = 16w0;
         meta.nat_out__ext_port = 16w0;
+        meta.nfc_bucket = 8w0;
         meta.nfc_csum10 = 32w0;
         meta.nfc_csum11 = 32w0;
         meta.nfc_csum12 = 32w0;
@@ -249,7 +250,6 @@ parser IngressParser(
         meta.nfc_rd_icmp__rest = 32w0;
         meta.nfc_rd_icmp__type = 8w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_share = 8w0;
         meta.subnet_to_external__ext_ip = 32w0;
         meta.subscriber_routes__next_hop_mac = 48w0;
         meta.subscriber_routes__port = 16w0;
@@ -565,24 +565,24 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
 
-    // a share moved to another server port (Runtime.steer), examples/cgnat.nfp:313
+    // a bucket moved to another server port (Runtime.steer), examples/cgnat.nfp:313
     action nfc_steer_to(bit<16> v_port) {
         meta.nfc_egress = v_port;
         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
         meta.nfc_forwarded = 1w1;
     }
 
-    // steering of bridge #3: share -> server port when moved, examples/cgnat.nfp:313
+    // steering of bridge #3: bucket -> server port when moved, examples/cgnat.nfp:313
     table nfc_steer3 {
         key = {
-            meta.nfc_share : exact @name("share");
+            meta.nfc_bucket : exact @name("bucket");
         }
         actions = {
             nfc_steer_to;
             nfc_miss;
         }
         const default_action = nfc_miss();
-        size = 6;
+        size = 256;
     }
 
     // entry of table upstream_routes, examples/cgnat.nfp:200
@@ -628,17 +628,17 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash7;
 
-    // steering of bridge #1: share -> server port when moved, examples/cgnat.nfp:313
+    // steering of bridge #1: bucket -> server port when moved, examples/cgnat.nfp:313
     table nfc_steer1 {
         key = {
-            meta.nfc_share : exact @name("share");
+            meta.nfc_bucket : exact @name("bucket");
         }
         actions = {
             nfc_steer_to;
             nfc_miss;
         }
         const default_action = nfc_miss();
-        size = 6;
+        size = 256;
     }
 
     // entry of table subscriber_routes, examples/cgnat.nfp:262
@@ -796,37 +796,32 @@ control Ingress(
                     hdr.nfc_bridge3.pad = 3w0;
                     // shard by hash: examples/cgnat.nfp:313
                     meta.nfc_hash1 = nfc_hash1.get({meta.ext_ip});
-                    if (meta.nfc_hash1 >= 16w0xd555) {
-                        meta.nfc_share = 8w5;
+                    meta.nfc_bucket = meta.nfc_hash1[15:8];
+                    if (meta.nfc_hash1 >= 16w0xd500) {
                         meta.nfc_egress = 16w0x25;
                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
-                        if (meta.nfc_hash1 >= 16w0xaaaa) {
-                            meta.nfc_share = 8w4;
+                        if (meta.nfc_hash1 >= 16w0xaa00) {
                             meta.nfc_egress = 16w0x24;
                             ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash1 >= 16w0x8000) {
-                                meta.nfc_share = 8w3;
                                 meta.nfc_egress = 16w0x23;
                                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
-                                if (meta.nfc_hash1 >= 16w0x5555) {
-                                    meta.nfc_share = 8w2;
+                                if (meta.nfc_hash1 >= 16w0x5500) {
                                     meta.nfc_egress = 16w0x22;
                                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                     meta.nfc_forwarded = 1w1;
                                 } else {
-                                    if (meta.nfc_hash1 >= 16w0x2aaa) {
-                                        meta.nfc_share = 8w1;
+                                    if (meta.nfc_hash1 >= 16w0x2a00) {
                                         meta.nfc_egress = 16w0x21;
                                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
                                     } else {
-                                        meta.nfc_share = 8w0;
                                         meta.nfc_egress = 16w0x20;
                                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
@@ -977,37 +972,32 @@ control Ingress(
                     hdr.nfc_bridge1.pad = 3w0;
                     // shard by hash: examples/cgnat.nfp:313
                     meta.nfc_hash7 = nfc_hash7.get({meta.ext_ip});
-                    if (meta.nfc_hash7 >= 16w0xd555) {
-                        meta.nfc_share = 8w5;
+                    meta.nfc_bucket = meta.nfc_hash7[15:8];
+                    if (meta.nfc_hash7 >= 16w0xd500) {
                         meta.nfc_egress = 16w0x25;
                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
-                        if (meta.nfc_hash7 >= 16w0xaaaa) {
-                            meta.nfc_share = 8w4;
+                        if (meta.nfc_hash7 >= 16w0xaa00) {
                             meta.nfc_egress = 16w0x24;
                             ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash7 >= 16w0x8000) {
-                                meta.nfc_share = 8w3;
                                 meta.nfc_egress = 16w0x23;
                                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
-                                if (meta.nfc_hash7 >= 16w0x5555) {
-                                    meta.nfc_share = 8w2;
+                                if (meta.nfc_hash7 >= 16w0x5500) {
                                     meta.nfc_egress = 16w0x22;
                                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                     meta.nfc_forwarded = 1w1;
                                 } else {
-                                    if (meta.nfc_hash7 >= 16w0x2aaa) {
-                                        meta.nfc_share = 8w1;
+                                    if (meta.nfc_hash7 >= 16w0x2a00) {
                                         meta.nfc_egress = 16w0x21;
                                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
                                     } else {
-                                        meta.nfc_share = 8w0;
                                         meta.nfc_egress = 16w0x20;
                                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;

@@ -180,6 +180,7 @@ struct metadata_t {
     bit<32> nat_in__int_ip;
     bit<16> nat_in__int_port;
     bit<16> nat_out__ext_port;
+    bit<8> nfc_bucket;
     bit<32> nfc_csum10;
     bit<32> nfc_csum11;
     bit<32> nfc_csum12;
@@ -203,7 +204,6 @@ struct metadata_t {
     bit<32> nfc_rd_icmp__rest;
     bit<8> nfc_rd_icmp__type;
     bit<8> nfc_resume;
-    bit<8> nfc_share;
     bit<32> subnet_to_external__ext_ip;
     bit<48> subscriber_routes__next_hop_mac;
     bit<16> subscriber_routes__port;
@@ -225,6 +225,7 @@ parser NfcParser(
         meta.nat_in__int_ip = 32w0;
         meta.nat_in__int_port = 16w0;
         meta.nat_out__ext_port = 16w0;
+        meta.nfc_bucket = 8w0;
         meta.nfc_csum10 = 32w0;
         meta.nfc_csum11 = 32w0;
         meta.nfc_csum12 = 32w0;
@@ -248,7 +249,6 @@ parser NfcParser(
         meta.nfc_rd_icmp__rest = 32w0;
         meta.nfc_rd_icmp__type = 8w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_share = 8w0;
         meta.subnet_to_external__ext_ip = 32w0;
         meta.subscriber_routes__next_hop_mac = 48w0;
         meta.subscriber_routes__port = 16w0;
@@ -564,24 +564,24 @@ control NfcIngress(
         support_timeout = true;
     }
 
-    // a share moved to another server port (Runtime.steer), examples/cgnat.nfp:313
+    // a bucket moved to another server port (Runtime.steer), examples/cgnat.nfp:313
     action nfc_steer_to(bit<16> v_port) {
         meta.nfc_egress = v_port;
         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
         meta.nfc_forwarded = 1w1;
     }
 
-    // steering of bridge #3: share -> server port when moved, examples/cgnat.nfp:313
+    // steering of bridge #3: bucket -> server port when moved, examples/cgnat.nfp:313
     table nfc_steer3 {
         key = {
-            meta.nfc_share : exact @name("share");
+            meta.nfc_bucket : exact @name("bucket");
         }
         actions = {
             nfc_steer_to;
             nfc_miss;
         }
         const default_action = nfc_miss();
-        size = 6;
+        size = 256;
     }
 
     // entry of table upstream_routes, examples/cgnat.nfp:200
@@ -625,17 +625,17 @@ control NfcIngress(
         support_timeout = true;
     }
 
-    // steering of bridge #1: share -> server port when moved, examples/cgnat.nfp:313
+    // steering of bridge #1: bucket -> server port when moved, examples/cgnat.nfp:313
     table nfc_steer1 {
         key = {
-            meta.nfc_share : exact @name("share");
+            meta.nfc_bucket : exact @name("bucket");
         }
         actions = {
             nfc_steer_to;
             nfc_miss;
         }
         const default_action = nfc_miss();
-        size = 6;
+        size = 256;
     }
 
     // entry of table subscriber_routes, examples/cgnat.nfp:262
@@ -797,37 +797,32 @@ control NfcIngress(
                     hdr.nfc_bridge3.pad = 3w0;
                     // shard by hash: examples/cgnat.nfp:313
                     hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
-                    if (meta.nfc_hash1 >= 16w0xd555) {
-                        meta.nfc_share = 8w5;
+                    meta.nfc_bucket = meta.nfc_hash1[15:8];
+                    if (meta.nfc_hash1 >= 16w0xd500) {
                         meta.nfc_egress = 16w0x25;
                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
-                        if (meta.nfc_hash1 >= 16w0xaaaa) {
-                            meta.nfc_share = 8w4;
+                        if (meta.nfc_hash1 >= 16w0xaa00) {
                             meta.nfc_egress = 16w0x24;
                             standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash1 >= 16w0x8000) {
-                                meta.nfc_share = 8w3;
                                 meta.nfc_egress = 16w0x23;
                                 standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
-                                if (meta.nfc_hash1 >= 16w0x5555) {
-                                    meta.nfc_share = 8w2;
+                                if (meta.nfc_hash1 >= 16w0x5500) {
                                     meta.nfc_egress = 16w0x22;
                                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                     meta.nfc_forwarded = 1w1;
                                 } else {
-                                    if (meta.nfc_hash1 >= 16w0x2aaa) {
-                                        meta.nfc_share = 8w1;
+                                    if (meta.nfc_hash1 >= 16w0x2a00) {
                                         meta.nfc_egress = 16w0x21;
                                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
                                     } else {
-                                        meta.nfc_share = 8w0;
                                         meta.nfc_egress = 16w0x20;
                                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
@@ -978,37 +973,32 @@ control NfcIngress(
                     hdr.nfc_bridge1.pad = 3w0;
                     // shard by hash: examples/cgnat.nfp:313
                     hash(meta.nfc_hash7, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
-                    if (meta.nfc_hash7 >= 16w0xd555) {
-                        meta.nfc_share = 8w5;
+                    meta.nfc_bucket = meta.nfc_hash7[15:8];
+                    if (meta.nfc_hash7 >= 16w0xd500) {
                         meta.nfc_egress = 16w0x25;
                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
-                        if (meta.nfc_hash7 >= 16w0xaaaa) {
-                            meta.nfc_share = 8w4;
+                        if (meta.nfc_hash7 >= 16w0xaa00) {
                             meta.nfc_egress = 16w0x24;
                             standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash7 >= 16w0x8000) {
-                                meta.nfc_share = 8w3;
                                 meta.nfc_egress = 16w0x23;
                                 standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
-                                if (meta.nfc_hash7 >= 16w0x5555) {
-                                    meta.nfc_share = 8w2;
+                                if (meta.nfc_hash7 >= 16w0x5500) {
                                     meta.nfc_egress = 16w0x22;
                                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                     meta.nfc_forwarded = 1w1;
                                 } else {
-                                    if (meta.nfc_hash7 >= 16w0x2aaa) {
-                                        meta.nfc_share = 8w1;
+                                    if (meta.nfc_hash7 >= 16w0x2a00) {
                                         meta.nfc_egress = 16w0x21;
                                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
                                     } else {
-                                        meta.nfc_share = 8w0;
                                         meta.nfc_egress = 16w0x20;
                                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;

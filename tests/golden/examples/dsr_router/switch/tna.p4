@@ -159,6 +159,7 @@ struct metadata_t {
     bit<16> key_to_access__port;
     bit<24> key_to_access__vni;
     bit<32> key_to_access__vtep;
+    bit<8> nfc_bucket;
     bool nfc_csum_ok_ipv4;
     bool nfc_csum_ok_outer_ipv4;
     bit<8> nfc_cut;
@@ -170,7 +171,6 @@ struct metadata_t {
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<8> nfc_resume;
-    bit<8> nfc_share;
     bit<14> vni_to_vrf__vrf;
     bit<32> vrf_fib__tunnel_dst;
     bit<24> vrf_fib__tunnel_key;
@@ -196,6 +196,7 @@ parser IngressParser(
         meta.key_to_access__port = 16w0;
         meta.key_to_access__vni = 24w0;
         meta.key_to_access__vtep = 32w0;
+        meta.nfc_bucket = 8w0;
         meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_csum_ok_outer_ipv4 = false;
         meta.nfc_cut = 8w0;
@@ -207,7 +208,6 @@ parser IngressParser(
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_share = 8w0;
         meta.vni_to_vrf__vrf = 14w0;
         meta.vrf_fib__tunnel_dst = 32w0;
         meta.vrf_fib__tunnel_key = 24w0;
@@ -489,24 +489,24 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
 
-    // a share moved to another server port (Runtime.steer), examples/dsr_router.nfp:298
+    // a bucket moved to another server port (Runtime.steer), examples/dsr_router.nfp:298
     action nfc_steer_to(bit<16> v_port) {
         meta.nfc_egress = v_port;
         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
         meta.nfc_forwarded = 1w1;
     }
 
-    // steering of bridge #1: share -> server port when moved, examples/dsr_router.nfp:298
+    // steering of bridge #1: bucket -> server port when moved, examples/dsr_router.nfp:298
     table nfc_steer1 {
         key = {
-            meta.nfc_share : exact @name("share");
+            meta.nfc_bucket : exact @name("bucket");
         }
         actions = {
             nfc_steer_to;
             nfc_miss;
         }
         const default_action = nfc_miss();
-        size = 4;
+        size = 256;
     }
 
     // entry of table fabric_routes, examples/dsr_router.nfp:162
@@ -709,25 +709,22 @@ control Ingress(
                     hdr.nfc_bridge1.meta_vrf = meta.vrf;
                     // shard by hash: examples/dsr_router.nfp:298
                     meta.nfc_hash1 = nfc_hash1.get({meta.vrf, 2w0});
+                    meta.nfc_bucket = meta.nfc_hash1[15:8];
                     if (meta.nfc_hash1 >= 16w0xc000) {
-                        meta.nfc_share = 8w3;
                         meta.nfc_egress = 16w0x23;
                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         if (meta.nfc_hash1 >= 16w0x8000) {
-                            meta.nfc_share = 8w2;
                             meta.nfc_egress = 16w0x22;
                             ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             if (meta.nfc_hash1 >= 16w0x4000) {
-                                meta.nfc_share = 8w1;
                                 meta.nfc_egress = 16w0x21;
                                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
-                                meta.nfc_share = 8w0;
                                 meta.nfc_egress = 16w0x20;
                                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;

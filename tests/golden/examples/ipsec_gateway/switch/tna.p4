@@ -157,6 +157,7 @@ struct metadata_t {
     bit<32> seq;
     bit<48> internet_routes__next_hop_mac;
     bit<16> internet_routes__port;
+    bit<8> nfc_bucket;
     bit<8> nfc_colour1;
     bit<8> nfc_colour3;
     bool nfc_csum_ok_ipv4;
@@ -171,7 +172,6 @@ struct metadata_t {
     bit<8> nfc_punt;
     bit<32> nfc_rd_outer__dst;
     bit<8> nfc_resume;
-    bit<8> nfc_share;
     bit<16> spi_steering__tunnel;
     bit<16> traffic_selectors__tunnel;
 }
@@ -191,6 +191,7 @@ parser IngressParser(
         meta.seq = 32w0;
         meta.internet_routes__next_hop_mac = 48w0;
         meta.internet_routes__port = 16w0;
+        meta.nfc_bucket = 8w0;
         meta.nfc_colour1 = 8w0;
         meta.nfc_colour3 = 8w0;
         meta.nfc_csum_ok_ipv4 = false;
@@ -205,7 +206,6 @@ parser IngressParser(
         meta.nfc_punt = 8w0;
         meta.nfc_rd_outer__dst = 32w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_share = 8w0;
         meta.spi_steering__tunnel = 16w0;
         meta.traffic_selectors__tunnel = 16w0;
         transition select(ig_intr_md.ingress_port) {
@@ -469,24 +469,24 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash2;
 
-    // a share moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:253
+    // a bucket moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:253
     action nfc_steer_to(bit<16> v_port) {
         meta.nfc_egress = v_port;
         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
         meta.nfc_forwarded = 1w1;
     }
 
-    // steering of bridge #1: share -> server port when moved, examples/ipsec_gateway.nfp:253
+    // steering of bridge #1: bucket -> server port when moved, examples/ipsec_gateway.nfp:253
     table nfc_steer1 {
         key = {
-            meta.nfc_share : exact @name("share");
+            meta.nfc_bucket : exact @name("bucket");
         }
         actions = {
             nfc_steer_to;
             nfc_miss;
         }
         const default_action = nfc_miss();
-        size = 2;
+        size = 256;
     }
 
     // entry of table traffic_selectors, examples/ipsec_gateway.nfp:142
@@ -515,17 +515,17 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash4;
 
-    // steering of bridge #3: share -> server port when moved, examples/ipsec_gateway.nfp:253
+    // steering of bridge #3: bucket -> server port when moved, examples/ipsec_gateway.nfp:253
     table nfc_steer3 {
         key = {
-            meta.nfc_share : exact @name("share");
+            meta.nfc_bucket : exact @name("bucket");
         }
         actions = {
             nfc_steer_to;
             nfc_miss;
         }
         const default_action = nfc_miss();
-        size = 2;
+        size = 256;
     }
 
     // entry of table internet_routes, examples/ipsec_gateway.nfp:202
@@ -673,13 +673,12 @@ control Ingress(
                 hdr.nfc_bridge1.pad = 5w0;
                 // shard by hash: examples/ipsec_gateway.nfp:253
                 meta.nfc_hash2 = nfc_hash2.get({meta.tunnel});
+                meta.nfc_bucket = meta.nfc_hash2[15:8];
                 if (meta.nfc_hash2 >= 16w0x8000) {
-                    meta.nfc_share = 8w1;
                     meta.nfc_egress = 16w0x21;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 } else {
-                    meta.nfc_share = 8w0;
                     meta.nfc_egress = 16w0x20;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
@@ -720,13 +719,12 @@ control Ingress(
                 hdr.nfc_bridge3.pad = 6w0;
                 // shard by hash: examples/ipsec_gateway.nfp:253
                 meta.nfc_hash4 = nfc_hash4.get({meta.tunnel});
+                meta.nfc_bucket = meta.nfc_hash4[15:8];
                 if (meta.nfc_hash4 >= 16w0x8000) {
-                    meta.nfc_share = 8w1;
                     meta.nfc_egress = 16w0x21;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 } else {
-                    meta.nfc_share = 8w0;
                     meta.nfc_egress = 16w0x20;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;

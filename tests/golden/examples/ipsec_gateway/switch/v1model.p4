@@ -157,6 +157,7 @@ struct metadata_t {
     bit<32> seq;
     bit<48> internet_routes__next_hop_mac;
     bit<16> internet_routes__port;
+    bit<8> nfc_bucket;
     bit<8> nfc_colour1;
     bit<8> nfc_colour3;
     bool nfc_csum_ok_ipv4;
@@ -173,7 +174,6 @@ struct metadata_t {
     bit<8> nfc_punt;
     bit<32> nfc_rd_outer__dst;
     bit<8> nfc_resume;
-    bit<8> nfc_share;
     bit<16> spi_steering__tunnel;
     bit<16> traffic_selectors__tunnel;
 }
@@ -189,6 +189,7 @@ parser NfcParser(
         meta.seq = 32w0;
         meta.internet_routes__next_hop_mac = 48w0;
         meta.internet_routes__port = 16w0;
+        meta.nfc_bucket = 8w0;
         meta.nfc_colour1 = 8w0;
         meta.nfc_colour3 = 8w0;
         meta.nfc_csum_ok_ipv4 = false;
@@ -205,7 +206,6 @@ parser NfcParser(
         meta.nfc_punt = 8w0;
         meta.nfc_rd_outer__dst = 32w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_share = 8w0;
         meta.spi_steering__tunnel = 16w0;
         meta.traffic_selectors__tunnel = 16w0;
         transition select(standard_metadata.ingress_port) {
@@ -474,24 +474,24 @@ control NfcIngress(
     // meter tunnel_in_rate, examples/ipsec_gateway.nfp:73
     meter(32w64000, MeterType.bytes) tunnel_in_rate;
 
-    // a share moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:253
+    // a bucket moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:253
     action nfc_steer_to(bit<16> v_port) {
         meta.nfc_egress = v_port;
         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
         meta.nfc_forwarded = 1w1;
     }
 
-    // steering of bridge #1: share -> server port when moved, examples/ipsec_gateway.nfp:253
+    // steering of bridge #1: bucket -> server port when moved, examples/ipsec_gateway.nfp:253
     table nfc_steer1 {
         key = {
-            meta.nfc_share : exact @name("share");
+            meta.nfc_bucket : exact @name("bucket");
         }
         actions = {
             nfc_steer_to;
             nfc_miss;
         }
         const default_action = nfc_miss();
-        size = 2;
+        size = 256;
     }
 
     // entry of table traffic_selectors, examples/ipsec_gateway.nfp:142
@@ -518,17 +518,17 @@ control NfcIngress(
     // meter tunnel_out_rate, examples/ipsec_gateway.nfp:154
     meter(32w64000, MeterType.bytes) tunnel_out_rate;
 
-    // steering of bridge #3: share -> server port when moved, examples/ipsec_gateway.nfp:253
+    // steering of bridge #3: bucket -> server port when moved, examples/ipsec_gateway.nfp:253
     table nfc_steer3 {
         key = {
-            meta.nfc_share : exact @name("share");
+            meta.nfc_bucket : exact @name("bucket");
         }
         actions = {
             nfc_steer_to;
             nfc_miss;
         }
         const default_action = nfc_miss();
-        size = 2;
+        size = 256;
     }
 
     // entry of table internet_routes, examples/ipsec_gateway.nfp:202
@@ -681,13 +681,12 @@ control NfcIngress(
                 hdr.nfc_bridge1.pad = 5w0;
                 // shard by hash: examples/ipsec_gateway.nfp:253
                 hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
+                meta.nfc_bucket = meta.nfc_hash2[15:8];
                 if (meta.nfc_hash2 >= 16w0x8000) {
-                    meta.nfc_share = 8w1;
                     meta.nfc_egress = 16w0x21;
                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 } else {
-                    meta.nfc_share = 8w0;
                     meta.nfc_egress = 16w0x20;
                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
@@ -725,13 +724,12 @@ control NfcIngress(
                 hdr.nfc_bridge3.pad = 6w0;
                 // shard by hash: examples/ipsec_gateway.nfp:253
                 hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
+                meta.nfc_bucket = meta.nfc_hash4[15:8];
                 if (meta.nfc_hash4 >= 16w0x8000) {
-                    meta.nfc_share = 8w1;
                     meta.nfc_egress = 16w0x21;
                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
                 } else {
-                    meta.nfc_share = 8w0;
                     meta.nfc_egress = 16w0x20;
                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                     meta.nfc_forwarded = 1w1;
