@@ -78,7 +78,7 @@ def run(args: argparse.Namespace, sources: SourceMap) -> int:
             client = SwitchClient(own, names, "tna")
             if args.live:
                 print(f"switch model P4Runtime{security(tls)} on 127.0.0.1:{port}", file=sys.stderr, flush=True)
-                counters = run_live(out, p4rt, model.server_ports[0], client, entries, parse_injects(args.inject),
+                counters = run_live(out, plan, p4rt, model.server_ports, client, entries, parse_injects(args.inject),
                                     Path(args.capture), args.pps, args.serve_seconds,
                                     lambda m: print(m, file=sys.stderr, flush=True), args.goal)
             else:

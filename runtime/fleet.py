@@ -23,7 +23,7 @@ from compiler.manifest import Plan
 from runtime.control import ControlChannel, Hits
 from runtime.errors import ChannelError, InvalidEntry, RuntimeApiError
 
-__all__ = ["ServerFleet", "merge_counters"]
+__all__ = ["ServerFleet", "merge_counters", "replicated_tables"]
 
 T = TypeVar("T")
 
@@ -43,6 +43,8 @@ class ServerFleet:
         # table -> (the key fields that are the shard keys, every key field's width)
         self.split = {t.name: (t.shard_fields, tuple(k.width for k in t.keys))
                       for t in (plan.tables if plan is not None and self.shard is not None else ()) if t.shard_fields}
+        self.replicated = replicated_tables(plan) if plan is not None else {n for n, t in channels[0].tables.items()
+                                                                            if not t.state}
         first = channels[0]
         for other in channels[1:]:
             self._same(other, first)
@@ -63,9 +65,13 @@ class ServerFleet:
                                f"{other.path} runs {other.program}")
 
     def add(self, channel: ControlChannel, port: int) -> int:
-        """A server joins on switch port ``port`` (a server added to the deployment); it gets
+        """A server joins on switch port ``port``, a declared server port whose server left
+        (removed or failed: the deployment declares the most servers it may run); it gets
         no bucket until the runtime moves some to it (``Runtime.add_server``).  Its index."""
         self._same(channel, self.channels[0])
+        declared = [s.port for s in self.shard.shares] if self.shard is not None else []
+        if port not in declared:  # the switch parses what comes back on these ports as from a server
+            raise InvalidEntry(f"a server joins on a declared server port ({', '.join(map(str, declared))}), not {port}")
         if port in (p for i, p in enumerate(self.ports) if i not in self.down):
             raise InvalidEntry(f"port {port} already leads to server {self.ports.index(port)}")
         self.channels.append(channel)
@@ -231,8 +237,12 @@ class ServerFleet:
         self._each("start", lambda ch: ch.start())
 
     def counters(self) -> dict[str, Any]:
-        return merge_counters(self._each("counters", lambda ch: ch.counters()),
-                              {n for n, t in self.tables.items() if not t.state and n not in self.split})
+        return merge_counters(self._each("counters", lambda ch: ch.counters()), self.replicated)
+
+
+def replicated_tables(plan: Plan) -> set[str]:
+    """The server tables every server of a fleet holds whole: control-plane tables not split."""
+    return {t.name for t in plan.tables if not t.state and not t.shard_fields}
 
 
 def merge_counters(parts: Sequence[dict[str, Any]], replicated: set[str]) -> dict[str, Any]:

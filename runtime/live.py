@@ -1,7 +1,7 @@
 """``nfc run --live``: the hybrid data plane running, with the switch↔server link a real one.
 
-The server program runs as a DPDK process in a network namespace of its own, its NIC a
-``net_af_packet`` on one end of a veth pair; the switch model sends to its server port on
+Each server program runs as a DPDK process in a network namespace (one for the data plane), its
+NIC a ``net_af_packet`` on one end of a veth pair of its own; the switch model sends to its server port on
 the other end (a raw socket) and receives what the server sends back, as a switch port and
 a server NIC are wired in a PE.  The switch model serves P4Runtime and the server program
 its control channel, so entries can change (through :mod:`runtime.api`) while packets flow.
@@ -19,10 +19,13 @@ import subprocess
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from runtime.errors import RuntimeApiError
+from runtime.fleet import merge_counters
 from runtime.server_proc import ServerProcess, eal_args
 
 __all__ = ["LiveDataPlane", "LiveError", "pace"]
@@ -71,52 +74,114 @@ def _raw_socket_in(netns: str, iface: str) -> socket.socket:
     return s
 
 
-class LiveDataPlane:
-    """Switch model + server program over a veth pair; ``inject`` packets, read ``outputs``."""
+@dataclass
+class _Link:
+    """One server: its switch port, the veth pair to it, its program and what crossed."""
 
-    def __init__(self, binary: Path, switch: Switch, server_port: int, lcores: str = "0") -> None:
+    port: int
+    index: int
+    sock: socket.socket | None = None
+    server: ServerProcess | None = None
+    sent: int = 0  # packets the switch sent to it
+    back: int = 0  # packets it sent back
+    handled: int = 0  # forwarded, dropped or punted, as it last said (its control channel)
+    dropped: int = 0  # of those, dropped or punted
+    lost: int = 0  # sent to programs of this port that went away before handling them
+
+    def unaccounted(self) -> int:
+        return max(0, self.sent - self.back - self.dropped)
+
+    @property
+    def host(self) -> str:  # the switch's end of the veth pair
+        return f"nfcsw{self.index}"
+
+    @property
+    def nic(self) -> str:  # the server's end
+        return f"nfcsrv{self.index}"
+
+
+class LiveDataPlane:
+    """Switch model + server programs, each over a veth pair; ``inject`` packets, read
+    ``outputs``.  A sharded deployment runs one server per server port (``server_ports``),
+    and ``add_server`` joins another on a new port while packets flow."""
+
+    def __init__(self, binary: Path, switch: Switch, server_ports: int | Sequence[int], lcores: str = "0",
+                 replicated: Collection[str] = ()) -> None:
+        """``replicated``: the tables each server holds whole (``replicated_tables``): their
+        entry counts are not summed over the servers."""
+        self.binary = binary
+        self.replicated = set(replicated)
         self.switch = switch
-        self.server_port = server_port
+        self.lcores = lcores
         self.netns = f"nfc-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
         self.outputs: dict[int, list[bytes]] = {}
         self.drops: Counter[str] = Counter()
-        self.sent_to_server = 0
-        self.back_from_server = 0
+        self.links: dict[int, _Link] = {}  # switch port -> its server
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self.server: ServerProcess | None = None
-        self._sock: socket.socket | None = None
         self._made_netns = False
         try:
-            self._wire()
-            self.server = ServerProcess(binary, ["net_af_packet0,iface=nfcsrv,qpairs=1"], netns=self.netns,
-                                        eal=eal_args(lcores))
-            self._reader = threading.Thread(target=self._from_server, daemon=True)
-            self._reader.start()
+            _ip("netns", "add", self.netns)
+            self._made_netns = True
+            for port in [server_ports] if isinstance(server_ports, int) else server_ports:
+                self.add_server(port)
         except BaseException:
             self.close()
             raise
 
-    def _wire(self) -> None:
-        _ip("netns", "add", self.netns)
-        self._made_netns = True
-        _ip("link", "add", "nfcsw", "type", "veth", "peer", "name", "nfcsrv", netns=self.netns)
-        for dev in ("nfcsw", "nfcsrv"):
+    @property
+    def servers(self) -> list[ServerProcess]:
+        return [link.server for link in self.links.values() if link.server is not None]
+
+    @property
+    def server(self) -> ServerProcess | None:
+        """The first server (a deployment with one)."""
+        return self.servers[0] if self.servers else None
+
+    def add_server(self, port: int) -> ServerProcess:
+        """A server program on a new veth pair behind switch port ``port``."""
+        if port in self.links:
+            raise LiveError(f"switch port {port} already leads to a server")
+        link = _Link(port, len(self.links))
+        self.links[port] = link
+        _ip("link", "add", link.host, "type", "veth", "peer", "name", link.nic, netns=self.netns)
+        for dev in (link.host, link.nic):
             with contextlib.suppress(OSError):  # no IPv6 chatter on the link
                 subprocess.run(["ip", "netns", "exec", self.netns, "sysctl", "-qw",
                                 f"net.ipv6.conf.{dev}.disable_ipv6=1"], capture_output=True)
             _ip("link", "set", dev, "mtu", "9000", "up", netns=self.netns)
-        self._sock = _raw_socket_in(self.netns, "nfcsw")
-        self._sock.settimeout(0.2)
+        link.sock = _raw_socket_in(self.netns, link.host)
+        link.sock.settimeout(0.2)
+        link.server = self._start(link)
+        threading.Thread(target=self._from_server, args=(link,), daemon=True).start()
+        return link.server
+
+    def _start(self, link: _Link) -> ServerProcess:
+        return ServerProcess(self.binary, [f"net_af_packet0,iface={link.nic},qpairs=1"], netns=self.netns,
+                             eal=eal_args(self.lcores))
+
+    def replace(self, port: int) -> ServerProcess:
+        """A fresh server program behind ``port`` (the old one stopped if it still runs): a
+        failed server replaced.  What the old one never handled counts as ``lost``."""
+        link = self.links[port]
+        assert link.server is not None
+        link.server.control.close()
+        link.server.stop()
+        with self._lock:
+            link.lost += link.unaccounted()
+            link.sent = link.back = link.handled = link.dropped = 0
+        link.server = self._start(link)
+        return link.server
 
     # ---- the switch side -------------------------------------------------------------------
 
     def _deliver(self, outcome: Any) -> None:
-        if outcome.kind == "forward" and outcome.port == self.server_port:
-            assert self._sock is not None
-            self._sock.send(outcome.data)
+        link = self.links.get(outcome.port) if outcome.kind == "forward" else None
+        if link is not None:
+            assert link.sock is not None
+            link.sock.send(outcome.data)
             with self._lock:
-                self.sent_to_server += 1
+                link.sent += 1
             return
         with self._lock:
             if outcome.kind == "forward":
@@ -130,11 +195,11 @@ class LiveDataPlane:
         """A packet arrives on a front-panel port of the switch."""
         self._deliver(self.switch.inject(port, data))
 
-    def _from_server(self) -> None:
-        assert self._sock is not None
+    def _from_server(self, link: _Link) -> None:
+        assert link.sock is not None
         while not self._stop.is_set():
             try:
-                data, addr = self._sock.recvfrom(65535)
+                data, addr = link.sock.recvfrom(65535)
             except TimeoutError:
                 continue
             except OSError:
@@ -142,19 +207,35 @@ class LiveDataPlane:
             if addr[2] == PACKET_OUTGOING:
                 continue
             with self._lock:
-                self.back_from_server += 1
-            self._deliver(self.switch.inject(self.server_port, data))
+                link.back += 1
+            self._deliver(self.switch.inject(link.port, data))
+
+    def _poll(self, link: _Link) -> dict[str, Any] | None:
+        """A server's counters (what it handled kept for when it is gone); None if it is gone."""
+        assert link.server is not None
+        if link.server.proc.poll() is not None:
+            return None
+        try:
+            c = link.server.control.counters()
+        except (OSError, RuntimeApiError):
+            return None
+        link.dropped = sum(c["drops"].values()) + sum(c.get("punts", {}).values())
+        link.handled = c["forwarded"] + link.dropped
+        return c
 
     def settle(self, timeout: float = 30.0) -> bool:
-        """Wait until every packet sent to the server came back or was dropped there."""
-        assert self.server is not None
+        """Wait until every packet sent to a running server came back or was dropped there
+        (what was sent to a server that is gone is ``lost``: ``counters``)."""
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
-            c = self.server.control.counters()
-            handled = c["forwarded"] + sum(c["drops"].values()) + sum(c.get("punts", {}).values())
-            with self._lock:
-                if handled >= self.sent_to_server and self.back_from_server >= c["forwarded"]:
-                    return True
+            done = True
+            for link in self.links.values():
+                c = self._poll(link)
+                with self._lock:
+                    if c is not None and not (link.handled >= link.sent and link.back >= c["forwarded"]):
+                        done = False
+            if done:
+                return True
             time.sleep(0.05)
         return False
 
@@ -163,23 +244,37 @@ class LiveDataPlane:
             return self.outputs.pop(port, [])
 
     def counters(self) -> dict[str, Any]:
-        server = self.server.control.counters() if self.server is not None else {}
+        """As ``nfc run``'s, with ``servers`` (several): per server port what the switch sent,
+        what came back, whether its program runs, and ``lost``: sent to a program that went
+        away (failed, replaced) and neither sent back nor counted as dropped by it before
+        (its last counters, read at every ``settle`` and ``counters``)."""
+        polled = {port: self._poll(link) for port, link in self.links.items()}
+        parts = [c for c in polled.values() if c is not None]
+        server = merge_counters(parts, self.replicated)
         with self._lock:
             drops = self.drops + Counter({f"server:{k}": v for k, v in server.get("drops", {}).items()})
             drops += Counter({f"punt:{k}": v for k, v in server.get("punts", {}).items()})
-            return {"drops": dict(sorted(drops.items())),
-                    "egress_packets": {str(p): len(v) for p, v in sorted(self.outputs.items())},
-                    "server": {"forwarded": server.get("forwarded", 0), "tables": server.get("tables", {})}}
+            out: dict[str, Any] = {
+                "drops": dict(sorted(drops.items())),
+                "egress_packets": {str(p): len(v) for p, v in sorted(self.outputs.items())},
+                "server": {"forwarded": server.get("forwarded", 0), "tables": server.get("tables", {})}}
+            if len(self.links) > 1:
+                out["servers"] = [{"port": port, "sent": link.sent, "back": link.back,
+                                   "running": polled[port] is not None,
+                                   "lost": link.lost + (0 if polled[port] is not None else link.unaccounted())}
+                                  for port, link in self.links.items()]
+            return out
 
     # ---- teardown --------------------------------------------------------------------------
 
     def close(self) -> None:
         self._stop.set()
-        if self.server is not None:
-            self.server.control.close()
-            self.server.stop()
-        if self._sock is not None:
-            self._sock.close()
+        for link in self.links.values():
+            if link.server is not None:
+                link.server.control.close()
+                link.server.stop()
+            if link.sock is not None:
+                link.sock.close()
         if self._made_netns:  # deleting the namespace deletes its veths
             with contextlib.suppress(LiveError):
                 _ip("netns", "del", self.netns)

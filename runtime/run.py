@@ -20,6 +20,7 @@ import subprocess
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -29,12 +30,11 @@ from compiler.manifest import Plan
 from runtime.api import Runtime
 from runtime.entries import EntrySpec
 from runtime.errors import RuntimeApiError
-from runtime.fleet import ServerFleet, merge_counters
+from runtime.fleet import ServerFleet, merge_counters, replicated_tables
 from runtime.goal import GoalError, open_goal
 from runtime.live import LiveDataPlane, LiveError, Switch, pace
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess, eal_args
-from runtime.steering import steer_all
 
 __all__ = ["EAL_ARGS", "RunError", "run_hybrid", "run_live", "run_server"]
 
@@ -79,14 +79,13 @@ def _counters(drops: Counter[str], outputs: dict[int, list[bytes]], server: dict
 
 
 def program(out: Path, switch: SwitchClient | None, server: Any, entries: list[EntrySpec],
-            goal: str | Path | None, one_server: bool = False) -> None:
+            goal: str | Path | None) -> None:
     """Put ``entries`` where the plan says, through the runtime API.  With ``goal`` (a SQLite
     file, runtime/goal.py, or a Redis URL, runtime/goal_redis.py), the entries are first
     recorded in the goal state an earlier run may have left there (each replacing the goal's
     entry of its key), then the data planes, which start empty, are brought to it
     (``Runtime.reconcile``): a run restarted with the same goal forwards as the last one did,
-    with or without its entries given again.  ``one_server``: the one server program of a
-    sharded build gets every share (``steer_all``)."""
+    with or without its entries given again."""
     try:
         rt = Runtime(out, switch=switch, server=server)
         rt.goal = open_goal(goal, Path(rt.plan.source).stem) if goal is not None else None
@@ -96,8 +95,6 @@ def program(out: Path, switch: SwitchClient | None, server: Any, entries: list[E
                 rt.reconcile()
             else:
                 rt.load(entries)
-            if one_server:
-                steer_all(rt)
         finally:
             if rt.goal is not None:
                 rt.goal.close()
@@ -172,8 +169,7 @@ def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchC
             deliver(switch.process(data, port))
     if any(to_server.values()):
         raise RunError("a packet went back to the server twice; nfc run handles one round trip")
-    replicated = {t.name for t in plan.tables if t.kind != "state" and not t.shard_fields}
-    counters = _counters(drops, outputs, merge_counters(per_server, replicated))
+    counters = _counters(drops, outputs, merge_counters(per_server, replicated_tables(plan)))
     if len(ports) > 1:  # which server carried what (shard by)
         counters["servers"] = [{"port": port, "received": sent[port], "forwarded": c.get("forwarded", 0)}
                                for port, c in zip(ports, per_server, strict=True)]
@@ -211,18 +207,23 @@ def run_server(out: Path, entries: list[EntrySpec], injects: list[tuple[int, Pat
     return counters
 
 
-def run_live(out: Path, switch: Switch, server_port: int, switch_client: SwitchClient | None,
+def run_live(out: Path, plan: Plan, switch: Switch, server_ports: Sequence[int], switch_client: SwitchClient | None,
              entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path, pps: float = 1000.0,
              serve_seconds: float = 0.0, announce: Any = print, goal: str | Path | None = None) -> dict[str, Any]:
-    """The live data plane: entries through the runtime, the pcaps sent at ``pps``, then
-    ``serve_seconds`` more with the P4Runtime endpoint and the control socket open to other
-    controllers (their addresses go to ``announce``); captures and counters as in batch mode."""
+    """The live data plane: one server program per server port that carries traffic (as in
+    batch mode, programmed as one fleet), entries through the runtime, the pcaps sent at
+    ``pps``, then ``serve_seconds`` more with the P4Runtime endpoint and the control sockets
+    open to other controllers (their addresses go to ``announce``); captures and counters as
+    in batch mode."""
     _fresh(capture)
+    ports = server_ports[:plan.server_count]
     try:
-        with LiveDataPlane(build_server(out), switch, server_port) as live:
-            assert live.server is not None
-            program(out, switch_client, live.server.control, entries, goal, one_server=True)
-            announce(f"server control socket: {live.server.socket} (network namespace {live.netns})")
+        with LiveDataPlane(build_server(out), switch, ports, replicated=replicated_tables(plan)) as live:
+            controls = [s.control for s in live.servers]
+            program(out, switch_client, controls[0] if len(controls) == 1 else ServerFleet(controls, plan),
+                    entries, goal)
+            for port, srv in zip(ports, live.servers, strict=True):
+                announce(f"server control socket (port {port}): {srv.socket} (network namespace {live.netns})")
             for port, path in injects:
                 pace([bytes(d) for d, _ in RawPcapReader(str(path))], functools.partial(live.inject, port), pps)
             time.sleep(serve_seconds)

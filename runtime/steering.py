@@ -131,7 +131,7 @@ def move(rt: Runtime, moves: Mapping[int, int]) -> Move:
     for b, s in moves.items():
         fleet.route[b] = s
         report.buckets[s] = report.buckets.get(s, 0) + 1
-    for ch, table, records in made:  # the old owners' copies, where they still answer
+    for _ch, table, records in made:  # the old owners' copies, where they still answer
         by_old: dict[int, list[list[int]]] = {}
         for r in records:
             by_old.setdefault(old[fleet.bucket(table, r)], []).append(r[:fleet.tables[table].key_words])
