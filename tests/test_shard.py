@@ -11,8 +11,12 @@ item 5, the first part of issue 16).
 from __future__ import annotations
 
 import json
+from collections import Counter
+from itertools import combinations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
@@ -28,6 +32,7 @@ from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntr
 from runtime.fleet import ServerFleet, merge_counters
 from runtime.goal import GoalStore
 from runtime.server_proc import ServerProcess
+from runtime.steering import balance
 from tests.conftest import (
     HAVE_DPDK,
     ROOT,
@@ -426,6 +431,53 @@ def test_a_dead_gpn_is_detected_and_its_tunnels_move_to_the_other_entries_first(
         sw.close()
 
 
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(route=st.lists(st.integers(0, 5), min_size=1, max_size=64),
+       servers=st.sets(st.integers(0, 7), min_size=1, max_size=6))
+def test_rebalancing_moves_the_fewest_buckets_to_counts_within_one(route, servers):
+    """After ``balance`` every bucket is on one of ``servers``, their counts differ by at most
+    one, and no assignment with counts within one needs fewer moves (an oracle over which
+    servers take the larger count)."""
+    targets = sorted(servers)
+    moves = balance(route, targets)
+    after = [moves.get(b, r) for b, r in enumerate(route)]
+    counts = Counter(after)
+    assert set(after) <= servers and all(route[b] != t for b, t in moves.items())
+    assert max(counts[t] for t in targets) - min(counts[t] for t in targets) <= 1
+    n, k, held = len(route), len(targets), Counter(route)
+    fewest = min(n - sum(min(held[t], n // k + (t in big)) for t in targets) for big in combinations(targets, n % k))
+    assert len(moves) == fewest
+
+
+@needs_dpdk
+def test_a_server_removed_without_a_goal_hands_its_entries_over_before_its_packets(ipsec, tmp_path):
+    """No goal state: the leaving GPN's split entries come from its own dump; after the move
+    GPN 0 holds both tunnels' outbound SAs and gets both tunnels' packets, GPN 1 holds none,
+    and a write of tunnel 11's SA goes to GPN 0."""
+    from tests import test_esp_server as esp
+
+    sw = P4RuntimeSwitch(ipsec)
+    nf = ipsec / "server/nf"
+    try:
+        with ServerProcess(nf, ["net_null0"]) as a, ServerProcess(nf, ["net_null0"]) as b:
+            rt = Runtime(ipsec, switch=sw.client, server=ServerFleet([a.control, b.control], load_plan(ipsec)))
+            (tmp_path / "e.json").write_text(json.dumps(esp._entries()))
+            rt.load(load_entries(tmp_path / "e.json"))
+            assert [r[0] for r in b.control.dump("outbound_sa")] == [11]
+            report = rt.remove_server(1)
+            assert report.buckets == {0: 128} and report.copied == {"outbound_sa": 1}
+            assert report.lost == ("sa_seq", "replay_check state")
+            assert sorted(r[0] for r in a.control.dump("outbound_sa")) == [9, 11] and b.control.dump("outbound_sa") == []
+            ports = {t: sw.model.process(esp._tenant(t, 1), esp.VNET_PORT).port for t in (9, 11)}
+            assert ports == {9: 32, 11: 32}
+            sa = rt.table("outbound_sa").read(meta_tunnel=11)
+            rt.table("outbound_sa").modify(**{**sa, "meta_tunnel": 11, "seq_index": 12})
+            assert [r[-1] for r in a.control.dump("outbound_sa") if r[0] == 11] == [12]
+            assert rt.rebalance() == type(report)()  # nothing left to move
+    finally:
+        sw.close()
 
 @needs_dpdk
 def test_the_vpn_gateway_over_three_servers_split_by_overlay_agrees_with_the_spec(tmp_path):
