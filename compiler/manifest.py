@@ -204,11 +204,19 @@ def crc16(data: bytes) -> int:
     ``crc16`` and ``shard by hash``'s (defined here, in the plan's leaf module, because the
     runtime computes a split table entry's server from the plan alone)."""
     crc = 0
-    for b in data:
-        crc ^= b
-        for _ in range(8):
-            crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    for b in data:  # a byte at a time (the runtime hashes every entry of a split table it moves)
+        crc = (crc >> 8) ^ _CRC16_TABLE[(crc ^ b) & 0xFF]
     return crc
+
+
+def _crc16_byte(b: int) -> int:
+    crc = b
+    for _ in range(8):
+        crc = (crc >> 1) ^ 0xA001 if crc & 1 else crc >> 1
+    return crc
+
+
+_CRC16_TABLE = tuple(_crc16_byte(b) for b in range(256))
 
 
 @dataclass(frozen=True, slots=True)

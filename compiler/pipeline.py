@@ -21,6 +21,7 @@ from compiler.passes.capabilities import check_capabilities
 from compiler.passes.names import check_names
 from compiler.passes.ports import check_ports
 from compiler.passes.server_fit import check_server_fit
+from compiler.passes.shard_choice import choose_shard
 from compiler.passes.shard_keys import check_shard_keys
 from compiler.passes.validity import check_validity
 from compiler.placement import Bridge, Placement
@@ -99,6 +100,11 @@ def _ports(c: Compilation, d: Diagnostics) -> Compilation:
     return replace(c, targets=check_ports(c.need_program(), c.need_targets(), d))
 
 
+def _choose_shard(c: Compilation, d: Diagnostics) -> Compilation:
+    program, targets = choose_shard(c.need_program(), c.need_targets(), d)
+    return replace(c, program=program, targets=targets)
+
+
 def _capabilities(c: Compilation, d: Diagnostics) -> Compilation:
     check_capabilities(c.need_program(), c.need_targets(), d)
     return c
@@ -162,6 +168,7 @@ PASSES: list[Pass] = [
     Pass("check-validity", _validity, _dump_validity, "check header validity"),
     Pass("resolve-targets", _targets, _dump_targets, "resolve target profiles"),
     Pass("check-capabilities", _capabilities, _dump_ir, "check target capabilities"),
+    Pass("choose-shard", _choose_shard, _dump_ir, "choose how several servers share the traffic"),
     Pass("check-ports", _ports, _dump_targets, "check port numbers against the switch"),
     Pass("partition", _partition, _dump_placement, "place stages (Z3 Optimize)"),
     Pass("check-server-fit", _server_fit, _dump_server_load, "check server memory, cores and link"),

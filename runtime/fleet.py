@@ -71,7 +71,8 @@ class ServerFleet:
         self._same(channel, self.channels[0])
         declared = [s.port for s in self.shard.shares] if self.shard is not None else []
         if port not in declared:  # the switch parses what comes back on these ports as from a server
-            raise InvalidEntry(f"a server joins on a declared server port ({', '.join(map(str, declared))}), not {port}")
+            raise InvalidEntry(f"a server joins on a declared server port "
+                               f"({', '.join(map(str, declared))}), not {port}")
         if port in (p for i, p in enumerate(self.ports) if i not in self.down):
             raise InvalidEntry(f"port {port} already leads to server {self.ports.index(port)}")
         self.channels.append(channel)

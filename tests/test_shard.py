@@ -118,6 +118,27 @@ def test_the_build_refuses_what_it_cannot_steer(tmp_path, shard, servers, code, 
     assert (r.returncode == 0) == code.startswith("W")
 
 
+def test_without_a_clause_the_compiler_shards_by_the_key_of_the_largest_table_keyed_by_metadata(tmp_path):
+    """Two tables keyed by metadata the switch sets: the larger (``big``, 1M entries, keyed by
+    meta.k and the destination) gives the keys; the build says so (W086), every server gets
+    packets, and ``big`` is split among them."""
+    text = _program("").replace(
+        "stage pick {",
+        "table small { key { meta.j: exact; } value { x: bit<8>; } size = 8; }\n"
+        "table big { key { meta.k: exact; ipv4.dst: exact; } value { port: bit<16>; } size = 1M; pin = server; }\n"
+        "stage route { lookup small { hit(r) { } miss { } } lookup big { hit(r) { forward(r.port); } "
+        "miss { drop(no_route); } } }\n"
+        "stage pick {").replace("stages = [pick, learn]", "stages = [pick, route, learn]")
+    out = tmp_path / "out"
+    r = nfc_cli("build", write(tmp_path, text), "-o", str(out), "--no-verify", "--target", "tofino+dpdk")
+    assert r.returncode == 0, r.stderr
+    assert "[W086]" in r.stderr and "table 'big'" in r.stderr and "shard by hash(meta.k);" in r.stderr, r.stderr
+    assert "[W084]" not in r.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    assert plan["targets"]["shard"]["keys"][0].startswith("meta.k") and len(plan["targets"]["shard"]["keys"]) == 1
+    assert plan["resources"]["server"]["servers_carrying"] == 3
+    assert {t["name"]: t.get("server", {}).get("shard_fields") for t in plan["tables"]}["big"] == [0]
+
 def test_a_key_the_switch_never_sets_before_the_cut_is_a_warning(tmp_path):
     text = _program("shard by hash(meta.k);").replace("meta.k = ipv4.dst[31:24]; ", "")
     text = text.replace("  forward(1);\n", "  meta.k = ipv4.dst[31:24];\n  forward(1);\n")  # on the server: too late
@@ -469,7 +490,8 @@ def test_a_server_removed_without_a_goal_hands_its_entries_over_before_its_packe
             report = rt.remove_server(1)
             assert report.buckets == {0: 128} and report.copied == {"outbound_sa": 1}
             assert report.lost == ("sa_seq", "replay_check state")
-            assert sorted(r[0] for r in a.control.dump("outbound_sa")) == [9, 11] and b.control.dump("outbound_sa") == []
+            assert sorted(r[0] for r in a.control.dump("outbound_sa")) == [9, 11]
+            assert b.control.dump("outbound_sa") == []
             ports = {t: sw.model.process(esp._tenant(t, 1), esp.VNET_PORT).port for t in (9, 11)}
             assert ports == {9: 32, 11: 32}
             sa = rt.table("outbound_sa").read(meta_tunnel=11)
