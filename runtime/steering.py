@@ -46,6 +46,7 @@ class Move:
     copied: dict[str, int] = field(default_factory=dict)  # split table -> entries copied
     dead: int | None = None  # a fail-over: the server that stopped answering
     lost: tuple[str, ...] = ()  # the data-plane state that stayed behind (tables, registers, meters)
+    stale: dict[int, int] = field(default_factory=dict)  # old owner -> copies it could not delete (it died)
     seconds: float = 0.0
 
     @property
@@ -137,7 +138,10 @@ def move(rt: Runtime, moves: Mapping[int, int]) -> Move:
             by_old.setdefault(old[fleet.bucket(table, r)], []).append(r[:fleet.tables[table].key_words])
         for server, keys in by_old.items():
             if server not in fleet.down:
-                fleet.channels[server].write("delete", table, keys, chunk=1 << 20)
+                try:
+                    fleet.channels[server].write("delete", table, keys, chunk=1 << 20)
+                except ChannelError:  # it died meanwhile: what it held went with it
+                    report.stale[server] = report.stale.get(server, 0) + len(keys)
     report.lost = rt.plan.shard.state if rt.plan.shard is not None else ()
     report.seconds = time.monotonic() - start
     return report
