@@ -183,7 +183,9 @@ def test_a_range_key_is_at_most_32_bits(tmp_path):
 
 
 CLAUSES = {"hash": "shard by hash(meta.k);", "range": "shard by range(meta.k);",
-           "hash2": "shard by hash(meta.k, meta.j);"}  # 11 bits: padded to 16 before the CRC
+           "hash2": "shard by hash(meta.k, meta.j);",  # 11 bits: padded to 16 before the CRC
+           "range3": "shard by range(meta.j);"}  # 3 bits: 8 buckets, the key's own values
+SELECTOR_BITS = {"hash": 16, "range": 8, "hash2": 16, "range3": 3}
 
 
 @pytest.fixture(scope="module", params=sorted(CLAUSES))
@@ -197,13 +199,15 @@ def sharded(tmp_path_factory, request):
 
 
 def _expected_server(method: str, k: int, j: int) -> int:
-    """The selector's top 8 bits are its bucket; server i of 3 takes buckets [i * 256 / 3,
-    (i + 1) * 256 / 3) (docs/language.md); hash2's selector is the CRC of k's 8 bits, j's 3 and
-    5 zero bits."""
-    value, bits = {"hash": (crc16_arc(bytes([k])), 16), "range": (k, 8),
-                   "hash2": (crc16_arc(((k << 8) | (j << 5)).to_bytes(2, "big")), 16)}[method]
-    bucket = value >> (bits - 8)
-    return next(i for i in (2, 1, 0) if bucket >= i * 256 // 3)
+    """The selector's top 8 bits (all of a shorter one) are its bucket; server i of 3 takes
+    buckets [i * B / 3, (i + 1) * B / 3) of B (docs/language.md); hash2's selector is the CRC
+    of k's 8 bits, j's 3 and 5 zero bits."""
+    value = {"hash": crc16_arc(bytes([k])), "range": k, "range3": j,
+             "hash2": crc16_arc(((k << 8) | (j << 5)).to_bytes(2, "big"))}[method]
+    bits = SELECTOR_BITS[method]
+    buckets = 1 << min(8, bits)
+    bucket = value >> (bits - min(8, bits))
+    return next(i for i in (2, 1, 0) if bucket >= i * buckets // 3)
 
 
 @pytest.mark.parametrize("arch", ["tna", "v1model"])
@@ -223,12 +227,16 @@ def test_the_switch_sends_each_packet_to_the_server_its_key_picks(sharded, arch)
 def test_plan_json_lists_each_servers_share(sharded):
     method, _src, out = sharded
     shard = json.loads((out / "plan.json").read_text())["targets"]["shard"]
-    method = method.rstrip("2")
-    bits = 16 if method == "hash" else 8
-    assert shard["by"] == method and shard["selector_bits"] == bits and shard["bucket_bits"] == 8
-    b = 1 << (bits - 8)  # selector values per bucket; 256 buckets: 85, 85, 86
-    assert [(s["port"], s["first"], s["last"]) for s in shard["shares"]] == [
-        (40, 0, 85 * b - 1), (41, 85 * b, 170 * b - 1), (42, 170 * b, 256 * b - 1)]
+    bits = SELECTOR_BITS[method]
+    assert shard["by"] == method.rstrip("23") and shard["selector_bits"] == bits
+    if bits >= 8:
+        assert shard["bucket_bits"] == 8
+        b = 1 << (bits - 8)  # selector values per bucket; 256 buckets: 85, 85, 86
+        want = [(40, 0, 85 * b - 1), (41, 85 * b, 170 * b - 1), (42, 170 * b, 256 * b - 1)]
+    else:  # a 3-bit key: its 8 values are the buckets, 2, 3 and 3
+        assert shard["bucket_bits"] == 3
+        want = [(40, 0, 1), (41, 2, 4), (42, 5, 7)]
+    assert [(s["port"], s["first"], s["last"]) for s in shard["shares"]] == want
 
 
 def test_a_server_alone_ignores_the_clause(tmp_path):

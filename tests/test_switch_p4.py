@@ -59,9 +59,11 @@ def test_p4info_matches_the_source_tables(built, example):
         sharded = "shard by" in (ROOT / "examples" / f"{example}.nfp").read_text()
         assert all(n.startswith("nfc_steer") for n in steering) and bool(steering) == sharded
         for name, t in tables.items():
-            if name in steering:
-                continue
             assert t.preamble.id >> 24 == PREFIX["table"]
+            assert names[arch]["p4runtime"]["tables"][name]["id"] == t.preamble.id
+            if name in steering:  # keyed by the shard selector's bucket: 256 of them
+                assert [(m.name, m.bitwidth) for m in t.match_fields] == [("bucket", 8)] and t.size == 256
+                continue
             src = prog.tables[name]
             assert [(m.name, m.bitwidth) for m in t.match_fields] == [(k.name, k.expr.width) for k in src.keys]
             assert names[arch]["p4runtime"]["tables"][name]["id"] == t.preamble.id
