@@ -28,7 +28,17 @@ from runtime.goal import Goal, open_goal
 from runtime.objects import Counter, Meter, Register
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from runtime.reconcile import Repair, goal_entry, reconcile
-from runtime.steering import Move, add_server, check_servers, fail_over, move, rebalance, remove_server, steer
+from runtime.steering import (
+    Move,
+    add_server,
+    adopt_steering,
+    check_servers,
+    fail_over,
+    move,
+    rebalance,
+    remove_server,
+    steer,
+)
 
 __all__ = ["Field", "Runtime", "Table", "TableSchema", "Value", "check_entry"]
 
@@ -182,6 +192,8 @@ class Runtime:
                                        "was it built from another .nfp?")
         self.caches = {n: CachePolicy(s.switch_entries, s.lpm, s.keys[s.lpm].width if s.lpm is not None else 0)
                        for n, s in self.schemas.items() if s.cached}
+        if switch is not None and isinstance(server, ServerFleet):
+            adopt_steering(self)  # a controller restarted: the buckets go where the switch sends them
         self._tables()
 
     def _tables(self) -> None:

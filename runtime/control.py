@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import socket
 import struct
+import threading
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -141,6 +142,7 @@ class ControlChannel:
 
     def __init__(self, path: str | Path, timeout: float = 60.0) -> None:
         self.path = str(path)
+        self._turn = threading.Lock()  # one request and its reply at a time (raw)
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         self.sock.settimeout(timeout)
         try:
@@ -188,15 +190,18 @@ class ControlChannel:
 
     def raw(self, header: bytes, body: bytes = b"") -> tuple[int, int, bytes]:
         """Send a request as given (tests use it to send malformed ones); (status, index, body).
-        A reply the server sent before closing (a refusal) is read even if the send failed."""
-        try:
-            self.sock.sendall(header + body)
-        except OSError as e:
+        A reply the server sent before closing (a refusal) is read even if the send failed.
+        One request at a time: threads sharing the channel (a controller and the live data
+        plane's counter reads) take turns."""
+        with self._turn:
             try:
-                return self._reply()
-            except ChannelError:
-                raise ChannelError(f"control socket: {e}") from e
-        return self._reply()
+                self.sock.sendall(header + body)
+            except OSError as e:
+                try:
+                    return self._reply()
+                except ChannelError:
+                    raise ChannelError(f"control socket: {e}") from e
+            return self._reply()
 
     def _reply(self) -> tuple[int, int, bytes]:
         magic, version, status, _op, index, length = REP.unpack(self._recv(REP.size))

@@ -53,7 +53,7 @@ class ServerFleet:
         self.program = first.program
         self.tables = first.tables
         self.objects = first.objects
-        self._written: dict[tuple[str, int], int] = {}  # register cells this fleet wrote: their value
+        self.written: dict[tuple[str, int], int] = {}  # register cells this fleet wrote: their value
         # bucket -> the server that takes it (runtime/steering.py moves buckets)
         self.route = [self.shard.home(b) for b in range(self.shard.buckets)] if self.shard is not None else [0]
         self.down: set[int] = set()  # servers retired: no longer asked anything
@@ -73,11 +73,17 @@ class ServerFleet:
         if port not in declared:  # the switch parses what comes back on these ports as from a server
             raise InvalidEntry(f"a server joins on a declared server port "
                                f"({', '.join(map(str, declared))}), not {port}")
-        if port in (p for i, p in enumerate(self.ports) if i not in self.down):
-            raise InvalidEntry(f"port {port} already leads to server {self.ports.index(port)}")
+        serving = [i for i in self.serving if self.ports[i] == port]
+        if serving:
+            raise InvalidEntry(f"port {port} already leads to server {serving[0]}")
         self.channels.append(channel)
         self.ports.append(port)
         return len(self.channels) - 1
+
+    @property
+    def serving(self) -> list[int]:
+        """The servers not retired, in order."""
+        return [i for i in range(len(self.channels)) if i not in self.down]
 
     def buckets_of(self, server: int) -> list[int]:
         return [b for b, s in enumerate(self.route) if s == server]
@@ -216,7 +222,7 @@ class ServerFleet:
             return parts[0]
         out = []
         for index, cells in zip(indices, zip(*parts, strict=True), strict=True):
-            base = (self._written.get((name, index), 0),)
+            base = (self.written.get((name, index), 0),)
             changed = {c for c in cells if c != base}
             if len(changed) > 1:
                 raise InvalidEntry(f"register {name}[{index}] was changed differently on several servers "
@@ -228,7 +234,7 @@ class ServerFleet:
     def object_write(self, name: str, records: Sequence[Sequence[int]]) -> None:
         self._each(f"write {name}", lambda ch: ch.object_write(name, records))
         if self.channels[0]._object(name).kind == "register":
-            self._written.update(((name, r[0]), r[1]) for r in records)
+            self.written.update(((name, r[0]), r[1]) for r in records)
 
     def clear(self, table: str) -> int:
         counts = self._each(f"clear {table}", lambda ch: ch.clear(table))

@@ -166,7 +166,9 @@ class LiveDataPlane:
         link = self.links[port]
         assert link.server is not None
         link.server.control.close()
-        link.server.stop()
+        final = link.server.stop()  # a program still running prints its counters on the way out
+        if "forwarded" in final:
+            self._handled(link, final)
         with self._lock:
             link.lost += link.unaccounted()
             link.sent = link.back = link.handled = link.dropped = 0
@@ -219,9 +221,13 @@ class LiveDataPlane:
             c = link.server.control.counters()
         except (OSError, RuntimeApiError):
             return None
-        link.dropped = sum(c["drops"].values()) + sum(c.get("punts", {}).values())
-        link.handled = c["forwarded"] + link.dropped
+        self._handled(link, c)
         return c
+
+    def _handled(self, link: _Link, c: dict[str, Any]) -> None:
+        with self._lock:
+            link.dropped = sum(c["drops"].values()) + sum(c.get("punts", {}).values())
+            link.handled = c["forwarded"] + link.dropped
 
     def settle(self, timeout: float = 30.0) -> bool:
         """Wait until every packet sent to a running server came back or was dropped there
@@ -248,7 +254,7 @@ class LiveDataPlane:
         what came back, whether its program runs, and ``lost``: sent to a program that went
         away (failed, replaced) and neither sent back nor counted as dropped by it before
         (its last counters, read at every ``settle`` and ``counters``)."""
-        polled = {port: self._poll(link) for port, link in self.links.items()}
+        polled = {port: self._poll(link) for port, link in list(self.links.items())}
         parts = [c for c in polled.values() if c is not None]
         server = merge_counters(parts, self.replicated)
         with self._lock:

@@ -51,9 +51,8 @@ class Repair:
 GoalKey = tuple[tuple[tuple[int, int | None], ...], int]  # the key fields, the priority
 
 
-def reconcile(rt: Runtime, servers_only: bool = False) -> dict[str, dict[str, Repair]]:
-    """Repair every table of ``rt`` against its goal store; per table, per side, what was done
-    (``servers_only``: the server tables alone)."""
+def reconcile(rt: Runtime) -> dict[str, dict[str, Repair]]:
+    """Repair every table of ``rt`` against its goal store; per table, per side, what was done."""
     assert rt.goal is not None
     out: dict[str, dict[str, Repair]] = {}
     for s in rt.schemas.values():
@@ -64,15 +63,12 @@ def reconcile(rt: Runtime, servers_only: bool = False) -> dict[str, dict[str, Re
         sides: dict[str, Repair] = {}
         if s.on_server and rt.server is not None:
             sides["server"] = _server(rt, s, entries)
-        if servers_only:
-            out[s.name] = sides
-            continue
         if s.cached and rt.switch is not None:
             sides["switch"] = _cache(rt, s, entries)
         elif s.on_switch and not s.on_server and rt.switch is not None:
             sides["switch"] = _switch(rt, s, goal, entries)
         out[s.name] = sides
-    for o in () if servers_only else rt.plan.objects:  # meter rates are goal state too (runtime/goal.py)
+    for o in rt.plan.objects:  # meter rates are goal state too (runtime/goal.py)
         if o.kind == "meter" and o.placement is not ObjectPlacement.UNUSED:
             out[o.name] = {side: Repair(modified=n) for side, n in rt.meter(o.name).repair().items()}
     return out

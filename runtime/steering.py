@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from runtime.control import ControlChannel
-from runtime.errors import ChannelError, InvalidEntry, RuntimeApiError
+from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry, RuntimeApiError
 from runtime.fleet import ServerFleet
 from runtime.p4runtime import Match, SwitchUpdate
 from runtime.reconcile import goal_entries
@@ -33,8 +33,8 @@ from runtime.reconcile import goal_entries
 if TYPE_CHECKING:
     from runtime.api import Runtime
 
-__all__ = ["Move", "add_server", "balance", "check_servers", "fail_over", "move", "rebalance", "remove_server",
-           "steer", "steer_all"]
+__all__ = ["Move", "add_server", "adopt_steering", "balance", "check_servers", "fail_over", "move", "rebalance",
+           "remove_server", "steer", "steer_all"]
 
 
 @dataclass
@@ -54,6 +54,9 @@ class Move:
         return tuple(sorted(self.buckets))
 
 
+DRAIN_S = 0.05  # the old owners keep moved entries this long after the steering flipped
+
+
 def _fleet(rt: Runtime) -> ServerFleet:
     if not isinstance(rt.server, ServerFleet) or rt.plan.shard is None:
         raise ChannelError("moving buckets needs the sharded deployment's servers as one ServerFleet (shard by)")
@@ -62,44 +65,75 @@ def _fleet(rt: Runtime) -> ServerFleet:
 
 def steer(rt: Runtime, buckets: Mapping[int, int | None]) -> None:
     """Send each bucket's packets to a server's port (None: back to its home server's), in
-    one P4Runtime batch."""
+    one P4Runtime batch; a batch the switch applied in part is taken back, so a failure
+    changes nothing."""
     if rt.switch is None:
         raise ChannelError("steering is the switch's: connect its P4Runtime endpoint")
     shard = rt.plan.shard
     if shard is None:
         raise InvalidEntry("steer: the build is not sharded (no shard by)")
-    ports = rt.server.ports if isinstance(rt.server, ServerFleet) else [s.port for s in shard.shares]
+    ports = _ports(rt)
     for bucket, server in buckets.items():
         if not 0 <= bucket < shard.buckets or (server is not None and not 0 <= server < len(ports)):
             raise InvalidEntry(f"steer bucket {bucket} to server {server}: the build has {shard.buckets} buckets "
                                f"and {len(ports)} servers")
     tables = [t for t, info in rt.switch.names["tables"].items() if info.get("steering")]
-    matches: dict[int, dict[str, Match]] = {b: {"bucket": (b, None)} for b in buckets}
-    have = {(t, b) for t in tables for b, m in matches.items() if list(rt.switch.read(t, [(m, 0)]))}
-    updates = []
+    have = {t: {m["bucket"][0]: v["port"] for m, v, _p in rt.switch.read(t)} for t in tables}  # one read each
+    updates, undo = [], []
     for b, server in buckets.items():
+        match: dict[str, Match] = {"bucket": (b, None)}
         home = server is None or ports[server] == shard.shares[shard.home(b)].port
         for t in tables:
-            if home and (t, b) in have:  # back to its own port: the steering tables forget it
-                updates.append(SwitchUpdate("delete", t, matches[b], {}))
-            elif not home:
-                assert server is not None
-                updates.append(SwitchUpdate("modify" if (t, b) in have else "add", t, matches[b],
-                                            {"port": ports[server]}))
-    errors = [e for e in rt.switch.write(updates) if e is not None] if updates else []
-    if errors:
-        raise errors[0]
+            old = have[t].get(b)
+            if home and old is not None:  # back to its own port: the steering tables forget it
+                updates.append(SwitchUpdate("delete", t, match, {}))
+                undo.append(SwitchUpdate("add", t, match, {"port": old}))
+            elif not home and server is not None and old != ports[server]:
+                updates.append(SwitchUpdate("add" if old is None else "modify", t, match, {"port": ports[server]}))
+                undo.append(SwitchUpdate("delete", t, match, {}) if old is None else
+                            SwitchUpdate("modify", t, match, {"port": old}))
+    errors = rt.switch.write(updates) if updates else []
+    failed = [e for e in errors if e is not None]
+    if failed:
+        done = [u for u, e in zip(undo, errors, strict=False) if e is None]
+        if done:
+            rt.switch.write(done)
+        raise failed[0]
+
+
+def _ports(rt: Runtime) -> list[int]:
+    """Each server's switch port: a fleet's (servers may have joined), else the plan's."""
+    if isinstance(rt.server, ServerFleet):
+        return rt.server.ports
+    return [s.port for s in rt.plan.shard.shares] if rt.plan.shard is not None else []
+
+
+def adopt_steering(rt: Runtime) -> None:
+    """Route each bucket of the fleet to the server the switch's steering tables send it to
+    (a bucket they do not name: its home): a runtime that restarted picks up the moves an
+    earlier one made.  A port no server of the fleet has is left to the home server."""
+    fleet = _fleet(rt)
+    assert rt.switch is not None and rt.plan.shard is not None
+    shard = rt.plan.shard
+    table = next((t for t, info in rt.switch.names["tables"].items() if info.get("steering")), None)
+    steered = {m["bucket"][0]: v["port"] for m, v, _p in rt.switch.read(table)} if table is not None else {}
+    for b in range(shard.buckets):
+        port = steered.get(b)
+        owners = [i for i in fleet.serving if fleet.ports[i] == port]
+        fleet.route[b] = owners[0] if owners else shard.home(b)
 
 
 def steer_all(rt: Runtime, server: int = 0) -> None:
-    """Every bucket to one server: a sharded build run with one server program (``nfc run
-    --live``), which the runtime gave every entry (one control channel, not a fleet)."""
+    """Every bucket to one server: a sharded build run with one server program, which the
+    runtime gave every entry (one control channel, not a fleet)."""
     if rt.plan.shard is not None:
         steer(rt, dict.fromkeys(range(rt.plan.shard.buckets), server))
 
 
-def move(rt: Runtime, moves: Mapping[int, int]) -> Move:
-    """Buckets to new servers (bucket -> server), make-before-break (the module's doc)."""
+def move(rt: Runtime, moves: Mapping[int, int], drain_s: float = DRAIN_S) -> Move:
+    """Buckets to new servers (bucket -> server), make-before-break (the module's doc);
+    ``drain_s``: how long the old owners keep their copies after the switch steered away (the
+    packets already on their way to them)."""
     fleet = _fleet(rt)
     start = time.monotonic()
     n = len(fleet.channels)
@@ -115,36 +149,64 @@ def move(rt: Runtime, moves: Mapping[int, int]) -> Move:
     if gone and fleet.split and rt.goal is None:
         raise ChannelError(f"server {min(gone)} is gone: its entries of split tables come from the goal state "
                            "(connect with goal=PATH)")
-    made: list[tuple[ControlChannel, str, list[list[int]]]] = []
+    old = {b: fleet.route[b] for b in moves}
+    made: list[tuple[int, str, list[list[int]]]] = []  # server, table, the copies it got
     try:
         for table in fleet.split:
             for to, records in _entries(rt, fleet, table, moves).items():
                 if records:
-                    fleet.channels[to].write("add", table, records, chunk=1 << 20)
-                    made.append((fleet.channels[to], table, records))
+                    _put(fleet.channels[to], table, records, fleet.tables[table].key_words)
+                    made.append((to, table, records))
                     report.copied[table] = report.copied.get(table, 0) + len(records)
-        steer(rt, moves)
+        steer(rt, moves)  # all or nothing
     except RuntimeApiError:
-        for ch, table, records in reversed(made):  # the new owners' copies, taken back
-            ch.write("delete", table, [r[:fleet.tables[table].key_words] for r in records], chunk=1 << 20)
+        for to, table, records in reversed(made):  # the new owners' copies, taken back
+            _drop(fleet.channels[to], table, [r[:fleet.tables[table].key_words] for r in records])
         raise
-    old = {b: fleet.route[b] for b in moves}
     for b, s in moves.items():
         fleet.route[b] = s
         report.buckets[s] = report.buckets.get(s, 0) + 1
-    for _ch, table, records in made:  # the old owners' copies, where they still answer
+    if made and drain_s > 0:
+        time.sleep(drain_s)
+    for _to, table, records in made:  # the old owners' copies, where they still answer
         by_old: dict[int, list[list[int]]] = {}
         for r in records:
             by_old.setdefault(old[fleet.bucket(table, r)], []).append(r[:fleet.tables[table].key_words])
         for server, keys in by_old.items():
-            if server not in fleet.down:
-                try:
-                    fleet.channels[server].write("delete", table, keys, chunk=1 << 20)
-                except ChannelError:  # it died meanwhile: what it held went with it
-                    report.stale[server] = report.stale.get(server, 0) + len(keys)
+            if server not in fleet.down and not _drop(fleet.channels[server], table, keys):
+                report.stale[server] = report.stale.get(server, 0) + len(keys)
     report.lost = rt.plan.shard.state if rt.plan.shard is not None else ()
     report.seconds = time.monotonic() - start
     return report
+
+
+def _put(ch: ControlChannel, table: str, records: list[list[int]], key_words: int) -> None:
+    """The records on ``ch``: added, or, where it already holds a key (a copy left by an
+    earlier move that failed), modified to these values."""
+    try:
+        ch.write("add", table, records, chunk=1 << 20)
+    except EntryExists:
+        held = {tuple(r[:key_words]) for r in ch.dump(table)}
+        for op, part in (("add", [r for r in records if tuple(r[:key_words]) not in held]),
+                         ("modify", [r for r in records if tuple(r[:key_words]) in held])):
+            if part:
+                ch.write(op, table, part, chunk=1 << 20)
+
+
+def _drop(ch: ControlChannel, table: str, keys: list[list[int]]) -> bool:
+    """Delete what ``ch`` holds of ``keys`` (a key it lacks is fine); False if it could not
+    (it stopped answering)."""
+    try:
+        try:
+            ch.write("delete", table, keys, chunk=1 << 20)
+        except EntryNotFound:
+            held = {tuple(r[:len(keys[0])]) for r in ch.dump(table)} if keys else set()
+            part = [k for k in keys if tuple(k) in held]
+            if part:
+                ch.write("delete", table, part, chunk=1 << 20)
+    except RuntimeApiError:
+        return False
+    return True
 
 
 def _entries(rt: Runtime, fleet: ServerFleet, table: str, moves: Mapping[int, int]) -> dict[int, list[list[int]]]:
@@ -154,9 +216,10 @@ def _entries(rt: Runtime, fleet: ServerFleet, table: str, moves: Mapping[int, in
     if rt.goal is not None:
         s = rt.schemas[table]
         records = [e.server_record(s) for e in goal_entries(rt, s).values()]
-    else:
+    else:  # each old owner's own entries (not copies an earlier move left behind)
         owners = {fleet.route[b] for b in moves}
-        records = [list(r) for o in sorted(owners) for r in fleet.channels[o].dump(table)]
+        records = [list(r) for o in sorted(owners) for r in fleet.channels[o].dump(table)
+                   if fleet.route[fleet.bucket(table, r)] == o]
     out: dict[int, list[list[int]]] = {}
     for r in records:
         to = moves.get(fleet.bucket(table, r))
@@ -168,8 +231,8 @@ def _entries(rt: Runtime, fleet: ServerFleet, table: str, moves: Mapping[int, in
 def balance(route: Sequence[int], servers: Sequence[int]) -> dict[int, int]:
     """The fewest bucket moves that leave ``servers`` with as even a number of buckets as can
     be (each ⌊B/S⌋ or ⌈B/S⌉): a bucket stays where it is while its server is under quota."""
-    if not servers:
-        raise InvalidEntry("rebalance over no server")
+    if not servers or len(set(servers)) != len(servers):
+        raise InvalidEntry(f"rebalance over {list(servers)}: at least one server, each once")
     held = {s: [b for b, r in enumerate(route) if r == s] for s in servers}
     fullest = sorted(servers, key=lambda s: -len(held[s]))  # the larger quotas to those holding most
     quota = {s: len(route) // len(servers) + (i < len(route) % len(servers)) for i, s in enumerate(fullest)}
@@ -189,13 +252,18 @@ def balance(route: Sequence[int], servers: Sequence[int]) -> dict[int, int]:
 def rebalance(rt: Runtime, servers: Sequence[int] | None = None) -> Move:
     """Spread the buckets evenly over ``servers`` (default: every server still serving)."""
     fleet = _fleet(rt)
-    live = [s for s in range(len(fleet.channels)) if s not in fleet.down] if servers is None else list(servers)
-    return move(rt, balance(fleet.route, live))
+    targets = fleet.serving if servers is None else list(servers)
+    bad = [s for s in targets if s not in fleet.serving]
+    if bad:
+        raise InvalidEntry(f"rebalance over server {bad[0]}: it is not serving (serving: {fleet.serving})")
+    return move(rt, balance(fleet.route, targets))
 
 
 def add_server(rt: Runtime, channel: ControlChannel, port: int) -> Move:
     """A server program joins on switch port ``port``: it gets the replicated tables' entries,
-    then its even part of the buckets (with their split-table entries), make-before-break."""
+    the meters' rates and the register cells the control plane wrote (from a serving server
+    and the fleet), then its even part of the buckets (with their split-table entries),
+    make-before-break."""
     fleet = _fleet(rt)
     source = fleet.live[0]
     new = fleet.add(channel, port)
@@ -205,6 +273,14 @@ def add_server(rt: Runtime, channel: ControlChannel, port: int) -> Move:
                 rows = source.dump(table)
                 if rows:
                     channel.write("add", table, [list(r) for r in rows], chunk=1 << 20)
+        for name, o in fleet.objects.items():
+            if o.kind == "meter":  # (configured, cir, cbs, pir, pbs) -> (index, cir, cbs, pir, pbs)
+                cells = source.object_read(name, list(range(o.size)))
+                records = [[i, *c[1:]] for i, c in enumerate(cells) if c[0]]
+            else:  # counters count this server's packets from 0; registers: what the control plane wrote
+                records = [[i, v] for (n, i), v in fleet.written.items() if n == name] if o.kind == "register" else []
+            if records:
+                channel.object_write(name, records)
     except RuntimeApiError:
         fleet.retire(new)
         raise
@@ -214,7 +290,7 @@ def add_server(rt: Runtime, channel: ControlChannel, port: int) -> Move:
 def remove_server(rt: Runtime, server: int) -> Move:
     """A server leaves while still serving: its buckets move to the others first."""
     fleet = _fleet(rt)
-    report = rebalance(rt, [s for s in range(len(fleet.channels)) if s not in fleet.down and s != server])
+    report = rebalance(rt, [s for s in fleet.serving if s != server])
     fleet.retire(server)
     return report
 
@@ -225,13 +301,19 @@ def fail_over(rt: Runtime, dead: int, to: Sequence[int] | None = None) -> Move:
     fleet = _fleet(rt)
     if not 0 <= dead < len(fleet.channels):
         raise InvalidEntry(f"fail over server {dead}: servers are 0..{len(fleet.channels) - 1}")
-    fleet.retire(dead)
+    takers = [s for s in fleet.serving if s != dead] if to is None else list(to)
     mine = fleet.buckets_of(dead)
-    takers = [s for s in range(len(fleet.channels)) if s not in fleet.down] if to is None else list(to)
+    if mine and (not takers or len(set(takers)) != len(takers) or any(s == dead or s not in fleet.serving
+                                                                     for s in takers)):
+        raise InvalidEntry(f"fail over server {dead} to {takers}: one or more other servers still serving, "
+                           f"each once (serving: {fleet.serving})")
+    was_down = dead in fleet.down
+    fleet.retire(dead)
     try:
-        report = move(rt, {b: takers[i % len(takers)] for i, b in enumerate(mine)} if takers else {})
+        report = move(rt, {b: takers[i % len(takers)] for i, b in enumerate(mine)})
     except RuntimeApiError:
-        fleet.down.discard(dead)  # not moved: the fleet asks it as before
+        if not was_down:
+            fleet.down.discard(dead)  # not moved: the fleet asks it as before
         raise
     report.dead = dead
     return report
@@ -247,8 +329,11 @@ def check_servers(rt: Runtime) -> list[Move]:
     alive = fleet.alive()
     moves = []
     for dead, up in enumerate(alive):
-        if up or dead in fleet.down or not fleet.buckets_of(dead):
+        if up or dead in fleet.down:
             continue
-        if any(alive[s] for s in range(len(alive)) if s != dead and s not in fleet.down):
-            moves.append(fail_over(rt, dead, [s for s, a in enumerate(alive) if a and s not in fleet.down]))
+        takers = [s for s, a in enumerate(alive) if a and s not in fleet.down]
+        if not fleet.buckets_of(dead):
+            fleet.retire(dead)  # nothing to move; asked nothing more (a write would fail on it)
+        elif takers:
+            moves.append(fail_over(rt, dead, takers))
     return moves

@@ -509,6 +509,49 @@ def test_a_server_removed_without_a_goal_hands_its_entries_over_before_its_packe
     finally:
         sw.close()
 
+
+@needs_dpdk
+def test_moves_overwrite_a_leftover_copy_refuse_bad_targets_and_retire_a_dead_server_without_buckets(ipsec, tmp_path):
+    """A copy of tunnel 11's SA that an earlier failed move left on GPN 0 (other values) is
+    overwritten by the move, not a reason to fail it; fail-overs and rebalances to no server,
+    to the dead one or to a server twice change nothing; a server that dies holding no bucket
+    is retired by the liveness round, so that replicated writes go on."""
+    from tests import test_esp_server as esp
+
+    sw = P4RuntimeSwitch(ipsec)
+    nf = ipsec / "server/nf"
+    try:
+        with ServerProcess(nf, ["net_null0"]) as a, ServerProcess(nf, ["net_null0"]) as b:
+            fleet = ServerFleet([a.control, b.control], load_plan(ipsec))
+            rt = Runtime(ipsec, switch=sw.client, server=fleet)
+            (tmp_path / "e.json").write_text(json.dumps(esp._entries()))
+            rt.load(load_entries(tmp_path / "e.json"))
+            (sa9,), (sa11,) = a.control.dump("outbound_sa"), b.control.dump("outbound_sa")
+            a.control.write("add", "outbound_sa", [[*sa11[:-1], sa11[-1] + 100]])  # the leftover, stale
+            for bad in ([], [1], [0, 0], [7]):
+                with pytest.raises(InvalidEntry):
+                    rt.fail_over(1, bad)
+                assert fleet.down == set() and fleet.buckets_of(1)
+            with pytest.raises(InvalidEntry):
+                rt.rebalance([0, 0])
+            report = rt.remove_server(1)
+            assert report.copied == {"outbound_sa": 1} and report.stale == {}
+            assert sorted(a.control.dump("outbound_sa")) == sorted([sa9, sa11])
+            with ServerProcess(nf, ["net_null0"]) as c:
+                rt.add_server(c.control, 33)
+                assert fleet.buckets_of(2) and [r[0] for r in c.control.dump("outbound_sa")] == [11]
+                rt.move(dict.fromkeys(fleet.buckets_of(2), 0))  # c keeps its replicated entries, no bucket
+                assert not fleet.buckets_of(2) and c.control.dump("outbound_sa") == []
+                # a controller restarted: its fleet routes the buckets where the switch steers them
+                again = Runtime(ipsec, switch=sw.client, server=ServerFleet([a.control, c.control], load_plan(ipsec)))
+                assert isinstance(again.server, ServerFleet) and again.server.route == [0] * 256
+                c.stop()
+                assert rt.check_servers() == [] and fleet.down == {1, 2}
+                rt.table("inbound_sa").add(**{**_IN_SA, "esp_spi": 0x1999})  # replicated: GPN 0 alone now
+                assert len(a.control.dump("inbound_sa")) == 3
+    finally:
+        sw.close()
+
 @needs_dpdk
 def test_the_vpn_gateway_over_three_servers_split_by_overlay_agrees_with_the_spec(tmp_path):
     """Seed 000's overlay table scaled out (issue 16): the VPN gateway with three PE servers and
