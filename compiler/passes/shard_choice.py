@@ -1,7 +1,9 @@
 """Pass ``choose-shard``: a deployment of several servers behind a switch that does not say
 ``shard by`` gets one chosen, so that every server carries traffic and the largest table the
-servers can split is split (issue 16: "the default chosen by the partitioner when the spec is
-silent").
+servers can split is split if it is placed on them (issue 16: "the default chosen by the
+partitioner when the spec is silent").  The pass runs before placement, so the choice cannot
+know the placement: a table that ends on the switch, or whose key the servers' code rewrites,
+is not split (compiler/shard.py ``sharded_tables``), though the packets are still spread.
 
 The choice: of the tables with exact-match metadata keys that some stage sets (metadata no
 stage writes is always 0 and would send everything to one server), the one of most server
