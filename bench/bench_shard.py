@@ -20,9 +20,10 @@ resumes the S programs of one row together for a measured window, then pauses th
 interleaved, ``--rounds`` rounds, medians).  The figures: the sum of the packets the S programs
 sent per second of wall time (aggregate Mpps), and per CPU-second of their forwarding threads
 (the per-core rate); ``forwarded_share`` is sent / received within the windows (it may exceed 1
-by the packets in flight at a window's edges).  Server program ``k`` runs on core ``k mod C`` (C = this machine's cores):
-on a 2-core machine four programs share two cores, so the aggregate is bounded by the cores,
-not by the sharding; the per-core figure is what scales with real servers.
+by the packets in flight at a window's edges).  Server program ``k`` runs on core ``k mod C``
+(C = this machine's cores): on a 2-core machine four programs share two cores, so the aggregate
+is bounded by the cores, not by the sharding; the per-core figure is what scales with real
+servers.
 
 **Moving entries.**  Four server programs (net_null ports), the switch model behind P4Runtime,
 one ``ServerFleet``; ``flows`` is loaded with N entries (a quarter on each server).  Then server
