@@ -272,7 +272,10 @@ def main() -> None:
         out = build(work / "out")
         report: dict[str, object] = {"cpus": os.cpu_count(), "flows": FLOWS}
         if not args.skip_throughput:
-            report["throughput"] = throughput(out, work, rounds, args.window)
+            rows = report["throughput"] = throughput(out, work, rounds, args.window)
+            short = [r for r in rows if r["forwarded_share"] < 0.99]  # a miss is dropped: the lookup was not hit
+            if short:
+                raise SystemExit(f"the servers forwarded too few of the packets they got: {short}")
         report["moving"] = moving(out, work, entries, args.goal)
     print(json.dumps(report, indent=2))
     if args.json:
