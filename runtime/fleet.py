@@ -57,6 +57,7 @@ class ServerFleet:
         # bucket -> the server that takes it (runtime/steering.py moves buckets)
         self.route = [self.shard.home(b) for b in range(self.shard.buckets)] if self.shard is not None else [0]
         self.down: set[int] = set()  # servers retired: no longer asked anything
+        self.last_counters: dict[int, dict[str, Any]] = {}  # server -> its counters at the last read
 
     @staticmethod
     def _same(other: ControlChannel, first: ControlChannel) -> None:
@@ -244,7 +245,16 @@ class ServerFleet:
         self._each("start", lambda ch: ch.start())
 
     def counters(self) -> dict[str, Any]:
-        return merge_counters(self._each("counters", lambda ch: ch.counters()), self.replicated)
+        """The servers' counters merged; each server's kept (``last_counters``): what a server
+        that dies held is known as of the last read."""
+        parts = self._each("counters", lambda ch: ch.counters())
+        self.last_counters.update(zip(self.serving, parts, strict=True))
+        return merge_counters(parts, self.replicated)
+
+    def state_entries(self, server: int) -> dict[str, int]:
+        """Per state table, the entries ``server`` held at the last ``counters()`` read."""
+        tables = self.last_counters.get(server, {}).get("tables", {})
+        return {t: int(c.get("entries", 0)) for t, c in tables.items() if t in self.tables and self.tables[t].state}
 
 
 def replicated_tables(plan: Plan) -> set[str]:

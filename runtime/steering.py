@@ -47,6 +47,7 @@ class Move:
     dead: int | None = None  # a fail-over: the server that stopped answering
     lost: tuple[str, ...] = ()  # the data-plane state that stayed behind (tables, registers, meters)
     stale: dict[int, int] = field(default_factory=dict)  # old owner -> copies it could not delete (it died)
+    lost_entries: dict[str, int] = field(default_factory=dict)  # a fail-over: the dead server's state entries
     seconds: float = 0.0
 
     @property
@@ -297,7 +298,9 @@ def remove_server(rt: Runtime, server: int) -> Move:
 
 def fail_over(rt: Runtime, dead: int, to: Sequence[int] | None = None) -> Move:
     """Server ``dead`` stopped answering: it is retired, and its buckets are spread over ``to``
-    (default: every server still serving), their split-table entries from the goal state."""
+    (default: every server still serving), their split-table entries from the goal state; the
+    per-flow state it held (its state tables' entries at the last ``counters()`` read) is
+    counted as lost (``Move.lost_entries``)."""
     fleet = _fleet(rt)
     if not 0 <= dead < len(fleet.channels):
         raise InvalidEntry(f"fail over server {dead}: servers are 0..{len(fleet.channels) - 1}")
@@ -316,6 +319,7 @@ def fail_over(rt: Runtime, dead: int, to: Sequence[int] | None = None) -> Move:
             fleet.down.discard(dead)  # not moved: the fleet asks it as before
         raise
     report.dead = dead
+    report.lost_entries = fleet.state_entries(dead)
     return report
 
 

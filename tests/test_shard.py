@@ -11,6 +11,7 @@ item 5, the first part of issue 16).
 from __future__ import annotations
 
 import json
+import time
 from collections import Counter
 from itertools import combinations
 
@@ -550,6 +551,51 @@ def test_moves_overwrite_a_leftover_copy_refuse_bad_targets_and_retire_a_dead_se
                 rt.table("inbound_sa").add(**{**_IN_SA, "esp_spi": 0x1999})  # replicated: GPN 0 alone now
                 assert len(a.control.dump("inbound_sa")) == 3
     finally:
+        sw.close()
+
+
+@needs_dpdk
+def test_a_dead_servers_flows_are_counted_lost_as_of_the_last_counters(tmp_path):
+    """Three servers learn the sources of the packets the switch sends them (``state seen``);
+    the fleet's counters are read, server 1 dies, and its fail-over counts exactly the sources
+    it had learned (the switch model said which packets went to port 41) as lost entries."""
+    from scapy.utils import RawPcapWriter
+
+    out = build_with_server(write(tmp_path, _program("shard by hash(meta.k);")), tmp_path / "out",
+                            "--target", "tofino+dpdk")
+    _plan, _placed, model = open_build(out, "tna")
+    to: dict[int, list[bytes]] = {40: [], 41: [], 42: []}
+    learned: dict[int, set[str]] = {40: set(), 41: set(), 42: set()}
+    for i in range(60):
+        src = f"10.0.{i // 3}.1"  # each source three times, to one server each time (its k is fixed)
+        o = model.process(_packet(f"{(i // 3) * 13 % 256}.1.2.3", src), 3)
+        assert o.kind == "forward" and o.port in to, o
+        to[o.port].append(o.data)
+        learned[o.port].add(src)
+    assert all(learned.values())
+    procs = []
+    sw = P4RuntimeSwitch(out)
+    try:
+        for port in (40, 41, 42):
+            with RawPcapWriter(str(tmp_path / f"{port}.pcap"), linktype=1) as w:
+                for data in to[port]:
+                    w.write(data)
+            procs.append(ServerProcess(out / "server/nf", [f"net_pcap0,rx_pcap={tmp_path / f'{port}.pcap'},"
+                                                          f"tx_pcap={tmp_path / f'{port}.out.pcap'}"]))
+        fleet = ServerFleet([s.control for s in procs], load_plan(out))
+        rt = Runtime(out, switch=sw.client, server=fleet)
+        for _ in range(100):  # each server has taken its packets
+            if fleet.counters()["forwarded"] == 60:
+                break
+            time.sleep(0.05)
+        assert fleet.counters()["tables"]["seen"]["entries"] == sum(len(v) for v in learned.values())
+        procs[1].stop()
+        (report,) = rt.check_servers()
+        assert report.dead == 1 and report.to == (0, 2) and report.lost == ("seen",)
+        assert report.lost_entries == {"seen": len(learned[41])}
+    finally:
+        for s in procs:
+            s.stop()
         sw.close()
 
 @needs_dpdk
