@@ -621,6 +621,20 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
 #define NFC_ACL_PER_PACKET 0 /* 1: no classification per burst (bench/bench_acl.py's baseline) */
 #endif
 #define NFC_PREFETCH_BURST 32
+/* Two keys of `bytes` bytes (a multiple of 8: an exact table's rte_hash key) are equal; inline
+ * (a libc memcmp call would cost what the lookup it saves does). */
+static inline int nfc_key_eq(const uint8_t *a, const uint8_t *b, unsigned bytes)
+{
+    uint64_t diff = 0;
+    for (unsigned i = 0; i < bytes; i += 8) {
+        uint64_t x, y;
+        memcpy(&x, a + i, 8);
+        memcpy(&y, b + i, 8);
+        diff |= x ^ y;
+    }
+    return diff == 0;
+}
+
 static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned n)
 {
     for (int t = 0; t < nfc_ntables; t++) {
@@ -630,21 +644,29 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
             keep = t < NFC_PRE_TABLES && nfc_acl_lookup_bytes(tab) <= NFC_PRE_KEY && !NFC_ACL_PER_PACKET;
         if (tab->h == NULL || (!keep && (tab->acl || tab->lpm >= 0 || rte_hash_count(tab->h) < NFC_PREFETCH_MIN)))
             continue;
+        /* a run of packets with one key (an exact table: keyed by the ingress port, say) is
+         * looked up once, its first packet's answer kept for the others */
+        int runs = keep && !tab->acl && tab->lpm < 0;
         for (unsigned from = 0; from < n;) {
             uint8_t keys[NFC_PREFETCH_BURST][NFC_MAX_KEY];
             const void *kp[NFC_PREFETCH_BURST];
             void *data[NFC_PREFETCH_BURST];
             unsigned who[NFC_PREFETCH_BURST];
-            uint64_t hits = 0;
-            unsigned k = 0;
-            for (; from < n && k < NFC_PREFETCH_BURST; from++) {
+            uint64_t hits = 0, again = 0; /* again, bit i: packet start + i has the key of the one before */
+            unsigned k = 0, start = from;
+            int keyed = 0; /* the packet before has a key here */
+            for (; from < n && k < NFC_PREFETCH_BURST && from - start < 64; from++) {
                 /* a key whose answer is kept is built where it is kept: no copy (a libc memcpy of
                  * key_bytes per packet and table) */
                 uint8_t *kb = keep ? pkts[from].pre_key[t] : keys[k];
-                if (codes[from] == NFC_CONTINUE && nfc_bench_key(t, &pkts[from], kb) == 0) {
+                int has = codes[from] == NFC_CONTINUE && nfc_bench_key(t, &pkts[from], kb) == 0;
+                if (has && runs && keyed && nfc_key_eq(kb, kp[k - 1], tab->key_bytes)) {
+                    again |= 1ull << (from - start);
+                } else if (has) {
                     kp[k] = kb;
                     who[k++] = from;
                 }
+                keyed = has;
             }
             if (k == 0)
                 continue;
@@ -663,6 +685,12 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
                 p->pre_data[t] = data[j];
                 p->pre_ok |= 1u << t;
             }
+            for (unsigned i = start; again != 0 && i < from; i++) /* in order: the one before has it */
+                if ((again >> (i - start)) & 1) {
+                    pkts[i].pre_hit[t] = pkts[i - 1].pre_hit[t];
+                    pkts[i].pre_data[t] = pkts[i - 1].pre_data[t];
+                    pkts[i].pre_ok |= 1u << t;
+                }
         }
     }
 }
