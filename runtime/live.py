@@ -86,7 +86,8 @@ class _Link:
     back: int = 0  # packets it sent back
     handled: int = 0  # forwarded, dropped or punted, as it last said (its control channel)
     dropped: int = 0  # of those, dropped or punted
-    lost: int = 0  # sent to programs of this port that went away before handling them
+    lost: int = 0  # sent to programs of this port that went away before handling them, or before one started
+    starting: bool = False  # its program is being replaced: what arrives meanwhile is lost, not sent
 
     def unaccounted(self) -> int:
         return max(0, self.sent - self.back - self.dropped)
@@ -162,9 +163,12 @@ class LiveDataPlane:
 
     def replace(self, port: int) -> ServerProcess:
         """A fresh server program behind ``port`` (the old one stopped if it still runs): a
-        failed server replaced.  What the old one never handled counts as ``lost``."""
+        failed server replaced.  What the old one never handled, and what the switch sends
+        to the port until the new one runs, counts as ``lost``."""
         link = self.links[port]
         assert link.server is not None
+        with self._lock:
+            link.starting = True  # from here on nothing it would handle is sent to it
         link.server.control.close()
         final = link.server.stop()  # a program still running prints its counters on the way out
         if "forwarded" in final:
@@ -172,7 +176,11 @@ class LiveDataPlane:
         with self._lock:
             link.lost += link.unaccounted()
             link.sent = link.back = link.handled = link.dropped = 0
-        link.server = self._start(link)
+        try:
+            link.server = self._start(link)
+        finally:
+            with self._lock:
+                link.starting = False
         return link.server
 
     # ---- the switch side -------------------------------------------------------------------
@@ -181,9 +189,12 @@ class LiveDataPlane:
         link = self.links.get(outcome.port) if outcome.kind == "forward" else None
         if link is not None:
             assert link.sock is not None
-            link.sock.send(outcome.data)
             with self._lock:
+                if link.starting:  # no program reads the veth yet (the kernel drops it)
+                    link.lost += 1
+                    return
                 link.sent += 1
+            link.sock.send(outcome.data)
             return
         with self._lock:
             if outcome.kind == "forward":

@@ -125,5 +125,20 @@ def test_a_gpn_killed_under_traffic_loses_only_its_in_flight_packets_and_a_new_o
             assert live.counters()["servers"][1]["sent"] > 0  # the new GPN carries tunnel 11 again
             assert [r[0] for r in fresh.control.dump("outbound_sa")] == [11]
             rt.goal.close()
+
+            # GPN 0 restarted in place under traffic (no fail-over): what reaches port 32 while it is
+            # replaced is lost, the new program (no entries yet) drops the rest of tunnel 9's, and
+            # the data plane still settles; tunnel 11 (GPN 2 on port 33) loses nothing
+            tenant = Tenant(live, 400)
+            time.sleep(0.1)
+            live.replace(32)
+            tenant.join()
+            assert live.settle(), live.counters()
+            counters = live.counters()
+            out = _out_by_tunnel(live)
+            gpn0 = counters["servers"][0]
+            dropped = sum(n for reason, n in counters["drops"].items() if reason.startswith("server:"))
+            assert out[11] == len(tenant.sent[11]) == 200
+            assert out[9] + gpn0["lost"] + dropped == len(tenant.sent[9]) == 200, (out, counters)
     finally:
         sw.close()
