@@ -192,7 +192,7 @@ class Runtime:
                                        "was it built from another .nfp?")
         self.caches = {n: CachePolicy(s.switch_entries, s.lpm, s.keys[s.lpm].width if s.lpm is not None else 0)
                        for n, s in self.schemas.items() if s.cached}
-        if switch is not None and isinstance(server, ServerFleet):
+        if switch is not None and isinstance(server, ServerFleet) and self.plan.shard is not None:
             adopt_steering(self)  # a controller restarted: the buckets go where the switch sends them
         self._tables()
 

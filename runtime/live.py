@@ -1,7 +1,8 @@
 """``nfc run --live``: the hybrid data plane running, with the switch↔server link a real one.
 
-Each server program runs as a DPDK process in a network namespace (one for the data plane), its
-NIC a ``net_af_packet`` on one end of a veth pair of its own; the switch model sends to its server port on
+Each server program runs as a DPDK process in a network namespace of its own (two af_packet
+PMDs in one namespace may draw the same PACKET_FANOUT group id and refuse to start), its NIC a
+``net_af_packet`` on one end of a veth pair; the switch model sends to its server port on
 the other end (a raw socket) and receives what the server sends back, as a switch port and
 a server NIC are wired in a PE.  The switch model serves P4Runtime and the server program
 its control channel, so entries can change (through :mod:`runtime.api`) while packets flow.
@@ -80,6 +81,7 @@ class _Link:
 
     port: int
     index: int
+    netns: str  # its own network namespace: the af_packet fanout groups of two servers never meet
     sock: socket.socket | None = None
     server: ServerProcess | None = None
     sent: int = 0  # packets the switch sent to it
@@ -114,16 +116,14 @@ class LiveDataPlane:
         self.replicated = set(replicated)
         self.switch = switch
         self.lcores = lcores
-        self.netns = f"nfc-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"
+        self.netns = f"nfc-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"  # each server's: -<index>
         self.outputs: dict[int, list[bytes]] = {}
         self.drops: Counter[str] = Counter()
         self.links: dict[int, _Link] = {}  # switch port -> its server
         self._lock = threading.Lock()
         self._stop = threading.Event()
-        self._made_netns = False
+        self._made: list[str] = []  # the namespaces to delete
         try:
-            _ip("netns", "add", self.netns)
-            self._made_netns = True
             for port in [server_ports] if isinstance(server_ports, int) else server_ports:
                 self.add_server(port)
         except BaseException:
@@ -143,22 +143,24 @@ class LiveDataPlane:
         """A server program on a new veth pair behind switch port ``port``."""
         if port in self.links:
             raise LiveError(f"switch port {port} already leads to a server")
-        link = _Link(port, len(self.links))
+        link = _Link(port, len(self.links), f"{self.netns}-{len(self.links)}")
         self.links[port] = link
-        _ip("link", "add", link.host, "type", "veth", "peer", "name", link.nic, netns=self.netns)
+        _ip("netns", "add", link.netns)
+        self._made.append(link.netns)
+        _ip("link", "add", link.host, "type", "veth", "peer", "name", link.nic, netns=link.netns)
         for dev in (link.host, link.nic):
             with contextlib.suppress(OSError):  # no IPv6 chatter on the link
-                subprocess.run(["ip", "netns", "exec", self.netns, "sysctl", "-qw",
+                subprocess.run(["ip", "netns", "exec", link.netns, "sysctl", "-qw",
                                 f"net.ipv6.conf.{dev}.disable_ipv6=1"], capture_output=True)
-            _ip("link", "set", dev, "mtu", "9000", "up", netns=self.netns)
-        link.sock = _raw_socket_in(self.netns, link.host)
+            _ip("link", "set", dev, "mtu", "9000", "up", netns=link.netns)
+        link.sock = _raw_socket_in(link.netns, link.host)
         link.sock.settimeout(0.2)
         link.server = self._start(link)
         threading.Thread(target=self._from_server, args=(link,), daemon=True).start()
         return link.server
 
     def _start(self, link: _Link) -> ServerProcess:
-        return ServerProcess(self.binary, [f"net_af_packet0,iface={link.nic},qpairs=1"], netns=self.netns,
+        return ServerProcess(self.binary, [f"net_af_packet0,iface={link.nic},qpairs=1"], netns=link.netns,
                              eal=eal_args(self.lcores))
 
     def replace(self, port: int) -> ServerProcess:
@@ -171,10 +173,13 @@ class LiveDataPlane:
             link.starting = True  # from here on nothing it would handle is sent to it
         link.server.control.close()
         final = link.server.stop()  # a program still running prints its counters on the way out
-        if "forwarded" in final:
+        if "forwarded" in final:  # what it handled is known: wait (a little) for what it sent back
             self._handled(link, final)
+            deadline = time.monotonic() + 1.0
+            while link.back < final["forwarded"] and time.monotonic() < deadline:
+                time.sleep(0.01)
         with self._lock:
-            link.lost += link.unaccounted()
+            link.lost += max(0, link.sent - link.handled) if "forwarded" in final else link.unaccounted()
             link.sent = link.back = link.handled = link.dropped = 0
         try:
             link.server = self._start(link)
@@ -246,7 +251,7 @@ class LiveDataPlane:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             done = True
-            for link in self.links.values():
+            for link in list(self.links.values()):
                 c = self._poll(link)
                 with self._lock:
                     if c is not None and not (link.handled >= link.sent and link.back >= c["forwarded"]):
@@ -265,7 +270,8 @@ class LiveDataPlane:
         what came back, whether its program runs, and ``lost``: sent to a program that went
         away (failed, replaced) and neither sent back nor counted as dropped by it before
         (its last counters, read at every ``settle`` and ``counters``)."""
-        polled = {port: self._poll(link) for port, link in list(self.links.items())}
+        links = dict(self.links)  # a server may join meanwhile
+        polled = {port: self._poll(link) for port, link in links.items()}
         parts = [c for c in polled.values() if c is not None]
         server = merge_counters(parts, self.replicated)
         with self._lock:
@@ -275,11 +281,11 @@ class LiveDataPlane:
                 "drops": dict(sorted(drops.items())),
                 "egress_packets": {str(p): len(v) for p, v in sorted(self.outputs.items())},
                 "server": {"forwarded": server.get("forwarded", 0), "tables": server.get("tables", {})}}
-            if len(self.links) > 1:
+            if len(links) > 1:
                 out["servers"] = [{"port": port, "sent": link.sent, "back": link.back,
                                    "running": polled[port] is not None,
                                    "lost": link.lost + (0 if polled[port] is not None else link.unaccounted())}
-                                  for port, link in self.links.items()]
+                                  for port, link in links.items()]
             return out
 
     # ---- teardown --------------------------------------------------------------------------
@@ -292,10 +298,9 @@ class LiveDataPlane:
                 link.server.stop()
             if link.sock is not None:
                 link.sock.close()
-        if self._made_netns:  # deleting the namespace deletes its veths
+        while self._made:  # deleting a namespace deletes its veths
             with contextlib.suppress(LiveError):
-                _ip("netns", "del", self.netns)
-            self._made_netns = False
+                _ip("netns", "del", self._made.pop())
 
     def __enter__(self) -> LiveDataPlane:
         return self

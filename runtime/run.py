@@ -223,7 +223,8 @@ def run_live(out: Path, plan: Plan, switch: Switch, server_ports: Sequence[int],
             program(out, switch_client, controls[0] if len(controls) == 1 else ServerFleet(controls, plan),
                     entries, goal)
             for port, srv in zip(ports, live.servers, strict=True):
-                announce(f"server control socket (port {port}): {srv.socket} (network namespace {live.netns})")
+                announce(f"server control socket (port {port}): {srv.socket} "
+                         f"(network namespace {live.links[port].netns})")
             for port, path in injects:
                 pace([bytes(d) for d, _ in RawPcapReader(str(path))], functools.partial(live.inject, port), pps)
             time.sleep(serve_seconds)

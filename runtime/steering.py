@@ -33,8 +33,8 @@ from runtime.reconcile import goal_entries
 if TYPE_CHECKING:
     from runtime.api import Runtime
 
-__all__ = ["Move", "add_server", "adopt_steering", "balance", "check_servers", "fail_over", "move", "rebalance",
-           "remove_server", "steer", "steer_all"]
+__all__ = ["Move", "SteeringPartlyApplied", "add_server", "adopt_steering", "balance", "check_servers",
+           "fail_over", "move", "rebalance", "remove_server", "steer", "steer_all"]
 
 
 @dataclass
@@ -44,6 +44,7 @@ class Move:
 
     buckets: dict[int, int] = field(default_factory=dict)  # server -> buckets it took
     copied: dict[str, int] = field(default_factory=dict)  # split table -> entries copied
+    moved: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)  # split table -> the keys moved
     dead: int | None = None  # a fail-over: the server that stopped answering
     lost: tuple[str, ...] = ()  # the data-plane state that stayed behind (tables, registers, meters)
     stale: dict[int, int] = field(default_factory=dict)  # old owner -> copies it could not delete (it died)
@@ -53,6 +54,10 @@ class Move:
     @property
     def to(self) -> tuple[int, ...]:
         return tuple(sorted(self.buckets))
+
+
+class SteeringPartlyApplied(ChannelError):
+    """A steering batch the switch applied in part and that could not be taken back."""
 
 
 DRAIN_S = 0.05  # the old owners keep moved entries this long after the steering flipped
@@ -96,9 +101,14 @@ def steer(rt: Runtime, buckets: Mapping[int, int | None]) -> None:
     errors = rt.switch.write(updates) if updates else []
     failed = [e for e in errors if e is not None]
     if failed:
-        done = [u for u, e in zip(undo, errors, strict=False) if e is None]
-        if done:
-            rt.switch.write(done)
+        done = [u for u, e in zip(undo, errors, strict=True) if e is None]
+        try:
+            undone = rt.switch.write(done) if done else []
+        except RuntimeApiError as e:
+            undone = [e]
+        if any(e is not None for e in undone):
+            raise SteeringPartlyApplied(f"steering refused ({failed[0]}), and taking back what the switch applied "
+                                        "failed: some buckets are steered, some not (adopt_steering reads which)")
         raise failed[0]
 
 
@@ -112,16 +122,23 @@ def _ports(rt: Runtime) -> list[int]:
 def adopt_steering(rt: Runtime) -> None:
     """Route each bucket of the fleet to the server the switch's steering tables send it to
     (a bucket they do not name: its home): a runtime that restarted picks up the moves an
-    earlier one made.  A port no server of the fleet has is left to the home server."""
+    earlier one made.  A bucket steered to a port no serving server of the fleet has, or that
+    the bridges' tables steer differently (a batch applied in part), is steered home again."""
     fleet = _fleet(rt)
     assert rt.switch is not None and rt.plan.shard is not None
     shard = rt.plan.shard
-    table = next((t for t, info in rt.switch.names["tables"].items() if info.get("steering")), None)
-    steered = {m["bucket"][0]: v["port"] for m, v, _p in rt.switch.read(table)} if table is not None else {}
+    tables = [t for t, info in rt.switch.names["tables"].items() if info.get("steering")]
+    steered = [{m["bucket"][0]: v["port"] for m, v, _p in rt.switch.read(t)} for t in tables]
+    astray: dict[int, int | None] = {}
     for b in range(shard.buckets):
-        port = steered.get(b)
+        ports = {one.get(b) for one in steered}
+        port = ports.pop() if len(ports) == 1 else -1  # -1: the bridges' tables disagree
         owners = [i for i in fleet.serving if fleet.ports[i] == port]
         fleet.route[b] = owners[0] if owners else shard.home(b)
+        if port is not None and not owners:  # steered where no server of this fleet is: home again
+            astray[b] = None
+    if astray:
+        steer(rt, astray)
 
 
 def steer_all(rt: Runtime, server: int = 0) -> None:
@@ -159,10 +176,16 @@ def move(rt: Runtime, moves: Mapping[int, int], drain_s: float = DRAIN_S) -> Mov
                     _put(fleet.channels[to], table, records, fleet.tables[table].key_words)
                     made.append((to, table, records))
                     report.copied[table] = report.copied.get(table, 0) + len(records)
-        steer(rt, moves)  # all or nothing
-    except RuntimeApiError:
+                    report.moved.setdefault(table, []).extend(tuple(r[:fleet.tables[table].key_words])
+                                                              for r in records)
+        steer(rt, moves)  # all or nothing, or SteeringPartlyApplied
+    except RuntimeApiError as e:
+        if isinstance(e, SteeringPartlyApplied):
+            adopt_steering(rt)  # where the switch sends each bucket now: those copies stay
         for to, table, records in reversed(made):  # the new owners' copies, taken back
-            _drop(fleet.channels[to], table, [r[:fleet.tables[table].key_words] for r in records])
+            keep = {b for b, s in moves.items() if fleet.route[b] == s}
+            _drop(fleet.channels[to], table, [r[:fleet.tables[table].key_words] for r in records
+                                              if fleet.bucket(table, r) not in keep])
         raise
     for b, s in moves.items():
         fleet.route[b] = s
@@ -266,6 +289,9 @@ def add_server(rt: Runtime, channel: ControlChannel, port: int) -> Move:
     and the fleet), then its even part of the buckets (with their split-table entries),
     make-before-break."""
     fleet = _fleet(rt)
+    if not fleet.serving:
+        raise InvalidEntry("add a server: no server is serving to copy the replicated tables from (reconcile "
+                           "a fresh fleet from the goal state instead)")
     source = fleet.live[0]
     new = fleet.add(channel, port)
     try:
@@ -306,8 +332,8 @@ def fail_over(rt: Runtime, dead: int, to: Sequence[int] | None = None) -> Move:
         raise InvalidEntry(f"fail over server {dead}: servers are 0..{len(fleet.channels) - 1}")
     takers = [s for s in fleet.serving if s != dead] if to is None else list(to)
     mine = fleet.buckets_of(dead)
-    if mine and (not takers or len(set(takers)) != len(takers) or any(s == dead or s not in fleet.serving
-                                                                     for s in takers)):
+    if (mine or to is not None) and (not takers or len(set(takers)) != len(takers)
+                                     or any(s == dead or s not in fleet.serving for s in takers)):
         raise InvalidEntry(f"fail over server {dead} to {takers}: one or more other servers still serving, "
                            f"each once (serving: {fleet.serving})")
     was_down = dead in fleet.down
@@ -325,13 +351,15 @@ def fail_over(rt: Runtime, dead: int, to: Sequence[int] | None = None) -> Move:
 
 def check_servers(rt: Runtime) -> list[Move]:
     """One liveness round (call it from the control loop, every second say): each server that
-    stopped answering and still has buckets gets them spread over the live servers
-    (``fail_over``); what each move took.  Nothing to move, or no server left: nothing done."""
+    stopped answering is retired, and its buckets, if it has any, spread over the live servers
+    (``fail_over``); what each move took.  A fail-over that fails does not stop the others'
+    (the first error is raised after them); no live server left: nothing moved."""
     fleet = rt.server
     if not isinstance(fleet, ServerFleet) or rt.plan.shard is None:
         return []
     alive = fleet.alive()
     moves = []
+    failed: list[RuntimeApiError] = []
     for dead, up in enumerate(alive):
         if up or dead in fleet.down:
             continue
@@ -339,5 +367,10 @@ def check_servers(rt: Runtime) -> list[Move]:
         if not fleet.buckets_of(dead):
             fleet.retire(dead)  # nothing to move; asked nothing more (a write would fail on it)
         elif takers:
-            moves.append(fail_over(rt, dead, takers))
+            try:
+                moves.append(fail_over(rt, dead, takers))
+            except RuntimeApiError as e:  # the next dead server still gets its round
+                failed.append(e)
+    if failed:
+        raise failed[0]
     return moves

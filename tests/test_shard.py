@@ -440,7 +440,7 @@ def test_a_dead_gpn_is_detected_and_its_tunnels_move_to_the_other_entries_first(
             assert fleet.alive() == [True, False]
             (report,) = rt.check_servers()  # the liveness round moves GPN 1's buckets to GPN 0
             assert (report.dead, report.to, report.buckets) == (1, (0,), {0: 128}) and rt.check_servers() == []
-            assert report.copied == {"outbound_sa": 1}
+            assert report.copied == {"outbound_sa": 1} and [k[0] for k in report.moved["outbound_sa"]] == [11]
             assert sorted(r[0] for r in a.control.dump("outbound_sa")) == [9, 11]
             assert report.lost == ("sa_seq", "replay_check state")  # the sequence numbers, the replay windows
             assert (port_of(9), port_of(11)) == (32, 32)
@@ -537,6 +537,9 @@ def test_moves_overwrite_a_leftover_copy_refuse_bad_targets_and_retire_a_dead_se
                 rt.rebalance([0, 0])
             report = rt.remove_server(1)
             assert report.copied == {"outbound_sa": 1} and report.stale == {}
+            with pytest.raises(InvalidEntry):
+                rt.fail_over(1, [1])  # a bad target is refused even with nothing to move
+            assert rt.fail_over(1, [0]).buckets == {} and fleet.down == {1}  # nothing left to move
             assert sorted(a.control.dump("outbound_sa")) == sorted([sa9, sa11])
             with ServerProcess(nf, ["net_null0"]) as c:
                 rt.add_server(c.control, 33)
