@@ -243,6 +243,11 @@ class ShardInfo:
     def buckets(self) -> int:
         return 1 << self.bucket_bits
 
+    @property
+    def ports(self) -> list[int]:
+        """The declared servers' switch ports, in order."""
+        return [s.port for s in self.shares]
+
     def bucket_of(self, keys: Sequence[tuple[int, int]]) -> int:
         """The bucket of a packet or entry whose shard keys are ``keys`` ((value, width), in
         the clause's order): the top bits of CRC-16/ARC of their bit string for hash, of the

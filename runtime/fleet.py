@@ -49,7 +49,7 @@ class ServerFleet:
         for other in channels[1:]:
             self._same(other, first)
         self.channels = list(channels)
-        self.ports = [s.port for s in self.shard.shares] if self.shard is not None else [0] * len(channels)
+        self.ports = self.shard.ports if self.shard is not None else [0] * len(channels)
         self.program = first.program
         self.tables = first.tables
         self.objects = first.objects
@@ -70,7 +70,7 @@ class ServerFleet:
         (removed or failed: the deployment declares the most servers it may run); it gets
         no bucket until the runtime moves some to it (``Runtime.add_server``).  Its index."""
         self._same(channel, self.channels[0])
-        declared = [s.port for s in self.shard.shares] if self.shard is not None else []
+        declared = self.shard.ports if self.shard is not None else []
         if port not in declared:  # the switch parses what comes back on these ports as from a server
             raise InvalidEntry(f"a server joins on a declared server port "
                                f"({', '.join(map(str, declared))}), not {port}")

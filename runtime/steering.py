@@ -116,7 +116,7 @@ def _ports(rt: Runtime) -> list[int]:
     """Each server's switch port: a fleet's (servers may have joined), else the plan's."""
     if isinstance(rt.server, ServerFleet):
         return rt.server.ports
-    return [s.port for s in rt.plan.shard.shares] if rt.plan.shard is not None else []
+    return rt.plan.shard.ports if rt.plan.shard is not None else []
 
 
 def adopt_steering(rt: Runtime) -> None:
