@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -324,12 +325,14 @@ class Runtime:
 
     # ---- the two sides -----------------------------------------------------------------------
 
-    def _need(self, side: str, s: TableSchema) -> Any:
+    def _need(self, side: str, s: TableSchema, state: bool = False) -> Any:
+        """The client of one side for entries of ``s`` (``state``: the cache glue of
+        data-plane state, which the runtime API does not write otherwise)."""
         client = self.switch if side == "switch" else self.server
         if client is None:
             raise ChannelError(f"table {s.name} is on the {side} ({s.placement.value}): connect a "
                                f"{'P4Runtime endpoint' if side == 'switch' else 'server control socket'}")
-        if s.state:
+        if s.state and not state:
             raise InvalidEntry(f"table {s.name} is data-plane state ({s.source}): the data plane writes it")
         return client
 
@@ -339,7 +342,7 @@ class Runtime:
 
     def _switch(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
         """All or nothing: the updates that went through are reverted if one failed."""
-        client: SwitchClient = self._need("switch", s)
+        client: SwitchClient = self._need("switch", s, state=s.cached)
         old: dict[tuple[tuple[int, int | None], ...], dict[str, int]] = {}
         if op != "add":  # the undo values: a read of exactly the entries written, O(batch) not O(table)
             keys = [(e.match, e.priority) for e in entries]
@@ -374,6 +377,9 @@ class Runtime:
         them.  On a refusal the policy forgets the decisions; each write is all or nothing, but
         the writes sent before the refused one stay (as for every write to a cached table)."""
         s = self.schemas[name]
+        if s.state:
+            self._cache_state(s, decisions)
+            return
         installs = [k for d in decisions for k in d.install]
         values = self._need("server", s).read(name, installs) if installs else []
         by_key = {k: _from_key(s, k, dict(zip([v.name for v in s.values], vals, strict=True)))
@@ -384,6 +390,48 @@ class Runtime:
         except RuntimeApiError:
             for d in reversed(decisions):
                 self.caches[name].revert(d)
+            raise
+
+    def _cache_state(self, s: TableSchema, decisions: Sequence[CacheDecision]) -> None:
+        """``apply_cache`` of data-plane state: the entries to cache are pinned on the server
+        first (they then do not expire there while the switch holds them; their values come
+        with the pins), and those evicted are unpinned once off the switch.  A key whose entry
+        expired meanwhile is not cached (the policy forgets it)."""
+        policy, server = self.caches[s.name], self._need("server", s, state=True)
+        deletes, adds = switch_order(decisions, False)
+        out = [k for keys in deletes for k in keys]
+        into = [k for keys in adds for k in keys]
+        try:
+            pinned = server.pin(s.name, into) if into else []  # all or nothing
+        except RuntimeApiError:
+            for d in reversed(decisions):
+                policy.revert(d)
+            raise
+        names = [v.name for v in s.values]
+        held = [k for k, vals in zip(into, pinned, strict=True) if vals is not None]
+        entries = [_from_key(s, k, dict(zip(names, vals, strict=True))) for k, vals in zip(into, pinned, strict=True)
+                   if vals is not None]
+        expired = [k for k, vals in zip(into, pinned, strict=True) if vals is None]
+        if expired:
+            policy.revert(CacheDecision(install=expired))
+        try:
+            if out:
+                self._switch(s, "delete", [_from_key(s, k) for k in out])
+        except RuntimeApiError:
+            with suppress(RuntimeApiError):  # the switch's refusal is the error to see
+                server.unpin(s.name, held)
+            for d in reversed(decisions):
+                policy.revert(d)
+            raise
+        if out:
+            server.unpin(s.name, out)
+        try:
+            if entries:
+                self._switch(s, "add", entries)
+        except RuntimeApiError:
+            with suppress(RuntimeApiError):
+                server.unpin(s.name, held)
+            policy.revert(CacheDecision(install=held))
             raise
 
     def write(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:

@@ -30,7 +30,13 @@ One ``step`` of a cached table:
    prefix first, then promotions longest first; an entry is on the server before it is in
    the cache).
 
-Data-plane state (CGN mappings) is not managed here yet: the runtime API does not write it.
+Data-plane state (seed 002's CGN mappings, "active flows pushed to the switch") is cached the
+same way, with the server's timers kept in step (``Runtime.apply_cache`` pins what goes to the
+switch; nfc_state.h): every step reads the whole cache's idle times, tells the server which
+cached entries the switch hit since the read before and when (TOUCH: the server restarts the
+timers those hits would have, the entry's own and the mapping's other half), and evicts the
+entries whose server timer has run out (OVERDUE) — off the switch first, then unpinned, so the
+server frees a mapping (and its port) only once no switch entry translates with it.
 """
 
 from __future__ import annotations
@@ -109,6 +115,11 @@ class CacheManager:
         self._read_at: tuple[float, float] | None = None  # when the last read was sent, and when it returned
         self._read_gap = 0.0
         self.candidates: dict[Key, tuple[dict[str, tuple[int, int | None]], int]] | None = None
+        self.state = self.schema.state  # data-plane state: the server's timers kept in step
+        self.touched = 0  # cached state entries whose switch hits the server was told of
+        if notify and self.state:
+            raise ValueError(f"{table} is data-plane state: every step reads the whole cache (its hits restart "
+                             "the server's timers), so idle notifications do not apply")
         if notify and self.limits.steps and runtime.switch is not None:
             self._notify(min(seconds for _at, seconds in self.limits.steps))
 
@@ -230,11 +241,16 @@ class CacheManager:
                 return []
             idle = list(self.rt.switch.idle(self.table, list(self.candidates.values())))
         else:
-            if limit is None and len(self.policy.cached) < self.policy.capacity:
+            if limit is None and len(self.policy.cached) < self.policy.capacity and not self.state:
                 return []
             sent = time.monotonic()
+            # a hit after the last read's sending may not have shown in it: replayed (again), as
+            # a timer only moves later (the rates use the stricter window: _note_hits)
+            since = (sent - self._read_at[0]) * 1e9 if self._read_at is not None else math.inf
             idle = list(self.rt.switch.idle(self.table))
             self._note_hits(idle, sent)
+            if self.state:
+                return self._keep_state_in_step(idle, since)
         out: list[CacheDecision] = []
         seen: set[Key] = set()
         for match, _prio, idle_ns in idle:
@@ -248,6 +264,23 @@ class CacheManager:
         if self.candidates is not None:
             for key in set(self.candidates) - seen:  # no longer on the switch
                 del self.candidates[key]
+        return out
+
+    def _keep_state_in_step(self, idle: list[tuple[dict[str, tuple[int, int | None]], int, int]],
+                            since: float) -> list[CacheDecision]:
+        """Data-plane state: the switch hits since the last read (``since`` ns before this
+        one) told to the server, then off the switch what has expired there (and, past the
+        occupancy's idle limit, what idles)."""
+        server = self.rt.server
+        assert server is not None
+        hit = [(self._key(match), idle_ns) for match, _prio, idle_ns in idle if idle_ns < since]
+        if hit:
+            self.touched += server.touch(self.table, hit)
+        limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
+        out = [self.policy.demote(k) for k in server.overdue(self.table) if k in self.policy.cached]
+        if limit is not None:
+            out += [self.policy.demote(self._key(match)) for match, _prio, idle_ns in idle
+                    if idle_ns > limit * 1e9 and self._key(match) in self.policy.cached]
         return out
 
     def _key(self, match: dict[str, tuple[int, int | None]]) -> Key:

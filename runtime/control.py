@@ -35,7 +35,7 @@ VERSION = 1
 REQ = struct.Struct("<4sBBHII")
 REP = struct.Struct("<4sBBHII")
 OP = {"hello": 1, "add": 2, "modify": 3, "delete": 4, "read": 5, "dump": 6, "counters": 7, "clear": 8, "start": 9,
-      "hits": 10, "obj_read": 11, "obj_write": 12}
+      "hits": 10, "obj_read": 11, "obj_write": 12, "pin": 13, "unpin": 14, "touch": 15, "overdue": 16}
 OBJECT_WORDS = {"register": 1, "counter": 2, "meter": 5}  # per index in an OBJ_READ reply
 MAX_RECORDS = 1 << 20
 
@@ -282,6 +282,53 @@ class ControlChannel:
         counts = Counter({t.from_words(words[2 + i * stride:1 + (i + 1) * stride], t.keys): words[1 + (i + 1) * stride]
                           for i in range(n)})
         return Hits(counts, words[0], words[1])
+
+    # ---- a switch-cached data-plane state (the cache manager; docs/control.md, PIN) ----------
+
+    def _keys_body(self, op: str, t: ServerTable, keys: Sequence[Sequence[int]],
+                   extra: Sequence[int] | None = None) -> bytes:
+        flat: list[int] = []
+        for n, r in enumerate(keys):
+            if len(r) != len(t.keys):
+                raise InvalidEntry(f"{op} {t.name}: a key has {len(r)} fields, the table takes {len(t.keys)}")
+            flat += t.to_words(r, False)
+            if extra is not None:
+                flat.append(extra[n])
+        return struct.pack(f"<{len(flat)}Q", *flat)
+
+    def pin(self, table: str, keys: Sequence[Sequence[int]]) -> list[tuple[int, ...] | None]:
+        """Pin the live entries of ``keys`` (the switch is about to hold them: they do not
+        expire on the server until unpinned, nor do the entries their last server hit
+        refreshed); per key its values, or None: no live entry (nothing pinned)."""
+        t = self._table(table)
+        body = self._call("pin", t.index, len(keys), self._keys_body("pin", t, keys), f" {table}")
+        words = struct.unpack(f"<{len(body) // 8}Q", body)
+        n = 1 + t.words(t.values)
+        return [t.from_words(words[i * n + 1:(i + 1) * n], t.values) if words[i * n] else None
+                for i in range(len(keys))]
+
+    def unpin(self, table: str, keys: Sequence[Sequence[int]]) -> int:
+        """Undo a pin of each key (the switch no longer holds it); how many were pinned."""
+        t = self._table(table)
+        n, _ = self._request("unpin", t.index, len(keys), self._keys_body("unpin", t, keys), f" {table}")
+        return n
+
+    def touch(self, table: str, hits: Sequence[tuple[Sequence[int], int]]) -> int:
+        """Switch hits: per key, ns since its last hit on the switch; the server restarts the
+        timers a hit there would have (the entry's, and those its links name) as of that
+        moment.  How many keys had a live or pinned entry."""
+        t = self._table(table)
+        body = self._keys_body("touch", t, [k for k, _ in hits], [max(0, int(age)) for _, age in hits])
+        n, _ = self._request("touch", t.index, len(hits), body, f" {table}")
+        return n
+
+    def overdue(self, table: str) -> list[tuple[int, ...]]:
+        """The keys of pinned entries whose timers have run out: the switch must let them go."""
+        t = self._table(table)
+        n, body = self._request("overdue", t.index, what=f" {table}")
+        words = struct.unpack(f"<{len(body) // 8}Q", body)
+        k = t.words(t.keys)
+        return [t.from_words(words[i * k:(i + 1) * k], t.keys) for i in range(n)]
 
     def _object(self, name: str) -> ServerObject:
         o = self.objects.get(name)

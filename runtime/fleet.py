@@ -17,6 +17,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Sequence
+from contextlib import suppress
 from typing import Any, TypeVar
 
 from compiler.manifest import Plan
@@ -209,6 +210,32 @@ class ServerFleet:
         parts = self._each(f"hits {table}", lambda ch: ch.hits(table))
         return Hits(sum((h.counts for h in parts), Counter()), sum(h.not_kept for h in parts),
                     sum(h.lost_in_logs for h in parts))
+
+    # A switch-cached state's entry lives on the server whose shard made it: each server is
+    # asked, and the one that holds it answers (the cache manager; ControlChannel.pin).
+
+    def pin(self, table: str, keys: Sequence[Sequence[int]]) -> list[tuple[int, ...] | None]:
+        """All or nothing, as on one server: a server's refusal unpins what those before it pinned."""
+        parts: list[tuple[ControlChannel, list[tuple[int, ...] | None]]] = []
+        try:
+            for ch in self.live:
+                parts.append((ch, ch.pin(table, keys)))
+        except RuntimeApiError:
+            for ch, got in parts:
+                with suppress(RuntimeApiError):
+                    ch.unpin(table, [k for k, v in zip(keys, got, strict=True) if v is not None])
+            raise
+        return [next((got[n] for _ch, got in parts if got[n] is not None), None) for n in range(len(keys))]
+
+    def unpin(self, table: str, keys: Sequence[Sequence[int]]) -> int:
+        return sum(self._each(f"unpin {table}", lambda ch: ch.unpin(table, keys)))
+
+    def touch(self, table: str, hits: Sequence[tuple[Sequence[int], int]]) -> int:
+        return sum(self._each(f"touch {table}", lambda ch: ch.touch(table, hits)))
+
+    def overdue(self, table: str) -> list[tuple[int, ...]]:
+        return list(dict.fromkeys(k for part in self._each(f"overdue {table}", lambda ch: ch.overdue(table))
+                                  for k in part))
 
     def object_read(self, name: str, indices: Sequence[int]) -> list[tuple[int, ...]]:
         """Counters: summed over the servers.  Meters: configured alike (the first answers).

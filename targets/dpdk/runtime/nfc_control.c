@@ -387,6 +387,77 @@ static void object(struct client *c, struct nfc_object *o)
     free(out);
 }
 
+/* PIN, UNPIN, TOUCH, OVERDUE of a switch-cached data-plane state (nfc_state.h). */
+static void pinned(struct client *c, struct nfc_table *tb)
+{
+    const struct nfc_ctl_req *q = &c->q;
+    uint32_t stride = tb->key_words + (q->op == NFC_OP_TOUCH ? 1u : 0u), words = 1u + tb->value_words, done = 0;
+    if (q->op == NFC_OP_OVERDUE) {
+        uint32_t max = NFC_CTL_MAX_PAGE / (tb->key_words * 8u);
+        uint64_t *out = malloc((size_t)max * tb->key_words * 8 + 8);
+        uint32_t n = out != NULL ? nfc_state_overdue(tb, out, max) : 0;
+        if (out == NULL)
+            fail(c, NFC_E_NO_MEMORY, 0, "no memory for the reply");
+        else
+            reply(c, NFC_OK, n, out, n * tb->key_words * 8);
+        free(out);
+        return;
+    }
+    if (q->count > NFC_CTL_MAX_COUNT || (uint64_t)q->count * stride * 8 != q->length) {
+        fail(c, NFC_E_BAD_REQUEST, 0, "the body is not `count` records of this table");
+        return;
+    }
+    uint64_t *out = q->op == NFC_OP_PIN ? calloc((size_t)q->count * words + 1, 8) : NULL;
+    if (q->op == NFC_OP_PIN && out == NULL) {
+        fail(c, NFC_E_NO_MEMORY, 0, "no memory for the reply");
+        return;
+    }
+    uint8_t (*keys)[NFC_MAX_KEY] = malloc((size_t)(q->count ? q->count : 1) * NFC_MAX_KEY);
+    if (keys == NULL) {
+        fail(c, NFC_E_NO_MEMORY, 0, "no memory for the keys");
+        free(out);
+        return;
+    }
+    for (uint32_t i = 0; i < q->count; i++) { /* every key checked before any is acted on */
+        int st = nfc_entry_check(tb, c->body + (size_t)i * stride, NULL, keys[i]);
+        if (st != NFC_OK) {
+            fail(c, (uint8_t)st, i, why(st));
+            free(keys);
+            free(out);
+            return;
+        }
+    }
+    uint64_t now = nfc_now_ns();
+    for (uint32_t i = 0; i < q->count; i++) {
+        int got;
+        if (q->op == NFC_OP_PIN) {
+            got = nfc_state_pin(tb, keys[i], out + (size_t)i * words + 1);
+            if (got < 0) { /* all or nothing: the pins made so far undone */
+                for (uint32_t k = 0; k < i; k++)
+                    if (out[(size_t)k * words] == 1)
+                        nfc_state_unpin(tb, keys[k]);
+                fail(c, NFC_E_NO_MEMORY, i, "no memory for the pin (none made)");
+                free(keys);
+                free(out);
+                return;
+            }
+            out[(size_t)i * words] = (uint64_t)got;
+        } else if (q->op == NFC_OP_UNPIN) {
+            got = nfc_state_unpin(tb, keys[i]) == 0;
+        } else {
+            uint64_t age = c->body[(size_t)i * stride + tb->key_words];
+            got = nfc_state_touch_at(tb, keys[i], age < now ? now - age : 0);
+        }
+        done += (uint32_t)got;
+    }
+    if (q->op == NFC_OP_PIN)
+        reply(c, NFC_OK, done, out, q->count * words * 8);
+    else
+        reply(c, NFC_OK, done, NULL, 0);
+    free(keys);
+    free(out);
+}
+
 /* The whole request in c: queue its reply. */
 static void serve(struct client *c)
 {
@@ -409,10 +480,16 @@ static void serve(struct client *c)
             object(c, &nfc_objects[q->table]);
         else
             fail(c, NFC_E_NO_TABLE, 0, "no such register, counter or meter");
-    } else if ((q->op < NFC_OP_ADD || q->op > NFC_OP_CLEAR) && q->op != NFC_OP_HITS) {
+    } else if ((q->op < NFC_OP_ADD || q->op > NFC_OP_CLEAR) && q->op != NFC_OP_HITS &&
+               (q->op < NFC_OP_PIN || q->op > NFC_OP_OVERDUE)) {
         fail(c, NFC_E_BAD_OP, 0, "unknown operation");
     } else if (q->table >= nfc_ntables) {
         fail(c, NFC_E_NO_TABLE, 0, "no such table");
+    } else if (q->op >= NFC_OP_PIN) {
+        if (nfc_tables[q->table].tracked && nfc_tables[q->table].state)
+            pinned(c, &nfc_tables[q->table]);
+        else
+            fail(c, NFC_E_NO_TABLE, 0, "not data-plane state the switch caches: nothing of it is pinned");
     } else if (q->op == NFC_OP_HITS) {
         if (nfc_tables[q->table].tracked)
             hits(c, &nfc_tables[q->table]);

@@ -428,6 +428,8 @@ static inline uint64_t nfc_csum_update(uint64_t csum, uint64_t old, uint64_t new
  * words in 56 bits (so inline values of an LPM table fit in 56; 55 with an LPM field over 64
  * bits, nfc_lpm.h). */
 #define NFC_MAX_FIELDS 16
+#define NFC_MAX_LINKS 4 /* state tables a switch-cached state's hit arm refreshes */
+#define NFC_CTL_RCU_THREAD RTE_MAX_LCORE /* the control thread's id in nfc_rcu (no lcore has it) */
 struct nfc_table {
     const char *name;
     const char *src; /* the .nfp file:line of the table */
@@ -450,6 +452,14 @@ struct nfc_table {
     uint8_t arg_words;
     uint8_t value_words;
     uint64_t timeout_ns; /* state: the default idle timeout */
+    uint8_t refresh;     /* state: a hit restarts the entry's idle timer (the .nfp's `refresh`) */
+    /* a switch-cached state: the state tables the `refresh` statements of its lookup's hit arm
+     * refresh (nfc_state.h, "links"), and where each one's link sits in a record (set by
+     * nfc_tables_init, as link_words: the words after the expiry, timeout and port slot) */
+    uint8_t nlinks;
+    uint8_t link_table[NFC_MAX_LINKS];
+    uint16_t link_off[NFC_MAX_LINKS];
+    uint16_t link_words;
     /* run time */
     struct rte_hash *h;         /* replaced when the table grows (RCU) */
     uint32_t cap;               /* h's capacity */
@@ -459,6 +469,7 @@ struct nfc_table {
     uint32_t plen_count[NFC_MAX_WIDTH + 1]; /* LPM: entries per prefix length (control thread only) */
     struct nfc_acl *classifier;             /* ACL: the rules as the lookups see them (RCU) */
     struct nfc_acl_order *acl_order;        /* ACL: the order rules were added in (control thread only) */
+    struct rte_hash *pins;                  /* a switch-cached state: the entries pinned (nfc_state.c) */
 };
 
 /* Implemented by the generated nf.c */

@@ -3,6 +3,7 @@
  * spinlock, what they replace retired per lcore until a grace period has passed, and the
  * CGN's port pools.  Hand-written, shared by every generated program. */
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -85,22 +86,34 @@ void nfc_state_reclaim(unsigned lcore, int wait)
 
 /* ---- inserts and removals ------------------------------------------------------------------ */
 
-void nfc_state_expire(struct nfc_table *t, const uint8_t *key, const void *rec)
+static int pinned(const struct nfc_table *t, const uint8_t *key)
 {
+    struct rte_hash *pins = __atomic_load_n(&t->pins, __ATOMIC_ACQUIRE);
+    return pins != NULL && rte_hash_lookup(pins, key) >= 0;
+}
+
+int nfc_state_expire(struct nfc_table *t, const uint8_t *key, const void *rec)
+{
+    if (pinned(t, key))
+        return 1;
     rte_spinlock_t *lock = &writer[t - nfc_tables];
     void *now = NULL;
-    int32_t pos = -1;
+    int32_t pos = -1, kept = 0;
     rte_spinlock_lock(lock);
-    /* another lcore may have removed it, or replaced it with a live entry, meanwhile */
-    if (rte_hash_lookup_data(t->h, key, &now) >= 0 && now == rec)
+    /* pinned meanwhile (pins are added under this lock: nfc_state_pin), or removed or replaced
+     * with a live entry by another lcore */
+    kept = pinned(t, key);
+    if (!kept && rte_hash_lookup_data(t->h, key, &now) >= 0 && now == rec)
         pos = rte_hash_del_key(t->h, key);
     rte_spinlock_unlock(lock);
     if (pos >= 0)
         retire(t, (void *)(uintptr_t)rec, pos);
+    return kept;
 }
 
 static uint64_t *port_time(uint64_t addr, uint64_t port);
 static void ports_hold(uint64_t *slot, uint64_t until);
+static uint64_t *held_slot(const struct nfc_table *t, const uint64_t *v);
 
 /* Publish a record for key: values, then the expiry and the timeout; `slot` (or NULL) the
  * time of the port the entry holds, set to its expiry once it is in the table. */
@@ -109,10 +122,12 @@ static int insert(struct nfc_table *t, const uint8_t *key, const uint64_t *value
 {
     unsigned n = t->value_words;
     /* a line of its own: lcores refreshing the expiries of different flows never write one line */
-    uint64_t *v = aligned_alloc(64, (((size_t)n + 3) * sizeof *v + 63) & ~(size_t)63);
+    size_t words = (size_t)n + 3 + t->link_words;
+    uint64_t *v = aligned_alloc(64, (words * sizeof *v + 63) & ~(size_t)63);
     if (v == NULL)
         return -1;
     memcpy(v, values, n * sizeof *v);
+    memset(v + n + 3, 0, t->link_words * sizeof *v); /* no link yet */
     v[n + 2] = (uintptr_t)slot;
     v[n + 1] = timeout_ns;
     v[n] = nfc_now_ns() + timeout_ns;
@@ -256,4 +271,241 @@ uint64_t nfc_alloc_port(uint64_t ext_ip)
     }
     rte_spinlock_unlock(&pools_lock);
     return port;
+}
+
+/* ---- pins: what the switch holds of a switch-cached state (the control thread) -------------
+ * Each pinned key of a table has a `struct pin` in t->pins (an rte_hash with a reader-writer
+ * lock: the lcores look a key up only when its entry's timer has run out, the control thread
+ * is its one writer).  `own`: the manager's pins (the entry is on the switch); `linked`: pins
+ * by entries whose links name it.  A pin of an entry that holds a port holds the port for
+ * ever (UINT64_MAX) until the last pin goes; the port then gets the entry's expiry back.
+ * The control thread reads records online in the RCU set (CTL_THREAD), so none it looks at
+ * is freed under it. */
+#define PIN_CAP (1u << 20)
+#define CTL_THREAD NFC_CTL_RCU_THREAD
+
+struct pin {
+    uint32_t own, linked;
+    uint8_t nlinks;                         /* the links as they were when first pinned by the manager */
+    uint8_t link_table[NFC_MAX_LINKS];
+    uint8_t link_key[NFC_MAX_LINKS][NFC_MAX_KEY];
+};
+
+static uint64_t *held_slot(const struct nfc_table *t, const uint64_t *v)
+{
+    return (uint64_t *)(uintptr_t)v[t->value_words + 2];
+}
+
+static int holds_ports(const struct nfc_table *t, const uint64_t *v)
+{
+    return held_slot(t, v) != NULL;
+}
+
+static struct rte_hash *pins_of(struct nfc_table *t)
+{
+    if (t->pins != NULL)
+        return t->pins;
+    char name[RTE_HASH_NAMESIZE];
+    snprintf(name, sizeof name, "nfc_pins_%d", (int)(t - nfc_tables));
+    struct rte_hash_parameters params = {
+        .name = name,
+        .entries = t->cap < PIN_CAP ? t->cap : PIN_CAP,
+        .key_len = t->key_bytes,
+        .socket_id = (int)rte_socket_id(),
+        .extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY,
+    };
+    __atomic_store_n(&t->pins, rte_hash_create(&params), __ATOMIC_RELEASE);
+    return t->pins;
+}
+
+static struct pin *pin_of(const struct nfc_table *t, const uint8_t *key)
+{
+    void *p = NULL;
+    return t->pins != NULL && rte_hash_lookup_data(t->pins, key, &p) >= 0 ? p : NULL;
+}
+
+/* The record of key if the entry is live or pinned, else NULL. */
+static uint64_t *record(const struct nfc_table *t, const uint8_t *key)
+{
+    void *d = NULL;
+    if (rte_hash_lookup_data(t->h, key, &d) < 0)
+        return NULL;
+    if (nfc_state_expiry(d, t->value_words) > nfc_now_ns() || pin_of(t, key) != NULL)
+        return d;
+    return NULL;
+}
+
+/* A pin of key's live (or pinned) entry, counted in `own` or `linked`, its record in *rec:
+ * the pin; NULL: no such entry (*rec NULL) or no memory.  Under the table's writer lock, so no
+ * lcore removes the entry between the check and the pin (nfc_state_expire). */
+static struct pin *pin_add(struct nfc_table *t, const uint8_t *key, int own, uint64_t **rec)
+{
+    struct rte_hash *h = pins_of(t);
+    struct pin *fresh = calloc(1, sizeof *fresh), *p = NULL;
+    rte_spinlock_t *lock = &writer[t - nfc_tables];
+    rte_spinlock_lock(lock);
+    uint64_t *v = *rec = record(t, key);
+    if (v != NULL && h != NULL && (p = pin_of(t, key)) == NULL && fresh != NULL &&
+        rte_hash_add_key_data(h, key, fresh) >= 0) {
+        p = fresh;
+        fresh = NULL;
+        if (holds_ports(t, v))
+            ports_hold(held_slot(t, v), UINT64_MAX);
+    }
+    if (p != NULL && own)
+        p->own++;
+    else if (p != NULL)
+        p->linked++;
+    rte_spinlock_unlock(lock);
+    free(fresh);
+    return p;
+}
+
+/* One pin of key gone; the last one releases the entry (and its port, until its expiry). */
+static void pin_drop(struct nfc_table *t, const uint8_t *key, int own)
+{
+    struct pin *p = pin_of(t, key);
+    if (p == NULL)
+        return;
+    if (own && p->own > 0)
+        p->own--;
+    else if (!own && p->linked > 0)
+        p->linked--;
+    if (p->own > 0 || p->linked > 0)
+        return;
+    rte_hash_del_key(t->pins, key);
+    free(p);
+    void *d = NULL;
+    if (rte_hash_lookup_data(t->h, key, &d) >= 0 && holds_ports(t, d)) {
+        /* the port held until the entry's expiry again; a refresh between the read of the
+         * expiry and the store found the port held for ever and left it: read again */
+        ports_hold(held_slot(t, d), nfc_state_expiry(d, t->value_words));
+        nfc_hold_until(held_slot(t, d), nfc_state_expiry(d, t->value_words));
+    }
+}
+
+/* Link j of record v into key: 1; 0: never written (or an lcore kept writing it). */
+static int link_read(const struct nfc_table *t, const uint64_t *v, unsigned j, uint8_t *key)
+{
+    const uint64_t *w = &v[t->link_off[j]];
+    for (int tries = 0; tries < 1000; tries++) {
+        uint64_t seq = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+        if (seq == 0)
+            return 0;
+        if (seq & 1)
+            continue;
+        memcpy(key, w + 1, nfc_tables[t->link_table[j]].key_bytes);
+        __atomic_thread_fence(__ATOMIC_ACQUIRE);
+        if (__atomic_load_n(w, __ATOMIC_RELAXED) == seq)
+            return 1;
+    }
+    return 0;
+}
+
+static void ctl_online(void)
+{
+    rte_rcu_qsbr_thread_register(nfc_rcu, CTL_THREAD);
+    rte_rcu_qsbr_thread_online(nfc_rcu, CTL_THREAD);
+}
+
+static void ctl_offline(void)
+{
+    rte_rcu_qsbr_thread_offline(nfc_rcu, CTL_THREAD);
+    rte_rcu_qsbr_thread_unregister(nfc_rcu, CTL_THREAD);
+}
+
+int nfc_state_pin(struct nfc_table *t, const uint8_t *key, uint64_t *out)
+{
+    ctl_online();
+    uint64_t *v = NULL;
+    struct pin *p = pin_add(t, key, 1, &v);
+    int st = v == NULL ? 0 : p == NULL ? -1 : 1;
+    if (p != NULL && p->own == 1) { /* first pinned by the manager: its links pinned with it */
+        p->nlinks = 0;
+        for (unsigned j = 0; j < t->nlinks && st == 1; j++) {
+            struct nfc_table *y = &nfc_tables[t->link_table[j]];
+            uint8_t *yk = p->link_key[p->nlinks];
+            uint64_t *yv = NULL;
+            if (!link_read(t, v, j, yk))
+                st = 0; /* no server hit noted what it refreshes: not cached (yet) */
+            else if (pin_add(y, yk, 0, &yv) != NULL)
+                p->link_table[p->nlinks++] = t->link_table[j];
+            else if (yv != NULL)
+                st = -1; /* no memory */
+            /* else the refresh found no entry: nothing to keep alive */
+        }
+        if (st != 1) { /* undone: the pin and the links pinned so far */
+            for (unsigned j = 0; j < p->nlinks; j++)
+                pin_drop(&nfc_tables[p->link_table[j]], p->link_key[j], 0);
+            pin_drop(t, key, 1);
+        }
+    }
+    if (st == 1)
+        nfc_values_of(t, v, out);
+    ctl_offline();
+    return st;
+}
+
+int nfc_state_unpin(struct nfc_table *t, const uint8_t *key)
+{
+    ctl_online();
+    struct pin *p = pin_of(t, key);
+    int st = p != NULL && p->own > 0 ? 0 : -1;
+    if (st == 0 && p->own == 1)
+        for (unsigned j = 0; j < p->nlinks; j++)
+            pin_drop(&nfc_tables[p->link_table[j]], p->link_key[j], 0);
+    if (st == 0)
+        pin_drop(t, key, 1);
+    ctl_offline();
+    return st;
+}
+
+/* Entry v of t hit at hit_ns: its expiry (and its port's time) raised to hit_ns + its timeout. */
+static void touch_at(const struct nfc_table *t, uint64_t *v, uint64_t hit_ns)
+{
+    unsigned n = t->value_words;
+    uint64_t until = hit_ns + v[n + 1], old = __atomic_load_n(&v[n], __ATOMIC_RELAXED);
+    while (old < until && !__atomic_compare_exchange_n(&v[n], &old, until, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+    if (holds_ports(t, v))
+        nfc_hold_until(held_slot(t, v), until);
+}
+
+int nfc_state_touch_at(struct nfc_table *t, const uint8_t *key, uint64_t hit_ns)
+{
+    ctl_online();
+    uint64_t *v = record(t, key);
+    if (v != NULL) {
+        if (t->refresh)
+            touch_at(t, v, hit_ns);
+        uint8_t yk[NFC_MAX_KEY];
+        for (unsigned j = 0; j < t->nlinks; j++) {
+            struct nfc_table *y = &nfc_tables[t->link_table[j]];
+            uint64_t *yv = link_read(t, v, j, yk) ? record(y, yk) : NULL;
+            if (yv != NULL)
+                touch_at(y, yv, hit_ns);
+        }
+    }
+    ctl_offline();
+    return v != NULL;
+}
+
+uint32_t nfc_state_overdue(struct nfc_table *t, uint64_t *out, uint32_t max)
+{
+    uint32_t n = 0, next = 0;
+    const void *key;
+    void *p, *d;
+    if (t->pins == NULL)
+        return 0;
+    ctl_online();
+    uint64_t now = nfc_now_ns(), *o = out;
+    while (n < max && rte_hash_iterate(t->pins, &key, &p, &next) >= 0) {
+        if (((struct pin *)p)->own == 0 || rte_hash_lookup_data(t->h, key, &d) < 0 ||
+            nfc_state_expiry(d, t->value_words) > now)
+            continue;
+        o += nfc_key_fields(t, key, o);
+        n++;
+    }
+    ctl_offline();
+    return n;
 }

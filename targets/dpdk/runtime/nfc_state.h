@@ -19,7 +19,20 @@
 
 /* Record v of a state table of n values: v[n] the expiry, v[n + 1] the timeout (ns); in the
  * state that holds alloc_port's ports (`holds_ports`), v[n + 2] the port's slot in its pool,
- * which holds the port until the same expiry. */
+ * which holds the port until the same expiry; then a switch-cached state's links (below).
+ *
+ * A switch-cached state's entry may be *pinned* (t->pins, the cache manager's PIN): the switch
+ * holds a copy of it, so it does not expire on the server (a lookup finds it live whatever its
+ * timer says, and the port it holds stays held) until the manager has taken it off the switch
+ * and unpinned it.  Its timer still runs: switch hits reach it as TOUCH, and the manager
+ * evicts the pinned entries whose timer has run out (OVERDUE).
+ *
+ * Links: a hit of a switch-cached state on the server records, per `refresh` statement of the
+ * lookup's hit arm, the key that statement refreshed (link j: v[t->link_off[j]] a sequence,
+ * 0 never written and odd while being written, then the key's bytes), so that a hit on the
+ * switch, which refreshes nothing on the server, is replayed as the same refreshes (TOUCH).
+ * The key is the one of the entry's last hit on the server: seed 002's CGN refreshes the
+ * mapping's other half, whose key the entry determines. */
 static inline uint64_t nfc_state_expiry(const uint64_t *v, unsigned n)
 {
     return __atomic_load_n(&v[n], __ATOMIC_RELAXED);
@@ -31,16 +44,43 @@ static inline void nfc_state_touch(uint64_t *v, unsigned n)
     __atomic_store_n(&v[n], nfc_now_ns() + v[n + 1], __ATOMIC_RELAXED);
 }
 
+/* A port's time raised to `until`, unless it is held for ever (UINT64_MAX: given out, or its
+ * holder pinned). */
+static inline void nfc_hold_until(uint64_t *slot, uint64_t until)
+{
+    uint64_t old = __atomic_load_n(slot, __ATOMIC_RELAXED);
+    while (old != UINT64_MAX && old < until &&
+           !__atomic_compare_exchange_n(slot, &old, until, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
 /* The same for an entry that holds a port: the port is held as long. */
 static inline void nfc_state_touch_held(uint64_t *v, unsigned n)
 {
     uint64_t until = nfc_now_ns() + v[n + 1];
     __atomic_store_n(&v[n], until, __ATOMIC_RELAXED);
-    __atomic_store_n((uint64_t *)(uintptr_t)v[n + 2], until, __ATOMIC_RELAXED);
+    nfc_hold_until((uint64_t *)(uintptr_t)v[n + 2], until);
 }
 
-/* An expired entry that a lookup found (rec its record): removed if it is still there (out of line). */
-void nfc_state_expire(struct nfc_table *t, const uint8_t *key, const void *rec);
+/* Link j of record v of switch-cached state t := key (the key a `refresh` of its hit arm
+ * found), written only when it changed; one lcore at a time (another writing: left to it). */
+static inline void nfc_state_link(const struct nfc_table *t, uint64_t *v, unsigned j, const uint8_t *key)
+{
+    uint64_t *w = &v[t->link_off[j]];
+    unsigned bytes = nfc_tables[t->link_table[j]].key_bytes;
+    uint64_t seq = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+    if ((seq & 1) || (seq != 0 && memcmp(w + 1, key, bytes) == 0))
+        return;
+    if (!__atomic_compare_exchange_n(w, &seq, seq + 1, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        return;
+    __atomic_thread_fence(__ATOMIC_RELEASE); /* the odd sequence before the key's bytes */
+    memcpy(w + 1, key, bytes);
+    __atomic_store_n(w, seq + 2, __ATOMIC_RELEASE);
+}
+
+/* An expired entry that a lookup found (rec its record): removed if it is still there and not
+ * pinned (out of line).  1: it is pinned, so live; 0: gone. */
+int nfc_state_expire(struct nfc_table *t, const uint8_t *key, const void *rec);
 
 /* Lookup of state table t; 1 and *data: the live entry's record.  An expired entry misses
  * and is removed. */
@@ -50,8 +90,7 @@ static inline int nfc_state_find(struct nfc_table *t, const uint8_t *key, void *
         return 0;
     if (nfc_state_expiry((const uint64_t *)*data, t->value_words) > nfc_now_ns())
         return 1;
-    nfc_state_expire(t, key, *data);
-    return 0;
+    return nfc_state_expire(t, key, *data); /* pinned (on the switch): live until the manager unpins it */
 }
 
 /* Entry key := the table's value_words `values`, expiring timeout_ns after now (a new record; a
@@ -69,6 +108,21 @@ int nfc_state_insert_held(struct nfc_table *t, const uint8_t *key, const uint64_
  * has expired since; the reference semantics, compiler/interp/state.py); 0 when its 64512
  * ports are held or memory runs out. */
 uint64_t nfc_alloc_port(uint64_t ext_ip);
+
+/* The cache manager's side (the control thread, NFC_OP_PIN .. NFC_OP_OVERDUE; nfc_ctl.h).
+ * Pin the live entry of key (with the entries its links name, so that a mapping's other half
+ * does not expire while the switch translates with this one) and copy its values to out: 1;
+ * 0: no live entry; -1: no memory. */
+int nfc_state_pin(struct nfc_table *t, const uint8_t *key, uint64_t *out);
+/* Undo one pin of key (and of the entries it pinned through its links): 0; -1: not pinned. */
+int nfc_state_unpin(struct nfc_table *t, const uint8_t *key);
+/* A switch hit of key at hit_ns (no later than now): what a hit on the server does to the
+ * timers (the entry's own if the table refreshes on a hit, and its links'), taken back to
+ * hit_ns; an entry expired and not pinned is left alone.  1: found; 0: not. */
+int nfc_state_touch_at(struct nfc_table *t, const uint8_t *key, uint64_t hit_ns);
+/* The keys (as nfc_key_fields gives them) of up to max pinned entries whose timers have run
+ * out, into out; how many. */
+uint32_t nfc_state_overdue(struct nfc_table *t, uint64_t *out, uint32_t max);
 
 /* Free what lcore retired, as far as every lcore has passed a quiescent state since; with
  * `wait` (an lcore that went offline), everything, waiting for the others. */

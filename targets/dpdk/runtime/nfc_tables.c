@@ -69,9 +69,10 @@ static struct rte_hash *hash_new(const struct nfc_table *t, int i, uint32_t entr
 int nfc_tables_init(void)
 {
     nfc_clock_origin = rte_get_timer_cycles();
-    size_t sz = rte_rcu_qsbr_get_memsize(RTE_MAX_LCORE);
+    /* every lcore, and the control thread as NFC_CTL_RCU_THREAD (it reads state records: nfc_state.c) */
+    size_t sz = rte_rcu_qsbr_get_memsize(NFC_CTL_RCU_THREAD + 1);
     nfc_rcu = rte_zmalloc("nfc_rcu", sz, RTE_CACHE_LINE_SIZE);
-    if (nfc_rcu == NULL || rte_rcu_qsbr_init(nfc_rcu, RTE_MAX_LCORE) != 0) {
+    if (nfc_rcu == NULL || rte_rcu_qsbr_init(nfc_rcu, NFC_CTL_RCU_THREAD + 1) != 0) {
         fprintf(stderr, "nfc: cannot create the RCU state\n");
         return 1;
     }
@@ -79,6 +80,7 @@ int nfc_tables_init(void)
         struct nfc_table *t = &nfc_tables[i];
         have_state |= t->state;
         t->key_words = t->value_words = 0;
+        t->link_words = 0;
         if (t->acl)
             t->lpm = -1; /* an ACL's LPM field is a mask of its rules, not a trie */
         t->arg_words = t->acl ? 1 : t->lpm >= 0; /* the priority; the prefix length */
@@ -89,6 +91,10 @@ int nfc_tables_init(void)
         }
         for (int k = 0; k < t->nvalues; k++)
             t->value_words = (uint8_t)(t->value_words + nfc_words(t->value_width[k]));
+        for (int j = 0; j < t->nlinks; j++) { /* after the expiry, the timeout and the port slot */
+            t->link_off[j] = (uint16_t)(t->value_words + 3 + t->link_words);
+            t->link_words = (uint16_t)(t->link_words + 1 + (nfc_tables[t->link_table[j]].key_bytes + 7) / 8);
+        }
         /* data-plane state: its declared size (its writer, the lcore, cannot grow it);
          * control-plane tables start small and grow with what is loaded (put) */
         t->cap = t->state ? (t->size < NFC_TABLE_CAP ? t->size : NFC_TABLE_CAP)

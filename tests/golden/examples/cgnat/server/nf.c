@@ -51,6 +51,9 @@ struct nfc_table nfc_tables[2] = {
         .key_width = {32, 16, 8},
         .value_width = {16},
         .timeout_ns = 300000000000ull,
+        .refresh = 1,
+        .nlinks = 1,
+        .link_table = {1},
     },
     /* table nat_in, examples/cgnat.nfp:140 */
     {
@@ -69,6 +72,9 @@ struct nfc_table nfc_tables[2] = {
         .key_width = {32, 16, 8},
         .value_width = {32, 16},
         .timeout_ns = 300000000000ull,
+        .refresh = 0,
+        .nlinks = 0,
+        .link_table = {0},
     },
 };
 
@@ -165,6 +171,7 @@ int nfc_run(struct nfc_pkt *p)
                     nfc_set64(key9, (((f10 & 0xffffffffull) << 0x20u) | ((f11 & 0xffffull) << 0x10u)) | ((f12 & 0xffull) << 8u));
                     nfc_set64(key9 + 8u, 0ull);
                     void * hit9 = NULL;
+                    nfc_state_link(&nfc_tables[0], v5, 0u, key9);
                     if (nfc_state_find(&nfc_tables[1], key9, &hit9)) {
                         nfc_state_touch_held((uint64_t *)hit9, 2);
                     }

@@ -51,6 +51,9 @@ struct nfc_table nfc_tables[2] = {
         .key_width = {32},
         .value_width = {128, 32, 32, 16, 48},
         .timeout_ns = 300000000000ull,
+        .refresh = 0,
+        .nlinks = 0,
+        .link_table = {0},
     },
     /* table outbound_sa, examples/ipsec_gateway.nfp:166 */
     {
@@ -69,6 +72,9 @@ struct nfc_table nfc_tables[2] = {
         .key_width = {16},
         .value_width = {32, 128, 32, 32, 16},
         .timeout_ns = 300000000000ull,
+        .refresh = 0,
+        .nlinks = 0,
+        .link_table = {0},
     },
 };
 

@@ -51,6 +51,9 @@ struct nfc_table nfc_tables[1] = {
         .key_width = {12, 12, 32},
         .value_width = {32, 24},
         .timeout_ns = 300000000000ull,
+        .refresh = 0,
+        .nlinks = 0,
+        .link_table = {0},
     },
 };
 

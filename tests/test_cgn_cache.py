@@ -1,0 +1,184 @@
+"""CGN mappings pushed to the switch (issue 14: "active mappings reach the switch and their
+packets stop crossing to the server"; seed 002 §2, seed 000 §2.3).  The carrier-grade NAT runs
+live: the switch model executing the generated TNA program, the generated server program behind
+a veth pair (``runtime.live``), and cache managers for ``nat_out`` and ``nat_in``.  Mappings
+are made on the server; once hit there they are pinned, copied to the switch, and their packets
+are translated there; switch hits keep the server's timers (the mapping's and, through the
+outbound hit's ``refresh nat_in``, the inbound half's) running as the spec says; a mapping idle
+past its timeout leaves the switch before the server frees its port.  What each packet becomes
+is checked with scapy against what the spec says of it (ports given out lowest first from 1024,
+RFC 4787 REQ-6 refresh by outbound packets only)."""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
+
+from runtime.api import Runtime
+from runtime.cache_manager import CacheManager, IdleLimits
+from runtime.errors import InvalidEntry
+from runtime.live import LiveDataPlane
+from runtime.steering import steer_all
+from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server
+
+pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
+                                reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
+
+EXT_IP, INSIDE, OUTSIDE, REMOTE = "198.51.100.1", 0, 24, "203.0.113.9"
+TIMEOUT = 2  # s: the UDP mappings' timeout in this copy of the example (300 s in cgnat.nfp)
+
+
+def _out(src: str, sport: int, seq: int) -> bytes:
+    return bytes(Ether(dst="02:00:00:4e:41:54") / IP(src=src, dst=REMOTE, ttl=64, id=seq)
+                 / UDP(sport=sport, dport=53) / b"query")
+
+
+def _in(dport: int, seq: int) -> bytes:
+    return bytes(Ether(dst="02:00:00:4e:41:54") / IP(src=REMOTE, dst=EXT_IP, ttl=64, id=seq)
+                 / UDP(sport=53, dport=dport) / b"answer")
+
+
+@contextmanager
+def _cgn(tmp_path: Path) -> Iterator[tuple[LiveDataPlane, Runtime, P4RuntimeSwitch]]:
+    src = tmp_path / "cgnat.nfp"
+    text = (ROOT / "examples/cgnat.nfp").read_text()
+    assert "meta.timeout = 300;" in text
+    src.write_text(text.replace("meta.timeout = 300;", f"meta.timeout = {TIMEOUT};"))
+    out = build_with_server(str(src), tmp_path / "cgn")
+    sw = P4RuntimeSwitch(out)
+    try:
+        with LiveDataPlane(out / "server/nf", sw.p4rt, sw.model.server_ports[0]) as live:
+            assert live.server is not None
+            rt = Runtime(out, switch=sw.client, server=live.server.control)
+            steer_all(rt)  # the example shards over six boxes: this one gets every external address
+            rt.table("subnet_to_external").add(ipv4_src="10.0.0.0/8", ext_ip=EXT_IP)
+            rt.table("upstream_routes").add(ipv4_dst="0.0.0.0/0", port=OUTSIDE, next_hop_mac=0x020000000024)
+            rt.table("subscriber_routes").add(ipv4_dst="10.0.0.0/8", port=INSIDE + 1, next_hop_mac=0x020000000001)
+            yield live, rt, sw
+    finally:
+        sw.close()
+
+
+def _crossed(live: LiveDataPlane, table: str) -> int:
+    """The packets that looked the table up on the server: the switch cache's misses."""
+    assert live.settle(), live.counters()
+    t = live.counters()["server"]["tables"][table]
+    return int(t["hits"] + t["misses"])
+
+
+def _sent(live: LiveDataPlane, port: int, frames: list[bytes], gap: float = 0.0) -> list[IP]:
+    for f in frames:
+        live.inject(port, f)
+        if gap:
+            time.sleep(gap)
+    assert live.settle(), live.counters()
+    got = [IP(bytes(Ether(d).payload)) for p in list(live.outputs) for d in live.take(p)]
+    assert len(got) == len(frames), (len(got), live.counters()["drops"])
+    return got
+
+
+def _cached(sw: P4RuntimeSwitch, table: str, rt: Runtime) -> set[tuple[int, ...]]:
+    """The switch cache's keys, read back over P4Runtime (fields in the table's key order)."""
+    names = [k.name for k in rt.schemas[table].keys]
+    return {tuple(m[n][0] for n in names) for m, _v, _p in sw.client.read(table)}
+
+
+def _step_until(manager: CacheManager, done: Callable[[], bool]) -> None:
+    """Steps until ``done`` (the server's hit logs are drained every 10 ms: HITS may lag)."""
+    deadline = time.monotonic() + 10
+    while not done():
+        assert time.monotonic() < deadline
+        manager.step()
+        time.sleep(0.02)
+
+
+def test_active_mappings_reach_the_switch_and_stay_in_step_with_the_server(tmp_path):
+    ext = int(ipaddress.IPv4Address(EXT_IP))
+    a = (int(ipaddress.IPv4Address("10.0.0.5")), 1000, 17)
+    with _cgn(tmp_path) as (live, rt, sw):
+        outbound = CacheManager(rt, "nat_out", IdleLimits(()), half_life=1.0)
+        # 1. A's first packets cross: a mapping made (port 1024, the lowest), then hit on the server
+        first = _sent(live, INSIDE, [_out("10.0.0.5", 1000, i) for i in range(4)])
+        assert {(p.src, p[UDP].sport) for p in first} == {(EXT_IP, 1024)}
+        assert _crossed(live, "nat_out") == 4
+        _step_until(outbound, lambda: _cached(sw, "nat_out", rt) == {a})
+        # 2. now they stay on the switch: translated alike, nothing crosses
+        more = _sent(live, INSIDE, [_out("10.0.0.5", 1000, 10 + i) for i in range(6)])
+        assert {(p.src, p[UDP].sport) for p in more} == {(EXT_IP, 1024)}
+        assert _crossed(live, "nat_out") == 4
+        # 3. A keeps sending, through the switch only, for longer than the timeout: the switch's
+        # hits restart the server's timers (nat_out's, and nat_in's through the outbound hit's
+        # `refresh nat_in`), so the mapping and its port live on
+        deadline = time.monotonic() + 1.6 * TIMEOUT
+        seq = 100
+        while time.monotonic() < deadline:
+            _sent(live, INSIDE, [_out("10.0.0.5", 1000, seq)])
+            seq += 1
+            outbound.step()
+            time.sleep(0.1)
+        assert _crossed(live, "nat_out") == 4 and outbound.touched > 0
+        assert _cached(sw, "nat_out", rt) == {a}
+        # the answer to A crosses (nat_in is not managed yet) and finds the inbound half alive
+        back = _sent(live, OUTSIDE, [_in(1024, 1)])
+        assert [(p.dst, p[UDP].dport) for p in back] == [("10.0.0.5", 1000)]
+        # B gets the next port: A's is held
+        b = _sent(live, INSIDE, [_out("10.0.0.6", 2000, 1)])
+        assert (b[0].src, b[0][UDP].sport) == (EXT_IP, 1025)
+        # 4. the inbound half too: once hit on the server, answers stay on the switch
+        inbound = CacheManager(rt, "nat_in", IdleLimits(()), half_life=1.0)
+        _step_until(inbound, lambda: _cached(sw, "nat_in", rt) == {(ext, 1024, 17)})
+        before = _crossed(live, "nat_in")
+        answers = _sent(live, OUTSIDE, [_in(1024, 2 + i) for i in range(5)])
+        assert {(p.dst, p[UDP].dport) for p in answers} == {("10.0.0.5", 1000)}
+        assert _crossed(live, "nat_in") == before
+        # 5. A and B go quiet: past the timeout, A's mapping leaves the switch (both halves),
+        # then the server frees its port, which C gets
+        deadline = time.monotonic() + 3 * TIMEOUT
+        while (_cached(sw, "nat_out", rt) or _cached(sw, "nat_in", rt)) and time.monotonic() < deadline:
+            outbound.step()
+            inbound.step()
+            time.sleep(0.1)
+        assert _cached(sw, "nat_out", rt) == set() and _cached(sw, "nat_in", rt) == set()
+        time.sleep(0.1)
+        c = _sent(live, INSIDE, [_out("10.0.0.7", 3000, 1)])
+        assert (c[0].src, c[0][UDP].sport) == (EXT_IP, 1024)
+        # an answer to A's old port now reaches C, A's mapping gone
+        late = _sent(live, OUTSIDE, [_in(1024, 99)])
+        assert [(p.dst, p[UDP].dport) for p in late] == [("10.0.0.7", 3000)]
+
+
+def test_a_mapping_the_switch_holds_is_not_freed_under_it(tmp_path):
+    """With the manager not stepping, nothing tells the server of the switch's hits and the
+    mapping's timer runs out there; it is pinned, so it stays (the answer to A reaches A, and B
+    does not get A's port, which the switch still translates A to) until the next step finds it
+    overdue, takes it off the switch, and only then lets the server free it."""
+    with _cgn(tmp_path) as (live, rt, sw):
+        outbound = CacheManager(rt, "nat_out", IdleLimits(()), half_life=1.0)
+        _sent(live, INSIDE, [_out("10.0.0.5", 1000, i) for i in range(4)])
+        _step_until(outbound, lambda: len(_cached(sw, "nat_out", rt)) == 1)
+        a = next(iter(_cached(sw, "nat_out", rt)))
+        # PIN is all or nothing: a key out of its field's range refuses the batch, pinning none
+        # (then one UNPIN undoes the manager's pin of A, and a second finds nothing pinned)
+        assert rt.server is not None
+        with pytest.raises(InvalidEntry, match="record 1"):
+            rt.server.pin("nat_out", [a, (1 << 40, 1, 17)])
+        assert rt.server.overdue("nat_out") == []
+        assert rt.server.pin("nat_out", [a]) == [(1024,)]
+        assert rt.server.unpin("nat_out", [a, (1, 1, 17)]) == 1  # the second was never pinned
+        time.sleep(TIMEOUT + 0.5)
+        back = _sent(live, OUTSIDE, [_in(1024, 1)])
+        assert [(p.dst, p[UDP].dport) for p in back] == [("10.0.0.5", 1000)]
+        b = _sent(live, INSIDE, [_out("10.0.0.6", 2000, 1)])
+        assert (b[0].src, b[0][UDP].sport) == (EXT_IP, 1025)
+        assert len(_cached(sw, "nat_out", rt)) == 1  # (a hit of it now would be a hit in time: TOUCH)
+        assert outbound.step().evicted == 1 and _cached(sw, "nat_out", rt) == set()
+        c = _sent(live, INSIDE, [_out("10.0.0.7", 3000, 1)])
+        assert (c[0].src, c[0][UDP].sport) == (EXT_IP, 1024)
