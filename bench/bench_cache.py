@@ -42,10 +42,8 @@ import ipaddress
 import json
 import random
 import statistics
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
@@ -54,14 +52,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from emulator.switchmodel import SwitchModel  # noqa: E402
-from emulator.switchmodel.server import P4RuntimeServer, serve  # noqa: E402
-from runtime.api import Runtime  # noqa: E402
+from bench._live_stack import LiveStack, build  # noqa: E402
 from runtime.cache import CacheDecision  # noqa: E402
-from runtime.cache_manager import CacheManager, IdleLimits, StepReport  # noqa: E402
-from runtime.control import ControlChannel  # noqa: E402
-from runtime.live import LiveDataPlane  # noqa: E402
-from runtime.p4runtime import SwitchClient  # noqa: E402
+from runtime.cache_manager import CacheManager, IdleLimits  # noqa: E402
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
 BASE = 0x0A000000  # host i is 10.0.0.0 + i
@@ -103,26 +96,18 @@ def frame(host: int) -> bytes:
     return bytes(Ether(dst="02:00:00:00:00:01") / IP(src="192.0.2.1", dst=dst) / UDP() / b"x")
 
 
-class Stack:
-    """The built program running live, its runtime API, and a manager stepping in a thread."""
+class Stack(LiveStack):
+    """host_cache.nfp running live, its hosts loaded (the first ``cache`` into the switch,
+    first come), and a manager stepping in a thread; each key's switch write timed."""
 
     def __init__(self, out: Path, entries: int, cache: int, step_ms: float, idle_scale: float,
                  evict_ms: float, replace: float = 2.0, half_life: float = 1.0) -> None:
-        self.model = SwitchModel.from_build(out)
-        names = json.loads((out / "switch/name_map.json").read_text())
-        self.p4rt = P4RuntimeServer(self.model, names, "tna")
-        self.grpc, port = serve(self.p4rt)
-        self.client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
-        self.live = LiveDataPlane(out / "server/nf", self.p4rt, self.model.server_ports[0])
-        assert self.live.server is not None
-        # a connection of its own: the manager's thread and this one each talk on theirs
-        self.rt = Runtime(out, switch=self.client, server=ControlChannel(self.live.server.socket))
+        super().__init__(out, step_ms, evict_ms)
         self.rt.caches["hosts"].capacity = cache
         t0 = time.monotonic()
         self.rt.table("hosts").add_many({"ipv4_dst": BASE + i, "port": 1 + i % 7} for i in range(entries))
         log(f"  {entries:,} entries loaded ({cache:,} into the switch, first come) in {time.monotonic() - t0:.1f} s")
         limits = IdleLimits(tuple((at, seconds / idle_scale) for at, seconds in BLUEBIRD_STEPS))
-        self.manager = CacheManager(self.rt, "hosts", limits, half_life=half_life, replace=replace)
         self.installed: dict[tuple[int, ...], float] = {}  # key -> when its switch write returned
         apply = self.rt.apply_cache
 
@@ -134,29 +119,10 @@ class Stack:
                     self.installed.setdefault(k, now)
 
         self.rt.apply_cache = timed  # type: ignore[method-assign]
-        self.step_ms = step_ms
-        self.evict_ms = evict_ms
-        self.reports: list[tuple[float, StepReport]] = []
-        self._stop = threading.Event()
-        self._lock = threading.Lock()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        evicted_at = 0.0
-        while not self._stop.is_set():
-            t0 = time.monotonic()
-            evict = t0 - evicted_at >= self.evict_ms / 1000
-            with self._lock:
-                report = self.manager.step(evict=evict)
-            evicted_at = t0 if evict else evicted_at
-            self.reports.append((time.monotonic() - t0, report))
-            self._stop.wait(self.step_ms / 1000)
+        self.start({"hosts": CacheManager(self.rt, "hosts", limits, half_life=half_life, replace=replace)})
 
     def server_saw(self) -> int:
-        c = self.live.server.control.counters() if self.live.server is not None else {}
-        t = c.get("tables", {}).get("hosts", {})
-        return int(t.get("hits", 0) + t.get("misses", 0))
+        return self.crossed("hosts")
 
     def send(self, hosts: list[int]) -> None:
         for h in hosts:
@@ -164,15 +130,6 @@ class Stack:
 
     def on_switch(self, host: int) -> bool:
         return any(True for _ in self.client.read("hosts", [({"ipv4_dst": (BASE + host, None)}, 0)]))
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        if self.rt.server is not None:
-            self.rt.server.close()
-        self.live.close()
-        self.client.close()
-        self.grpc.stop(0)
 
 
 def run_skew(out: Path, skew: float, replace: float, args: argparse.Namespace) -> Result:
@@ -196,8 +153,8 @@ def run_skew(out: Path, skew: float, replace: float, args: argparse.Namespace) -
         wall = sum(t for t, _ in stack.reports) or 1.0
         return Result(skew, args.entries, args.cache, args.packets, 1 - seen / args.packets,
                       sum(weights[:args.cache]), first_come, len(stack.reports),
-                      sum(r.promoted for _, r in stack.reports) / wall, sum(r.evicted for _, r in stack.reports) / wall,
-                      replace, sum(r.replaced for _, r in stack.reports) / wall)
+                      stack.total("promoted") / wall, stack.total("evicted") / wall,
+                      replace, stack.total("replaced") / wall)
     finally:
         stack.close()
 
@@ -225,16 +182,8 @@ def promotion_latency(out: Path, args: argparse.Namespace) -> list[float]:
         stack.close()
 
 
-def build(folder: Path) -> Path:
-    out = folder / "host_cache"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
-                       capture_output=True, text=True, cwd=ROOT)
-    if r.returncode != 0:
-        sys.exit(r.stderr[-2000:])
-    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(r.stderr[-2000:])
-    return out
+def build_program(folder: Path) -> Path:
+    return build(PROGRAM, folder / "host_cache")
 
 
 def main() -> int:
@@ -259,7 +208,7 @@ def main() -> int:
         args.entries, args.skews, args.warm, args.packets, args.probes = 100_000, "1.0", 3_000, 3_000, 5
     args.cache = args.cache or max(1, args.entries // 100)
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
-        out = build(Path(tmp))
+        out = build_program(Path(tmp))
         results = [run_skew(out, float(s), float(x), args) for s in args.skews.split(",")
                    for x in args.replace.split(",")]
         lat = promotion_latency(out, args)

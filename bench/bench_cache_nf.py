@@ -40,10 +40,8 @@ import argparse
 import ipaddress
 import json
 import random
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -55,17 +53,12 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench._live_stack import LiveStack, build  # noqa: E402
 from compiler.interp import Entry, Interpreter, Match  # noqa: E402
 from compiler.lower import lower  # noqa: E402
-from emulator.switchmodel import SwitchModel  # noqa: E402
-from emulator.switchmodel.server import P4RuntimeServer, serve  # noqa: E402
 from lang import Diagnostics, SourceMap, load  # noqa: E402
 from runtime.api import Runtime  # noqa: E402
 from runtime.cache_manager import CacheManager, IdleLimits  # noqa: E402
-from runtime.control import ControlChannel  # noqa: E402
-from runtime.live import LiveDataPlane  # noqa: E402
-from runtime.p4runtime import SwitchClient  # noqa: E402
-from runtime.steering import steer_all  # noqa: E402
 
 
 def log(msg: str) -> None:
@@ -98,20 +91,27 @@ def zipf_weights(n: int, s: float) -> list[float]:
     return [x / total for x in w]
 
 
+def zipf_trace(n: int, skew: float, k: int, rnd: random.Random) -> tuple[list[float], list[int]]:
+    """The Zipf weights of ranks 1..n, and k keys drawn by them, rank r being key order[r] of a
+    shuffled order (the hot keys are not the first loaded)."""
+    weights = zipf_weights(n, skew)
+    order = list(range(n))
+    rnd.shuffle(order)
+    return weights, [order[r] for r in rnd.choices(range(n), weights, k=k)]
+
+
 def ip(v: int) -> str:
     return str(ipaddress.IPv4Address(v))
 
 
-def build(example: str, folder: Path) -> Path:
-    out = folder / Path(example).stem
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(ROOT / example), "-o", str(out), "--no-verify"],
-                       capture_output=True, text=True, cwd=ROOT)
-    if r.returncode != 0:
-        sys.exit(r.stderr[-2000:])
-    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(r.stderr[-2000:])
-    return out
+def build_example(example: str, folder: Path) -> Path:
+    return build(ROOT / example, folder / Path(example).stem)
+
+
+def sized(example: str, folder: Path, keys: float, seed: int) -> tuple[Path, int, int, random.Random]:
+    """The example built; its keys (at least 10), a cache of a tenth of them, the trace's random source."""
+    n = max(10, round(keys))
+    return build_example(example, folder), n, max(1, n // 10), random.Random(seed)
 
 
 def reference(example: str) -> Interpreter:
@@ -122,21 +122,12 @@ def reference(example: str) -> Interpreter:
     return Interpreter(lower(checked))
 
 
-class Stack:
-    """A build running live, its runtime API (switch caches empty), and cache managers
-    stepping in a thread of their own on a control connection of their own."""
+class Stack(LiveStack):
+    """A build running live with its tables loaded, its switch caches filled by managers only."""
 
-    def __init__(self, out: Path, caches: dict[str, int], load: Callable[[Runtime], None], step_ms: float,
-                 evict_ms: float, half_life: float) -> None:
-        self.model = SwitchModel.from_build(out)
-        names = json.loads((out / "switch/name_map.json").read_text())
-        self.p4rt = P4RuntimeServer(self.model, names, "tna")
-        self.grpc, port = serve(self.p4rt)
-        self.client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
-        self.live = LiveDataPlane(out / "server/nf", self.p4rt, self.model.server_ports[0])
-        assert self.live.server is not None
-        self.rt = Runtime(out, switch=self.client, server=ControlChannel(self.live.server.socket))
-        steer_all(self.rt)  # a sharded example: this one server program gets every share
+    def __init__(self, out: Path, caches: dict[str, int], load: Callable[[Runtime], None],
+                 args: argparse.Namespace) -> None:
+        super().__init__(out, args.step_ms, args.evict_ms)
         for name in caches:
             self.rt.caches[name].capacity = 0  # loaded with the cache empty: the manager fills it
         t0 = time.monotonic()
@@ -144,32 +135,7 @@ class Stack:
         log(f"  tables loaded in {time.monotonic() - t0:.1f} s")
         for name, cap in caches.items():
             self.rt.caches[name].capacity = cap
-        self.managers = {name: CacheManager(self.rt, name, IdleLimits(()), half_life=half_life) for name in caches}
-        self.step_ms, self.evict_ms = step_ms, evict_ms
-        self.promoted = self.evicted = self.steps = 0
-        self.step_s = 0.0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        evicted_at = 0.0
-        while not self._stop.is_set():
-            t0 = time.monotonic()
-            evict = t0 - evicted_at >= self.evict_ms / 1000
-            for m in self.managers.values():
-                r = m.step(evict=evict)
-                self.promoted += r.promoted
-                self.evicted += r.evicted
-            evicted_at = t0 if evict else evicted_at
-            self.steps += 1
-            self.step_s += time.monotonic() - t0
-            self._stop.wait(self.step_ms / 1000)
-
-    def crossed(self, table: str) -> int:
-        assert self.live.server is not None
-        t = self.live.server.control.counters()["tables"].get(table, {})
-        return int(t.get("hits", 0) + t.get("misses", 0))
+        self.start({name: CacheManager(self.rt, name, IdleLimits(()), half_life=args.half_life) for name in caches})
 
     def send(self, port: int, frames: list[bytes], table: str) -> tuple[list[int], list[tuple[int, bytes]]]:
         """The frames, in fifths: per fifth the lookups that crossed; and what came out."""
@@ -185,20 +151,11 @@ class Stack:
         out = [(p, d) for p in list(self.live.outputs) for d in self.live.take(p)]
         return fifths, out
 
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
-        if self.rt.server is not None:
-            self.rt.server.close()
-        self.live.close()
-        self.client.close()
-        self.grpc.stop(0)
-
 
 @contextmanager
 def running(out: Path, caches: dict[str, int], load: Callable[[Runtime], None],
             args: argparse.Namespace) -> Iterator[Stack]:
-    stack = Stack(out, caches, load, args.step_ms, args.evict_ms, args.half_life)
+    stack = Stack(out, caches, load, args)
     try:
         yield stack
     finally:
@@ -215,8 +172,10 @@ def measure(nf: str, stack: Stack, table: str, port: int, warm: list[bytes], mea
     n = len(measured)
     by_fifth = [1 - c / max(1, len(measured[i * n // 5:(i + 1) * n // 5])) for i, c in enumerate(fifths)]
     cache = stack.rt.caches[table].capacity
+    steps = len(stack.reports)
     r = Result(nf, entries, cache, active, len(warm), n, 1 - sum(fifths) / n, by_fifth, optimum, 0, 0,
-               stack.promoted, stack.evicted, stack.steps, 1000 * stack.step_s / max(1, stack.steps))
+               stack.total("promoted"), stack.total("evicted"), steps,
+               1000 * sum(t for t, _ in stack.reports) / max(1, steps))
     return r, out
 
 
@@ -233,7 +192,7 @@ BLUEBIRD = "examples/bluebird_tor.nfp"
 
 
 def bluebird(args: argparse.Namespace, folder: Path) -> Result:
-    out = build(BLUEBIRD, folder)
+    out = build_example(BLUEBIRD, folder)
     full = Runtime(out).schemas["ca_to_pa"].switch_entries
     cache = max(1, round(full * args.scale))
     n = 5 * cache
@@ -290,10 +249,7 @@ DSR_IP, ACCESS, FABRIC = "10.200.0.1", 2, 30
 
 
 def dsr(args: argparse.Namespace, folder: Path) -> Result:
-    out = build(DSR, folder)
-    n = max(10, round(10_000 * args.scale))
-    cache = max(1, n // 10)
-    rnd = random.Random(4)
+    out, n, cache, rnd = sized(DSR, folder, 10_000 * args.scale, 4)
     log(f"dsr: {n:,} /24 routes and a default in VRF 3, cache {cache:,}, Zipf {args.skew:g}")
 
     def route(i: int) -> tuple[int, int]:  # (address, length): 10.x.y.0/24, disjoint
@@ -318,10 +274,7 @@ def dsr(args: argparse.Namespace, folder: Path) -> Result:
         return bytes(Ether() / IP(src="192.0.2.50", dst=DSR_IP) / UDP(sport=49999, dport=4789) / VXLAN(vni=100)
                      / Ether() / inner)
 
-    weights = zipf_weights(n, args.skew)
-    order = list(range(n))
-    rnd.shuffle(order)  # rank r is route order[r]
-    trace = [order[r] for r in rnd.choices(range(n), weights, k=args.warm + args.packets)]
+    weights, trace = zipf_trace(n, args.skew, args.warm + args.packets, rnd)
     frames = [frame(i, s) for s, i in enumerate(trace)]
     with running(out, {"vrf_fib": cache}, load, args) as stack:
         r, got = measure("dsr", stack, "vrf_fib", ACCESS, frames[:args.warm], frames[args.warm:], n,
@@ -350,10 +303,7 @@ EXT_IP = 0xC6336401  # 198.51.100.1
 
 
 def cgn(args: argparse.Namespace, folder: Path) -> Result:
-    out = build(CGN, folder)
-    n = max(10, round(5_000 * args.scale))
-    cache = max(1, n // 10)
-    rnd = random.Random(5)
+    out, n, cache, rnd = sized(CGN, folder, 5_000 * args.scale, 5)
     log(f"cgn: {n:,} flows (UDP), nat_out cache {cache:,}, Zipf {args.skew:g}")
 
     def load(rt: Runtime) -> None:
@@ -372,10 +322,7 @@ def cgn(args: argparse.Namespace, folder: Path) -> Result:
         return bytes(Ether(dst="02:00:00:4e:41:54") / IP(src=src, dst="203.0.113.9", ttl=64, id=seq & 0xFFFF)
                      / UDP(sport=sport, dport=53) / b"q")
 
-    weights = zipf_weights(n, args.skew)
-    order = list(range(n))
-    rnd.shuffle(order)
-    trace = [order[r] for r in rnd.choices(range(n), weights, k=args.warm + args.packets)]
+    weights, trace = zipf_trace(n, args.skew, args.warm + args.packets, rnd)
     frames = [frame(i, s) for s, i in enumerate(trace)]
     with running(out, {"nat_out": cache}, load, args) as stack:
         r, got = measure("cgn", stack, "nat_out", 0, frames[:args.warm], frames[args.warm:], n,
