@@ -159,25 +159,31 @@ def run_skew(out: Path, skew: float, replace: float, args: argparse.Namespace) -
         stack.close()
 
 
-def promotion_latency(out: Path, args: argparse.Namespace) -> list[float]:
+def promotion_latency(out: Path, args: argparse.Namespace) -> tuple[list[float], list[float]]:
     """Seconds from a fresh key's first packet (handed to the switch model) to the return of
     the switch write that installs it (the manager's, timed as it returns), one key at a time;
-    every key is then read back from the switch."""
+    and from the moment the switch model had handed the packet on to the server (its
+    ``inject`` returned: the server's first hit follows within its next poll) — Bluebird's
+    "first server hit to switch entry" (seed 003 §4.4, < 2 ms).  Every key is then read back
+    from the switch."""
     stack = Stack(out, args.entries, args.cache, args.step_ms, args.idle_scale, args.evict_ms)
     try:
         stack.rt.caches["hosts"].capacity = args.cache + args.probes  # room for each probe
-        out_s = []
+        from_packet, from_server = [], []
         for k in range(args.probes):
             host = args.entries - 1 - k  # never sent before
             key = (BASE + host,)
             t0 = time.monotonic()
             stack.send([host])
+            t1 = time.monotonic()
             while key not in stack.installed and time.monotonic() - t0 < 10:
                 time.sleep(0.0002)
-            out_s.append(stack.installed.get(key, time.monotonic()) - t0)
+            done = stack.installed.get(key, time.monotonic())
+            from_packet.append(done - t0)
+            from_server.append(done - t1)
             assert stack.on_switch(host), host
             time.sleep(0.05)  # the next key alone
-        return out_s
+        return from_packet, from_server
     finally:
         stack.close()
 
@@ -218,13 +224,16 @@ def main() -> int:
         print(f"{r.skew or 'uniform':>7} {r.entries:>9,} {r.cache:>7,} {r.hit_rate:>9.3f} {r.optimum:>8.3f} "
               f"{r.first_come:>10.3f} {r.steps:>6} {r.promoted_per_s:>10.0f} {r.evicted_per_s:>9.0f} "
               f"{r.replace:>7g} {r.replaced_per_s:>10.0f}")
-    lat_ms = sorted(x * 1000 for x in lat)
-    p99 = lat_ms[min(len(lat_ms) - 1, int(0.99 * len(lat_ms)))]
-    print(f"\npromotion latency (first packet of a new key to its switch write, step every {args.step_ms:g} ms, "
-          f"evictions every {args.evict_ms:g} ms): "
-          f"median {statistics.median(lat_ms):.1f} ms, p99 {p99:.1f} ms over {len(lat_ms)} keys")
+    print(f"\npromotion latency (step every {args.step_ms:g} ms, evictions every {args.evict_ms:g} ms), "
+          f"to the switch write of the key:")
+    ms = {}
+    for what, xs in zip(("from_packet", "from_server"), lat, strict=True):
+        ms[what] = sorted(x * 1000 for x in xs)
+        p99 = ms[what][min(len(xs) - 1, int(0.99 * len(xs)))]
+        print(f"  {what.replace('_', ' ')}: median {statistics.median(ms[what]):.1f} ms, p99 {p99:.1f} ms "
+              f"over {len(xs)} keys")
     if args.json:
-        print(json.dumps({"results": [asdict(r) for r in results], "promotion_ms": lat_ms}))
+        print(json.dumps({"results": [asdict(r) for r in results], "promotion_ms": ms}))
     return 0
 
 

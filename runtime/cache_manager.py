@@ -120,6 +120,8 @@ class CacheManager:
         if notify and self.state:
             raise ValueError(f"{table} is data-plane state: every step reads the whole cache (its hits restart "
                              "the server's timers), so idle notifications do not apply")
+        if self.state and runtime.switch is not None and runtime.server is not None:
+            self._adopt_state()
         if notify and self.limits.steps and runtime.switch is not None:
             self._notify(min(seconds for _at, seconds in self.limits.steps))
 
@@ -265,6 +267,24 @@ class CacheManager:
             for key in set(self.candidates) - seen:  # no longer on the switch
                 del self.candidates[key]
         return out
+
+    def _adopt_state(self) -> None:
+        """What the switch already holds of a state cache (the manager of a runtime that
+        restarted left it there): an entry the server still has, with the same values, is
+        pinned again (a pin is a flag: re-pinning what the last manager pinned changes nothing)
+        and kept; the others are taken off the switch, then unpinned (the server's entry,
+        if any, is not what the switch translates with: a server that restarted)."""
+        assert self.rt.switch is not None and self.rt.server is not None
+        there = list(self.rt.switch.read(self.table))
+        if not there:
+            return
+        keys = [self._key(m) for m, _v, _p in there]
+        names = [v.name for v in self.schema.values]
+        values = self.rt.server.pin(self.table, keys)
+        stale = [k for (_m, v, _p), k, now in zip(there, keys, values, strict=True)
+                 if now is None or tuple(v[n] for n in names) != now or self.policy.promote(k) is None]
+        if stale:
+            self.rt.apply_cache(self.table, [CacheDecision(evict=stale)])
 
     def _keep_state_in_step(self, idle: list[tuple[dict[str, tuple[int, int | None]], int, int]],
                             since: float) -> list[CacheDecision]:

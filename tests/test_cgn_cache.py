@@ -26,6 +26,7 @@ from runtime.api import Runtime
 from runtime.cache_manager import CacheManager, IdleLimits
 from runtime.errors import InvalidEntry
 from runtime.live import LiveDataPlane
+from runtime.p4runtime import SwitchUpdate
 from runtime.steering import steer_all
 from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server
 
@@ -159,7 +160,9 @@ def test_a_mapping_the_switch_holds_is_not_freed_under_it(tmp_path):
     """With the manager not stepping, nothing tells the server of the switch's hits and the
     mapping's timer runs out there; it is pinned, so it stays (the answer to A reaches A, and B
     does not get A's port, which the switch still translates A to) until the next step finds it
-    overdue, takes it off the switch, and only then lets the server free it."""
+    overdue, takes it off the switch, and only then lets the server free it.  Meanwhile the
+    runtime restarts: the manager of the new one takes over the pin (a flag: pinned once more,
+    one unpin frees the port) and drops a switch entry the server has no mapping for."""
     with _cgn(tmp_path) as (live, rt, sw):
         outbound = CacheManager(rt, "nat_out", IdleLimits(()), half_life=1.0)
         _sent(live, INSIDE, [_out("10.0.0.5", 1000, i) for i in range(4)])
@@ -171,8 +174,16 @@ def test_a_mapping_the_switch_holds_is_not_freed_under_it(tmp_path):
         with pytest.raises(InvalidEntry, match="record 1"):
             rt.server.pin("nat_out", [a, (1 << 40, 1, 17)])
         assert rt.server.overdue("nat_out") == []
-        assert rt.server.pin("nat_out", [a]) == [(1024,)]
-        assert rt.server.unpin("nat_out", [a, (1, 1, 17)]) == 1  # the second was never pinned
+        assert rt.server.pin("nat_out", [a]) == [(1024,)]  # again: a pin is a flag
+        assert rt.server.unpin("nat_out", [(1, 1, 17)]) == 0  # never pinned
+        # the runtime restarts: its new manager adopts what the switch holds and the server
+        # still has alike, and takes off what the server does not have (a stale mapping)
+        stale = (int(ipaddress.IPv4Address("10.9.9.9")), 5, 17)
+        assert not any(sw.client.write([SwitchUpdate("add", "nat_out", {"int_ip": (stale[0], None), "meta_int_port": (
+            5, None), "ipv4_protocol": (17, None)}, {"ext_port": 4000}, 0)]))
+        rt = Runtime(rt.out, switch=sw.client, server=rt.server)
+        outbound = CacheManager(rt, "nat_out", IdleLimits(()), half_life=1.0)
+        assert rt.caches["nat_out"].cached == {a} and _cached(sw, "nat_out", rt) == {a}
         time.sleep(TIMEOUT + 0.5)
         back = _sent(live, OUTSIDE, [_in(1024, 1)])
         assert [(p.dst, p[UDP].dport) for p in back] == [("10.0.0.5", 1000)]

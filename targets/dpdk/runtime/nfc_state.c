@@ -276,7 +276,7 @@ uint64_t nfc_alloc_port(uint64_t ext_ip)
 /* ---- pins: what the switch holds of a switch-cached state (the control thread) -------------
  * Each pinned key of a table has a `struct pin` in t->pins (an rte_hash with a reader-writer
  * lock: the lcores look a key up only when its entry's timer has run out, the control thread
- * is its one writer).  `own`: the manager's pins (the entry is on the switch); `linked`: pins
+ * is its one writer).  `own`: the manager pinned it (the entry is on the switch); `linked`: pins
  * by entries whose links name it.  A pin of an entry that holds a port holds the port for
  * ever (UINT64_MAX) until the last pin goes; the port then gets the entry's expiry back.
  * The control thread reads records online in the RCU set (CTL_THREAD), so none it looks at
@@ -353,7 +353,7 @@ static struct pin *pin_add(struct nfc_table *t, const uint8_t *key, int own, uin
             ports_hold(held_slot(t, v), UINT64_MAX);
     }
     if (p != NULL && own)
-        p->own++;
+        p->own = 1; /* the switch holds it: a flag (a runtime that restarted pins again what it finds there) */
     else if (p != NULL)
         p->linked++;
     rte_spinlock_unlock(lock);
@@ -367,9 +367,9 @@ static void pin_drop(struct nfc_table *t, const uint8_t *key, int own)
     struct pin *p = pin_of(t, key);
     if (p == NULL)
         return;
-    if (own && p->own > 0)
-        p->own--;
-    else if (!own && p->linked > 0)
+    if (own)
+        p->own = 0;
+    else if (p->linked > 0)
         p->linked--;
     if (p->own > 0 || p->linked > 0)
         return;
@@ -418,9 +418,11 @@ int nfc_state_pin(struct nfc_table *t, const uint8_t *key, uint64_t *out)
 {
     ctl_online();
     uint64_t *v = NULL;
+    struct pin *was = pin_of(t, key); /* (the control thread is the pins' one writer) */
+    int again = was != NULL && was->own;
     struct pin *p = pin_add(t, key, 1, &v);
     int st = v == NULL ? 0 : p == NULL ? -1 : 1;
-    if (p != NULL && p->own == 1) { /* first pinned by the manager: its links pinned with it */
+    if (p != NULL && !again) { /* first pinned by the manager: its links pinned with it */
         p->nlinks = 0;
         for (unsigned j = 0; j < t->nlinks && st == 1; j++) {
             struct nfc_table *y = &nfc_tables[t->link_table[j]];
@@ -450,8 +452,8 @@ int nfc_state_unpin(struct nfc_table *t, const uint8_t *key)
 {
     ctl_online();
     struct pin *p = pin_of(t, key);
-    int st = p != NULL && p->own > 0 ? 0 : -1;
-    if (st == 0 && p->own == 1)
+    int st = p != NULL && p->own ? 0 : -1;
+    if (st == 0)
         for (unsigned j = 0; j < p->nlinks; j++)
             pin_drop(&nfc_tables[p->link_table[j]], p->link_key[j], 0);
     if (st == 0)
