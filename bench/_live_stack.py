@@ -8,14 +8,12 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server import P4RuntimeServer, serve
 from runtime.api import Runtime
-from runtime.cache_manager import CacheManager, StepReport
+from runtime.cache_manager import CacheManager, Managers, StepReport
 from runtime.control import ControlChannel
 from runtime.live import LiveDataPlane
 from runtime.p4runtime import SwitchClient
@@ -51,31 +49,17 @@ class LiveStack:
         self.rt = Runtime(out, switch=self.client, server=ControlChannel(self.live.server.socket))
         steer_all(self.rt)  # a sharded build: this one server program gets every share
         self.step_ms, self.evict_ms = step_ms, evict_ms
-        self.managers: dict[str, CacheManager] = {}
-        self.reports: list[tuple[float, dict[str, StepReport]]] = []  # per step: its seconds, each table's report
-        self.lock = threading.Lock()  # held by a step
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self.loop: Managers | None = None
 
     def start(self, managers: dict[str, CacheManager]) -> None:
-        self.managers = managers
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        self.loop = Managers(managers, self.step_ms / 1000, self.evict_ms / 1000).__enter__()
 
-    def _run(self) -> None:
-        evicted_at = 0.0
-        while not self._stop.is_set():
-            t0 = time.monotonic()
-            evict = t0 - evicted_at >= self.evict_ms / 1000
-            with self.lock:
-                reports = {name: m.step(evict=evict) for name, m in self.managers.items()}
-            evicted_at = t0 if evict else evicted_at
-            self.reports.append((time.monotonic() - t0, reports))
-            self._stop.wait(self.step_ms / 1000)
+    @property
+    def reports(self) -> list[tuple[float, dict[str, StepReport]]]:
+        return self.loop.reports if self.loop is not None else []
 
     def total(self, what: str, table: str | None = None) -> int:
-        """A StepReport field summed over the steps (and the tables, or one)."""
-        return sum(getattr(r, what) for _s, rs in self.reports for name, r in rs.items() if table in (None, name))
+        return self.loop.total(what, table) if self.loop is not None else 0
 
     def crossed(self, table: str) -> int:
         """The lookups of ``table`` on the server so far: the switch cache's misses."""
@@ -84,9 +68,8 @@ class LiveStack:
         return int(t.get("hits", 0) + t.get("misses", 0))
 
     def close(self) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join()
+        if self.loop is not None:
+            self.loop.__exit__()
         if self.rt.server is not None:
             self.rt.server.close()
         self.live.close()

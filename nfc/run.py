@@ -42,6 +42,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-ar
     s.add_argument("--pps", type=float, default=1000.0, help="--live: injection rate, packets per second")
     s.add_argument("--serve-seconds", type=float, default=0.0,
                    help="--live: keep running this long after injecting, P4Runtime and control socket open")
+    s.add_argument("--manage-caches", nargs="?", type=float, const=5.0, default=0.0, metavar="MS",
+                   help="--live: a cache manager for every switch cache (promoting what the server sees hit, "
+                        "evicting the idle; data-plane state pushed to the switch) stepping every MS ms (5)")
     add_tls_flags(s, "--live")
     s.set_defaults(func=run)
 
@@ -57,6 +60,9 @@ def run(args: argparse.Namespace, sources: SourceMap) -> int:
         tls = server_tls(args, args.live, "--live")
     except FlagError as e:
         print(f"nfc run: {e}", file=sys.stderr)
+        return 2
+    if args.manage_caches and not args.live:
+        print("nfc run: --manage-caches runs with --live (the caches change while packets flow)", file=sys.stderr)
         return 2
     signal.signal(signal.SIGTERM, _interrupt)  # clean up on SIGTERM as on ^C
     out = Path(args.out)
@@ -80,7 +86,8 @@ def run(args: argparse.Namespace, sources: SourceMap) -> int:
                 print(f"switch model P4Runtime{security(tls)} on 127.0.0.1:{port}", file=sys.stderr, flush=True)
                 counters = run_live(out, plan, p4rt, model.server_ports, client, entries, parse_injects(args.inject),
                                     Path(args.capture), args.pps, args.serve_seconds,
-                                    lambda m: print(m, file=sys.stderr, flush=True), args.goal)
+                                    lambda m: print(m, file=sys.stderr, flush=True), args.goal,
+                                    args.manage_caches / 1000)
             else:
                 counters = run_hybrid(out, plan, model, client, entries, parse_injects(args.inject),
                                       Path(args.capture), args.goal)

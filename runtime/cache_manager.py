@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import heapq
 import math
+import threading
 import time
 from dataclasses import dataclass
 
@@ -50,7 +51,7 @@ from runtime.api import Runtime
 from runtime.cache import CacheDecision, Key
 from runtime.p4runtime import SwitchUpdate
 
-__all__ = ["BLUEBIRD", "CacheManager", "IdleLimits", "StepReport"]
+__all__ = ["BLUEBIRD", "CacheManager", "IdleLimits", "Managers", "StepReport"]
 
 
 @dataclass(frozen=True)
@@ -311,3 +312,51 @@ class CacheManager:
             return key
         plen = match[s.keys[s.lpm].name][1]
         return (*key, s.keys[s.lpm].width if plen is None else plen)
+
+
+class Managers:
+    """Cache managers stepping in a thread of their own: every ``step_s`` a promotion step
+    (HITS, then the writes), and every ``evict_s`` one that also reads each cache's idle times
+    (for data-plane state: the step that keeps the server's timers in step).  ``with`` starts
+    and stops it; ``reports`` has each step's seconds and reports, ``total`` sums a field."""
+
+    def __init__(self, managers: dict[str, CacheManager], step_s: float = 0.005, evict_s: float = 0.2) -> None:
+        self.managers = managers
+        self.step_s, self.evict_s = step_s, evict_s
+        self.reports: list[tuple[float, dict[str, StepReport]]] = []
+        self.error: Exception | None = None  # what stopped the thread, if anything did
+        self.lock = threading.Lock()  # held by a step
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True, name="nfc-cache-managers")
+
+    @classmethod
+    def every_cache(cls, runtime: Runtime, step_s: float = 0.005, evict_s: float = 0.2) -> Managers:
+        """A manager (the defaults) for each switch cache of the runtime's plan."""
+        return cls({name: CacheManager(runtime, name) for name, s in runtime.schemas.items() if s.cached},
+                   step_s, evict_s)
+
+    def __enter__(self) -> Managers:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        evicted_at = -math.inf
+        try:
+            while not self._stop.is_set():
+                t0 = time.monotonic()
+                evict = t0 - evicted_at >= self.evict_s
+                with self.lock:
+                    reports = {name: m.step(evict=evict) for name, m in self.managers.items()}
+                evicted_at = t0 if evict else evicted_at
+                self.reports.append((time.monotonic() - t0, reports))
+                self._stop.wait(self.step_s)
+        except Exception as e:  # kept for the caller: a thread's exception goes nowhere
+            self.error = e
+
+    def total(self, what: str, table: str | None = None) -> int:
+        """A StepReport field summed over the steps (and the tables, or one)."""
+        return sum(getattr(r, what) for _s, rs in self.reports for name, r in rs.items() if table in (None, name))

@@ -12,6 +12,7 @@ one without a switch runs the DPDK program alone on its logical ports (``run_ser
 """
 from __future__ import annotations
 
+import contextlib
 import functools
 import json
 import sqlite3
@@ -28,6 +29,7 @@ from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.manifest import Plan
 from runtime.api import Runtime
+from runtime.cache_manager import Managers
 from runtime.entries import EntrySpec
 from runtime.errors import RuntimeApiError
 from runtime.fleet import ServerFleet, merge_counters, replicated_tables
@@ -79,13 +81,14 @@ def _counters(drops: Counter[str], outputs: dict[int, list[bytes]], server: dict
 
 
 def program(out: Path, switch: SwitchClient | None, server: Any, entries: list[EntrySpec],
-            goal: str | Path | None) -> None:
+            goal: str | Path | None) -> Runtime:
     """Put ``entries`` where the plan says, through the runtime API.  With ``goal`` (a SQLite
     file, runtime/goal.py, or a Redis URL, runtime/goal_redis.py), the entries are first
     recorded in the goal state an earlier run may have left there (each replacing the goal's
     entry of its key), then the data planes, which start empty, are brought to it
     (``Runtime.reconcile``): a run restarted with the same goal forwards as the last one did,
-    with or without its entries given again."""
+    with or without its entries given again.  The runtime is returned (its goal state closed),
+    its switch caches' policies as the writes left them."""
     try:
         rt = Runtime(out, switch=switch, server=server)
         rt.goal = open_goal(goal, Path(rt.plan.source).stem) if goal is not None else None
@@ -98,6 +101,8 @@ def program(out: Path, switch: SwitchClient | None, server: Any, entries: list[E
         finally:
             if rt.goal is not None:
                 rt.goal.close()
+                rt.goal = None
+        return rt
     except (sqlite3.Error, GoalError) as e:  # not a SQLite file or not this program's, unreadable, disk full
         raise RunError(f"the goal state {goal}: {e}") from e
 
@@ -209,28 +214,39 @@ def run_server(out: Path, entries: list[EntrySpec], injects: list[tuple[int, Pat
 
 def run_live(out: Path, plan: Plan, switch: Switch, server_ports: Sequence[int], switch_client: SwitchClient | None,
              entries: list[EntrySpec], injects: list[tuple[int, Path]], capture: Path, pps: float = 1000.0,
-             serve_seconds: float = 0.0, announce: Any = print, goal: str | Path | None = None) -> dict[str, Any]:
+             serve_seconds: float = 0.0, announce: Any = print, goal: str | Path | None = None,
+             manage_s: float = 0.0) -> dict[str, Any]:
     """The live data plane: one server program per server port that carries traffic (as in
     batch mode, programmed as one fleet), entries through the runtime, the pcaps sent at
     ``pps``, then ``serve_seconds`` more with the P4Runtime endpoint and the control sockets
     open to other controllers (their addresses go to ``announce``); captures and counters as
-    in batch mode."""
+    in batch mode.  ``manage_s`` > 0: a cache manager for every switch cache steps that often
+    while the packets flow (the counters then say what each promoted and evicted)."""
     _fresh(capture)
     ports = server_ports[:plan.server_count]
     try:
-        with LiveDataPlane(build_server(out), switch, ports, replicated=replicated_tables(plan)) as live:
+        with LiveDataPlane(build_server(out), switch, ports, replicated=replicated_tables(plan)) as live, \
+                contextlib.ExitStack() as managing:
             controls = [s.control for s in live.servers]
-            program(out, switch_client, controls[0] if len(controls) == 1 else ServerFleet(controls, plan),
-                    entries, goal)
+            server = controls[0] if len(controls) == 1 else ServerFleet(controls, plan)
+            rt = program(out, switch_client, server, entries, goal)
             for port, srv in zip(ports, live.servers, strict=True):
                 announce(f"server control socket (port {port}): {srv.socket} "
                          f"(network namespace {live.links[port].netns})")
+            loop = managing.enter_context(Managers.every_cache(rt, manage_s)) if manage_s > 0 else None
             for port, path in injects:
                 pace([bytes(d) for d, _ in RawPcapReader(str(path))], functools.partial(live.inject, port), pps)
             time.sleep(serve_seconds)
             if not live.settle():
                 raise RunError(f"packets still in flight after 30 s: {live.counters()}")
+            managing.close()  # the managers stop before the counters are read
             counters = live.counters()
+            if loop is not None:
+                if loop.error is not None:
+                    raise RunError(f"a cache manager stopped: {loop.error}")
+                counters["cache_managers"] = {name: {"promoted": loop.total("promoted", name),
+                                                     "evicted": loop.total("evicted", name)}
+                                              for name in loop.managers}
             outputs = {p: live.take(p) for p in list(live.outputs)}
     except (RuntimeApiError, LiveError, OSError) as e:
         raise RunError(str(e)) from e

@@ -12,7 +12,10 @@ RFC 4787 REQ-6 refresh by outbound packets only)."""
 from __future__ import annotations
 
 import ipaddress
+import json
 import os
+import subprocess
+import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -21,6 +24,7 @@ from pathlib import Path
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
+from scapy.utils import rdpcap, wrpcap
 
 from runtime.api import Runtime
 from runtime.cache_manager import CacheManager, IdleLimits
@@ -193,3 +197,25 @@ def test_a_mapping_the_switch_holds_is_not_freed_under_it(tmp_path):
         assert outbound.step().evicted == 1 and _cached(sw, "nat_out", rt) == set()
         c = _sent(live, INSIDE, [_out("10.0.0.7", 3000, 1)])
         assert (c[0].src, c[0][UDP].sport) == (EXT_IP, 1024)
+
+
+def test_nfc_run_live_manages_the_caches(tmp_path):
+    """``nfc run --live --manage-caches``: a manager per switch cache while the pcap plays; a
+    flow's packets stop crossing once its mapping is on the switch, every one translated alike."""
+    out = build_with_server(str(ROOT / "examples/cgnat.nfp"), tmp_path / "cgn")
+    entries = {"subnet_to_external": [{"match": {"ipv4_src": "10.0.0.0/8"}, "values": {"ext_ip": EXT_IP}}],
+               "upstream_routes": [{"match": {"ipv4_dst": "0.0.0.0/0"},
+                                    "values": {"port": OUTSIDE, "next_hop_mac": "02:00:00:00:00:24"}}]}
+    (tmp_path / "entries.json").write_text(json.dumps(entries))
+    wrpcap(str(tmp_path / "in.pcap"), [Ether(_out("10.0.0.5", 1000, i)) for i in range(60)])
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--live", "--entries",
+                        str(tmp_path / "entries.json"), "--inject", f"{INSIDE}={tmp_path / 'in.pcap'}", "--pps", "200",
+                        "--manage-caches", "5", "--capture", str(tmp_path / "cap")],
+                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+    assert r.returncode == 0, r.stderr[-3000:]
+    got = [IP(bytes(p)[14:]) for p in rdpcap(str(tmp_path / f"cap/port-{OUTSIDE}.pcap"))]
+    assert len(got) == 60 and {(p.src, p[UDP].sport) for p in got} == {(EXT_IP, 1024)}
+    counters = json.loads((tmp_path / "cap/counters.json").read_text())
+    assert counters["cache_managers"]["nat_out"]["promoted"] == 1
+    crossed = counters["server"]["tables"]["nat_out"]
+    assert crossed["hits"] + crossed["misses"] < 20, crossed  # at 200 packets/s, promoted within a few
