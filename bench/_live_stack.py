@@ -13,7 +13,7 @@ from pathlib import Path
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server import P4RuntimeServer, serve
 from runtime.api import Runtime
-from runtime.cache_manager import CacheManager, Managers, StepReport
+from runtime.cache_manager import CacheManager, Managers
 from runtime.control import ControlChannel
 from runtime.live import LiveDataPlane
 from runtime.p4runtime import SwitchClient
@@ -54,12 +54,18 @@ class LiveStack:
     def start(self, managers: dict[str, CacheManager]) -> None:
         self.loop = Managers(managers, self.step_ms / 1000, self.evict_ms / 1000).__enter__()
 
-    @property
-    def reports(self) -> list[tuple[float, dict[str, StepReport]]]:
-        return self.loop.reports if self.loop is not None else []
+    def steps(self) -> tuple[int, float]:
+        """The managers' steps so far, and their seconds in all."""
+        return (self.loop.steps, self.loop.seconds) if self.loop is not None else (0, 0.0)
 
     def total(self, what: str, table: str | None = None) -> int:
-        return self.loop.total(what, table) if self.loop is not None else 0
+        """A StepReport field summed; a manager's failed step fails the benchmark."""
+        if self.loop is None:
+            return 0
+        bad = next(iter(self.loop.last_error.items()), None)
+        if bad is not None or self.loop.failed is not None:
+            raise RuntimeError(f"a cache manager failed: {bad or self.loop.failed}")
+        return self.loop.total(what, table)
 
     def crossed(self, table: str) -> int:
         """The lookups of ``table`` on the server so far: the switch cache's misses."""

@@ -150,9 +150,10 @@ def run_skew(out: Path, skew: float, replace: float, args: argparse.Namespace) -
         seen = stack.server_saw() - before
         rank = {h: r for r, h in enumerate(order)}
         first_come = sum(weights[rank[h]] for h in range(args.cache))
-        wall = sum(t for t, _ in stack.reports) or 1.0
+        steps, wall = stack.steps()
+        wall = wall or 1.0
         return Result(skew, args.entries, args.cache, args.packets, 1 - seen / args.packets,
-                      sum(weights[:args.cache]), first_come, len(stack.reports),
+                      sum(weights[:args.cache]), first_come, steps,
                       stack.total("promoted") / wall, stack.total("evicted") / wall,
                       replace, stack.total("replaced") / wall)
     finally:

@@ -172,10 +172,9 @@ def measure(nf: str, stack: Stack, table: str, port: int, warm: list[bytes], mea
     n = len(measured)
     by_fifth = [1 - c / max(1, len(measured[i * n // 5:(i + 1) * n // 5])) for i, c in enumerate(fifths)]
     cache = stack.rt.caches[table].capacity
-    steps = len(stack.reports)
+    steps, seconds = stack.steps()
     r = Result(nf, entries, cache, active, len(warm), n, 1 - sum(fifths) / n, by_fifth, optimum, 0, 0,
-               stack.total("promoted"), stack.total("evicted"), steps,
-               1000 * sum(t for t, _ in stack.reports) / max(1, steps))
+               stack.total("promoted"), stack.total("evicted"), steps, 1000 * seconds / max(1, steps))
     return r, out
 
 

@@ -61,6 +61,9 @@ def run(args: argparse.Namespace, sources: SourceMap) -> int:
     except FlagError as e:
         print(f"nfc run: {e}", file=sys.stderr)
         return 2
+    if args.manage_caches < 0:
+        print("nfc run: --manage-caches MS is a step period in ms (> 0)", file=sys.stderr)
+        return 2
     if args.manage_caches and not args.live:
         print("nfc run: --manage-caches runs with --live (the caches change while packets flow)", file=sys.stderr)
         return 2

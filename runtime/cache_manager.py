@@ -41,14 +41,18 @@ server frees a mapping (and its port) only once no switch entry translates with 
 
 from __future__ import annotations
 
+import dataclasses
 import heapq
 import math
 import threading
 import time
+from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime.api import Runtime
 from runtime.cache import CacheDecision, Key
+from runtime.errors import RuntimeApiError
 from runtime.p4runtime import SwitchUpdate
 
 __all__ = ["BLUEBIRD", "CacheManager", "IdleLimits", "Managers", "StepReport"]
@@ -285,7 +289,12 @@ class CacheManager:
         stale = [k for (_m, v, _p), k, now in zip(there, keys, values, strict=True)
                  if now is None or tuple(v[n] for n in names) != now or self.policy.promote(k) is None]
         if stale:
-            self.rt.apply_cache(self.table, [CacheDecision(evict=stale)])
+            try:
+                self.rt.apply_cache(self.table, [CacheDecision(evict=stale)])
+            except RuntimeApiError:  # still on the switch: they stay pinned, and out of the policy
+                for k in stale:
+                    self.policy.demote(k)
+                raise
 
     def _keep_state_in_step(self, idle: list[tuple[dict[str, tuple[int, int | None]], int, int]],
                             since: float) -> list[CacheDecision]:
@@ -298,7 +307,11 @@ class CacheManager:
         if hit:
             self.touched += server.touch(self.table, hit)
         limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
-        out = [self.policy.demote(k) for k in server.overdue(self.table) if k in self.policy.cached]
+        overdue = server.overdue(self.table)
+        out = [self.policy.demote(k) for k in overdue if k in self.policy.cached]
+        strays = [k for k in overdue if k not in self.policy.cached]
+        if strays:  # pinned with no switch entry behind them (a runtime stopped between pin and write)
+            server.unpin(self.table, strays)
         if limit is not None:
             out += [self.policy.demote(self._key(match)) for match, _prio, idle_ns in idle
                     if idle_ns > limit * 1e9 and self._key(match) in self.policy.cached]
@@ -318,22 +331,31 @@ class Managers:
     """Cache managers stepping in a thread of their own: every ``step_s`` a promotion step
     (HITS, then the writes), and every ``evict_s`` one that also reads each cache's idle times
     (for data-plane state: the step that keeps the server's timers in step).  ``with`` starts
-    and stops it; ``reports`` has each step's seconds and reports, ``total`` sums a field."""
+    and stops it.  A manager whose step fails is counted and told to ``on_error`` and steps
+    again next time (the others go on): a gateway's caches are not left unmanaged by one
+    refused write.  Running sums only, so a long run does not grow."""
 
-    def __init__(self, managers: dict[str, CacheManager], step_s: float = 0.005, evict_s: float = 0.2) -> None:
+    def __init__(self, managers: dict[str, CacheManager], step_s: float = 0.005, evict_s: float = 0.2,
+                 on_error: Callable[[str, Exception], None] | None = None) -> None:
         self.managers = managers
         self.step_s, self.evict_s = step_s, evict_s
-        self.reports: list[tuple[float, dict[str, StepReport]]] = []
-        self.error: Exception | None = None  # what stopped the thread, if anything did
+        self.on_error = on_error
+        self.steps = 0
+        self.seconds = 0.0  # in steps, all in all
+        self.totals: dict[str, Counter[str]] = {name: Counter() for name in managers}  # per table: StepReport sums
+        self.errors: dict[str, int] = dict.fromkeys(managers, 0)
+        self.last_error: dict[str, Exception] = {}
+        self.failed: Exception | None = None
         self.lock = threading.Lock()  # held by a step
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True, name="nfc-cache-managers")
 
     @classmethod
-    def every_cache(cls, runtime: Runtime, step_s: float = 0.005, evict_s: float = 0.2) -> Managers:
+    def every_cache(cls, runtime: Runtime, step_s: float = 0.005, evict_s: float = 0.2,
+                    on_error: Callable[[str, Exception], None] | None = None) -> Managers:
         """A manager (the defaults) for each switch cache of the runtime's plan."""
         return cls({name: CacheManager(runtime, name) for name, s in runtime.schemas.items() if s.cached},
-                   step_s, evict_s)
+                   step_s, evict_s, on_error)
 
     def __enter__(self) -> Managers:
         self._thread.start()
@@ -342,21 +364,39 @@ class Managers:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
+        if self.failed is not None and exc[0] is None:
+            raise self.failed
 
     def _run(self) -> None:
-        evicted_at = -math.inf
         try:
-            while not self._stop.is_set():
-                t0 = time.monotonic()
-                evict = t0 - evicted_at >= self.evict_s
-                with self.lock:
-                    reports = {name: m.step(evict=evict) for name, m in self.managers.items()}
-                evicted_at = t0 if evict else evicted_at
-                self.reports.append((time.monotonic() - t0, reports))
-                self._stop.wait(self.step_s)
-        except Exception as e:  # kept for the caller: a thread's exception goes nowhere
-            self.error = e
+            self._steps()
+        except Exception as e:  # a bug, not a refusal: the thread stops; __exit__ raises it
+            self.failed = e
+
+    def _steps(self) -> None:
+        evicted_at = -math.inf
+        while not self._stop.is_set():
+            t0 = time.monotonic()
+            evict = t0 - evicted_at >= self.evict_s
+            with self.lock:
+                for name, m in self.managers.items():
+                    try:
+                        r = m.step(evict=evict)
+                    except (RuntimeApiError, OSError) as e:  # counted, reported, stepped again next time
+                        self.errors[name] += 1
+                        self.last_error[name] = e
+                        if self.on_error is not None:
+                            self.on_error(name, e)
+                        continue
+                    self.totals[name].update({f: getattr(r, f) for f in _FIELDS})
+            evicted_at = t0 if evict else evicted_at
+            self.steps += 1
+            self.seconds += time.monotonic() - t0
+            self._stop.wait(self.step_s)
 
     def total(self, what: str, table: str | None = None) -> int:
         """A StepReport field summed over the steps (and the tables, or one)."""
-        return sum(getattr(r, what) for _s, rs in self.reports for name, r in rs.items() if table in (None, name))
+        return sum(c[what] for name, c in self.totals.items() if table in (None, name))
+
+
+_FIELDS = tuple(f.name for f in dataclasses.fields(StepReport))

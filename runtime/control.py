@@ -299,12 +299,17 @@ class ControlChannel:
     def pin(self, table: str, keys: Sequence[Sequence[int]]) -> list[tuple[int, ...] | None]:
         """Pin the live entries of ``keys`` (the switch is about to hold them: they do not
         expire on the server until unpinned, nor do the entries their last server hit
-        refreshed); per key its values, or None: no live entry (nothing pinned)."""
+        refreshed); per key its values, or None: no live entry (nothing pinned).  All or
+        nothing.  A pin is a flag: pinning a pinned entry again changes nothing."""
+        return [values for values, _fresh in self.pin_new(table, keys)]
+
+    def pin_new(self, table: str, keys: Sequence[Sequence[int]]) -> list[tuple[tuple[int, ...] | None, bool]]:
+        """``pin``, and per key whether this call pinned it (not pinned already): what an undo unpins."""
         t = self._table(table)
         body = self._call("pin", t.index, len(keys), self._keys_body("pin", t, keys), f" {table}")
         words = struct.unpack(f"<{len(body) // 8}Q", body)
         n = 1 + t.words(t.values)
-        return [t.from_words(words[i * n + 1:(i + 1) * n], t.values) if words[i * n] else None
+        return [(t.from_words(words[i * n + 1:(i + 1) * n], t.values) if words[i * n] else None, words[i * n] == 1)
                 for i in range(len(keys))]
 
     def unpin(self, table: str, keys: Sequence[Sequence[int]]) -> int:

@@ -215,17 +215,18 @@ class ServerFleet:
     # asked, and the one that holds it answers (the cache manager; ControlChannel.pin).
 
     def pin(self, table: str, keys: Sequence[Sequence[int]]) -> list[tuple[int, ...] | None]:
-        """All or nothing, as on one server: a server's refusal unpins what those before it pinned."""
-        parts: list[tuple[ControlChannel, list[tuple[int, ...] | None]]] = []
+        """All or nothing, as on one server: a server's refusal unpins what those before it
+        pinned (not what they had pinned already)."""
+        parts: list[tuple[ControlChannel, list[tuple[tuple[int, ...] | None, bool]]]] = []
         try:
             for ch in self.live:
-                parts.append((ch, ch.pin(table, keys)))
+                parts.append((ch, ch.pin_new(table, keys)))
         except RuntimeApiError:
             for ch, got in parts:
                 with suppress(RuntimeApiError):
-                    ch.unpin(table, [k for k, v in zip(keys, got, strict=True) if v is not None])
+                    ch.unpin(table, [k for k, (_v, fresh) in zip(keys, got, strict=True) if fresh])
             raise
-        return [next((got[n] for _ch, got in parts if got[n] is not None), None) for n in range(len(keys))]
+        return [next((got[n][0] for _ch, got in parts if got[n][0] is not None), None) for n in range(len(keys))]
 
     def unpin(self, table: str, keys: Sequence[Sequence[int]]) -> int:
         return sum(self._each(f"unpin {table}", lambda ch: ch.unpin(table, keys)))

@@ -188,15 +188,24 @@ def test_a_mapping_the_switch_holds_is_not_freed_under_it(tmp_path):
         rt = Runtime(rt.out, switch=sw.client, server=rt.server)
         outbound = CacheManager(rt, "nat_out", IdleLimits(()), half_life=1.0)
         assert rt.caches["nat_out"].cached == {a} and _cached(sw, "nat_out", rt) == {a}
+        rt.caches["nat_out"].capacity = 0  # from here on nothing is promoted: B stays on the server
         time.sleep(TIMEOUT + 0.5)
         back = _sent(live, OUTSIDE, [_in(1024, 1)])
         assert [(p.dst, p[UDP].dport) for p in back] == [("10.0.0.5", 1000)]
-        b = _sent(live, INSIDE, [_out("10.0.0.6", 2000, 1)])
-        assert (b[0].src, b[0][UDP].sport) == (EXT_IP, 1025)
+        b = _sent(live, INSIDE, [_out("10.0.0.6", 2000, 1), _out("10.0.0.6", 2000, 2)])
+        assert {(p.src, p[UDP].sport) for p in b} == {(EXT_IP, 1025)}
         assert len(_cached(sw, "nat_out", rt)) == 1  # (a hit of it now would be a hit in time: TOUCH)
         assert outbound.step().evicted == 1 and _cached(sw, "nat_out", rt) == set()
         c = _sent(live, INSIDE, [_out("10.0.0.7", 3000, 1)])
         assert (c[0].src, c[0][UDP].sport) == (EXT_IP, 1024)
+        # a pin with no switch entry behind it (a runtime stopped between its PIN and its switch
+        # write: B pinned by hand) is released once its timer has run out, and B's port freed
+        b_key = (int(ipaddress.IPv4Address("10.0.0.6")), 2000, 17)
+        assert rt.server.pin("nat_out", [b_key]) == [(1025,)]
+        time.sleep(TIMEOUT + 0.3)
+        outbound.step()
+        de = _sent(live, INSIDE, [_out("10.0.0.8", 4000, 1), _out("10.0.0.9", 5000, 1)])
+        assert sorted(p[UDP].sport for p in de) == [1024, 1025]  # C's expired too; B's not held
 
 
 def test_nfc_run_live_manages_the_caches(tmp_path):

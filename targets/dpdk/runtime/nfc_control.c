@@ -432,7 +432,7 @@ static void pinned(struct client *c, struct nfc_table *tb)
         int got;
         if (q->op == NFC_OP_PIN) {
             got = nfc_state_pin(tb, keys[i], out + (size_t)i * words + 1);
-            if (got < 0) { /* all or nothing: the pins made so far undone */
+            if (got < 0) { /* all or nothing: the pins this request made undone (not those it found) */
                 for (uint32_t k = 0; k < i; k++)
                     if (out[(size_t)k * words] == 1)
                         nfc_state_unpin(tb, keys[k]);
@@ -442,6 +442,7 @@ static void pinned(struct client *c, struct nfc_table *tb)
                 return;
             }
             out[(size_t)i * words] = (uint64_t)got;
+            got = got != 0;
         } else if (q->op == NFC_OP_UNPIN) {
             got = nfc_state_unpin(tb, keys[i]) == 0;
         } else {

@@ -72,7 +72,8 @@ enum nfc_ctl_op {
     NFC_OP_OBJ_WRITE = 12, /* records: index, then those words (a meter's `configured` left out; all-zero rates:
                               reset to unconfigured, every packet green); all or nothing */
     /* A switch-cached data-plane state (the cache manager; nfc_state.h, "pinned"; another table: NO_TABLE): */
-    NFC_OP_PIN = 13,     /* body: keys; reply: per key u64 1 (pinned) or 0 (no live entry), then its values */
+    NFC_OP_PIN = 13,     /* body: keys; reply: per key u64 1 (pinned), 2 (pinned already) or 0 (no live entry),
+                            then its values; all or nothing */
     NFC_OP_UNPIN = 14,   /* body: keys; index: how many were pinned (the others are left alone) */
     NFC_OP_TOUCH = 15,   /* records: key, then u64 ns since its last hit on the switch; index: how many found */
     NFC_OP_OVERDUE = 16, /* reply: the keys of pinned entries whose timer has run out (one page at most) */

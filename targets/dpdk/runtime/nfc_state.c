@@ -445,7 +445,7 @@ int nfc_state_pin(struct nfc_table *t, const uint8_t *key, uint64_t *out)
     if (st == 1)
         nfc_values_of(t, v, out);
     ctl_offline();
-    return st;
+    return st == 1 && again ? 2 : st;
 }
 
 int nfc_state_unpin(struct nfc_table *t, const uint8_t *key)

@@ -112,7 +112,8 @@ uint64_t nfc_alloc_port(uint64_t ext_ip);
 /* The cache manager's side (the control thread, NFC_OP_PIN .. NFC_OP_OVERDUE; nfc_ctl.h).
  * Pin the live entry of key (with the entries its links name, so that a mapping's other half
  * does not expire while the switch translates with this one) and copy its values to out: 1;
- * 0: no live entry; -1: no memory. */
+ * 2: it was pinned already (a pin is a flag: nothing changed); 0: no live entry, or one whose
+ * links no server hit has noted yet; -1: no memory. */
 int nfc_state_pin(struct nfc_table *t, const uint8_t *key, uint64_t *out);
 /* Undo one pin of key (and of the entries it pinned through its links): 0; -1: not pinned. */
 int nfc_state_unpin(struct nfc_table *t, const uint8_t *key);
