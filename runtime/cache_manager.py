@@ -303,7 +303,8 @@ class CacheManager:
         occupancy's idle limit, what idles)."""
         server = self.rt.server
         assert server is not None
-        hit = [(self._key(match), idle_ns) for match, _prio, idle_ns in idle if idle_ns < since]
+        keyed = [(self._key(match), idle_ns) for match, _prio, idle_ns in idle]
+        hit = [(k, idle_ns) for k, idle_ns in keyed if idle_ns < since]
         if hit:
             self.touched += server.touch(self.table, hit)
         limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
@@ -313,8 +314,7 @@ class CacheManager:
         if strays:  # pinned with no switch entry behind them (a runtime stopped between pin and write)
             server.unpin(self.table, strays)
         if limit is not None:
-            out += [self.policy.demote(self._key(match)) for match, _prio, idle_ns in idle
-                    if idle_ns > limit * 1e9 and self._key(match) in self.policy.cached]
+            out += [self.policy.demote(k) for k, idle_ns in keyed if idle_ns > limit * 1e9 and k in self.policy.cached]
         return out
 
     def _key(self, match: dict[str, tuple[int, int | None]]) -> Key:

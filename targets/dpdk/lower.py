@@ -126,6 +126,7 @@ class _Ctx:
     # lowering the hit arm of a switch-cached state's lookup: the table and its record's name,
     # for the links its refreshes note (nfc_state.h)
     hit_of: tuple[ir.Table, str] | None = None
+    links: dict[str, list[str]] = field(default_factory=dict)  # _links, once per table
 
     def meta_slot(self, name: str, width: int) -> int:
         if name not in self.meta:
@@ -271,9 +272,12 @@ def _links(x: _Ctx, t: ir.Table) -> list[str]:
     """The state tables the ``refresh`` statements of ``t``'s hit arms refresh, when ``t`` is a
     state the switch caches: a hit there refreshes nothing on the server, so the server records
     which entries its own hits refreshed, and the cache manager replays them (nfc_state.h)."""
-    if not (t.is_state and _tracked(x, t)):
-        return []
+    if t.name in x.links:
+        return x.links[t.name]
     links: list[str] = []
+    x.links[t.name] = links
+    if not (t.is_state and _tracked(x, t)):
+        return links
     for st in x.prog.stages.values():
         for s in walk_stmts(st.body):
             if isinstance(s, ir.Lookup) and s.table == t.name:
