@@ -216,15 +216,17 @@ def test_nfc_run_live_manages_the_caches(tmp_path):
                "upstream_routes": [{"match": {"ipv4_dst": "0.0.0.0/0"},
                                     "values": {"port": OUTSIDE, "next_hop_mac": "02:00:00:00:00:24"}}]}
     (tmp_path / "entries.json").write_text(json.dumps(entries))
-    wrpcap(str(tmp_path / "in.pcap"), [Ether(_out("10.0.0.5", 1000, i)) for i in range(60)])
+    wrpcap(str(tmp_path / "in.pcap"), [Ether(_out("10.0.0.5", 1000, i)) for i in range(200)])
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--live", "--entries",
                         str(tmp_path / "entries.json"), "--inject", f"{INSIDE}={tmp_path / 'in.pcap'}", "--pps", "200",
                         "--manage-caches", "5", "--capture", str(tmp_path / "cap")],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert r.returncode == 0, r.stderr[-3000:]
     got = [IP(bytes(p)[14:]) for p in rdpcap(str(tmp_path / f"cap/port-{OUTSIDE}.pcap"))]
-    assert len(got) == 60 and {(p.src, p[UDP].sport) for p in got} == {(EXT_IP, 1024)}
+    assert len(got) == 200 and {(p.src, p[UDP].sport) for p in got} == {(EXT_IP, 1024)}
     counters = json.loads((tmp_path / "cap/counters.json").read_text())
     assert counters["cache_managers"]["nat_out"]["promoted"] == 1
     crossed = counters["server"]["tables"]["nat_out"]
-    assert crossed["hits"] + crossed["misses"] < 20, crossed  # at 200 packets/s, promoted within a few
+    # at 200 packets/s the flow is promoted within tens of ms here; CI's loaded 2-core machine took 125 ms
+    # once, so the bound leaves the manager most of the pcap's second while still requiring the packets stop
+    assert crossed["hits"] + crossed["misses"] < 150, crossed
