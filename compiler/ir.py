@@ -399,6 +399,7 @@ class Register:
     width: int
     size: int
     span: Span
+    monotonic: bool = False  # moved between servers, a cell only goes forward (compiler/shard.py)
 
 
 @dataclass(frozen=True, slots=True)

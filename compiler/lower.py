@@ -48,7 +48,7 @@ class _Lower:
         metadata = tuple(ir.Field(f.name, self._w(f.type), f.span) for f in sym.metadata.values())
         parsers = {p.name: self._parser(p) for p in sym.parsers.values()}
         tables = {t.name: self._table(t) for t in sym.tables.values()}
-        registers = {r.name: ir.Register(r.name, self._w(r.type), quantity_count(r.size) or 0, r.span)
+        registers = {r.name: ir.Register(r.name, self._w(r.type), quantity_count(r.size) or 0, r.span, r.monotonic)
                      for r in sym.registers.values()}
         counters = {c.name: ir.Counter(c.name, c.kind, quantity_count(c.size) or 0, c.span)
                     for c in sym.counters.values()}

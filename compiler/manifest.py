@@ -30,7 +30,8 @@ __all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse"
 # 5: targets.shard (shard by: the shares, the servers' state), tables[].server.shard_fields,
 #    resources.server.servers_carrying
 # 6: targets.shard.bucket_bits (the buckets the runtime moves between servers)
-PLAN_VERSION = 6
+# 7: objects[].monotonic, objects[].cells_from (registers a move carries forward)
+PLAN_VERSION = 7
 
 
 class PlanError(ValueError):
@@ -150,6 +151,8 @@ class ObjectInfo:
     width: int  # a register's bits (counters: 64; meters: 0)
     placement: ObjectPlacement
     source: str
+    monotonic: bool = False  # a register whose cells a move between servers carries forward, never back
+    cells_from: tuple[tuple[str, str], ...] = ()  # (split table, value field): a moved entry's cell; none: all
 
 
 @dataclass(frozen=True, slots=True)
@@ -474,7 +477,9 @@ def plan_from_json(data: Any, where: str = "plan.json") -> Plan:
             cache_miss_paths=tuple(_miss_path(x) for x in data.get("cache_miss_paths", ())),
             solver=_solver(data.get("solver")),
             objects=tuple(ObjectInfo(o["name"], o["kind"], int(o["size"]), int(o["width"]),
-                                     ObjectPlacement(o["placement"]), o["source"]) for o in data["objects"]))
+                                     ObjectPlacement(o["placement"]), o["source"], bool(o.get("monotonic")),
+                                     tuple((str(t), str(f)) for t, f in o.get("cells_from", ())))
+                          for o in data["objects"]))
     except (KeyError, TypeError, ValueError) as e:
         raise PlanError(f"{where}: malformed plan ({type(e).__name__}: {e})") from e
 

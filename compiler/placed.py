@@ -31,7 +31,7 @@ from lang import diagnostics
 
 __all__ = ["PLACED_VERSION", "Placed", "PlacedError", "dump_placed", "load_placed"]
 
-PLACED_VERSION = 3  # 3: a deployment's shard (TargetDecl.shard), TargetSet.sharded
+PLACED_VERSION = 4  # 3: a deployment's shard (TargetDecl.shard), TargetSet.sharded; 4: Register.monotonic
 
 
 class PlacedError(ValueError):

@@ -23,7 +23,7 @@ from compiler.placement import Placement, Segment
 from compiler.profiles import TargetSet
 from compiler.server_load import server_tables
 
-__all__ = ["BUCKET_BITS", "ServerState", "Steering", "server_state", "sharded_tables", "steering"]
+__all__ = ["BUCKET_BITS", "ServerState", "Steering", "monotonic_cells", "server_state", "sharded_tables", "steering"]
 
 HASH = "crc16"
 HASH_BITS = 16
@@ -92,6 +92,28 @@ def server_state(prog: ir.Program, pl: Placement, ts: TargetSet) -> ServerState:
                       and stateful & set(prog.externs[x.name].requires)})
     return ServerState(tuple(t for t in state if t in keyed),
                        tuple([*(t for t in state if t not in keyed), *dict.fromkeys(objects), *externs]))
+
+
+def monotonic_cells(prog: ir.Program, pl: Placement, ts: TargetSet) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Per ``monotonic`` register the servers use, which cells a moved bucket takes along: the
+    value fields of split tables that index it (``sa_seq[sa.seq_index]`` with ``sa`` an entry of
+    a split ``outbound_sa``: the moved entries' ``seq_index`` values), as (table, field); empty
+    when some index is anything else (every cell moves with every bucket: runtime/steering.py)."""
+    split = sharded_tables(prog, pl, ts)
+    out: dict[str, set[tuple[str, str]] | None] = {}
+    for st in _server_run(prog, pl):
+        for s in walk_stmts(st.body):
+            reads = [s.target] if isinstance(s, ir.Assign) and isinstance(s.target, ir.RegRead) else []
+            reads += [x for e in stmt_exprs(s) for x in walk_expr(e) if isinstance(x, ir.RegRead)]
+            for r in reads:
+                if not prog.registers[r.reg].monotonic:
+                    continue
+                i, cells = r.index, out.setdefault(r.reg, set())
+                if cells is not None and isinstance(i, ir.Result) and i.table in split:
+                    cells.add((i.table, i.field))
+                else:
+                    out[r.reg] = None
+    return {reg: tuple(sorted(cells or ())) for reg, cells in out.items()}
 
 
 def _keyed(prog: ir.Program, pl: Placement, ts: TargetSet) -> dict[str, tuple[int, ...]]:

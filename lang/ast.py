@@ -376,6 +376,7 @@ class RegisterDecl:
     name: str
     type: TypeRef
     size: PropValue
+    monotonic: bool = False  # a cell never goes back: a move between servers carries it forward
 
 
 @dataclass(frozen=True, slots=True)

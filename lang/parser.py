@@ -537,7 +537,7 @@ class _ToAst(Transformer_NonRecursive[Token, Any]):
         return self._table(meta, c, True)
 
     def register_decl(self, meta: Any, c: list[Any]) -> ast.RegisterDecl:
-        return ast.RegisterDecl(self.sp(meta), str(c[0]), c[1], c[2])
+        return ast.RegisterDecl(self.sp(meta), str(c[0]), c[1], c[2], c[3] is not None)
 
     def counter_decl(self, meta: Any, c: list[Any]) -> ast.CounterDecl:
         return ast.CounterDecl(self.sp(meta), str(c[0]), c[1], "counter")

@@ -229,7 +229,7 @@ def _decl(d: ast.Decl) -> list[str]:
         case ast.TableDecl():
             return _table(d)
         case ast.RegisterDecl():
-            return [f"register {d.name}: {_type(d.type)}[{_prop_value(d.size)}];"]
+            return [f"register {d.name}: {_type(d.type)}[{_prop_value(d.size)}]{' monotonic' if d.monotonic else ''};"]
         case ast.CounterDecl():
             return [f"{d.kind} {d.name}[{_prop_value(d.size)}];"]
         case ast.ExternDecl():

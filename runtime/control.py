@@ -35,7 +35,8 @@ VERSION = 1
 REQ = struct.Struct("<4sBBHII")
 REP = struct.Struct("<4sBBHII")
 OP = {"hello": 1, "add": 2, "modify": 3, "delete": 4, "read": 5, "dump": 6, "counters": 7, "clear": 8, "start": 9,
-      "hits": 10, "obj_read": 11, "obj_write": 12, "pin": 13, "unpin": 14, "touch": 15, "overdue": 16}
+      "hits": 10, "obj_read": 11, "obj_write": 12, "pin": 13, "unpin": 14, "touch": 15, "overdue": 16,
+      "windows": 17, "window_merge": 18}
 OBJECT_WORDS = {"register": 1, "counter": 2, "meter": 5}  # per index in an OBJ_READ reply
 MAX_RECORDS = 1 << 20
 
@@ -334,6 +335,29 @@ class ControlChannel:
         words = struct.unpack(f"<{len(body) // 8}Q", body)
         k = t.words(t.keys)
         return [t.from_words(words[i * k:(i + 1) * k], t.keys) for i in range(n)]
+
+    def windows(self) -> list[tuple[int, int, int]]:
+        """Every anti-replay window of the program's ESP: (SA number, top, bitmap: bit i says
+        top - i was seen); none when it does no ESP."""
+        out: list[tuple[int, int, int]] = []
+        resume = 0
+        while True:
+            words = struct.unpack_from("<Q", body := self._call("windows", 0, 0, struct.pack("<Q", resume)))
+            resume = words[0]
+            rest = struct.unpack(f"<{len(body) // 8 - 1}Q", body[8:])
+            out += [(rest[i], rest[i + 1], rest[i + 2]) for i in range(0, len(rest), 3)]
+            if resume == 0:
+                return out
+
+    def window_merge(self, windows: Sequence[tuple[int, int, int]]) -> None:
+        """Merge other servers' windows (``windows()``'s records) into this one's: a number
+        seen in either is seen here after (runtime/carry.py)."""
+        for i in range(0, len(windows), 1 << 16):
+            part = windows[i:i + (1 << 16)]
+            if any(not 0 <= v <= _WORD for w in part for v in w):
+                raise InvalidEntry("window_merge: a record is (SA number, top, bitmap) of 64 bits each")
+            flat = [v for w in part for v in w]
+            self._call("window_merge", 0, len(part), struct.pack(f"<{len(flat)}Q", *flat))
 
     def _object(self, name: str) -> ServerObject:
         o = self.objects.get(name)

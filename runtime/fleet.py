@@ -55,6 +55,7 @@ class ServerFleet:
         self.tables = first.tables
         self.objects = first.objects
         self.written: dict[tuple[str, int], int] = {}  # register cells this fleet wrote: their value
+        self.monotonic = {o.name for o in plan.objects if o.monotonic} if plan is not None else set()
         # bucket -> the server that takes it (runtime/steering.py moves buckets)
         self.route = [self.shard.home(b) for b in range(self.shard.buckets)] if self.shard is not None else [0]
         self.down: set[int] = set()  # servers retired: no longer asked anything
@@ -242,13 +243,16 @@ class ServerFleet:
         """Counters: summed over the servers.  Meters: configured alike (the first answers).
         Registers: a cell is what the control plane last wrote (0 from the start), unless a
         packet changed it on a server (its shard's): then that server's value; changed on two
-        servers, it has no single value (an error naming each)."""
+        servers, it has no single value (an error naming each) — unless the register is
+        ``monotonic``: then the highest (a moved cell's new owner starts beyond its old one)."""
         o = self.channels[0]._object(name)
         parts = self._each(f"read {name}", lambda ch: ch.object_read(name, indices))
         if o.kind == "counter":
             return [tuple(map(sum, zip(*cells, strict=True))) for cells in zip(*parts, strict=True)]
         if o.kind == "meter":
             return parts[0]
+        if name in self.monotonic:
+            return [max(cells) for cells in zip(*parts, strict=True)]
         out = []
         for index, cells in zip(indices, zip(*parts, strict=True), strict=True):
             base = (self.written.get((name, index), 0),)

@@ -12,9 +12,13 @@ touched:
 2. the switch steers the buckets to the new owner (one batch);
 3. the fleet routes the buckets' writes there, and the old owner's copies are deleted.
 
-What a server held that packets wrote — state tables, registers, meters' buckets, replay
-windows, port pools — does not move: a move names it (``Move.lost``): the moved buckets' flows
-start afresh on their new server (the old one failed, or keeps a stale copy).
+``monotonic`` registers (a sequence number that is a nonce) are carried forward between steps
+1 and 2 and checked after step 3 (runtime/carry.py): the moved cells start on the new owner
+beyond the old owner's last value, or used up when that is unknown (``Move.must_rekey``); the
+anti-replay windows are merged into the new owners' then and again after the drain.
+Whatever else a server held that packets wrote — state tables, other registers, meters'
+buckets, port pools, a dead server's windows — does not move: a move names it (``Move.lost``): the moved
+buckets' flows start afresh on their new server (the old one failed, or keeps a stale copy).
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from runtime import carry
 from runtime.control import ControlChannel
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry, RuntimeApiError
 from runtime.fleet import ServerFleet
@@ -47,6 +52,9 @@ class Move:
     moved: dict[str, list[tuple[int, ...]]] = field(default_factory=dict)  # split table -> the keys moved
     dead: int | None = None  # a fail-over: the server that stopped answering
     lost: tuple[str, ...] = ()  # the data-plane state that stayed behind (tables, registers, meters)
+    # monotonic register -> cells carried forward; the replay windows' state -> windows merged (runtime/carry.py)
+    carried: dict[str, int] = field(default_factory=dict)
+    must_rekey: dict[str, list[int]] = field(default_factory=dict)  # register -> cells used up (runtime/carry.py)
     stale: dict[int, int] = field(default_factory=dict)  # old owner -> copies it could not delete (it died)
     lost_entries: dict[str, int] = field(default_factory=dict)  # a fail-over: the dead server's state entries
     seconds: float = 0.0
@@ -148,10 +156,11 @@ def steer_all(rt: Runtime, server: int = 0) -> None:
         steer(rt, dict.fromkeys(range(rt.plan.shard.buckets), server))
 
 
-def move(rt: Runtime, moves: Mapping[int, int], drain_s: float = DRAIN_S) -> Move:
+def move(rt: Runtime, moves: Mapping[int, int], drain_s: float = DRAIN_S, margin: int = carry.MARGIN) -> Move:
     """Buckets to new servers (bucket -> server), make-before-break (the module's doc);
     ``drain_s``: how long the old owners keep their copies after the switch steered away (the
-    packets already on their way to them)."""
+    packets already on their way to them); ``margin``: the numbers a monotonic cell's new owner
+    leaves for the packets its old owner may still send (runtime/carry.py)."""
     fleet = _fleet(rt)
     start = time.monotonic()
     n = len(fleet.channels)
@@ -178,6 +187,7 @@ def move(rt: Runtime, moves: Mapping[int, int], drain_s: float = DRAIN_S) -> Mov
                     report.copied[table] = report.copied.get(table, 0) + len(records)
                     report.moved.setdefault(table, []).extend(tuple(r[:fleet.tables[table].key_words])
                                                               for r in records)
+        carried = carry.forward(fleet, rt.plan, moves, old, _records(made), margin)
         steer(rt, moves)  # all or nothing, or SteeringPartlyApplied
     except RuntimeApiError as e:
         if isinstance(e, SteeringPartlyApplied):
@@ -199,9 +209,19 @@ def move(rt: Runtime, moves: Mapping[int, int], drain_s: float = DRAIN_S) -> Mov
         for server, keys in by_old.items():
             if server not in fleet.down and not _drop(fleet.channels[server], table, keys):
                 report.stale[server] = report.stale.get(server, 0) + len(keys)
-    report.lost = rt.plan.shard.state if rt.plan.shard is not None else ()
+    report.carried = carried.count()
+    report.must_rekey = carry.check(fleet, carried, rt.plan)
+    state = rt.plan.shard.state if rt.plan.shard is not None else ()
+    report.lost = tuple(s for s in state if s not in report.carried)
     report.seconds = time.monotonic() - start
     return report
+
+
+def _records(made: Sequence[tuple[int, str, list[list[int]]]]) -> dict[str, list[list[int]]]:
+    out: dict[str, list[list[int]]] = {}
+    for _to, table, records in made:
+        out.setdefault(table, []).extend(records)
+    return out
 
 
 def _put(ch: ControlChannel, table: str, records: list[list[int]], key_words: int) -> None:

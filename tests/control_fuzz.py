@@ -64,8 +64,8 @@ __all__ = ["Model", "Step", "TableModel", "main", "predict", "replay", "run_sess
 MAX_BODY = 64 << 20  # nfc_ctl.h
 MAX_COUNT = 1 << 20
 TIMEOUT_MS = 500  # --control-timeout-ms: abandoned frames are closed this soon
-OK, BAD_REQUEST, BAD_OP, NO_TABLE, READ_ONLY, OUT_OF_RANGE, EXISTS, NOT_FOUND, BUSY, DUPLICATE = \
-    0, 1, 2, 3, 4, 5, 6, 7, 12, 10
+OK, BAD_REQUEST, BAD_OP, NO_TABLE, READ_ONLY, OUT_OF_RANGE, EXISTS, NOT_FOUND, NO_MEMORY, BUSY, DUPLICATE = \
+    0, 1, 2, 3, 4, 5, 6, 7, 9, 12, 10
 WRITES = (OP["add"], OP["modify"], OP["delete"])
 EXAMPLES = ("cgnat", "dsr_router", "vpn_gateway")  # built with --target dpdk: every table on the server
 
@@ -178,6 +178,8 @@ def predict(model: Model, data: bytes) -> Expect:
         return Expect(OK) if table < len(model.tables) and model.tables[table].tracked else Expect(NO_TABLE)
     if op in (OP["obj_read"], OP["obj_write"]):
         return _object_op(model, op, table, count, length, words)
+    if op in (OP["windows"], OP["window_merge"]):
+        return _windows_op(op, count, length, words)
     if not OP["add"] <= op <= OP["clear"]:
         return Expect(BAD_OP)
     if table >= len(model.tables):
@@ -196,6 +198,18 @@ def predict(model: Model, data: bytes) -> Expect:
         return Expect(OK, frozenset({len(t.entries)}))
     records = [words[i * stride:(i + 1) * stride] for i in range(count)]
     return _records(t, op, records)
+
+
+def _windows_op(op: int, count: int, length: int, words: list[int]) -> Expect:
+    """WINDOWS / WINDOW_MERGE of a program without ESP (the fuzzed examples): no windows to
+    list, none that can be made."""
+    if op == OP["windows"]:
+        return Expect(OUT_OF_RANGE) if words and words[0] >> 32 else Expect(OK, frozenset({0}))
+    if count > MAX_COUNT or count * 24 != length:
+        return Expect(BAD_REQUEST)
+    if count == 0:
+        return Expect(OK, frozenset({0}))
+    return Expect(OUT_OF_RANGE if words[0] >> 32 else NO_MEMORY, frozenset({0}))
 
 
 def _object_op(model: Model, op: int, table: int, count: int, length: int, words: list[int]) -> Expect:
@@ -418,6 +432,9 @@ class Generator:
         return self._one([
             lambda: self._frame("read"), lambda: self._frame("dump"), lambda: request(OP["hello"], 0, 0),
             lambda: request(OP["counters"], 0, 0), lambda: request(rnd.choice([0, 10, 255]), table.index, 0),
+            lambda: request(OP["windows"], 0, 0, [rnd.choice([0, 1, 1 << 32])]),
+            lambda: request(OP["window_merge"], 0, rnd.choice([0, 1, 2]),
+                            [rnd.choice([0, 7, 1 << 32]), rnd.getrandbits(64), rnd.getrandbits(64)]),
         ])
 
     def _cuts(self, frames: tuple[bytes, ...]) -> tuple[tuple[int, int], ...]:

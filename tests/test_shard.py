@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections import Counter
+from dataclasses import replace
 from itertools import combinations
 
 import pytest
@@ -27,9 +28,10 @@ from lang import Diagnostics
 from lang.parser import parse_text
 from lang.printer import print_module
 from nfc._build_dir import open_build
+from runtime import carry
 from runtime.api import Runtime
 from runtime.entries import load_entries
-from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
+from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry, RuntimeApiError
 from runtime.fleet import ServerFleet, merge_counters
 from runtime.goal import GoalStore
 from runtime.server_proc import ServerProcess
@@ -139,6 +141,29 @@ def test_without_a_clause_the_compiler_shards_by_the_key_of_the_largest_table_ke
     assert plan["targets"]["shard"]["keys"][0].startswith("meta.k") and len(plan["targets"]["shard"]["keys"]) == 1
     assert plan["resources"]["server"]["servers_carrying"] == 3
     assert {t["name"]: t.get("server", {}).get("shard_fields") for t in plan["tables"]}["big"] == [0]
+
+@pytest.mark.parametrize(("index", "cells_from"), [("x.slot", [["slots", "slot"]]), ("meta.j", [])])
+def test_a_monotonic_register_names_the_split_tables_values_that_index_it(tmp_path, index, cells_from):
+    """``register ... monotonic;`` prints back as written, and plan.json says which split
+    table's value field names the cells a moved bucket takes along (``slots`` is keyed by the
+    shard key: split); indexed by anything else, none (every cell moves)."""
+    text = _program("shard by hash(meta.k);").replace(
+        "stage pick {",
+        "register seq: bit<32>[256] monotonic;\n"
+        "table slots { key { meta.k: exact; } value { slot: bit<8>; } size = 256; }\n"
+        "stage pick {").replace(
+        "  forward(1);\n",
+        f"  lookup slots {{ hit(x) {{ seq[{index}] = seq[{index}] + 1; }} miss {{ drop(no_slot); }} }}\n"
+        "  forward(1);\n")
+    assert print_module(parse_text(text, "t.nfp", Diagnostics())).count("register seq: bit<32>[256] monotonic;") == 1
+    out = tmp_path / "out"
+    r = nfc_cli("build", write(tmp_path, text), "-o", str(out), "--no-verify", "--target", "tofino+dpdk")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((out / "plan.json").read_text())
+    (seq,) = [o for o in plan["objects"] if o["name"] == "seq"]
+    assert (seq["placement"], seq["monotonic"], seq["cells_from"]) == ("server", True, cells_from)
+    assert {t["name"]: t.get("server", {}).get("shard_fields") for t in plan["tables"]}["slots"] == [0]
+
 
 def test_a_key_the_switch_never_sets_before_the_cut_is_a_warning(tmp_path):
     text = _program("shard by hash(meta.k);").replace("meta.k = ipv4.dst[31:24]; ", "")
@@ -354,17 +379,90 @@ def test_a_split_table_puts_each_entry_on_the_server_its_packets_reach(fleet):
 
 
 @needs_dpdk
-def test_a_register_cell_reads_from_the_server_whose_packets_changed_it(fleet):
+@pytest.mark.parametrize("monotonic", [False, True])
+def test_a_register_cell_reads_from_the_server_whose_packets_changed_it(ipsec, monotonic):
+    """A cell changed by one server's packets reads as that server's; changed on two, it has no
+    single value — unless the register is ``monotonic`` (sa_seq as the example declares it):
+    then the highest, which is where a moved cell's new owner goes on from."""
+    plan = load_plan(ipsec)
+    assert plan.object("sa_seq").monotonic
+    if not monotonic:  # the same program as if sa_seq were declared without the keyword
+        plan = replace(plan, objects=tuple(replace(o, monotonic=False, cells_from=()) for o in plan.objects))
+    with ServerProcess(ipsec / "server/nf", ["net_null0"]) as a, ServerProcess(ipsec / "server/nf", ["net_null0"]) as b:
+        seq = Runtime(ipsec, server=ServerFleet([a.control, b.control], plan)).register("sa_seq")
+        seq.write(9, 5)
+        assert [a.control.object_read("sa_seq", [9]), b.control.object_read("sa_seq", [9])] == [[(5,)], [(5,)]]
+        assert seq.read(9) == 5 and seq.read(10) == 0
+        b.control.object_write("sa_seq", [(9, 8)])  # as tunnel 9's packets would, on its GPN
+        assert seq.read(9) == 8
+        a.control.object_write("sa_seq", [(9, 6)])  # and on the other: no single value
+        if monotonic:
+            assert seq.read(9) == 8
+        else:
+            with pytest.raises(InvalidEntry, match=r"sa_seq\[9\] was changed differently on several servers \(6, 8\)"):
+                seq.read(9)
+
+
+@needs_dpdk
+def test_a_monotonic_cell_its_old_owner_ran_past_the_new_start_with_is_used_up(fleet):
+    """runtime/carry.py on its own, the old owner's packets written as its lcore would: the new
+    owner starts at the old value + the margin; an old owner that went on past that (more
+    packets before the steering flipped than the margin) leaves the cell used up on the new
+    owner and named, as does a start that would pass 2^32 - 1."""
     rt, a, b = fleet
-    seq = rt.register("sa_seq")
-    seq.write(9, 5)
-    assert [a.control.object_read("sa_seq", [9]), b.control.object_read("sa_seq", [9])] == [[(5,)], [(5,)]]
-    assert seq.read(9) == 5 and seq.read(10) == 0
-    b.control.object_write("sa_seq", [(9, 8)])  # as tunnel 9's packets would, on its GPN
-    assert seq.read(9) == 8
-    a.control.object_write("sa_seq", [(9, 6)])  # and on the other: no single value
-    with pytest.raises(InvalidEntry, match=r"sa_seq\[9\] was changed differently on several servers \(6, 8\)"):
-        seq.read(9)
+    rt.table("outbound_sa").add_many([_SA, {**_SA, "meta_tunnel": 11, "seq_index": 11}])
+    (rec,) = b.control.dump("outbound_sa")  # tunnel 11's, on GPN 1
+    f = rt.server
+    bucket = f.bucket("outbound_sa", rec)
+    for last, margin, start, after, bad in [(40, 10, 50, 49, {}), (40, 10, 50, 50, {"sa_seq": [11]}),
+                                           (0xFFFFFFF9, 10, 0xFFFFFFFF, 0xFFFFFFF9, {"sa_seq": [11]})]:
+        b.control.object_write("sa_seq", [(11, last)])
+        a.control.object_write("sa_seq", [(11, 3)])
+        carried = carry.forward(f, rt.plan, {bucket: 0}, {bucket: 1}, {"outbound_sa": [list(rec)]}, margin)
+        assert carried.count() == {"sa_seq": 1, "replay_check state": 0}
+        assert a.control.object_read("sa_seq", [9, 11]) == [(0,), (start,)]
+        b.control.object_write("sa_seq", [(11, after)])  # what GPN 1 sent before the switch steered away
+        assert carry.check(f, carried, rt.plan) == bad
+        assert a.control.object_read("sa_seq", [11]) == [(0xFFFFFFFF if bad else start,)]
+
+
+@needs_dpdk
+def test_replay_windows_read_and_merge_over_the_control_channel(ipsec):
+    """WINDOWS / WINDOW_MERGE (docs/control.md): a merged window holds every number either
+    window saw, aligned at the higher top (RFC 4303 Appendix A's bit i = top - i); a window
+    64 or more behind adds nothing; 50,000 windows come back over two pages; a bad SA number
+    is refused."""
+    with ServerProcess(ipsec / "server/nf", ["net_null0"]) as a:
+        ch = a.control
+        assert ch.windows() == []
+        ch.window_merge([(5, 100, 0b1011), (7, 3, 1)])
+        assert sorted(ch.windows()) == [(5, 100, 0b1011), (7, 3, 1)]
+        ch.window_merge([(5, 102, 1), (7, 2, 1)])  # 5: theirs ahead by 2; 7: theirs one behind
+        assert sorted(ch.windows()) == [(5, 102, (0b1011 << 2) | 1), (7, 3, 0b11)]
+        ch.window_merge([(5, 38, 1), (5, 39, 1)])  # 38 is 64 behind 102: out of the window; 39 is its oldest
+        assert sorted(ch.windows())[0] == (5, 102, (0b1011 << 2) | 1 | (1 << 63))
+        with pytest.raises(RuntimeApiError, match="below 2"):
+            ch.window_merge([(1 << 32, 1, 1)])
+        ch.window_merge([(1000 + i, i, 1) for i in range(50_000)])
+        got = ch.windows()
+        assert len(got) == 50_002 and len(set(got)) == 50_002 and (1000 + 49_999, 49_999, 1) in got
+
+
+@needs_dpdk
+def test_a_monotonic_register_indexed_otherwise_moves_every_cell(ipsec):
+    """A monotonic register whose index the compiler cannot tie to a split table's value
+    (``cells_from`` empty) moves every cell with every bucket: the new owner's each beyond the
+    old owner's (the 64,000 cells in chunks)."""
+    plan = load_plan(ipsec)
+    plan = replace(plan, objects=tuple(replace(o, cells_from=()) for o in plan.objects))
+    with ServerProcess(ipsec / "server/nf", ["net_null0"]) as a, ServerProcess(ipsec / "server/nf", ["net_null0"]) as b:
+        f = ServerFleet([a.control, b.control], plan)
+        b.control.object_write("sa_seq", [(0, 5), (63999, 7)])
+        a.control.object_write("sa_seq", [(1, 1 << 20)])
+        carried = carry.forward(f, plan, {200: 0}, {200: 1}, {}, 100)
+        assert carried.count() == {"sa_seq": 64000, "replay_check state": 0}
+        assert a.control.object_read("sa_seq", [0, 1, 2, 63999]) == [(105,), ((1 << 20) + 100,), (100,), (107,)]
+        assert carry.check(f, carried, plan) == {}
 
 
 @needs_dpdk
@@ -442,7 +540,10 @@ def test_a_dead_gpn_is_detected_and_its_tunnels_move_to_the_other_entries_first(
             assert (report.dead, report.to, report.buckets) == (1, (0,), {0: 128}) and rt.check_servers() == []
             assert report.copied == {"outbound_sa": 1} and [k[0] for k in report.moved["outbound_sa"]] == [11]
             assert sorted(r[0] for r in a.control.dump("outbound_sa")) == [9, 11]
-            assert report.lost == ("sa_seq", "replay_check state")  # the sequence numbers, the replay windows
+            assert report.lost == ("replay_check state",)  # the replay windows; sa_seq is carried forward:
+            # GPN 1's count died with it, so tunnel 11's slot on GPN 0 is used up until IKE rekeys
+            assert report.carried == {"sa_seq": 1} and report.must_rekey == {"sa_seq": [11]}
+            assert a.control.object_read("sa_seq", [9, 11]) == [(0,), (0xFFFFFFFF,)]
             assert (port_of(9), port_of(11)) == (32, 32)
             assert rt.table("outbound_sa").read(meta_tunnel=11)["seq_index"] == 11  # asked of GPN 0 now
             with ServerProcess(nf, ["net_null0"]) as c:  # GPN 1 replaced
@@ -496,9 +597,14 @@ def test_a_server_removed_without_a_goal_hands_its_entries_over_before_its_packe
             (tmp_path / "e.json").write_text(json.dumps(esp._entries()))
             rt.load(load_entries(tmp_path / "e.json"))
             assert [r[0] for r in b.control.dump("outbound_sa")] == [11]
+            b.control.object_write("sa_seq", [(11, 1000)])  # tunnel 11 sent 1000 packets on GPN 1
+            a.control.object_write("sa_seq", [(11, 3)])  # and, long ago, 3 on GPN 0
             report = rt.remove_server(1)
             assert report.buckets == {0: 128} and report.copied == {"outbound_sa": 1}
-            assert report.lost == ("sa_seq", "replay_check state")
+            assert report.lost == ()  # the sequence slot and the replay windows go along
+            # GPN 0 goes on from beyond GPN 1's last number, the margin left for what GPN 1 still sent
+            assert report.carried == {"sa_seq": 1, "replay_check state": 0} and report.must_rekey == {}
+            assert a.control.object_read("sa_seq", [9, 11]) == [(0,), (1000 + carry.MARGIN,)]
             assert sorted(r[0] for r in a.control.dump("outbound_sa")) == [9, 11]
             assert b.control.dump("outbound_sa") == []
             ports = {t: sw.model.process(esp._tenant(t, 1), esp.VNET_PORT).port for t in (9, 11)}

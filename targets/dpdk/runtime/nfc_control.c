@@ -34,6 +34,7 @@
 #include <rte_lcore.h>
 
 #include "nfc_ctl.h"
+#include "nfc_esp.h"
 #include "nfc_rt.h"
 
 #define MAX_ALLOW 16        /* --control-allow-uid flags */
@@ -387,6 +388,44 @@ static void object(struct client *c, struct nfc_object *o)
     free(out);
 }
 
+/* WINDOWS and WINDOW_MERGE: the anti-replay windows (nfc_esp.h). */
+static void replay_windows(struct client *c)
+{
+    const struct nfc_ctl_req *q = &c->q;
+    uint32_t bad = 0;
+    if (q->op == NFC_OP_WINDOW_MERGE) {
+        if (q->count > NFC_CTL_MAX_COUNT || (uint64_t)q->count * 24 != q->length) {
+            fail(c, NFC_E_BAD_REQUEST, 0, "the body is not `count` records (SA number, top, bitmap)");
+            return;
+        }
+        for (; bad < q->count; bad++) {
+            const uint64_t *r = c->body + 3 * bad;
+            if (r[0] > UINT32_MAX) {
+                fail(c, NFC_E_OUT_OF_RANGE, bad, "an SA number is below 2^32");
+                return;
+            }
+            if (nfc_replay_merge((uint32_t)r[0], r[1], r[2]) != 0) {
+                fail(c, NFC_E_NO_MEMORY, bad, "no window for the SA (no ESP here, or every window is taken)");
+                return;
+            }
+        }
+        reply(c, NFC_OK, q->count, NULL, 0);
+        return;
+    }
+    uint64_t from = q->length >= 8 ? c->body[0] : 0;
+    uint32_t max = (NFC_CTL_MAX_PAGE - 8) / 24;
+    uint64_t *page = from > UINT32_MAX ? NULL : malloc(8 + (size_t)max * 24);
+    if (page == NULL) {
+        fail(c, from > UINT32_MAX ? NFC_E_OUT_OF_RANGE : NFC_E_NO_MEMORY, 0,
+             from > UINT32_MAX ? "a WINDOWS position is below 2^32" : "no memory for the reply");
+        return;
+    }
+    uint32_t next = (uint32_t)from, n = nfc_replay_windows(&next, max, page + 1);
+    page[0] = n == max ? next : 0;
+    reply(c, NFC_OK, n, page, 8 + n * 24);
+    free(page);
+}
+
 /* PIN, UNPIN, TOUCH, OVERDUE of a switch-cached data-plane state (nfc_state.h). */
 static void pinned(struct client *c, struct nfc_table *tb)
 {
@@ -481,6 +520,8 @@ static void serve(struct client *c)
             object(c, &nfc_objects[q->table]);
         else
             fail(c, NFC_E_NO_TABLE, 0, "no such register, counter or meter");
+    } else if (q->op == NFC_OP_WINDOWS || q->op == NFC_OP_WINDOW_MERGE) {
+        replay_windows(c);
     } else if ((q->op < NFC_OP_ADD || q->op > NFC_OP_CLEAR) && q->op != NFC_OP_HITS &&
                (q->op < NFC_OP_PIN || q->op > NFC_OP_OVERDUE)) {
         fail(c, NFC_E_BAD_OP, 0, "unknown operation");

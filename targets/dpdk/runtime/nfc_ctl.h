@@ -77,6 +77,11 @@ enum nfc_ctl_op {
     NFC_OP_UNPIN = 14,   /* body: keys; index: how many were pinned (the others are left alone) */
     NFC_OP_TOUCH = 15,   /* records: key, then u64 ns since its last hit on the switch; index: how many found */
     NFC_OP_OVERDUE = 16, /* reply: the keys of pinned entries whose timer has run out (one page at most) */
+    /* The anti-replay windows of ESP (nfc_esp.h; `table` unused): */
+    NFC_OP_WINDOWS = 17, /* body: u64 position (< 2^32), 0 to start; reply: u64 next (0: done), then a page of
+                            records (SA number, top, bitmap); index: the records */
+    NFC_OP_WINDOW_MERGE = 18, /* records (SA number < 2^32, top, bitmap), each merged into the SA's window;
+                                 NO_MEMORY: a window could not be made (those before it are merged) */
 };
 
 enum nfc_ctl_status {

@@ -397,6 +397,44 @@ int nfc_replay_check(uint64_t sa, uint64_t seq)
     return ok;
 }
 
+uint32_t nfc_replay_windows(uint32_t *next, uint32_t max, uint64_t *out)
+{
+    uint32_t n = 0;
+    const void *key;
+    void *data;
+    if (windows == NULL)
+        return 0;
+    rte_spinlock_lock(&writer); /* no window added meanwhile: rte_hash_iterate is not safe against adds */
+    while (n < max && rte_hash_iterate(windows, &key, &data, next) >= 0) {
+        struct window *w = data;
+        rte_spinlock_lock(&w->lock);
+        out[3 * n] = *(const uint32_t *)key;
+        out[3 * n + 1] = w->top;
+        out[3 * n + 2] = w->bitmap;
+        rte_spinlock_unlock(&w->lock);
+        n++;
+    }
+    rte_spinlock_unlock(&writer);
+    return n;
+}
+
+int nfc_replay_merge(uint32_t sa, uint64_t top, uint64_t bitmap)
+{
+    struct window *w = windows == NULL ? NULL : window_of(sa);
+    if (w == NULL)
+        return -1;
+    rte_spinlock_lock(&w->lock);
+    if (top > w->top) { /* theirs is ahead: ours slides to it */
+        uint64_t shift = top - w->top;
+        w->bitmap = (shift < 64 ? w->bitmap << shift : 0) | bitmap;
+        w->top = top;
+    } else if (w->top - top < 64) {
+        w->bitmap |= bitmap << (w->top - top);
+    }
+    rte_spinlock_unlock(&w->lock);
+    return 0;
+}
+
 uint64_t nfc_esn_high(uint64_t sa, uint64_t seql)
 {
     uint32_t key = (uint32_t)sa;

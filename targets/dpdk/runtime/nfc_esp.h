@@ -75,4 +75,14 @@ int nfc_replay_check(uint64_t sa, uint64_t seq);
  * are seql, inferred from its window (which does not move); compiler/interp/state.py's esn_high. */
 uint64_t nfc_esn_high(uint64_t sa, uint64_t seql);
 
+/* The windows, for a server that takes over SAs (runtime/carry.py): at most `max` from
+ * position *next (0 to start; rte_hash_iterate's), as records (SA number, top, bitmap) in out;
+ * how many.  None when the program does no ESP. */
+uint32_t nfc_replay_windows(uint32_t *next, uint32_t max, uint64_t *out);
+
+/* Merge what another server's window of SA sa saw: afterwards a number is seen here if it was
+ * seen in either (the window's top the higher of the two).  0; -1: no window could be made
+ * (the program does no ESP, or NFC_REPLAY_SAS windows exist). */
+int nfc_replay_merge(uint32_t sa, uint64_t top, uint64_t bitmap);
+
 #endif

@@ -78,17 +78,17 @@ struct nfc_table nfc_tables[2] = {
     },
 };
 
-/* register sa_seq: bit<32>[64000], examples/ipsec_gateway.nfp:183 */
+/* register sa_seq: bit<32>[64000], examples/ipsec_gateway.nfp:186 */
 static uint64_t nfc_reg_sa_seq[64000];
 
 const int nfc_nobjects = 1;
 
 /* the registers, counters and meters above, as the control channel serves them */
 struct nfc_object nfc_objects[1] = {
-    /* sa_seq, examples/ipsec_gateway.nfp:183 */
+    /* sa_seq, examples/ipsec_gateway.nfp:186 */
     {
         .name = "sa_seq",
-        .src = "examples/ipsec_gateway.nfp:183",
+        .src = "examples/ipsec_gateway.nfp:186",
         .kind = NFC_REGISTER,
         .size = 64000u,
         .width = 32u,
@@ -144,9 +144,9 @@ int nfc_run(struct nfc_pkt *p)
         return NFC_CONTINUE;
     }
     if (p->cut == 3u) {
-        /* stage esp_outbound, examples/ipsec_gateway.nfp:188 */
+        /* stage esp_outbound, examples/ipsec_gateway.nfp:191 */
         {
-            /* lookup outbound_sa, examples/ipsec_gateway.nfp:189 */
+            /* lookup outbound_sa, examples/ipsec_gateway.nfp:192 */
             void * hit3 = NULL;
             int found3 = nfc_kept_answer(p, 1, &hit3);
             if (found3 < 0) {
@@ -171,7 +171,7 @@ int nfc_run(struct nfc_pkt *p)
                 p->meta[1] = ((nfc_reg_get(nfc_reg_sa_seq, 0xfa00u, p->res[11]) + 1ull) & 0xffffffffull) & 0xffffffffull;
                 nfc_reg_set(nfc_reg_sa_seq, 0xfa00u, p->res[11], p->meta[1] & 0xffffffffull);
                 {
-                    /* esp_encrypt, examples/ipsec_gateway.nfp:196 */
+                    /* esp_encrypt, examples/ipsec_gateway.nfp:199 */
                     uint64_t ea5_0 = p->res[6];
                     uint64_t ea5_1 = p->meta[1];
                     nfc_u128 ea5_2 = NFC_U128(p->res[8], p->res[7]);

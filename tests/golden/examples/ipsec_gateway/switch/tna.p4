@@ -218,13 +218,13 @@ parser IngressParser(
         }
     }
 
-    // pipeline inbound, examples/ipsec_gateway.nfp:225
+    // pipeline inbound, examples/ipsec_gateway.nfp:228
     state nfc_enter_inbound {
         meta.nfc_pipeline = 8w1;
         transition from_internet__start;
     }
 
-    // pipeline outbound, examples/ipsec_gateway.nfp:232
+    // pipeline outbound, examples/ipsec_gateway.nfp:235
     state nfc_enter_outbound {
         meta.nfc_pipeline = 8w2;
         transition from_vnet__start;
@@ -469,14 +469,14 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash2;
 
-    // a bucket moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:253
+    // a bucket moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:256
     action nfc_steer_to(bit<16> v_port) {
         meta.nfc_egress = v_port;
         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
         meta.nfc_forwarded = 1w1;
     }
 
-    // steering of bridge #1: bucket -> server port when moved, examples/ipsec_gateway.nfp:253
+    // steering of bridge #1: bucket -> server port when moved, examples/ipsec_gateway.nfp:256
     table nfc_steer1 {
         key = {
             meta.nfc_bucket : exact @name("bucket");
@@ -515,7 +515,7 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash4;
 
-    // steering of bridge #3: bucket -> server port when moved, examples/ipsec_gateway.nfp:253
+    // steering of bridge #3: bucket -> server port when moved, examples/ipsec_gateway.nfp:256
     table nfc_steer3 {
         key = {
             meta.nfc_bucket : exact @name("bucket");
@@ -528,13 +528,13 @@ control Ingress(
         size = 256;
     }
 
-    // entry of table internet_routes, examples/ipsec_gateway.nfp:202
+    // entry of table internet_routes, examples/ipsec_gateway.nfp:205
     action internet_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.internet_routes__port = v_port;
         meta.internet_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table internet_routes, examples/ipsec_gateway.nfp:202
+    // table internet_routes, examples/ipsec_gateway.nfp:205
     table internet_routes {
         key = {
             meta.nfc_rd_outer__dst : lpm @name("outer_dst");
@@ -671,7 +671,7 @@ control Ingress(
                 hdr.nfc_bridge1.v_outer = (bit<1>)hdr.outer.isValid();
                 hdr.nfc_bridge1.v_esp = (bit<1>)hdr.esp.isValid();
                 hdr.nfc_bridge1.pad = 5w0;
-                // shard by hash: examples/ipsec_gateway.nfp:253
+                // shard by hash: examples/ipsec_gateway.nfp:256
                 meta.nfc_hash2 = nfc_hash2.get({meta.tunnel});
                 meta.nfc_bucket = meta.nfc_hash2[15:8];
                 if (meta.nfc_hash2 >= 16w0x8000) {
@@ -717,7 +717,7 @@ control Ingress(
                 hdr.nfc_bridge3.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
                 hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
                 hdr.nfc_bridge3.pad = 6w0;
-                // shard by hash: examples/ipsec_gateway.nfp:253
+                // shard by hash: examples/ipsec_gateway.nfp:256
                 meta.nfc_hash4 = nfc_hash4.get({meta.tunnel});
                 meta.nfc_bucket = meta.nfc_hash4[15:8];
                 if (meta.nfc_hash4 >= 16w0x8000) {
@@ -733,7 +733,7 @@ control Ingress(
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage route_out, examples/ipsec_gateway.nfp:211
+                // stage route_out, examples/ipsec_gateway.nfp:214
                 meta.nfc_rd_outer__dst = 32w0;
                 if (hdr.outer.isValid()) {
                     meta.nfc_rd_outer__dst = hdr.outer.dst;

@@ -218,13 +218,13 @@ parser NfcParser(
         }
     }
 
-    // pipeline inbound, examples/ipsec_gateway.nfp:225
+    // pipeline inbound, examples/ipsec_gateway.nfp:228
     state nfc_enter_inbound {
         meta.nfc_pipeline = 8w1;
         transition from_internet__start;
     }
 
-    // pipeline outbound, examples/ipsec_gateway.nfp:232
+    // pipeline outbound, examples/ipsec_gateway.nfp:235
     state nfc_enter_outbound {
         meta.nfc_pipeline = 8w2;
         transition from_vnet__start;
@@ -474,14 +474,14 @@ control NfcIngress(
     // meter tunnel_in_rate, examples/ipsec_gateway.nfp:73
     meter(32w64000, MeterType.bytes) tunnel_in_rate;
 
-    // a bucket moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:253
+    // a bucket moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:256
     action nfc_steer_to(bit<16> v_port) {
         meta.nfc_egress = v_port;
         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
         meta.nfc_forwarded = 1w1;
     }
 
-    // steering of bridge #1: bucket -> server port when moved, examples/ipsec_gateway.nfp:253
+    // steering of bridge #1: bucket -> server port when moved, examples/ipsec_gateway.nfp:256
     table nfc_steer1 {
         key = {
             meta.nfc_bucket : exact @name("bucket");
@@ -518,7 +518,7 @@ control NfcIngress(
     // meter tunnel_out_rate, examples/ipsec_gateway.nfp:154
     meter(32w64000, MeterType.bytes) tunnel_out_rate;
 
-    // steering of bridge #3: bucket -> server port when moved, examples/ipsec_gateway.nfp:253
+    // steering of bridge #3: bucket -> server port when moved, examples/ipsec_gateway.nfp:256
     table nfc_steer3 {
         key = {
             meta.nfc_bucket : exact @name("bucket");
@@ -531,13 +531,13 @@ control NfcIngress(
         size = 256;
     }
 
-    // entry of table internet_routes, examples/ipsec_gateway.nfp:202
+    // entry of table internet_routes, examples/ipsec_gateway.nfp:205
     action internet_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.internet_routes__port = v_port;
         meta.internet_routes__next_hop_mac = v_next_hop_mac;
     }
 
-    // table internet_routes, examples/ipsec_gateway.nfp:202
+    // table internet_routes, examples/ipsec_gateway.nfp:205
     table internet_routes {
         key = {
             meta.nfc_rd_outer__dst : lpm @name("outer_dst");
@@ -679,7 +679,7 @@ control NfcIngress(
                 hdr.nfc_bridge1.v_outer = (bit<1>)hdr.outer.isValid();
                 hdr.nfc_bridge1.v_esp = (bit<1>)hdr.esp.isValid();
                 hdr.nfc_bridge1.pad = 5w0;
-                // shard by hash: examples/ipsec_gateway.nfp:253
+                // shard by hash: examples/ipsec_gateway.nfp:256
                 hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                 meta.nfc_bucket = meta.nfc_hash2[15:8];
                 if (meta.nfc_hash2 >= 16w0x8000) {
@@ -722,7 +722,7 @@ control NfcIngress(
                 hdr.nfc_bridge3.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
                 hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
                 hdr.nfc_bridge3.pad = 6w0;
-                // shard by hash: examples/ipsec_gateway.nfp:253
+                // shard by hash: examples/ipsec_gateway.nfp:256
                 hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                 meta.nfc_bucket = meta.nfc_hash4[15:8];
                 if (meta.nfc_hash4 >= 16w0x8000) {
@@ -738,7 +738,7 @@ control NfcIngress(
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {
-                // stage route_out, examples/ipsec_gateway.nfp:211
+                // stage route_out, examples/ipsec_gateway.nfp:214
                 meta.nfc_rd_outer__dst = 32w0;
                 if (hdr.outer.isValid()) {
                     meta.nfc_rd_outer__dst = hdr.outer.dst;

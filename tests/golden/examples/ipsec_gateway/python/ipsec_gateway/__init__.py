@@ -167,7 +167,7 @@ class InternetRoutesValues(NamedTuple):
 
 
 class InternetRoutes(Table):
-    """table internet_routes (examples/ipsec_gateway.nfp:202): lpm match, 16000 entries.
+    """table internet_routes (examples/ipsec_gateway.nfp:205): lpm match, 16000 entries.
 
     outer_dst: bit<32>, lpm (value/prefix-length or (value, length))
     """

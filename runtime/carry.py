@@ -1,0 +1,163 @@
+"""``monotonic`` registers carried forward when buckets move between servers (runtime/steering.py).
+
+A monotonic register's cell only goes forward: the IPsec gateway's ``sa_seq`` is an SA's
+sequence number and AES-GCM nonce, and a tunnel moved to another GPN must not send a number
+its old GPN sent (RFC 4303 §3.3.3; a GCM nonce used twice under one key gives the key away).
+Before the switch steers the buckets away (``forward``), each cell they take along — the
+moved entries' values of the plan's ``cells_from`` fields, or every cell when the compiler
+could not tie the index to a split table — is written on its new owner as
+
+    min(max(old owner's value, new owner's value) + margin, 2^w - 1)
+
+so that the new owner starts beyond every number the old one sent or will send in the
+``margin`` packets it may still take before the steering flips and its queue drains.  After
+the drain (``check``), the old owner's last value is read again: one that reached the new
+owner's start means numbers may repeat (``overrun``), and the new owner's cell is set to
+2^w − 1.  A cell whose old owner is dead (a fail-over) cannot be read and is set to 2^w − 1
+as well.  At 2^w − 1 the program treats the cell as used up (the IPsec gateway drops
+``sa_seq_exhausted``) until the control plane rekeys (docs/examples.md): both cases are named
+in ``Move.must_rekey``.
+
+The anti-replay windows go along too (``replay_check``'s state, shared by ``replay_check_esn``
+and ``esn_high``): every window of each old owner is merged into the new owner's (WINDOW_MERGE:
+a number seen by either counts as seen) before the steering flips, and again after the drain.
+Merging every window, not only the moved tunnels' (the inbound SAs are not split, so which SA
+number is whose is not known here), is safe: a number marked seen was received by the
+gateway.  A dead old owner's windows died with it: its moved SAs' windows start from what the
+new owner holds (``Move.lost`` keeps naming them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from contextlib import suppress
+from dataclasses import dataclass, field
+
+from compiler.manifest import ObjectInfo, ObjectPlacement, Plan
+from runtime.control import ControlChannel
+from runtime.errors import RuntimeApiError
+from runtime.fleet import ServerFleet
+
+__all__ = ["MARGIN", "WINDOW_STATE", "Carried", "check", "forward", "monotonic_registers"]
+
+MARGIN = 1 << 16  # numbers left between the old owner's last read and the new owner's start
+_CHUNK = 1 << 14  # cells per OBJ_READ / OBJ_WRITE
+# plan.json targets.shard.state's names of the windows' state (stdlib/ops.nfp's externs that share them)
+WINDOW_STATE = frozenset({"replay_check state", "replay_check_esn state", "esn_high state"})
+
+
+@dataclass
+class Carried:
+    """The cells one move carried forward: per register, (old owner, new owner) -> cell -> the
+    new owner's start."""
+
+    starts: dict[str, dict[tuple[int, int], dict[int, int]]] = field(default_factory=dict)
+    windows: dict[tuple[int, int], int] = field(default_factory=dict)  # (old, new owner) -> windows merged
+    window_state: tuple[str, ...] = ()  # the plan's names of the windows' state
+    windows_lost: bool = False  # an old owner was dead, or died: its windows could not all be merged
+
+    def count(self) -> dict[str, int]:
+        """Per register, the cells carried; per name of the windows' state, the windows merged
+        (unless some could not be)."""
+        windows = {} if self.windows_lost else dict.fromkeys(self.window_state, sum(self.windows.values()))
+        return {r: sum(len(c) for c in by.values()) for r, by in self.starts.items()} | windows
+
+
+def monotonic_registers(plan: Plan) -> list[ObjectInfo]:
+    return [o for o in plan.objects if o.monotonic and o.placement in (ObjectPlacement.SERVER, ObjectPlacement.BOTH)]
+
+
+def forward(fleet: ServerFleet, plan: Plan, moves: Mapping[int, int], old: Mapping[int, int],
+            moved: Mapping[str, Sequence[Sequence[int]]], margin: int = MARGIN) -> Carried:
+    """Each cell the moving buckets take along, started on its new owner beyond its old owner's
+    value (the module's doc); ``moved``: per split table, the moved entries' records (key
+    fields, then values)."""
+    carried = Carried(window_state=tuple(s for s in plan.shard.state if s in WINDOW_STATE) if plan.shard else ())
+    if carried.window_state:
+        for pair in {(old[b], to) for b, to in moves.items()}:
+            _merge(fleet, pair, carried)
+    for o in monotonic_registers(plan):
+        top = (1 << o.width) - 1
+        pairs = _cells(fleet, plan, o, moves, old, moved)
+        starts = carried.starts.setdefault(o.name, {})
+        for (frm, to), cell_set in pairs.items():
+            cells = sorted(cell_set)
+            before = dict(zip(cells, _read(fleet.channels[to], o.name, cells), strict=True))
+            if frm in fleet.down:
+                start = dict.fromkeys(cells, top)
+            else:
+                was = _read(fleet.channels[frm], o.name, cells)
+                start = {c: min(max(v, before[c]) + margin, top) for c, v in zip(cells, was, strict=True)}
+            _write(fleet.channels[to], o.name, {c: v for c, v in start.items() if v > before[c]})
+            starts[(frm, to)] = start
+    return carried
+
+
+def check(fleet: ServerFleet, carried: Carried, plan: Plan) -> dict[str, list[int]]:
+    """After the drain: the windows merged again, and the cells to rekey, per register — a dead
+    old owner's (its count unknown: also one that died since ``forward``), and those whose old
+    owner went on to the new owner's start (``overrun``: numbers may repeat); the new owner's
+    copy of each is set to 2^w − 1.  Raises nothing: a server that stopped answering counts as
+    dead (a new owner's cells then went with it)."""
+    out: dict[str, list[int]] = {}
+    for pair in list(carried.windows):
+        try:
+            _merge(fleet, pair, carried)
+        except RuntimeApiError:
+            carried.windows_lost = True
+    for name, by in carried.starts.items():
+        info = plan.object(name)
+        assert info is not None
+        top = (1 << info.width) - 1
+        for (frm, to), start in by.items():
+            cells = sorted(start)
+            used_up = [c for c in cells if start[c] == top]  # a dead old owner's, or too close to the top
+            try:
+                last = _read(fleet.channels[frm], name, cells) if frm not in fleet.down else [top] * len(cells)
+            except RuntimeApiError:
+                last = [top] * len(cells)  # it died meanwhile: what it sent is unknown
+            overrun = [c for c, v in zip(cells, last, strict=True) if start[c] < top and v >= start[c]]
+            if overrun and to not in fleet.down:
+                with suppress(RuntimeApiError):
+                    _write(fleet.channels[to], name, dict.fromkeys(overrun, top))
+            out.setdefault(name, []).extend(used_up + overrun)
+    return {n: sorted(set(c)) for n, c in out.items() if c}
+
+
+def _merge(fleet: ServerFleet, pair: tuple[int, int], carried: Carried) -> None:
+    frm, to = pair
+    if frm in fleet.down:
+        carried.windows_lost = True
+        return
+    windows = fleet.channels[frm].windows()
+    if to not in fleet.down:
+        fleet.channels[to].window_merge(windows)
+    carried.windows[pair] = len(windows)
+
+
+def _cells(fleet: ServerFleet, plan: Plan, o: ObjectInfo, moves: Mapping[int, int], old: Mapping[int, int],
+           moved: Mapping[str, Sequence[Sequence[int]]]) -> dict[tuple[int, int], set[int]]:
+    """(old owner, new owner) -> the cells its moved buckets take along."""
+    out: dict[tuple[int, int], set[int]] = {}
+    if not o.cells_from:  # the index is not a split table's value: every cell goes with every bucket
+        for b, to in moves.items():
+            out.setdefault((old[b], to), set()).update(range(o.size))
+        return out
+    for table, fld in o.cells_from:
+        s = plan.table(table)
+        at = fleet.tables[table].key_words + [v.name for v in s.values].index(fld)
+        for r in moved.get(table, ()):
+            b = fleet.bucket(table, r)
+            if b in moves and 0 <= r[at] < o.size:
+                out.setdefault((old[b], moves[b]), set()).add(r[at])
+    return out
+
+
+def _read(ch: ControlChannel, name: str, cells: Sequence[int]) -> list[int]:
+    return [v[0] for i in range(0, len(cells), _CHUNK) for v in ch.object_read(name, cells[i:i + _CHUNK])]
+
+
+def _write(ch: ControlChannel, name: str, values: Mapping[int, int]) -> None:
+    records = [[c, v] for c, v in sorted(values.items())]
+    for i in range(0, len(records), _CHUNK):
+        ch.object_write(name, records[i:i + _CHUNK])
