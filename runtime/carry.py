@@ -38,7 +38,7 @@ from runtime.control import ControlChannel
 from runtime.errors import RuntimeApiError
 from runtime.fleet import ServerFleet
 
-__all__ = ["MARGIN", "WINDOW_STATE", "Carried", "check", "forward", "monotonic_registers"]
+__all__ = ["MARGIN", "WINDOW_STATE", "Carried", "check", "forward", "monotonic_registers", "write_cells"]
 
 MARGIN = 1 << 16  # numbers left between the old owner's last read and the new owner's start
 _CHUNK = 1 << 14  # cells per OBJ_READ / OBJ_WRITE
@@ -88,7 +88,7 @@ def forward(fleet: ServerFleet, plan: Plan, moves: Mapping[int, int], old: Mappi
             else:
                 was = _read(fleet.channels[frm], o.name, cells)
                 start = {c: min(max(v, before[c]) + margin, top) for c, v in zip(cells, was, strict=True)}
-            _write(fleet.channels[to], o.name, {c: v for c, v in start.items() if v > before[c]})
+            write_cells(fleet.channels[to], o.name, {c: v for c, v in start.items() if v > before[c]})
             starts[(frm, to)] = start
     return carried
 
@@ -119,7 +119,7 @@ def check(fleet: ServerFleet, carried: Carried, plan: Plan) -> dict[str, list[in
             overrun = [c for c, v in zip(cells, last, strict=True) if start[c] < top and v >= start[c]]
             if overrun and to not in fleet.down:
                 with suppress(RuntimeApiError):
-                    _write(fleet.channels[to], name, dict.fromkeys(overrun, top))
+                    write_cells(fleet.channels[to], name, dict.fromkeys(overrun, top))
             out.setdefault(name, []).extend(used_up + overrun)
     return {n: sorted(set(c)) for n, c in out.items() if c}
 
@@ -157,7 +157,8 @@ def _read(ch: ControlChannel, name: str, cells: Sequence[int]) -> list[int]:
     return [v[0] for i in range(0, len(cells), _CHUNK) for v in ch.object_read(name, cells[i:i + _CHUNK])]
 
 
-def _write(ch: ControlChannel, name: str, values: Mapping[int, int]) -> None:
+def write_cells(ch: ControlChannel, name: str, values: Mapping[int, int]) -> None:
+    """Register cells (cell -> value) on one server, in chunks."""
     records = [[c, v] for c, v in sorted(values.items())]
     for i in range(0, len(records), _CHUNK):
         ch.object_write(name, records[i:i + _CHUNK])

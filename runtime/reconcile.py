@@ -13,7 +13,12 @@ table (issue 14, item 5).
   drops the rest, instead of emptying the cache.
 
 The server is repaired before the switch cache that is in front of it (an entry on the
-server before it is cached).  Each meter's indices are set to the rates the goal holds (and
+server before it is cached).  An entry a server lacks that names a cell of a ``monotonic``
+register (``cells_from``: the IPsec gateway's outbound SA and its ``sa_seq`` slot) is taken to
+have been lost with the server's state (a restarted program starts every cell at 0): before
+the entry is added, its cell there is set to 2^w − 1, used up until the control plane rekeys
+(RFC 4303 §3.3.3: a sender whose counter was reset needs a new SA), and ``Repair.used_up``
+names it.  Each meter's indices are set to the rates the goal holds (and
 reset where it holds none), on each side that keeps the meter.  Data-plane state (state
 tables, registers, counters) is not in the goal: the data plane writes it.
 """
@@ -21,11 +26,12 @@ tables, registers, counters) is not in the goal: the data plane writes it.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from compiler.manifest import ObjectPlacement
+from compiler.manifest import ObjectInfo, ObjectPlacement
 from runtime.cache import CacheDecision, CachePolicy, Key, switch_order
+from runtime.carry import monotonic_registers, write_cells
 from runtime.control import ControlChannel
 from runtime.fleet import ServerFleet
 from runtime.goal import GoalEntry
@@ -43,6 +49,7 @@ class Repair:
     added: int = 0
     modified: int = 0
     deleted: int = 0
+    used_up: dict[str, list[int]] = field(default_factory=dict)  # monotonic register -> cells set to the top
 
     def __bool__(self) -> bool:
         return bool(self.added or self.modified or self.deleted)
@@ -95,15 +102,21 @@ def _server(rt: Runtime, s: TableSchema, entries: dict[GoalKey, _Entry]) -> Repa
     assert rt.server is not None
     want = {tuple(e.server_record(s, False)): e for e in entries.values()}
     keys = list(want)
+    names = [v.name for v in s.values]
+    cells = [(o, s.record_key_fields + names.index(f)) for o in monotonic_registers(rt.plan)
+             for t, f in o.cells_from if t == s.name]
     r = Repair()
     for ch, mine in (rt.server.parts(s.name, keys) if isinstance(rt.server, ServerFleet)
                      else [(rt.server, range(len(keys)))]):
-        one = _server_one(ch, s, {keys[n]: want[keys[n]] for n in mine})
+        one = _server_one(ch, s, {keys[n]: want[keys[n]] for n in mine}, cells)
         r.added, r.modified, r.deleted = r.added + one.added, r.modified + one.modified, r.deleted + one.deleted
+        for name, used in one.used_up.items():
+            r.used_up[name] = sorted({*r.used_up.get(name, ()), *used})
     return r
 
 
-def _server_one(ch: ControlChannel, s: TableSchema, want: dict[tuple[int, ...], _Entry]) -> Repair:
+def _server_one(ch: ControlChannel, s: TableSchema, want: dict[tuple[int, ...], _Entry],
+                cells: list[tuple[ObjectInfo, int]]) -> Repair:
     width = s.record_key_fields
     have = {tuple(r[:width]): tuple(r[width:]) for r in ch.dump(s.name)}
     r = Repair()
@@ -113,6 +126,11 @@ def _server_one(ch: ControlChannel, s: TableSchema, want: dict[tuple[int, ...], 
         r.deleted = len(extra)
     add = [e.server_record(s) for k, e in want.items() if k not in have]
     stale = [rec for k, e in want.items() if k in have and have[k] != tuple((rec := e.server_record(s))[width:])]
+    for o, at in cells:  # the lost entries' cells: used up before the entries are back (the module's doc)
+        lost = sorted({rec[at] for rec in add if rec[at] < o.size})
+        if lost:
+            write_cells(ch, o.name, dict.fromkeys(lost, (1 << o.width) - 1))
+            r.used_up[o.name] = lost
     for op, recs in (("add", add), ("modify", stale)):
         if recs:
             ch.write(op, s.name, recs, chunk=1 << 20)

@@ -503,6 +503,11 @@ def test_a_restarted_server_gets_its_part_back_from_the_goal_state(ipsec, tmp_pa
             report = rt.reconcile()
             assert (report["inbound_sa"]["server"].added, report["outbound_sa"]["server"].added) == (1, 1)
             assert [r[0] for r in b2.control.dump("outbound_sa")] == [11]
+            # the new GPN 1's count for tunnel 11 started again at 0: its slot is used up until IKE rekeys
+            # (RFC 4303 §3.3.3), GPN 0's untouched (it kept its entry)
+            assert report["outbound_sa"]["server"].used_up == {"sa_seq": [11]}
+            assert b2.control.object_read("sa_seq", [11]) == [(0xFFFFFFFF,)]
+            assert a.control.object_read("sa_seq", [9, 11]) == [(0,), (0,)]
             assert [r[0] for r in a.control.dump("outbound_sa")] == [9]
             assert len(b2.control.dump("inbound_sa")) == 1
             assert not any(rt.reconcile()[t]["server"] for t in ("inbound_sa", "outbound_sa"))  # nothing left
