@@ -22,7 +22,7 @@ from compiler.passes.names import check_names
 from compiler.passes.ports import check_ports
 from compiler.passes.server_fit import check_server_fit
 from compiler.passes.shard_choice import choose_shard
-from compiler.passes.shard_keys import check_shard_keys
+from compiler.passes.shard_keys import check_monotonic, check_shard_keys
 from compiler.passes.validity import check_validity
 from compiler.placement import Bridge, Placement
 from compiler.profiles import TargetSet, resolve_targets
@@ -126,6 +126,7 @@ def _bridge(c: Compilation, d: Diagnostics) -> Compilation:
     has_switch = c.need_targets().switch is not None
     bridges = compute_bridges(c.need_program(), c.placement, c.validity, has_switch)
     check_shard_keys(c.need_program(), c.placement, bridges, c.need_targets(), d)
+    check_monotonic(c.need_program(), c.placement, c.need_targets(), d)
     return replace(c, bridges=bridges)
 
 

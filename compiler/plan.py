@@ -109,7 +109,7 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
                     "shard": _shard(prog, pl, ts) if sw and srv else None},
         "stages": stages,
         "tables": [_table_entry(prog, t, pl, sw, sharded) for t in prog.tables.values()],
-        "objects": _objects(prog, pl, ts),
+        "objects": _objects(prog, pl),
         "bridges": [b.to_json() for b in c.bridges],
         "resources": {"switch": switch_res, "server": server_res},
         "cache_miss_paths": [asdict(x) | {"hit_rate": round(x.hit_rate, 4), "server_ns": round(x.server_ns, 2)}
@@ -139,11 +139,11 @@ def _shard(prog: ir.Program, pl: Placement, ts: TargetSet) -> dict[str, Any] | N
                        for i, (port, lo, hi) in enumerate(zip(ports, st.bounds, ends, strict=True))]}
 
 
-def _objects(prog: ir.Program, pl: Placement, ts: TargetSet) -> list[dict[str, Any]]:
+def _objects(prog: ir.Program, pl: Placement) -> list[dict[str, Any]]:
     """Every register, counter and meter: its kind, size, width and the side whose stages use
     it, where the runtime reads and writes it (``switch``, ``server``, ``switch and server``:
-    each keeps a copy, ``unused``); a ``monotonic`` register also says which split tables'
-    value fields name the cells a moved bucket takes along (``cells_from``; empty: every cell)."""
+    each keeps a copy, ``unused``); a ``monotonic`` register also says which tables' value fields
+    index it (``cells_from``: the cells an entry counts in; empty: some index is not one)."""
     sides: dict[str, set[str]] = {}
     for name, st in prog.stages.items():
         if name not in pl.segment:  # a stage no pipeline runs (W001)
@@ -153,7 +153,7 @@ def _objects(prog: ir.Program, pl: Placement, ts: TargetSet) -> list[dict[str, A
             sides.setdefault(obj, set()).add(side)
     decls = [(r.name, "register", r.width, r.size, r.span) for r in prog.registers.values()]
     decls += [(o.name, o.kind, 64 if o.kind == "counter" else 0, o.size, o.span) for o in prog.counters.values()]
-    cells = monotonic_cells(prog, pl, ts)
+    cells = monotonic_cells(prog, pl)
     mono = {r.name: {"monotonic": True, "cells_from": [list(c) for c in cells.get(r.name, ())]}
             for r in prog.registers.values() if r.monotonic}
     return [{"name": n, "kind": k, "width": w, "size": size, "source": _src(span),

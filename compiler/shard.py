@@ -23,7 +23,8 @@ from compiler.placement import Placement, Segment
 from compiler.profiles import TargetSet
 from compiler.server_load import server_tables
 
-__all__ = ["BUCKET_BITS", "ServerState", "Steering", "monotonic_cells", "server_state", "sharded_tables", "steering"]
+__all__ = ["BUCKET_BITS", "ServerState", "Steering", "monotonic_cells", "monotonic_strays", "server_state",
+           "sharded_tables", "steering"]
 
 HASH = "crc16"
 HASH_BITS = 16
@@ -94,26 +95,41 @@ def server_state(prog: ir.Program, pl: Placement, ts: TargetSet) -> ServerState:
                        tuple([*(t for t in state if t not in keyed), *dict.fromkeys(objects), *externs]))
 
 
-def monotonic_cells(prog: ir.Program, pl: Placement, ts: TargetSet) -> dict[str, tuple[tuple[str, str], ...]]:
-    """Per ``monotonic`` register the servers use, which cells a moved bucket takes along: the
-    value fields of split tables that index it (``sa_seq[sa.seq_index]`` with ``sa`` an entry of
-    a split ``outbound_sa``: the moved entries' ``seq_index`` values), as (table, field); empty
-    when some index is anything else (every cell moves with every bucket: runtime/steering.py)."""
-    split = sharded_tables(prog, pl, ts)
+def monotonic_cells(prog: ir.Program, pl: Placement) -> dict[str, tuple[tuple[str, str], ...]]:
+    """Per ``monotonic`` register the servers use, the table value fields that index it, as
+    (table, field): ``sa_seq[sa.seq_index]`` with ``sa`` an ``outbound_sa`` entry gives
+    (outbound_sa, seq_index) — the cells an entry counts in, which the runtime keeps in range
+    and, where the table is split, moves with the entry's bucket (runtime/carry.py); empty when
+    some index is anything else (``monotonic_strays``)."""
     out: dict[str, set[tuple[str, str]] | None] = {}
+    for r in _monotonic_indices(prog, pl):
+        cells = out.setdefault(r.reg, set())
+        if cells is not None and isinstance(r.index, ir.Result):
+            cells.add((r.index.table, r.index.field))
+        else:
+            out[r.reg] = None
+    return {reg: tuple(sorted(cells or ())) for reg, cells in out.items()}
+
+
+def monotonic_strays(prog: ir.Program, pl: Placement, ts: TargetSet) -> list[ir.RegRead]:
+    """The accesses of ``monotonic`` registers on the servers of a sharded build whose index is
+    not a value of a table the shards split: a move could not tell which cells go with a
+    bucket (E061, compiler/passes/shard_keys.py)."""
+    if len(ts.server_ports) < 2 or ts.switch is None or ts.server is None:
+        return []
+    split = sharded_tables(prog, pl, ts)
+    return [r for r in _monotonic_indices(prog, pl) if not (isinstance(r.index, ir.Result) and r.index.table in split)]
+
+
+def _monotonic_indices(prog: ir.Program, pl: Placement) -> list[ir.RegRead]:
+    """Every read and write of a ``monotonic`` register in the code the servers run."""
+    out: list[ir.RegRead] = []
     for st in _server_run(prog, pl):
         for s in walk_stmts(st.body):
             reads = [s.target] if isinstance(s, ir.Assign) and isinstance(s.target, ir.RegRead) else []
             reads += [x for e in stmt_exprs(s) for x in walk_expr(e) if isinstance(x, ir.RegRead)]
-            for r in reads:
-                if not prog.registers[r.reg].monotonic:
-                    continue
-                i, cells = r.index, out.setdefault(r.reg, set())
-                if cells is not None and isinstance(i, ir.Result) and i.table in split:
-                    cells.add((i.table, i.field))
-                else:
-                    out[r.reg] = None
-    return {reg: tuple(sorted(cells or ())) for reg, cells in out.items()}
+            out += [r for r in reads if prog.registers[r.reg].monotonic]
+    return out
 
 
 def _keyed(prog: ir.Program, pl: Placement, ts: TargetSet) -> dict[str, tuple[int, ...]]:

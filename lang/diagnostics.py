@@ -79,6 +79,7 @@ CODES: dict[str, str] = {
     "E041": "header can never be valid here",
     "E050": "invalid pipeline",
     "E060": "invalid target or deployment",
+    "E061": "a monotonic register a move between servers cannot carry",
     "E070": "unsupported on every target",
     "E071": "unsupported on the chosen target",
     "E080": "does not fit",

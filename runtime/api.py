@@ -319,6 +319,7 @@ class Runtime:
         for t, rows in _by_table(entries).items():
             s = self.table(t).schema
             checked = [_check(s, row, True, prio) for row, prio in rows]
+            self._counted_cells(s, checked)
             self.goal.apply(s.name, "add", [goal_entry(s, e) for e in checked])
             n += len(checked)
         return n
@@ -438,9 +439,22 @@ class Runtime:
         """Put entries where the plan says (all or nothing); then record them in the goal state."""
         if not entries:
             return
+        if op != "delete":
+            self._counted_cells(s, entries)
         self._write(s, op, entries)
         if self.goal is not None:
             self.goal.apply(s.name, op, [goal_entry(s, e) for e in entries])
+
+    def _counted_cells(self, s: TableSchema, entries: Sequence[_Entry]) -> None:
+        """InvalidEntry unless every value that names a cell of a ``monotonic`` register (plan.json
+        ``cells_from``: an outbound SA's ``seq_index``) is one of its cells: out of range, the data
+        plane reads 0 and stores nothing, so such an SA would send number 1 again and again."""
+        for o in self.plan.objects:
+            for t, f in o.cells_from if o.monotonic else ():
+                bad = next((i for i, e in enumerate(entries) if t == s.name and e.values.get(f, 0) >= o.size), None)
+                if bad is not None:
+                    raise InvalidEntry(f"{s.name}.{f}: {entries[bad].values[f]} is not a cell of monotonic register "
+                                       f"{o.name} (0..{o.size - 1})", index=bad)
 
     def _write(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
         if not s.on_server:

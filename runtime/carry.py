@@ -4,19 +4,28 @@ A monotonic register's cell only goes forward: the IPsec gateway's ``sa_seq`` is
 sequence number and AES-GCM nonce, and a tunnel moved to another GPN must not send a number
 its old GPN sent (RFC 4303 §3.3.3; a GCM nonce used twice under one key gives the key away).
 Before the switch steers the buckets away (``forward``), each cell they take along — the
-moved entries' values of the plan's ``cells_from`` fields, or every cell when the compiler
-could not tie the index to a split table — is written on its new owner as
+moved entries' values of the plan's ``cells_from`` fields (the compiler refuses, E061, a
+sharded build whose servers index a monotonic register otherwise) — is written on its new
+owner as
 
     min(max(old owner's value, new owner's value) + margin, 2^w - 1)
 
 so that the new owner starts beyond every number the old one sent or will send in the
-``margin`` packets it may still take before the steering flips and its queue drains.  After
-the drain (``check``), the old owner's last value is read again: one that reached the new
-owner's start means numbers may repeat (``overrun``), and the new owner's cell is set to
-2^w − 1.  A cell whose old owner is dead (a fail-over) cannot be read and is set to 2^w − 1
-as well.  At 2^w − 1 the program treats the cell as used up (the IPsec gateway drops
-``sa_seq_exhausted``) until the control plane rekeys (docs/examples.md): both cases are named
-in ``Move.must_rekey``.
+``margin`` packets it may still take before the steering flips and its queue drains.  The
+cells written are not in use on the new owner yet (its packets of those entries come after
+the flip), so the write cannot race the data plane's read-modify-write.  A cell whose old
+owner is dead (a fail-over) cannot be read: its start is 2^w − 1, which the program treats
+as used up (the IPsec gateway drops ``sa_seq_exhausted``) until the control plane rekeys
+(docs/examples.md; ``Move.must_rekey``).
+
+After the drain (``check``), the old owner's last value is read again.  One past the new
+owner's start means the old owner sent more than ``margin`` packets after the first read, so
+numbers the new owner sends repeat some it sent: ``Move.overrun`` names those cells, which
+the control plane must rekey at once.  This is detected, not prevented: the new owner is
+live by then, and a write to a cell in use could be lost in, or wrap, the data plane's
+read-modify-write.  The default margin (2^16) is the packets of one SA a core encrypts in
+13 ms at 5 Mpps, more than this machine's single-core ESP rate (docs/server.md), between a
+read and the flip that take a few ms.
 
 The anti-replay windows go along too (``replay_check``'s state, shared by ``replay_check_esn``
 and ``esn_high``): every window of each old owner is merged into the new owner's (WINDOW_MERGE:
@@ -30,15 +39,14 @@ new owner holds (``Move.lost`` keeps naming them).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from contextlib import suppress
 from dataclasses import dataclass, field
 
 from compiler.manifest import ObjectInfo, ObjectPlacement, Plan
 from runtime.control import ControlChannel
-from runtime.errors import RuntimeApiError
+from runtime.errors import InvalidEntry, RuntimeApiError
 from runtime.fleet import ServerFleet
 
-__all__ = ["MARGIN", "WINDOW_STATE", "Carried", "check", "forward", "monotonic_registers", "write_cells"]
+__all__ = ["MARGIN", "WINDOW_STATE", "Carried", "Checked", "check", "forward", "monotonic_registers", "write_cells"]
 
 MARGIN = 1 << 16  # numbers left between the old owner's last read and the new owner's start
 _CHUNK = 1 << 14  # cells per OBJ_READ / OBJ_WRITE
@@ -72,6 +80,8 @@ def forward(fleet: ServerFleet, plan: Plan, moves: Mapping[int, int], old: Mappi
     """Each cell the moving buckets take along, started on its new owner beyond its old owner's
     value (the module's doc); ``moved``: per split table, the moved entries' records (key
     fields, then values)."""
+    if not isinstance(margin, int) or margin < 1:
+        raise InvalidEntry(f"margin {margin!r}: at least 1 (the numbers left for the old owner's last packets)")
     carried = Carried(window_state=tuple(s for s in plan.shard.state if s in WINDOW_STATE) if plan.shard else ())
     if carried.window_state:
         for pair in {(old[b], to) for b, to in moves.items()}:
@@ -93,13 +103,22 @@ def forward(fleet: ServerFleet, plan: Plan, moves: Mapping[int, int], old: Mappi
     return carried
 
 
-def check(fleet: ServerFleet, carried: Carried, plan: Plan) -> dict[str, list[int]]:
-    """After the drain: the windows merged again, and the cells to rekey, per register — a dead
-    old owner's (its count unknown: also one that died since ``forward``), and those whose old
-    owner went on to the new owner's start (``overrun``: numbers may repeat); the new owner's
-    copy of each is set to 2^w − 1.  Raises nothing: a server that stopped answering counts as
-    dead (a new owner's cells then went with it)."""
-    out: dict[str, list[int]] = {}
+@dataclass
+class Checked:
+    """What ``check`` found, per register: the cells used up on their new owner (started at
+    2^w − 1: the old owner dead, or its value within the margin of the top), and the cells
+    whose old owner sent past the new owner's start (numbers repeated, or unknown: it died
+    after ``forward``)."""
+
+    must_rekey: dict[str, list[int]]
+    overrun: dict[str, list[int]]
+
+
+def check(fleet: ServerFleet, carried: Carried, plan: Plan) -> Checked:
+    """After the drain: the windows merged again, and each carried cell's old owner read again
+    (the module's doc).  Raises nothing: a server that stopped answering counts as dead."""
+    used: dict[str, list[int]] = {}
+    over: dict[str, list[int]] = {}
     for pair in list(carried.windows):
         try:
             _merge(fleet, pair, carried)
@@ -109,19 +128,16 @@ def check(fleet: ServerFleet, carried: Carried, plan: Plan) -> dict[str, list[in
         info = plan.object(name)
         assert info is not None
         top = (1 << info.width) - 1
-        for (frm, to), start in by.items():
+        for (frm, _to), start in by.items():
             cells = sorted(start)
-            used_up = [c for c in cells if start[c] == top]  # a dead old owner's, or too close to the top
-            try:
-                last = _read(fleet.channels[frm], name, cells) if frm not in fleet.down else [top] * len(cells)
+            used.setdefault(name, []).extend(c for c in cells if start[c] == top)
+            try:  # a dead old owner's cells started at the top: nothing to compare
+                last = _read(fleet.channels[frm], name, cells) if frm not in fleet.down else [0] * len(cells)
             except RuntimeApiError:
-                last = [top] * len(cells)  # it died meanwhile: what it sent is unknown
-            overrun = [c for c, v in zip(cells, last, strict=True) if start[c] < top and v >= start[c]]
-            if overrun and to not in fleet.down:
-                with suppress(RuntimeApiError):
-                    write_cells(fleet.channels[to], name, dict.fromkeys(overrun, top))
-            out.setdefault(name, []).extend(used_up + overrun)
-    return {n: sorted(set(c)) for n, c in out.items() if c}
+                last = [top] * len(cells)  # it died since forward: what it sent after the first read is unknown
+            # the new owner's first number is start + 1: the old one's last may be start, not more
+            over.setdefault(name, []).extend(c for c, v in zip(cells, last, strict=True) if v > start[c] < top)
+    return Checked({n: sorted(set(c)) for n, c in used.items() if c}, {n: sorted(set(c)) for n, c in over.items() if c})
 
 
 def _merge(fleet: ServerFleet, pair: tuple[int, int], carried: Carried) -> None:
@@ -139,10 +155,6 @@ def _cells(fleet: ServerFleet, plan: Plan, o: ObjectInfo, moves: Mapping[int, in
            moved: Mapping[str, Sequence[Sequence[int]]]) -> dict[tuple[int, int], set[int]]:
     """(old owner, new owner) -> the cells its moved buckets take along."""
     out: dict[tuple[int, int], set[int]] = {}
-    if not o.cells_from:  # the index is not a split table's value: every cell goes with every bucket
-        for b, to in moves.items():
-            out.setdefault((old[b], to), set()).update(range(o.size))
-        return out
     for table, fld in o.cells_from:
         s = plan.table(table)
         at = fleet.tables[table].key_words + [v.name for v in s.values].index(fld)

@@ -55,6 +55,7 @@ class Move:
     # monotonic register -> cells carried forward; the replay windows' state -> windows merged (runtime/carry.py)
     carried: dict[str, int] = field(default_factory=dict)
     must_rekey: dict[str, list[int]] = field(default_factory=dict)  # register -> cells used up (runtime/carry.py)
+    overrun: dict[str, list[int]] = field(default_factory=dict)  # register -> cells whose numbers repeated: rekey now
     stale: dict[int, int] = field(default_factory=dict)  # old owner -> copies it could not delete (it died)
     lost_entries: dict[str, int] = field(default_factory=dict)  # a fail-over: the dead server's state entries
     seconds: float = 0.0
@@ -200,7 +201,7 @@ def move(rt: Runtime, moves: Mapping[int, int], drain_s: float = DRAIN_S, margin
     for b, s in moves.items():
         fleet.route[b] = s
         report.buckets[s] = report.buckets.get(s, 0) + 1
-    if made and drain_s > 0:
+    if (made or carried.starts or carried.windows) and drain_s > 0:
         time.sleep(drain_s)
     for _to, table, records in made:  # the old owners' copies, where they still answer
         by_old: dict[int, list[list[int]]] = {}
@@ -209,8 +210,8 @@ def move(rt: Runtime, moves: Mapping[int, int], drain_s: float = DRAIN_S, margin
         for server, keys in by_old.items():
             if server not in fleet.down and not _drop(fleet.channels[server], table, keys):
                 report.stale[server] = report.stale.get(server, 0) + len(keys)
-    report.carried = carried.count()
-    report.must_rekey = carry.check(fleet, carried, rt.plan)
+    checked = carry.check(fleet, carried, rt.plan)
+    report.carried, report.must_rekey, report.overrun = carried.count(), checked.must_rekey, checked.overrun
     state = rt.plan.shard.state if rt.plan.shard is not None else ()
     report.lost = tuple(s for s in state if s not in report.carried)
     report.seconds = time.monotonic() - start

@@ -142,12 +142,14 @@ def test_without_a_clause_the_compiler_shards_by_the_key_of_the_largest_table_ke
     assert plan["resources"]["server"]["servers_carrying"] == 3
     assert {t["name"]: t.get("server", {}).get("shard_fields") for t in plan["tables"]}["big"] == [0]
 
-@pytest.mark.parametrize(("index", "cells_from"), [("x.slot", [["slots", "slot"]]), ("meta.j", [])])
-def test_a_monotonic_register_names_the_split_tables_values_that_index_it(tmp_path, index, cells_from):
-    """``register ... monotonic;`` prints back as written, and plan.json says which split
-    table's value field names the cells a moved bucket takes along (``slots`` is keyed by the
-    shard key: split); indexed by anything else, none (every cell moves)."""
-    text = _program("shard by hash(meta.k);").replace(
+@pytest.mark.parametrize(("index", "servers", "cells_from"), [("x.slot", 3, [["slots", "slot"]]), ("meta.j", 3, None),
+                                                             ("meta.j", 1, [])])
+def test_a_monotonic_register_names_the_split_tables_values_that_index_it(tmp_path, index, servers, cells_from):
+    """``register ... monotonic;`` prints back as written, and plan.json says which table's
+    value field names the cells (``slots`` is keyed by the shard key: split, so a moved
+    bucket's cells are its entries'); indexed by anything else, a sharded build is E061 at the
+    index (a move could not tell which cells go along), and one server's plan names none."""
+    text = _program("shard by hash(meta.k);" if servers > 1 else "").replace(
         "stage pick {",
         "register seq: bit<32>[256] monotonic;\n"
         "table slots { key { meta.k: exact; } value { slot: bit<8>; } size = 256; }\n"
@@ -155,14 +157,21 @@ def test_a_monotonic_register_names_the_split_tables_values_that_index_it(tmp_pa
         "  forward(1);\n",
         f"  lookup slots {{ hit(x) {{ seq[{index}] = seq[{index}] + 1; }} miss {{ drop(no_slot); }} }}\n"
         "  forward(1);\n")
+    if servers == 1:
+        text = text.replace("servers = [srv, srv, srv];", "servers = [srv];").replace("[40..42]", "[40..40]")
     assert print_module(parse_text(text, "t.nfp", Diagnostics())).count("register seq: bit<32>[256] monotonic;") == 1
     out = tmp_path / "out"
     r = nfc_cli("build", write(tmp_path, text), "-o", str(out), "--no-verify", "--target", "tofino+dpdk")
+    if cells_from is None:
+        assert r.returncode != 0 and "[E061]" in r.stderr and "monotonic register 'seq' is indexed here" in r.stderr
+        assert r.stderr.count("^") >= 1 and "t.nfp:" in r.stderr, r.stderr
+        return
     assert r.returncode == 0, r.stderr
     plan = json.loads((out / "plan.json").read_text())
     (seq,) = [o for o in plan["objects"] if o["name"] == "seq"]
     assert (seq["placement"], seq["monotonic"], seq["cells_from"]) == ("server", True, cells_from)
-    assert {t["name"]: t.get("server", {}).get("shard_fields") for t in plan["tables"]}["slots"] == [0]
+    assert {t["name"]: t.get("server", {}).get("shard_fields") for t in plan["tables"]}["slots"] == \
+        ([0] if servers > 1 else None)
 
 
 def test_a_key_the_switch_never_sets_before_the_cut_is_a_warning(tmp_path):
@@ -404,26 +413,45 @@ def test_a_register_cell_reads_from_the_server_whose_packets_changed_it(ipsec, m
 
 
 @needs_dpdk
-def test_a_monotonic_cell_its_old_owner_ran_past_the_new_start_with_is_used_up(fleet):
+def test_a_monotonic_cells_new_owner_starts_past_the_old_one_and_an_overrun_is_named(fleet):
     """runtime/carry.py on its own, the old owner's packets written as its lcore would: the new
-    owner starts at the old value + the margin; an old owner that went on past that (more
-    packets before the steering flipped than the margin) leaves the cell used up on the new
-    owner and named, as does a start that would pass 2^32 - 1."""
+    owner starts at the old value + the margin (its first number one more); an old owner that
+    went on past that start (more packets before the steering flipped than the margin) is named
+    an overrun, the live cell left alone; a start that would pass 2^32 - 1 is the top, used up."""
     rt, a, b = fleet
     rt.table("outbound_sa").add_many([_SA, {**_SA, "meta_tunnel": 11, "seq_index": 11}])
     (rec,) = b.control.dump("outbound_sa")  # tunnel 11's, on GPN 1
     f = rt.server
     bucket = f.bucket("outbound_sa", rec)
-    for last, margin, start, after, bad in [(40, 10, 50, 49, {}), (40, 10, 50, 50, {"sa_seq": [11]}),
-                                           (0xFFFFFFF9, 10, 0xFFFFFFFF, 0xFFFFFFF9, {"sa_seq": [11]})]:
+    top = 0xFFFFFFFF
+    for last, start, after, used, over in [(40, 50, 50, {}, {}), (40, 50, 51, {}, {"sa_seq": [11]}),
+                                           (top - 6, top, top - 6, {"sa_seq": [11]}, {})]:
         b.control.object_write("sa_seq", [(11, last)])
         a.control.object_write("sa_seq", [(11, 3)])
-        carried = carry.forward(f, rt.plan, {bucket: 0}, {bucket: 1}, {"outbound_sa": [list(rec)]}, margin)
+        carried = carry.forward(f, rt.plan, {bucket: 0}, {bucket: 1}, {"outbound_sa": [list(rec)]}, 10)
         assert carried.count() == {"sa_seq": 1, "replay_check state": 0}
         assert a.control.object_read("sa_seq", [9, 11]) == [(0,), (start,)]
         b.control.object_write("sa_seq", [(11, after)])  # what GPN 1 sent before the switch steered away
-        assert carry.check(f, carried, rt.plan) == bad
-        assert a.control.object_read("sa_seq", [11]) == [(0xFFFFFFFF if bad else start,)]
+        assert carry.check(f, carried, rt.plan) == carry.Checked(used, over)
+        assert a.control.object_read("sa_seq", [11]) == [(start,)]  # never written once live
+    with pytest.raises(InvalidEntry, match="margin 0: at least 1"):
+        carry.forward(f, rt.plan, {bucket: 0}, {bucket: 1}, {"outbound_sa": [list(rec)]}, 0)
+
+
+@needs_dpdk
+def test_an_entry_naming_a_monotonic_cell_out_of_range_is_refused(fleet):
+    """seq_index is 16 bits, sa_seq 64,000 cells: an SA at slot 64,000 would read 0 and store
+    nothing (number 1 for every packet, the GCM nonce again and again), so the runtime refuses
+    it, in a bulk add naming the row, and writes none of the batch."""
+    rt, a, b = fleet
+    with pytest.raises(InvalidEntry, match=r"outbound_sa.seq_index: 64000 is not a cell of monotonic register "
+                                           r"sa_seq \(0..63999\)") as e:
+        rt.table("outbound_sa").add_many([_SA, {**_SA, "meta_tunnel": 11, "seq_index": 64000}])
+    assert e.value.index == 1 and _dumps(a, b, "outbound_sa") == [[], []]
+    rt.table("outbound_sa").add(**{**_SA, "seq_index": 63999})
+    with pytest.raises(InvalidEntry, match="not a cell"):
+        rt.table("outbound_sa").modify(**{**_SA, "seq_index": 65535})
+    assert rt.table("outbound_sa").read(meta_tunnel=9)["seq_index"] == 63999
 
 
 @needs_dpdk
@@ -446,23 +474,6 @@ def test_replay_windows_read_and_merge_over_the_control_channel(ipsec):
         ch.window_merge([(1000 + i, i, 1) for i in range(50_000)])
         got = ch.windows()
         assert len(got) == 50_002 and len(set(got)) == 50_002 and (1000 + 49_999, 49_999, 1) in got
-
-
-@needs_dpdk
-def test_a_monotonic_register_indexed_otherwise_moves_every_cell(ipsec):
-    """A monotonic register whose index the compiler cannot tie to a split table's value
-    (``cells_from`` empty) moves every cell with every bucket: the new owner's each beyond the
-    old owner's (the 64,000 cells in chunks)."""
-    plan = load_plan(ipsec)
-    plan = replace(plan, objects=tuple(replace(o, cells_from=()) for o in plan.objects))
-    with ServerProcess(ipsec / "server/nf", ["net_null0"]) as a, ServerProcess(ipsec / "server/nf", ["net_null0"]) as b:
-        f = ServerFleet([a.control, b.control], plan)
-        b.control.object_write("sa_seq", [(0, 5), (63999, 7)])
-        a.control.object_write("sa_seq", [(1, 1 << 20)])
-        carried = carry.forward(f, plan, {200: 0}, {200: 1}, {}, 100)
-        assert carried.count() == {"sa_seq": 64000, "replay_check state": 0}
-        assert a.control.object_read("sa_seq", [0, 1, 2, 63999]) == [(105,), ((1 << 20) + 100,), (100,), (107,)]
-        assert carry.check(f, carried, plan) == {}
 
 
 @needs_dpdk

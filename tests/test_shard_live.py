@@ -122,7 +122,7 @@ def test_a_gpn_killed_under_traffic_loses_only_its_in_flight_packets_and_a_new_o
             out = _out_by_tunnel(live)
             (move,) = moves
             assert (move.dead, move.to, move.copied) == (1, (0,), {"outbound_sa": 1})
-            assert move.lost == ("replay_check state",) and move.must_rekey == {"sa_seq": [11]}
+            assert move.lost == ("replay_check state",) and move.must_rekey == {"sa_seq": [11]} and move.overrun == {}
             gpn0, dead = counters["servers"]
             assert gpn0["running"] and not dead["running"]
             lost, used_up = dead["lost"], counters["drops"].get("server:sa_seq_exhausted", 0)
@@ -151,7 +151,8 @@ def test_a_gpn_killed_under_traffic_loses_only_its_in_flight_packets_and_a_new_o
             assert live.settle(), live.counters()
             assert joined.buckets == {2: 128} and joined.copied == {"outbound_sa": 1}
             # GPN 0's windows (none: this test sends no inbound ESP) merged into GPN 2's, nothing lost
-            assert joined.carried == {"sa_seq": 1, "replay_check state": 0} and joined.must_rekey == {}
+            assert joined.carried == {"sa_seq": 1, "replay_check state": 0}
+            assert joined.must_rekey == {} and joined.overrun == {}
             assert joined.lost == ()
             frames = _esp_out(live)
             out = _by_tunnel(frames)
