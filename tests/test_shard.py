@@ -458,7 +458,7 @@ def test_an_entry_naming_a_monotonic_cell_out_of_range_is_refused(fleet):
 def test_replay_windows_read_and_merge_over_the_control_channel(ipsec):
     """WINDOWS / WINDOW_MERGE (docs/control.md): a merged window holds every number either
     window saw, aligned at the higher top (RFC 4303 Appendix A's bit i = top - i); a window
-    64 or more behind adds nothing; 50,000 windows come back over two pages; a bad SA number
+    64 or more behind adds nothing; 50,000 windows come back (in one reply); a bad SA number
     is refused."""
     with ServerProcess(ipsec / "server/nf", ["net_null0"]) as a:
         ch = a.control

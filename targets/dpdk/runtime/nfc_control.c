@@ -412,8 +412,10 @@ static void replay_windows(struct client *c)
         reply(c, NFC_OK, q->count, NULL, 0);
         return;
     }
+    /* one page holds every window (1.5 MiB at most): read under one lock, none is missed by a
+     * cuckoo move between pages */
     uint64_t from = q->length >= 8 ? c->body[0] : 0;
-    uint32_t max = (NFC_CTL_MAX_PAGE - 8) / 24;
+    uint32_t max = NFC_REPLAY_SAS;
     uint64_t *page = from > UINT32_MAX ? NULL : malloc(8 + (size_t)max * 24);
     if (page == NULL) {
         fail(c, from > UINT32_MAX ? NFC_E_OUT_OF_RANGE : NFC_E_NO_MEMORY, 0,
