@@ -238,7 +238,8 @@ def _stmt_effects(prog: ir.Program, s: ir.Stmt, unit: Unit) -> None:
 BUILTIN_REASONS = ("bad_bridge", "no_egress", "no_pipeline", "parser_no_match", "truncated")
 # a target's crypto may fail where the reference cannot (no memory for an SA's session, a packet
 # too big for the buffer): such packets are dropped and counted by this reason
-CRYPTO_EXTERNS = ("esp_encrypt", "esp_decrypt", "esp_encrypt_esn", "esp_decrypt_esn")
+CRYPTO_EXTERNS = ("esp_encrypt", "esp_decrypt", "esp_encrypt_esn", "esp_decrypt_esn", "esp_encrypt_cbc",
+                  "esp_decrypt_cbc")
 CRYPTO_REASON = "crypto_unavailable"
 
 

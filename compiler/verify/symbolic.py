@@ -31,8 +31,9 @@ __all__ = ["PAYLOAD", "Semantics", "SymState", "Unsupported"]
 
 EGRESS_WIDTH = 32
 REPLAY_WINDOW = 64  # compiler/interp/state.py's
-ESP_DECRYPT = {"esp_decrypt": False, "esp_decrypt_esn": True}  # name -> ESN
-ESP_ENCRYPT = {"esp_encrypt": False, "esp_encrypt_esn": True}
+# name -> the suite's tag (its uninterpreted functions are its own): "esn" carries a 64-bit number
+ESP_DECRYPT = {"esp_decrypt": "32", "esp_decrypt_esn": "esn", "esp_decrypt_cbc": "cbc"}
+ESP_ENCRYPT = {"esp_encrypt": "32", "esp_encrypt_esn": "esn", "esp_encrypt_cbc": "cbc"}
 REPLAY = ("replay_check", "replay_check_esn")
 # std key of the payload length fixed by the parser (frame length less the parsed headers)
 PAYLOAD = "payload_length"
@@ -372,15 +373,14 @@ class Semantics:
         return [z3.If(valid, z3.BitVecVal(1, 1, c), z3.BitVecVal(0, 1, c)),
                 *[z3.If(valid, st.fields[(inst, f.name)], z3.BitVecVal(0, f.width, c)) for f in h.fields]]
 
-    def _esp_decrypt(self, st: SymState, e: ir.ExternCall, esn: bool) -> z3.BoolRef:
-        """esp_decrypt(_esn): whether the ICV verifies, and the plaintext's content and length, are
+    def _esp_decrypt(self, st: SymState, e: ir.ExternCall, tag: str) -> z3.BoolRef:
+        """esp_decrypt(_esn, _cbc): whether the ICV verifies, and the plaintext's content and length, are
         functions of the ESP header, the key material and the payload; on success ``outer`` and
         ``esp`` are invalid and the plaintext is the payload."""
         outer, esp = (a.inst for a in e.args[:2] if isinstance(a, ir.HeaderRef))
         assert st.payload is not None
         data = self._concat([*self._esp_fields(st, esp), *[_bv(self.eval(a, st), a.width) for a in e.args[2:]],
                              st.payload, st.std[PAYLOAD]])
-        tag = "esn" if esn else "32"
         ok = z3.And(st.valid[esp], self.func(f"esp_ok_{tag}", data.size(), z3.BoolSort(self.ctx))(data))
         take = z3.And(self._active, ok)
         for inst in (outer, esp):
@@ -391,19 +391,19 @@ class Semantics:
                                                 z3.BitVecSort(16, self.ctx))(data), st.std[PAYLOAD])
         return ok
 
-    def _esp_encrypt(self, st: SymState, e: ir.ExternCall, esn: bool) -> None:
-        """esp_encrypt(_esn): the headers after ``esp`` and the payload become a payload whose
+    def _esp_encrypt(self, st: SymState, e: ir.ExternCall, tag: str) -> None:
+        """esp_encrypt(_esn, _cbc): the headers after ``esp`` and the payload become a payload whose
         content and length are functions of them and of the key material; ``outer`` and ``esp``
         are filled in as compiler/interp/externs.py does."""
         c = self.ctx
         outer, esp = (a.inst for a in e.args[:2] if isinstance(a, ir.HeaderRef))
-        spi, seq, key, salt, src, dst = (_bv(self.eval(a, st), a.width) for a in e.args[2:])
+        args = [_bv(self.eval(a, st), a.width) for a in e.args[2:]]
+        (spi, seq), keys, (src, dst) = args[:2], args[2:-2], args[-2:]  # the key material between
         names = [i.name for i in self.prog.instances]
         after = names[names.index(esp) + 1:]
         assert st.payload is not None
         data = self._concat([*[v for i in after for v in self._esp_fields(st, i)], st.payload, st.std[PAYLOAD],
-                             spi, seq, key, salt])
-        tag = "esn" if esn else "32"
+                             spi, seq, *keys])
         length = self.func(f"esp_sealed_len_{tag}", data.size(), z3.BitVecSort(16, c))(data)
         take = self._active
         st.payload = z3.If(take, self.func(f"esp_sealed_{tag}", data.size(), z3.BitVecSort(64, c))(data), st.payload)
@@ -412,7 +412,7 @@ class Semantics:
             st.valid[i] = z3.If(take, z3.BoolVal(False, c), st.valid[i])
         filled = {outer: {"version": 4, "ihl": 5, "total_len": length + 28, "ttl": 64, "protocol": 50, "src": src,
                           "dst": dst},
-                  esp: {"spi": spi, "seq": z3.Extract(31, 0, seq) if esn else seq}}
+                  esp: {"spi": spi, "seq": z3.Extract(31, 0, seq) if tag == "esn" else seq}}
         for inst, values in filled.items():
             for f in self.prog.header_of(inst).fields:
                 v = values.get(f.name, 0)

@@ -110,7 +110,7 @@ class _Ctx:
     tindex: dict[str, int] = field(default_factory=dict)  # server table -> its index in nfc_tables[]
     registers: dict[str, ir.Register] = field(default_factory=dict)  # those the server's code uses
     counters: dict[str, ir.Counter] = field(default_factory=dict)  # counters and meters the server's code uses
-    uses_esp: bool = False
+    uses_esp: int = 0  # the ESP suites the program uses: 1 AES-GCM, 2 AES-CBC + HMAC-SHA1 (nfc_esp.h)
     stage: str = ""  # the stage being lowered
     register_writes: bool = False  # a stage writes a register (nfc_main: one forwarding lcore)
     failure_drops: bool = False  # lowering ``if (!esp_decrypt(...)) { drop(...); }``: a failure drops
@@ -197,8 +197,9 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     ]
     items += [c.Global("const int", "nfc_register_writes", "1" if x.register_writes else "0",
                        "1: a stage writes a register, which is not atomic across lcores: one forwarding lcore"),
-              c.Global("const int", "nfc_uses_esp", "1" if x.uses_esp else "0",
-                       "1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up)"),
+              c.Global("const int", "nfc_uses_esp", str(x.uses_esp),
+                       "the ESP suites used here: NFC_ESP_GCM, NFC_ESP_CBC (nfc_esp.h: their crypto devices "
+                       "are set up)"),
               c.Global("const int", "nfc_crypto_drop", str(x.reasons.get(CRYPTO_REASON, 0)),
                        "the drop code of crypto_unavailable (a burst's batched encryption that failed)"),
               c.Global("const int", "nfc_ninst", str(len(prog.instances))),
@@ -815,8 +816,8 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
             return [_insert(x, s)]
         case ir.Refresh():
             return [_refresh(x, s)]
-        case ir.Eval() if isinstance(s.expr, ir.ExternCall) and s.expr.name in ("esp_encrypt", "esp_encrypt_esn"):
-            return [_esp_encrypt(x, s.expr, esn=s.expr.name == "esp_encrypt_esn")]
+        case ir.Eval() if isinstance(s.expr, ir.ExternCall) and s.expr.name in ESP_ENCRYPT:
+            return [_esp_encrypt(x, s.expr)]
         case ir.Eval() if isinstance(s.expr, ir.ExternCall | ir.CounterOp):
             return [c.ExprStmt(_expr(x, s.expr))]
         case ir.Punt():
@@ -860,27 +861,35 @@ def _assign(x: _Ctx, target: ir.LValue, value: c.Expr) -> c.Stmt:
             assert_never(target)
 
 
-def _esp_instance(x: _Ctx, arg: ir.Expr) -> int:
-    """The header instance an ESP operation is handed; its header laid out as RFC 4303's (the
-    SPI, then the sequence number: the 8 bytes nfc_esp.c authenticates)."""
+ESP_ENCRYPT = {"esp_encrypt": "nfc_esp_encrypt", "esp_encrypt_esn": "nfc_esp_encrypt",
+               "esp_encrypt_cbc": "nfc_esp_encrypt_cbc"}  # name -> nfc_esp.h's function
+ESP_DECRYPT = ("esp_decrypt", "esp_decrypt_esn", "esp_decrypt_cbc")
+_SUITE = {"esp_encrypt_cbc": 2, "esp_decrypt_cbc": 2}  # NFC_ESP_CBC; the others NFC_ESP_GCM (1)
+
+
+def _esp_instance(x: _Ctx, arg: ir.Expr, op: str) -> int:
+    """The header instance an ESP operation ``op`` is handed; its header laid out as RFC 4303's
+    (the SPI, then the sequence number: the 8 bytes nfc_esp.c authenticates)."""
     assert isinstance(arg, ir.HeaderRef), "the type checker passes headers to header parameters"
     h = x.prog.header_of(arg.inst)
     if h.name == "esp" and [(f.name, f.width) for f in h.fields] != [("spi", 32), ("seq", 32)]:
         raise Unsupported("an esp header other than RFC 4303's (spi: bit<32>, seq: bit<32>)", h.span)
-    x.uses_esp = True
+    x.uses_esp |= _SUITE.get(op, 1)
     return x.inst[arg.inst]
 
 
-def _esp_encrypt(x: _Ctx, e: ir.ExternCall, esn: bool) -> c.Stmt:
-    """esp_encrypt(outer, esp, spi, seq, key, salt, src, dst) (compiler/interp/externs.py; ``esn``:
-    esp_encrypt_esn, a 64-bit sequence number): the arguments first, the checksums of the valid
-    headers after ``esp`` written, then nfc_esp_encrypt (those headers and the payload encrypted
-    in place or in the packet's ESP buffer, the new payload), then ``outer`` and ``esp`` pushed
-    with their fields.  What the crypto cannot take is dropped as crypto_unavailable."""
-    outer, esp = (_esp_instance(x, a) for a in e.args[:2])
+def _esp_encrypt(x: _Ctx, e: ir.ExternCall) -> c.Stmt:
+    """esp_encrypt(outer, esp, spi, seq, key material..., src, dst) (compiler/interp/externs.py:
+    esp_encrypt and esp_encrypt_esn, a 64-bit sequence number, take key and salt; esp_encrypt_cbc
+    key, auth_hi and auth_lo): the arguments first, the checksums of the valid headers after
+    ``esp`` written, then nfc_esp_encrypt(_cbc) (those headers and the payload encrypted in place
+    or in the packet's ESP buffer, the new payload), then ``outer`` and ``esp`` pushed with their
+    fields.  What the crypto cannot take is dropped as crypto_unavailable."""
+    outer, esp = (_esp_instance(x, a, e.name) for a in e.args[:2])
     x.temps += 1
     n = x.temps
-    args = [f"ea{n}_{i}" for i in range(6)]
+    args = [f"ea{n}_{i}" for i in range(len(e.args) - 2)]
+    esn = [c.Int(int(e.name == "esp_encrypt_esn"), "")] if e.name != "esp_encrypt_cbc" else []
     out: list[c.Stmt] = [c.Comment(f"{e.name}, {_src(e.span)}")]
     out += [c.Decl(_ctype(a.width), name, _expr(x, a)) for name, a in zip(args, e.args[2:], strict=True)]
     for instance in x.prog.instances[esp + 1:]:  # x.inst numbers the instances in packet order
@@ -889,13 +898,13 @@ def _esp_encrypt(x: _Ctx, e: ir.ExternCall, esn: bool) -> c.Stmt:
             out.append(c.If(c.Name(f"p->valid[{k}]"), tuple(_checksum(h, k, c.Name(f"p->hdr[{k}]")))))
     for instance in x.prog.instances[:esp + 1]:  # nfc_esp_encrypt may move these to p->store
         x.push_bytes = max(x.push_bytes, x.prog.headers[instance.header].bits // 8)
-    out += [c.Decl("uint32_t", f"el{n}", c.Call("nfc_esp_encrypt", (
-                c.Name("p"), c.Int(esp, ""), *(c.Name(a) for a in args[:4]), c.Int(int(esn), "")))),
+    out += [c.Decl("uint32_t", f"el{n}", c.Call(ESP_ENCRYPT[e.name], (
+                c.Name("p"), c.Int(esp, ""), *(c.Name(a) for a in args[:-2]), *esn))),
             c.If(c.Bin("==", c.Name(f"el{n}"), c.Int(0, "u")), (c.Return(c.Int(x.reasons["crypto_unavailable"], "")),))]
     length = c.Bin("&", c.Bin("+", c.Name(f"el{n}"), c.Int(20 + 8, "u")), c.Int(0xFFFF, "u"))
     fields: dict[int, dict[str, c.Expr]] = {
         outer: {"version": c.Int(4, "u"), "ihl": c.Int(5, "u"), "total_len": length, "ttl": c.Int(64, "u"),
-                "protocol": c.Int(50, "u"), "src": c.Name(args[4]), "dst": c.Name(args[5])},
+                "protocol": c.Int(50, "u"), "src": c.Name(args[-2]), "dst": c.Name(args[-1])},
         esp: {"spi": c.Name(args[0]), "seq": c.Bin("&", c.Name(args[1]), c.Int(0xFFFFFFFF, "ull"))}}
     for k, values in fields.items():
         h = x.prog.header_of(x.prog.instances[k].name)
@@ -912,7 +921,7 @@ def _drops_when_false(s: ir.If) -> bool:
     be decrypted in place (what a failure leaves of the payload is never seen)."""
     cond = s.cond
     return (isinstance(cond, ir.Unary) and cond.op == "!" and isinstance(cond.operand, ir.ExternCall) and
-            cond.operand.name in ("esp_decrypt", "esp_decrypt_esn") and bool(s.then) and
+            cond.operand.name in ESP_DECRYPT and bool(s.then) and
             isinstance(s.then[0], ir.Drop))
 
 
@@ -1201,8 +1210,12 @@ def _expr(x: _Ctx, e: ir.Expr) -> c.Expr:
             return c.Call("nfc_replay_check", (_expr(x, e.args[0]), _expr(x, e.args[1])))
         case ir.ExternCall() if e.name == "esn_high":
             return c.Call("nfc_esn_high", (_expr(x, e.args[0]), _expr(x, e.args[1])))
-        case ir.ExternCall() if e.name in ("esp_decrypt", "esp_decrypt_esn"):
-            outer, esp = (_esp_instance(x, a) for a in e.args[:2])
+        case ir.ExternCall() if e.name == "esp_decrypt_cbc":
+            outer, esp = (_esp_instance(x, a, e.name) for a in e.args[:2])
+            return c.Call("nfc_esp_decrypt_cbc", (c.Name("p"), c.Int(outer, ""), c.Int(esp, ""),
+                                                  *(_expr(x, a) for a in e.args[2:]), c.Int(int(x.failure_drops), "")))
+        case ir.ExternCall() if e.name in ESP_DECRYPT:
+            outer, esp = (_esp_instance(x, a, e.name) for a in e.args[:2])
             esn = e.name == "esp_decrypt_esn"
             return c.Call("nfc_esp_decrypt", (c.Name("p"), c.Int(outer, ""), c.Int(esp, ""), _expr(x, e.args[2]),
                                               _expr(x, e.args[3]), c.Int(int(esn), ""),

@@ -18,7 +18,19 @@ static uint8_t dev;
 static struct rte_mempool *session_pool;
 static struct rte_hash *sessions;   /* (key, direction) -> session; lock-free readers */
 static struct rte_hash *windows;    /* SA number -> its window; lock-free readers */
-static rte_spinlock_t writer = RTE_SPINLOCK_INITIALIZER; /* adds to either hash, from any lcore */
+static rte_spinlock_t writer = RTE_SPINLOCK_INITIALIZER; /* adds to any of the hashes, from any lcore */
+static uint8_t cbc_dev;             /* AES-CBC + HMAC-SHA1: a crypto_aesni_mb */
+static struct rte_mempool *cbc_pool;
+static struct rte_hash *cbc_sessions; /* (key, authentication key, kind) -> session */
+
+struct cbc_key {
+    uint8_t key[16];
+    uint8_t auth[20];
+    uint8_t kind; /* enum cbc_kind */
+    uint8_t pad[3];
+};
+
+enum cbc_kind { CBC_SEAL, CBC_IV, CBC_VERIFY, CBC_OPEN, CBC_KINDS };
 
 struct session_key {
     uint8_t key[16];
@@ -52,30 +64,72 @@ static struct rte_hash *hash_of(const char *name, uint32_t entries, uint32_t key
     return rte_hash_create(&params);
 }
 
-int nfc_esp_init(void)
+/* Device d configured with one queue pair and started, its sessions from *pool (made here). */
+static int start_dev(uint8_t d, const char *pool_name, struct rte_mempool **pool)
 {
-    if (rte_cryptodev_count() == 0 && rte_vdev_init("crypto_aesni_gcm_nfc", NULL) != 0)
-        return fail("no crypto device: none given with --vdev, and crypto_aesni_gcm could not be made");
     struct rte_cryptodev_info info;
-    rte_cryptodev_info_get(dev, &info);
+    rte_cryptodev_info_get(d, &info);
     if (!(info.feature_flags & RTE_CRYPTODEV_FF_SYM_CPU_CRYPTO))
         return fail("the crypto device has no CPU-crypto path (use crypto_aesni_gcm or crypto_aesni_mb)");
     int socket = (int)rte_socket_id();
-    session_pool = rte_cryptodev_sym_session_pool_create("nfc_esp_sessions", NFC_ESP_SESSIONS,
-                                                         rte_cryptodev_sym_get_private_session_size(dev), 0, 0, socket);
+    *pool = rte_cryptodev_sym_session_pool_create(pool_name, NFC_ESP_SESSIONS,
+                                                  rte_cryptodev_sym_get_private_session_size(d), 0, 0, socket);
     struct rte_cryptodev_config conf = {.socket_id = socket, .nb_queue_pairs = 1};
-    struct rte_cryptodev_qp_conf qp = {.nb_descriptors = 128, .mp_session = session_pool};
-    if (session_pool == NULL || rte_cryptodev_configure(dev, &conf) != 0 ||
-        rte_cryptodev_queue_pair_setup(dev, 0, &qp, socket) != 0 || rte_cryptodev_start(dev) != 0)
+    struct rte_cryptodev_qp_conf qp = {.nb_descriptors = 128, .mp_session = *pool};
+    if (*pool == NULL || rte_cryptodev_configure(d, &conf) != 0 || rte_cryptodev_queue_pair_setup(d, 0, &qp, socket) != 0 ||
+        rte_cryptodev_start(d) != 0)
         return fail("cannot set up the crypto device");
-    sessions = hash_of("nfc_esp_keys", NFC_ESP_SESSIONS, sizeof(struct session_key));
+    return 0;
+}
+
+/* AES-CBC + HMAC-SHA1: the first crypto_aesni_mb given, else one made here (sharing the
+ * AES-GCM device's set-up when that is the one). */
+static int cbc_init(int gcm_started)
+{
+    int found = -1;
+    for (uint8_t d = 0; d < rte_cryptodev_count() && found < 0; d++) {
+        struct rte_cryptodev_info info;
+        rte_cryptodev_info_get(d, &info);
+        if (strcmp(info.driver_name, "crypto_aesni_mb") == 0)
+            found = d;
+    }
+    if (found < 0 && rte_vdev_init("crypto_aesni_mb_nfc", NULL) == 0)
+        found = rte_cryptodev_get_dev_id("crypto_aesni_mb_nfc");
+    if (found < 0)
+        return fail("AES-CBC + HMAC-SHA1 needs crypto_aesni_mb, which was not given and could not be made");
+    cbc_dev = (uint8_t)found;
+    if (gcm_started && cbc_dev == dev)
+        cbc_pool = session_pool;
+    else if (start_dev(cbc_dev, "nfc_esp_cbc_sessions", &cbc_pool) != 0)
+        return -1;
+    cbc_sessions = hash_of("nfc_esp_cbc_keys", NFC_ESP_SESSIONS, sizeof(struct cbc_key));
+    return cbc_sessions == NULL ? fail("no memory for the SA tables") : 0;
+}
+
+int nfc_esp_init(void)
+{
+    int gcm = nfc_uses_esp & NFC_ESP_GCM;
+    if (gcm) {
+        if (rte_cryptodev_count() == 0 && rte_vdev_init("crypto_aesni_gcm_nfc", NULL) != 0)
+            return fail("no crypto device: none given with --vdev, and crypto_aesni_gcm could not be made");
+        if (start_dev(dev, "nfc_esp_sessions", &session_pool) != 0)
+            return -1;
+        sessions = hash_of("nfc_esp_keys", NFC_ESP_SESSIONS, sizeof(struct session_key));
+        if (sessions == NULL)
+            return fail("no memory for the SA tables");
+    }
+    if ((nfc_uses_esp & NFC_ESP_CBC) && cbc_init(gcm) != 0)
+        return -1;
     windows = hash_of("nfc_esp_windows", NFC_REPLAY_SAS, sizeof(uint32_t));
-    return sessions == NULL || windows == NULL ? fail("no memory for the SA tables") : 0;
+    return windows == NULL ? fail("no memory for the SA tables") : 0;
 }
 
 void nfc_esp_stop(void)
 {
-    rte_cryptodev_stop(dev);
+    if (nfc_uses_esp & NFC_ESP_GCM)
+        rte_cryptodev_stop(dev);
+    if ((nfc_uses_esp & NFC_ESP_CBC) && !((nfc_uses_esp & NFC_ESP_GCM) && cbc_dev == dev))
+        rte_cryptodev_stop(cbc_dev);
 }
 
 uint8_t *nfc_esp_buf(struct nfc_pkt *p)
@@ -244,10 +298,14 @@ static int changeable(const struct nfc_pkt *p, const uint8_t *from, uint32_t bef
            p->payload + p->payload_len + after <= p->buf_end && p->payload >= p->buf_start;
 }
 
-uint32_t nfc_esp_encrypt(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn)
+/* The plaintext of an encryption laid out: every valid header after instance `esp` and the
+ * payload one after the other at buf + iv, with `lead` bytes free before buf and `tail` behind
+ * the plaintext; in place when they lie so in p's mbuf with that room (headers that were in
+ * front move to p->store), else gathered in p's ESP buffer.  buf (where the IV goes) and
+ * *len (the plaintext's bytes), those headers invalid; NULL: no buffer, or too big for it. */
+static inline __attribute__((always_inline)) uint8_t *
+lay_out(struct nfc_pkt *p, int esp, uint32_t lead, uint32_t iv, uint32_t tail, uint32_t *len_out)
 {
-    if (p->esp_pending) /* its payload is a queued encryption's: done first (an ESP in ESP) */
-        batch_flush();
     /* the headers after esp, where they are: one after the other up to the payload? */
     const uint8_t *first = p->payload;
     int together = 1;
@@ -259,21 +317,22 @@ uint32_t nfc_esp_encrypt(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq,
             len += nfc_inst_bytes[k];
         }
     uint8_t *buf;
-    if (together && changeable(p, first, NFC_ESP_IV, 3 + 2 + NFC_ESP_ICV)) {
-        buf = (uint8_t *)(uintptr_t)first - NFC_ESP_IV;
-        for (int k = 0; k <= esp; k++) /* a header the IV would overwrite keeps its bytes aside */
-            if (p->valid[k] && p->hdr[k] < first && p->hdr[k] + nfc_inst_bytes[k] > buf) {
+    if (together && changeable(p, first, lead + iv, tail)) {
+        buf = (uint8_t *)(uintptr_t)first - iv;
+        for (int k = 0; k <= esp; k++) /* a header the IV (or the lead) would overwrite keeps its bytes aside */
+            if (p->valid[k] && p->hdr[k] < first && p->hdr[k] + nfc_inst_bytes[k] > buf - lead) {
                 memcpy(p->store[k], p->hdr[k], nfc_inst_bytes[k]);
                 p->hdr[k] = p->store[k];
             }
     } else {
-        buf = nfc_esp_buf(p);
-        if (buf == NULL || NFC_ESP_IV + len + 3 + 2 + NFC_ESP_ICV > NFC_ESP_ROOM)
-            return 0;
-        /* the payload first, to its place behind the headers: it may be in buf already (a
-         * payload decrypted there), where the headers would overwrite it */
-        memmove(buf + NFC_ESP_IV + (len - p->payload_len), p->payload, p->payload_len);
-        uint32_t at = NFC_ESP_IV;
+        uint8_t *room = nfc_esp_buf(p);
+        if (room == NULL || lead + iv + len + tail > NFC_ESP_ROOM)
+            return NULL;
+        buf = room + lead;
+        /* the payload first, to its place behind the headers: it may be in the buffer already
+         * (a payload decrypted there), where the headers would overwrite it */
+        memmove(buf + iv + (len - p->payload_len), p->payload, p->payload_len);
+        uint32_t at = iv;
         for (int k = esp + 1; k < nfc_ninst; k++)
             if (p->valid[k]) {
                 memcpy(buf + at, p->hdr[k], nfc_inst_bytes[k]);
@@ -282,6 +341,47 @@ uint32_t nfc_esp_encrypt(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq,
     }
     for (int k = esp + 1; k < nfc_ninst; k++)
         p->valid[k] = 0;
+    *len_out = len;
+    return buf;
+}
+
+/* RFC 4303 §2.4-2.6: the default padding to `align` bytes, the pad length and the next header
+ * (from the first byte's IP version) behind the plaintext pt[0, len); the new length. */
+static uint32_t trailer(uint8_t *pt, uint32_t len, uint32_t align)
+{
+    uint8_t version = len > 0 ? pt[0] >> 4 : 0;
+    uint8_t next = len == 0 ? 59 : version == 6 ? 41 : 4; /* RFC 4303 §2.6: IPv6, no next header, IPv4 */
+    uint32_t padlen = (align - (len + 2) % align) % align;
+    for (uint32_t i = 1; i <= padlen; i++)
+        pt[len++] = (uint8_t)i;
+    pt[len++] = (uint8_t)padlen;
+    pt[len++] = next;
+    return len;
+}
+
+/* The inner packet's length of a decrypted plaintext pt[0, len) whose trailer holds the
+ * default padding (RFC 4303 §2.4: 1, 2, 3, ...); -1: malformed. */
+static int64_t untrailer(const uint8_t *pt, uint32_t len)
+{
+    if (len < 2)
+        return -1;
+    uint32_t padlen = pt[len - 2];
+    if (padlen + 2 > len)
+        return -1;
+    for (uint32_t i = 1; i <= padlen; i++)
+        if (pt[len - 2 - padlen + i - 1] != (uint8_t)i)
+            return -1;
+    return (int64_t)(len - 2 - padlen);
+}
+
+uint32_t nfc_esp_encrypt(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint32_t salt, int esn)
+{
+    if (p->esp_pending) /* its payload is a queued encryption's: done first (an ESP in ESP) */
+        batch_flush();
+    uint32_t len;
+    uint8_t *buf = lay_out(p, esp, 0, NFC_ESP_IV, 3 + 2 + NFC_ESP_ICV, &len);
+    if (buf == NULL)
+        return 0;
     uint32_t sealed = nfc_esp_seal(buf, len, spi, seq, key, salt, esn, p);
     p->payload = buf;
     p->payload_len = sealed;
@@ -295,13 +395,7 @@ uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nf
     if (sess == NULL)
         return 0;
     uint8_t *pt = buf + NFC_ESP_IV;
-    uint8_t version = len > 0 ? pt[0] >> 4 : 0;
-    uint8_t next = len == 0 ? 59 : version == 6 ? 41 : 4; /* RFC 4303 §2.6: IPv6, no next header, IPv4 */
-    uint32_t padlen = (4 - (len + 2) % 4) % 4;            /* RFC 4303 §2.4: 4-byte alignment */
-    for (uint32_t i = 1; i <= padlen; i++)
-        pt[len++] = (uint8_t)i;
-    pt[len++] = (uint8_t)padlen;
-    pt[len++] = next;
+    len = trailer(pt, len, 4); /* RFC 4303 §2.4: 4-byte alignment */
     uint8_t aad[12];
     put32(aad, spi);
     put32(aad + 4, (uint32_t)(seq >> (esn ? 32 : 0)));
@@ -343,14 +437,157 @@ int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_
     if (!gcm(sess, buf + NFC_ESP_IV, len, buf, (uint32_t)salt, aad, tag))
         return 0;
     const uint8_t *pt = buf + NFC_ESP_IV;
-    uint32_t padlen = pt[len - 2];
-    if (padlen + 2 > len)
+    int64_t inner = untrailer(pt, len);
+    if (inner < 0)
         return 0;
-    for (uint32_t i = 1; i <= padlen; i++) /* RFC 4303 §2.4: the default padding 1, 2, 3, ... */
-        if (pt[len - 2 - padlen + i - 1] != (uint8_t)i)
-            return 0;
     p->payload = pt;
-    p->payload_len = len - 2 - padlen;
+    p->payload_len = (uint32_t)inner;
+    p->valid[outer] = 0;
+    p->valid[esp] = 0;
+    return 1;
+}
+
+/* ---- AES-CBC-128 + HMAC-SHA1-96 ------------------------------------------------------------- */
+
+/* The session of one kind for an SA's keys, made on first use; NULL: no memory. */
+static void *cbc_session(nfc_u128 key, uint64_t auth_hi, nfc_u128 auth_lo, enum cbc_kind kind)
+{
+    static __thread __attribute__((tls_model("initial-exec"))) struct {
+        nfc_u128 key, lo;
+        uint64_t hi;
+        void *s;
+    } last[CBC_KINDS]; /* the lcore's last session per kind (never freed: the pointer stays good) */
+    if (last[kind].s != NULL && last[kind].key == key && last[kind].hi == auth_hi && last[kind].lo == auth_lo)
+        return last[kind].s;
+    struct cbc_key k = {.kind = (uint8_t)kind};
+    for (int i = 0; i < 16; i++) {
+        k.key[i] = (uint8_t)(key >> (8 * (15 - i)));
+        k.auth[4 + i] = (uint8_t)(auth_lo >> (8 * (15 - i)));
+    }
+    for (int i = 0; i < 4; i++)
+        k.auth[i] = (uint8_t)(auth_hi >> (8 * (3 - i)));
+    void *s = NULL;
+    if (rte_hash_lookup_data(cbc_sessions, &k, &s) < 0) {
+        rte_spinlock_lock(&writer);
+        if (rte_hash_lookup_data(cbc_sessions, &k, &s) < 0) {
+            int seal = kind == CBC_SEAL || kind == CBC_IV;
+            struct rte_crypto_sym_xform auth = {
+                .type = RTE_CRYPTO_SYM_XFORM_AUTH,
+                .auth = {.op = seal ? RTE_CRYPTO_AUTH_OP_GENERATE : RTE_CRYPTO_AUTH_OP_VERIFY,
+                         .algo = RTE_CRYPTO_AUTH_SHA1_HMAC, .key = {.data = k.auth, .length = 20},
+                         .digest_length = NFC_ESP_CBC_ICV}};
+            struct rte_crypto_sym_xform cipher = {
+                .type = RTE_CRYPTO_SYM_XFORM_CIPHER,
+                .next = kind == CBC_SEAL ? &auth : NULL, /* encrypt, then the MAC over the ciphertext */
+                .cipher = {.op = seal ? RTE_CRYPTO_CIPHER_OP_ENCRYPT : RTE_CRYPTO_CIPHER_OP_DECRYPT,
+                           .algo = RTE_CRYPTO_CIPHER_AES_CBC, .key = {.data = k.key, .length = 16},
+                           .iv = {.offset = 0, .length = NFC_ESP_CBC_IV}}};
+            s = rte_cryptodev_sym_session_create(cbc_dev, kind == CBC_VERIFY ? &auth : &cipher, cbc_pool);
+            if (s != NULL && rte_hash_add_key_data(cbc_sessions, &k, s) < 0) {
+                rte_cryptodev_sym_session_free(cbc_dev, s);
+                s = NULL;
+            }
+        }
+        rte_spinlock_unlock(&writer);
+    }
+    memset(&k, 0, sizeof k); /* no copy of the keys left on the stack */
+    if (s != NULL) {
+        last[kind].key = key;
+        last[kind].hi = auth_hi;
+        last[kind].lo = auth_lo;
+        last[kind].s = s;
+    }
+    return s;
+}
+
+/* One CPU-crypto operation of session sess over data[0, len): the cipher from cipher_head
+ * (with its IV at iv), the MAC from auth_head (its digest at digest); 1: done (verified). */
+static int cbc_run(void *sess, uint8_t *data, uint32_t len, uint32_t cipher_head, uint32_t auth_head,
+                   const uint8_t *iv, uint8_t *digest)
+{
+    struct rte_crypto_vec seg = {.base = data, .len = len, .tot_len = len};
+    struct rte_crypto_sgl sgl = {.vec = &seg, .num = 1};
+    struct rte_crypto_va_iova_ptr ivp = {.va = (void *)(uintptr_t)iv}, dg = {.va = digest}, aad = {.va = NULL};
+    int32_t status = -1;
+    struct rte_crypto_sym_vec vec = {.num = 1, .src_sgl = &sgl, .iv = &ivp, .digest = &dg, .aad = &aad,
+                                     .status = &status};
+    union rte_crypto_sym_ofs ofs = {.raw = 0};
+    ofs.ofs.cipher.head = cipher_head;
+    ofs.ofs.auth.head = auth_head;
+    return rte_cryptodev_sym_cpu_crypto_process(cbc_dev, sess, ofs, &vec) == 1 && status == 0;
+}
+
+uint32_t nfc_esp_encrypt_cbc(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint64_t auth_hi,
+                             nfc_u128 auth_lo)
+{
+    if (p->esp_pending) /* its payload is a queued encryption's: done first (an ESP in ESP) */
+        batch_flush();
+    void *seal = cbc_session(key, auth_hi, auth_lo, CBC_SEAL);
+    void *ivs = cbc_session(key, auth_hi, auth_lo, CBC_IV);
+    uint32_t len;
+    /* 8 bytes in front of the IV for the ESP header the MAC covers (the deparser writes the same there) */
+    uint8_t *buf = seal != NULL && ivs != NULL ? lay_out(p, esp, 8, NFC_ESP_CBC_IV, 15 + 2 + NFC_ESP_CBC_ICV, &len)
+                                               : NULL;
+    if (buf == NULL)
+        return 0;
+    uint8_t *pt = buf + NFC_ESP_CBC_IV, zero[NFC_ESP_CBC_IV] = {0}, unused[20];
+    len = trailer(pt, len, 16); /* RFC 3602 §2.4: whole blocks */
+    put32(buf, spi); /* the IV: AES_key(spi . 0 . seq), one block of CBC from a zero IV */
+    put32(buf + 4, 0);
+    put32(buf + 8, (uint32_t)(seq >> 32));
+    put32(buf + 12, (uint32_t)seq);
+    uint8_t *h = buf - 8;
+    put32(h, spi);
+    put32(h + 4, (uint32_t)seq);
+    if (!cbc_run(ivs, buf, NFC_ESP_CBC_IV, 0, 0, zero, unused) ||
+        !cbc_run(seal, h, 8 + NFC_ESP_CBC_IV + len, 8 + NFC_ESP_CBC_IV, 0, buf, pt + len))
+        return 0;
+    p->payload = buf;
+    p->payload_len = NFC_ESP_CBC_IV + len + NFC_ESP_CBC_ICV;
+    return p->payload_len;
+}
+
+int nfc_esp_decrypt_cbc(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t auth_hi, nfc_u128 auth_lo,
+                        int in_place)
+{
+    if (p->esp_pending) /* its payload is a queued encryption's: done first */
+        batch_flush();
+    uint32_t n = p->payload_len;
+    if (!p->valid[esp] || n < NFC_ESP_CBC_IV + 16 + NFC_ESP_CBC_ICV || (n - NFC_ESP_CBC_IV - NFC_ESP_CBC_ICV) % 16 ||
+        8 + n > NFC_ESP_ROOM)
+        return 0;
+    void *verify = cbc_session(key, auth_hi, auth_lo, CBC_VERIFY);
+    void *open = cbc_session(key, auth_hi, auth_lo, CBC_OPEN);
+    uint8_t *room = nfc_esp_buf(p);
+    if (verify == NULL || open == NULL || room == NULL)
+        return 0;
+    int inside = p->payload >= room && p->payload < room + NFC_ESP_ROOM; /* decrypted there before */
+    uint8_t *h = (uint8_t *)(uintptr_t)p->hdr[esp]; /* header, IV, ciphertext: one after the other? */
+    if (h + 8 != p->payload) {
+        if (inside)
+            return 0;
+        memcpy(room, p->hdr[esp], 8);
+        memcpy(room + 8, p->payload, n);
+        h = room;
+    }
+    uint32_t len = n - NFC_ESP_CBC_IV - NFC_ESP_CBC_ICV;
+    if (!cbc_run(verify, h, 8 + NFC_ESP_CBC_IV + len, 0, 0, h + 8, h + 8 + NFC_ESP_CBC_IV + len))
+        return 0; /* the ICV first: nothing was decrypted */
+    uint8_t *iv = h + 8, *ct = iv + NFC_ESP_CBC_IV;
+    if ((!in_place || !changeable(p, p->payload, 0, 0)) && !inside && h != room) {
+        /* a failed trailer must leave the payload as it was (or the mbuf cannot be written) */
+        memcpy(room, iv, NFC_ESP_CBC_IV + len);
+        iv = room;
+        ct = room + NFC_ESP_CBC_IV;
+    }
+    uint8_t unused[20];
+    if (!cbc_run(open, ct, len, 0, 0, iv, unused))
+        return 0;
+    int64_t inner = untrailer(ct, len);
+    if (inner < 0)
+        return 0;
+    p->payload = ct;
+    p->payload_len = (uint32_t)inner;
     p->valid[outer] = 0;
     p->valid[esp] = 0;
     return 1;

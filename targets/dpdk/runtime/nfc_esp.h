@@ -1,5 +1,5 @@
-/* nfc server runtime: ESP (RFC 4303 tunnel mode, AES-GCM-128 per RFC 4106) with DPDK's
- * crypto, and the anti-replay window (RFC 4303 §3.4.3, Appendix A), as stdlib/ops.nfp's
+/* nfc server runtime: ESP (RFC 4303 tunnel mode, AES-GCM-128 per RFC 4106, or AES-CBC-128 per
+ * RFC 3602 with HMAC-SHA1-96 per RFC 2404) with DPDK's crypto, and the anti-replay window (RFC 4303 §3.4.3, Appendix A), as stdlib/ops.nfp's
  * esp_encrypt / esp_decrypt / replay_check define them (compiler/interp/externs.py is the
  * reference).  Crypto runs synchronously on the forwarding lcore through a crypto device's
  * CPU-crypto path (rte_cryptodev_sym_cpu_crypto_process: no enqueue, no completion to wait
@@ -15,15 +15,20 @@
 
 #include "nfc_rt.h"
 
+#define NFC_ESP_GCM 1  /* nfc_uses_esp's suites: AES-GCM-128 */
+#define NFC_ESP_CBC 2  /* AES-CBC-128 + HMAC-SHA1-96 */
 #define NFC_ESP_IV 8   /* the explicit IV: the 64-bit sequence number */
 #define NFC_ESP_ICV 16 /* the GCM tag */
+#define NFC_ESP_CBC_IV 16  /* AES-CBC's IV: AES_key(spi . 0 . seq), stdlib/ops.nfp */
+#define NFC_ESP_CBC_ICV 12 /* HMAC-SHA1-96 */
 #define NFC_ESP_ROOM (NFC_MAX_PKT + 64) /* bytes of a packet's ESP buffer */
 #define NFC_ESP_SESSIONS 8192           /* SA keys x directions with a session at once */
 #define NFC_REPLAY_SAS 65536            /* SAs with an anti-replay window */
 #define NFC_ESP_BATCH 64                /* encryptions queued per lcore before they run */
 
-/* The crypto device (a DPDK crypto vdev given with --vdev, or crypto_aesni_gcm made here),
- * configured and started; 0, or -1 with the reason on stderr. */
+/* The crypto devices of the suites the program uses, configured and started: for AES-GCM a
+ * DPDK crypto vdev given with --vdev, or crypto_aesni_gcm made here; for AES-CBC + HMAC-SHA1 a
+ * crypto_aesni_mb given, or made here.  0, or -1 with the reason on stderr. */
 int nfc_esp_init(void);
 /* The crypto device stopped (at exit, before rte_eal_cleanup closes it). */
 void nfc_esp_stop(void);
@@ -65,6 +70,20 @@ int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_
                     int in_place);
 /* in_place: the caller drops the packet when the ICV fails, so the payload may be decrypted
  * where it is (in p's mbuf) rather than in a copy. */
+
+/* esp_encrypt_cbc(outer, esp, spi, seq, key, auth_hi, auth_lo, ...): as nfc_esp_encrypt, with
+ * AES-CBC-128 under `key` (the plaintext padded to 16-byte blocks, the IV AES_key(spi . 0 .
+ * seq)) and HMAC-SHA1-96 under auth_hi . auth_lo (160 bits) over the ESP header, IV and
+ * ciphertext; at once, not batched. */
+uint32_t nfc_esp_encrypt_cbc(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint64_t auth_hi,
+                             nfc_u128 auth_lo);
+
+/* esp_decrypt_cbc(outer, esp, key, auth_hi, auth_lo): the ICV checked first (over the header
+ * `esp` and the payload's IV and ciphertext; nothing is decrypted unless it verifies, RFC 4303
+ * §3.4.4), then the ciphertext decrypted (in place with `in_place`, else in p's ESP buffer)
+ * and the trailer checked; 1 and 0 as nfc_esp_decrypt. */
+int nfc_esp_decrypt_cbc(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t auth_hi, nfc_u128 auth_lo,
+                        int in_place);
 
 /* RFC 4303 Appendix A, a window of 64 packets per SA number `sa`: 1 if seq is not 0, was not
  * seen and is not left of the window (it is then marked seen and the window moves); 0

@@ -486,7 +486,7 @@ const char *nfc_reason(int code);
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key);
 extern const int nfc_nreasons;
 extern const int nfc_software;
-extern const int nfc_uses_esp; /* the program encrypts or decrypts ESP: nfc_esp_init at start */
+extern const int nfc_uses_esp; /* the ESP suites the program uses (NFC_ESP_GCM, NFC_ESP_CBC): nfc_esp_init at start */
 extern const int nfc_crypto_drop; /* the drop code of crypto_unavailable (0: the program has no ESP) */
 extern const int nfc_register_writes; /* a stage writes a register: the program forwards on one lcore */
 extern const uint16_t nfc_inst_bytes[]; /* the bytes of each header instance, in packet order */

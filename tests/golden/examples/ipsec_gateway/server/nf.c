@@ -16,7 +16,7 @@ const int nfc_software = 0;
 /* 1: a stage writes a register, which is not atomic across lcores: one forwarding lcore */
 const int nfc_register_writes = 1;
 
-/* 1: ESP is encrypted or decrypted here (nfc_esp.h: a crypto device is set up) */
+/* the ESP suites used here: NFC_ESP_GCM, NFC_ESP_CBC (nfc_esp.h: their crypto devices are set up) */
 const int nfc_uses_esp = 1;
 
 /* the drop code of crypto_unavailable (a burst's batched encryption that failed) */
