@@ -6,6 +6,10 @@ and core, in interleaved rounds.
     .venv/bin/python bench/bench_esp.py                  # encap and decap at 64, 512, 1400 B
     .venv/bin/python bench/bench_esp.py --quick          # one round, 64 B
     .venv/bin/python bench/bench_esp.py --json out.json
+    .venv/bin/python bench/bench_esp.py --suite cbc      # AES-128-CBC + HMAC-SHA1-96 on crypto_aesni_mb
+
+``--suite cbc`` measures bench/esp_cbc.nfp (esp_encrypt_cbc / esp_decrypt_cbc) against
+ipsec-secgw's SAs ``cipher_algo aes-128-cbc auth_algo sha1-hmac``, both on crypto_aesni_mb.
 
 Rows: encapsulation (plain IPv4/UDP frames of the size in, ESP out) and decapsulation (ESP
 frames whose inner packet is of the size in, the inner packet out), both with one SA.  Input:
@@ -44,6 +48,7 @@ from bench._dpdk_proc import Program, Running, Window, settle, start, stop_all, 
 
 SECGW_SRC = Path("/usr/share/dpdk/examples")  # Debian's dpdk-doc
 KEY, SALT = bytes([0xDE, 0xAD, 0xBE, 0xEF] * 4), bytes([0xCA, 0xFE, 0xBA, 0xBE])
+AUTH = bytes(range(0x40, 0x54))  # HMAC-SHA1's 160-bit key (--suite cbc)
 SPI_OUT, SPI_IN = 7, 8
 TUNNEL_LOCAL, TUNNEL_PEER = "172.16.1.1", "172.16.2.1"
 ORDER = ("nfc", "nfc_per_packet", "secgw", "secgw_lookaside")
@@ -53,6 +58,34 @@ MAX_NOT_FORWARDED = 0.01
 
 def log(msg: str) -> None:
     print(f"[bench_esp {time.strftime('%H:%M:%S')}] {msg}", file=sys.stderr, flush=True)
+
+
+@dataclass(frozen=True)
+class Suite:
+    """One ESP suite: nfc's program and SA values, ipsec-secgw's SA algorithms, scapy's, the PMD."""
+
+    nfp: str
+    vdev: str
+    secgw_algo: str  # ipsec-secgw's sa ... words before "mode"
+    scapy: dict[str, Any]
+    keys: str  # the SA's key material in nfc's entries file (after the SPI outbound)
+
+
+def _hex(b: bytes) -> str:
+    return ":".join(f"{x:02x}" for x in b)
+
+
+SUITES = {
+    "gcm": Suite("bench/esp.nfp", "crypto_aesni_gcm0", f"aead_algo aes-128-gcm aead_key {_hex(KEY + SALT)}",
+                 {"crypt_algo": "AES-GCM", "crypt_key": KEY + SALT},
+                 f"{int.from_bytes(KEY, 'big'):#x} {int.from_bytes(SALT, 'big'):#x}"),
+    "cbc": Suite("bench/esp_cbc.nfp", "crypto_aesni_mb0",
+                 f"cipher_algo aes-128-cbc cipher_key {_hex(KEY)} auth_algo sha1-hmac auth_key {_hex(AUTH)}",
+                 {"crypt_algo": "AES-CBC", "crypt_key": KEY, "auth_algo": "HMAC-SHA1-96", "auth_key": AUTH},
+                 f"{int.from_bytes(KEY, 'big'):#x} {int.from_bytes(AUTH[:4], 'big'):#x} "
+                 f"{int.from_bytes(AUTH[4:], 'big'):#x}"),
+}
+SUITE = SUITES["gcm"]  # main() sets it from --suite
 
 
 # ---- building -----------------------------------------------------------------------------------
@@ -83,13 +116,13 @@ def build_secgw(tmp: Path) -> Path:
 
 
 def build_nfc(out: Path) -> Path:
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(ROOT / "bench/esp.nfp"), "--target", "dpdk",
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(ROOT / SUITE.nfp), "--target", "dpdk",
                         "-o", str(out), "--no-verify"], capture_output=True, text=True, cwd=ROOT)
     if r.returncode != 0:
-        raise RuntimeError(f"bench/esp.nfp did not build:\n{r.stderr[-2000:]}")
+        raise RuntimeError(f"{SUITE.nfp} did not build:\n{r.stderr[-2000:]}")
     r = subprocess.run(["make", "-C", str(out / "server"), "-j2"], capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"bench/esp.nfp's server did not compile:\n{r.stderr[-2000:]}")
+        raise RuntimeError(f"{SUITE.nfp}'s server did not compile:\n{r.stderr[-2000:]}")
     return out / "server" / "nf"
 
 
@@ -100,7 +133,7 @@ def build_nfc_per_packet(out: Path) -> Path:
     flags = "CFLAGS=-O2 -march=native -DNFC_ESP_PER_PACKET=1"
     r = subprocess.run(["make", "-B", "-C", str(out / "server"), "-j2", flags], capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"bench/esp.nfp's per-packet server did not compile:\n{r.stderr[-2000:]}")
+        raise RuntimeError(f"{SUITE.nfp}'s per-packet server did not compile:\n{r.stderr[-2000:]}")
     return base.rename(base.with_name("nf-per-packet"))
 
 
@@ -119,7 +152,7 @@ def frames(size: int) -> tuple[list[bytes], list[bytes]]:
         return p / (b"\0" * (size - 4 - len(p)))
 
     out = [bytes(plain(f"192.168.1.{1 + i % 250}", f"192.168.2.{1 + i % 250}", i)) for i in range(FRAMES)]
-    sa = SecurityAssociation(ESP, spi=SPI_IN, crypt_algo="AES-GCM", crypt_key=KEY + SALT,  # type: ignore[no-untyped-call]
+    sa = SecurityAssociation(ESP, spi=SPI_IN, **SUITE.scapy,  # type: ignore[no-untyped-call]
                              tunnel_header=IP(src=TUNNEL_PEER, dst=TUNNEL_LOCAL))
     esp = [bytes(Ether(src="02:00:00:00:00:01", dst="02:00:00:00:00:02") /
                  sa.encrypt(plain(f"192.168.2.{1 + i % 250}", f"192.168.1.{1 + i % 250}", i)[IP]))
@@ -141,23 +174,21 @@ def _ip(s: str) -> int:
 
 
 def nfc_entries(path: Path) -> None:
-    """bench/esp.nfp's SAs (the entries file: C numbers), the same as ipsec-secgw's."""
-    key, salt = f"{int.from_bytes(KEY, 'big'):#x}", f"{int.from_bytes(SALT, 'big'):#x}"
-    path.write_text(f"outbound_sa 0 : {SPI_OUT} {key} {salt} {_ip(TUNNEL_LOCAL):#x} {_ip(TUNNEL_PEER):#x} 1 "
+    """The program's SAs (the entries file: C numbers), the same as ipsec-secgw's."""
+    path.write_text(f"outbound_sa 0 : {SPI_OUT} {SUITE.keys} {_ip(TUNNEL_LOCAL):#x} {_ip(TUNNEL_PEER):#x} 1 "
                     "0x0200000000bb\n"
-                    f"inbound_sa {SPI_IN} : {key} {salt} 1 0x0200000000aa\n")
+                    f"inbound_sa {SPI_IN} : {SUITE.keys} 1 0x0200000000aa\n")
 
 
 def secgw_config(path: Path, cpu_crypto: bool) -> None:
     """Port 0: the plain side; port 1: the ESP side (``-u 0x2``)."""
-    key = ":".join(f"{b:02x}" for b in KEY + SALT)
     kind = " type cpu-crypto" if cpu_crypto else ""
     path.write_text(
         f"sp ipv4 out esp protect {SPI_OUT} pri 1 dst 192.168.2.0/24 sport 0:65535 dport 0:65535\n"
         f"sp ipv4 in esp protect {SPI_IN} pri 1 dst 192.168.1.0/24 sport 0:65535 dport 0:65535\n"
-        f"sa out {SPI_OUT} aead_algo aes-128-gcm aead_key {key} mode ipv4-tunnel src {TUNNEL_LOCAL} "
+        f"sa out {SPI_OUT} {SUITE.secgw_algo} mode ipv4-tunnel src {TUNNEL_LOCAL} "
         f"dst {TUNNEL_PEER}{kind}\n"
-        f"sa in {SPI_IN} aead_algo aes-128-gcm aead_key {key} mode ipv4-tunnel src {TUNNEL_PEER} "
+        f"sa in {SPI_IN} {SUITE.secgw_algo} mode ipv4-tunnel src {TUNNEL_PEER} "
         f"dst {TUNNEL_LOCAL}{kind}\n"
         "rt ipv4 dst 172.16.2.0/24 port 1\n"
         "rt ipv4 dst 192.168.1.0/24 port 0\n"
@@ -179,7 +210,7 @@ class Row:
 
 def _eal(prefix: str, core: int) -> list[str]:
     return ["-l", str(core), "--no-huge", "-m", "1024", "--no-pci", f"--file-prefix={prefix}", "--log-level=warning",
-            "--vdev=crypto_aesni_gcm0"]
+            f"--vdev={SUITE.vdev}"]
 
 
 def programs(row: Row, binaries: dict[str, Path], pcap: Path, files: dict[str, Path], core: int, tag: str
@@ -272,7 +303,7 @@ def report(rows: dict[Row, dict[str, Result]], problems: list[str], args: argpar
         print(f"problem: {p}")
     if args.json:
         Path(args.json).write_text(json.dumps({
-            "rounds": args.rounds, "window_s": args.window,
+            "suite": args.suite, "rounds": args.rounds, "window_s": args.window,
             "rows": {row.key: {k: {"mpps_cpu": r.median("mpps_cpu"), "mpps_wall": r.median("mpps_wall"),
                                    "error": r.error, "thread": r.thread, "not_forwarded": r.lost(),
                                    "windows": [{"forwarded": w.forwarded, "cpu_s": w.cpu_s, "wall_s": w.wall_s}
@@ -290,7 +321,12 @@ def main() -> int:
     ap.add_argument("--core", type=int, default=1, help="the core every program forwards on")
     ap.add_argument("--start-timeout", type=float, default=60.0)
     ap.add_argument("--json", help="also write every window to this file")
+    ap.add_argument("--suite", choices=sorted(SUITES), default="gcm",
+                    help="gcm: AES-128-GCM on crypto_aesni_gcm (default); cbc: AES-128-CBC + HMAC-SHA1-96 on "
+                         "crypto_aesni_mb")
     args = ap.parse_args()
+    global SUITE
+    SUITE = SUITES[args.suite]
     if args.quick:
         args.rounds, args.sizes = 1, [64]
     problems: list[str] = []

@@ -30,7 +30,7 @@ struct cbc_key {
     uint8_t pad[3];
 };
 
-enum cbc_kind { CBC_SEAL, CBC_IV, CBC_VERIFY, CBC_OPEN, CBC_KINDS };
+enum cbc_kind { CBC_SEAL, CBC_IV, CBC_OPEN, CBC_KINDS }; /* encrypt + MAC; the IV's block; check + decrypt */
 
 struct session_key {
     uint8_t key[16];
@@ -245,12 +245,24 @@ static int gcm(void *sess, uint8_t *data, uint32_t len, const uint8_t *iv, uint3
     return ok;
 }
 
+/* An AES-CBC + HMAC-SHA1 encryption: the ESP header at h, the IV's block behind it, then the
+ * padded plaintext (len bytes) and the ICV's place. */
+struct cbc_job {
+    void *seal, *ivs;
+    uint8_t *h;
+    uint32_t len;
+    struct nfc_pkt *p;
+};
+
 /* The lcore's encryptions queued since nfc_esp_batch_begin (on: batching). */
 static __thread __attribute__((tls_model("initial-exec"))) struct {
     int on;
-    uint32_t n;
+    uint32_t n, ncbc;
     struct gcm_job job[NFC_ESP_BATCH];
+    struct cbc_job cbc[NFC_ESP_BATCH];
 } batch;
+
+static void cbc_seal_run(struct cbc_job *jobs, uint32_t n, int *ok);
 
 void nfc_esp_batch_begin(void)
 {
@@ -258,12 +270,24 @@ void nfc_esp_batch_begin(void)
     batch.on = 1;
 #endif
     batch.n = 0;
+    batch.ncbc = 0;
 }
 
-/* Run the queued encryptions: one call per run of one session's jobs. */
+/* Run the queued encryptions: one call per run of one session's jobs (two for AES-CBC: the
+ * IVs, then the encryptions and MACs). */
 static void batch_flush(void)
 {
     int ok[NFC_ESP_BATCH];
+    for (uint32_t i = 0, j; i < batch.ncbc; i = j) {
+        for (j = i + 1; j < batch.ncbc && batch.cbc[j].seal == batch.cbc[i].seal; j++)
+            ;
+        cbc_seal_run(&batch.cbc[i], j - i, ok);
+        for (uint32_t k = i; k < j; k++) {
+            batch.cbc[k].p->esp_pending = 0;
+            batch.cbc[k].p->esp_failed |= !ok[k - i];
+        }
+    }
+    batch.ncbc = 0;
     for (uint32_t i = 0, j; i < batch.n; i = j) {
         for (j = i + 1; j < batch.n && batch.job[j].sess == batch.job[i].sess; j++)
             ;
@@ -482,7 +506,8 @@ static void *cbc_session(nfc_u128 key, uint64_t auth_hi, nfc_u128 auth_lo, enum 
                 .cipher = {.op = seal ? RTE_CRYPTO_CIPHER_OP_ENCRYPT : RTE_CRYPTO_CIPHER_OP_DECRYPT,
                            .algo = RTE_CRYPTO_CIPHER_AES_CBC, .key = {.data = k.key, .length = 16},
                            .iv = {.offset = 0, .length = NFC_ESP_CBC_IV}}};
-            s = rte_cryptodev_sym_session_create(cbc_dev, kind == CBC_VERIFY ? &auth : &cipher, cbc_pool);
+            auth.next = kind == CBC_OPEN ? &cipher : NULL; /* the MAC over the ciphertext, then decrypt */
+            s = rte_cryptodev_sym_session_create(cbc_dev, kind == CBC_OPEN ? &auth : &cipher, cbc_pool);
             if (s != NULL && rte_hash_add_key_data(cbc_sessions, &k, s) < 0) {
                 rte_cryptodev_sym_session_free(cbc_dev, s);
                 s = NULL;
@@ -501,20 +526,68 @@ static void *cbc_session(nfc_u128 key, uint64_t auth_hi, nfc_u128 auth_lo, enum 
 }
 
 /* One CPU-crypto operation of session sess over data[0, len): the cipher from cipher_head
- * (with its IV at iv), the MAC from auth_head (its digest at digest); 1: done (verified). */
-static int cbc_run(void *sess, uint8_t *data, uint32_t len, uint32_t cipher_head, uint32_t auth_head,
-                   const uint8_t *iv, uint8_t *digest)
+ * (with its IV at iv), the MAC from auth_head (its digest at digest). */
+struct cbc_op {
+    uint8_t *data;
+    uint32_t len;
+    const uint8_t *iv;
+    uint8_t *digest;
+};
+
+/* ops[0..n) of session sess in one call (the multi-buffer library fills its lanes with them);
+ * ok[i]: op i done (its MAC verified). */
+static void cbc_run_n(void *sess, struct cbc_op *ops, uint32_t n, uint32_t cipher_head, uint32_t auth_head,
+                      int *ok)
 {
-    struct rte_crypto_vec seg = {.base = data, .len = len, .tot_len = len};
-    struct rte_crypto_sgl sgl = {.vec = &seg, .num = 1};
-    struct rte_crypto_va_iova_ptr ivp = {.va = (void *)(uintptr_t)iv}, dg = {.va = digest}, aad = {.va = NULL};
-    int32_t status = -1;
-    struct rte_crypto_sym_vec vec = {.num = 1, .src_sgl = &sgl, .iv = &ivp, .digest = &dg, .aad = &aad,
-                                     .status = &status};
+    struct rte_crypto_vec seg[NFC_ESP_BATCH];
+    struct rte_crypto_sgl sgl[NFC_ESP_BATCH];
+    struct rte_crypto_va_iova_ptr iv[NFC_ESP_BATCH], digest[NFC_ESP_BATCH], aad[NFC_ESP_BATCH];
+    int32_t status[NFC_ESP_BATCH];
+    for (uint32_t i = 0; i < n; i++) {
+        seg[i] = (struct rte_crypto_vec){.base = ops[i].data, .len = ops[i].len, .tot_len = ops[i].len};
+        sgl[i] = (struct rte_crypto_sgl){.vec = &seg[i], .num = 1};
+        iv[i].va = (void *)(uintptr_t)ops[i].iv;
+        digest[i].va = ops[i].digest;
+        aad[i].va = NULL;
+        status[i] = -1;
+    }
+    struct rte_crypto_sym_vec vec = {.num = n, .src_sgl = sgl, .iv = iv, .digest = digest, .aad = aad,
+                                     .status = status};
     union rte_crypto_sym_ofs ofs = {.raw = 0};
     ofs.ofs.cipher.head = cipher_head;
     ofs.ofs.auth.head = auth_head;
-    return rte_cryptodev_sym_cpu_crypto_process(cbc_dev, sess, ofs, &vec) == 1 && status == 0;
+    rte_cryptodev_sym_cpu_crypto_process(cbc_dev, sess, ofs, &vec);
+    for (uint32_t i = 0; i < n; i++)
+        ok[i] = status[i] == 0;
+}
+
+static int cbc_run(void *sess, uint8_t *data, uint32_t len, uint32_t cipher_head, uint32_t auth_head,
+                   const uint8_t *iv, uint8_t *digest)
+{
+    struct cbc_op op = {data, len, iv, digest};
+    int ok = 0;
+    cbc_run_n(sess, &op, 1, cipher_head, auth_head, &ok);
+    return ok;
+}
+
+/* jobs[0..n), all of one SA: their IVs (one block of CBC each from a zero IV), then their
+ * encryptions and MACs; ok[i]: job i done. */
+static void cbc_seal_run(struct cbc_job *jobs, uint32_t n, int *ok)
+{
+    static const uint8_t zero[NFC_ESP_CBC_IV];
+    uint8_t unused[NFC_ESP_BATCH][20];
+    struct cbc_op ops[NFC_ESP_BATCH];
+    int made[NFC_ESP_BATCH];
+    for (uint32_t i = 0; i < n; i++)
+        ops[i] = (struct cbc_op){jobs[i].h + 8, NFC_ESP_CBC_IV, zero, unused[i]};
+    cbc_run_n(jobs[0].ivs, ops, n, 0, 0, made);
+    for (uint32_t i = 0; i < n; i++) {
+        uint8_t *iv = jobs[i].h + 8;
+        ops[i] = (struct cbc_op){jobs[i].h, 8 + NFC_ESP_CBC_IV + jobs[i].len, iv, iv + NFC_ESP_CBC_IV + jobs[i].len};
+    }
+    cbc_run_n(jobs[0].seal, ops, n, 8 + NFC_ESP_CBC_IV, 0, ok);
+    for (uint32_t i = 0; i < n; i++)
+        ok[i] &= made[i];
 }
 
 uint32_t nfc_esp_encrypt_cbc(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint64_t auth_hi,
@@ -530,7 +603,7 @@ uint32_t nfc_esp_encrypt_cbc(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t 
                                                : NULL;
     if (buf == NULL)
         return 0;
-    uint8_t *pt = buf + NFC_ESP_CBC_IV, zero[NFC_ESP_CBC_IV] = {0}, unused[20];
+    uint8_t *pt = buf + NFC_ESP_CBC_IV;
     len = trailer(pt, len, 16); /* RFC 3602 §2.4: whole blocks */
     put32(buf, spi); /* the IV: AES_key(spi . 0 . seq), one block of CBC from a zero IV */
     put32(buf + 4, 0);
@@ -539,9 +612,18 @@ uint32_t nfc_esp_encrypt_cbc(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t 
     uint8_t *h = buf - 8;
     put32(h, spi);
     put32(h + 4, (uint32_t)seq);
-    if (!cbc_run(ivs, buf, NFC_ESP_CBC_IV, 0, 0, zero, unused) ||
-        !cbc_run(seal, h, 8 + NFC_ESP_CBC_IV + len, 8 + NFC_ESP_CBC_IV, 0, buf, pt + len))
-        return 0;
+    struct cbc_job job = {seal, ivs, h, len, p};
+    if (batch.on) { /* queued: the burst's encryptions run together (nfc_esp_batch_end) */
+        if (batch.ncbc == NFC_ESP_BATCH)
+            batch_flush();
+        batch.cbc[batch.ncbc++] = job;
+        p->esp_pending = 1;
+    } else {
+        int ok = 0;
+        cbc_seal_run(&job, 1, &ok);
+        if (!ok)
+            return 0;
+    }
     p->payload = buf;
     p->payload_len = NFC_ESP_CBC_IV + len + NFC_ESP_CBC_ICV;
     return p->payload_len;
@@ -556,32 +638,27 @@ int nfc_esp_decrypt_cbc(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uin
     if (!p->valid[esp] || n < NFC_ESP_CBC_IV + 16 + NFC_ESP_CBC_ICV || (n - NFC_ESP_CBC_IV - NFC_ESP_CBC_ICV) % 16 ||
         8 + n > NFC_ESP_ROOM)
         return 0;
-    void *verify = cbc_session(key, auth_hi, auth_lo, CBC_VERIFY);
     void *open = cbc_session(key, auth_hi, auth_lo, CBC_OPEN);
     uint8_t *room = nfc_esp_buf(p);
-    if (verify == NULL || open == NULL || room == NULL)
+    if (open == NULL || room == NULL)
         return 0;
-    int inside = p->payload >= room && p->payload < room + NFC_ESP_ROOM; /* decrypted there before */
-    uint8_t *h = (uint8_t *)(uintptr_t)p->hdr[esp]; /* header, IV, ciphertext: one after the other? */
-    if (h + 8 != p->payload) {
+    /* the header, IV, ciphertext and ICV one after the other where they may be decrypted: in
+     * the mbuf when a failure drops (in_place), in the ESP buffer when decrypted there before
+     * (an ESP in ESP), else copied there (a failure leaves the payload as it was) */
+    int inside = p->payload >= room && p->payload < room + NFC_ESP_ROOM;
+    uint8_t *h = (uint8_t *)(uintptr_t)p->hdr[esp];
+    if (h + 8 != p->payload || (!inside && !(in_place && changeable(p, p->payload, 0, 0)))) {
         if (inside)
             return 0;
         memcpy(room, p->hdr[esp], 8);
         memcpy(room + 8, p->payload, n);
         h = room;
     }
+    /* one chained call, as ipsec-secgw's: the MAC checked over the ciphertext, which is decrypted
+     * in the same pass (a failed check leaves it decrypted where no one reads it) */
     uint32_t len = n - NFC_ESP_CBC_IV - NFC_ESP_CBC_ICV;
-    if (!cbc_run(verify, h, 8 + NFC_ESP_CBC_IV + len, 0, 0, h + 8, h + 8 + NFC_ESP_CBC_IV + len))
-        return 0; /* the ICV first: nothing was decrypted */
-    uint8_t *iv = h + 8, *ct = iv + NFC_ESP_CBC_IV;
-    if ((!in_place || !changeable(p, p->payload, 0, 0)) && !inside && h != room) {
-        /* a failed trailer must leave the payload as it was (or the mbuf cannot be written) */
-        memcpy(room, iv, NFC_ESP_CBC_IV + len);
-        iv = room;
-        ct = room + NFC_ESP_CBC_IV;
-    }
-    uint8_t unused[20];
-    if (!cbc_run(open, ct, len, 0, 0, iv, unused))
+    uint8_t *ct = h + 8 + NFC_ESP_CBC_IV;
+    if (!cbc_run(open, h, 8 + NFC_ESP_CBC_IV + len, 8 + NFC_ESP_CBC_IV, 0, h + 8, ct + len))
         return 0;
     int64_t inner = untrailer(ct, len);
     if (inner < 0)

@@ -74,14 +74,14 @@ int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_
 /* esp_encrypt_cbc(outer, esp, spi, seq, key, auth_hi, auth_lo, ...): as nfc_esp_encrypt, with
  * AES-CBC-128 under `key` (the plaintext padded to 16-byte blocks, the IV AES_key(spi . 0 .
  * seq)) and HMAC-SHA1-96 under auth_hi . auth_lo (160 bits) over the ESP header, IV and
- * ciphertext; at once, not batched. */
+ * ciphertext; batched as nfc_esp_seal batches (the burst's IVs in one call, then its encryptions). */
 uint32_t nfc_esp_encrypt_cbc(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint64_t auth_hi,
                              nfc_u128 auth_lo);
 
-/* esp_decrypt_cbc(outer, esp, key, auth_hi, auth_lo): the ICV checked first (over the header
- * `esp` and the payload's IV and ciphertext; nothing is decrypted unless it verifies, RFC 4303
- * §3.4.4), then the ciphertext decrypted (in place with `in_place`, else in p's ESP buffer)
- * and the trailer checked; 1 and 0 as nfc_esp_decrypt. */
+/* esp_decrypt_cbc(outer, esp, key, auth_hi, auth_lo): the ICV checked over the header `esp` and
+ * the payload's IV and ciphertext and the ciphertext decrypted in one chained call (in place
+ * with `in_place`, else in p's ESP buffer; nothing decrypted is read unless the ICV verified,
+ * RFC 4303 §3.4.4), then the trailer checked; 1 and 0 as nfc_esp_decrypt. */
 int nfc_esp_decrypt_cbc(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t auth_hi, nfc_u128 auth_lo,
                         int in_place);
 
