@@ -43,7 +43,7 @@ parser protected {
   state esp_hdr { extract esp; transition accept; }
 }
 table outbound_sa {
-  key { std.ingress_port: exact; }
+  key { ipv4.dst: lpm; }
   value { spi: bit<32>; key: bit<128> secret; auth_hi: bit<32> secret; auth_lo: bit<128> secret;
           src: bit<32>; dst: bit<32>; port: bit<16>; next_hop: bit<48>; slot: bit<8>; }
   size = 16;
@@ -84,21 +84,26 @@ pipeline encap { ports = [0..1]; parser = plain; stages = [seal]; traffic = 50%;
 pipeline decap { ports = [2]; parser = protected; stages = [open]; traffic = 50%; }
 """
 
-KEY, AUTH = bytes(range(16)), bytes(range(100, 120))  # AES-128, HMAC-SHA1's 160 bits
-SPI_OUT, SPI_IN, SRC, DST, NH = 0x3001, 0x4001, "203.0.113.1", "198.51.100.7", "02:00:00:00:00:99"
+SRC, DST, NH = "203.0.113.1", "198.51.100.7", "02:00:00:00:00:99"
+# every SA its own keys (AES-128, HMAC-SHA1's 160 bits): a session cached for the wrong one fails
+OUT = [(0x3001, bytes(range(16)), bytes(range(100, 120)), "192.168.9.0/25", 3),  # spi, key, auth, tenants, slot
+       (0x3002, bytes(range(16, 32)), bytes(range(120, 140)), "192.168.9.128/25", 4)]
+IN = [(0x4001, bytes(range(32, 48)), bytes(range(140, 160)), 5),  # spi, key, auth, window
+      (0x4002, bytes(range(48, 64)), bytes(range(160, 180)), 6)]
 
 
-def _values() -> dict[str, int]:
-    return {"key": int.from_bytes(KEY, "big"), "auth_hi": int.from_bytes(AUTH[:4], "big"),
-            "auth_lo": int.from_bytes(AUTH[4:], "big")}
+def _keys(key: bytes, auth: bytes) -> dict[str, int]:
+    return {"key": int.from_bytes(key, "big"), "auth_hi": int.from_bytes(auth[:4], "big"),
+            "auth_lo": int.from_bytes(auth[4:], "big")}
 
 
 def _entries() -> dict[str, list[dict[str, object]]]:
-    return {"outbound_sa": [{"match": {"std_ingress_port": 0}, "values": {
-                "spi": SPI_OUT, **_values(), "src": ip2int(SRC), "dst": ip2int(DST), "port": 1,
-                "next_hop": mac2int(NH), "slot": 3}}],
-            "inbound_sa": [{"match": {"esp_spi": SPI_IN}, "values": {
-                **_values(), "window": 5, "port": 1, "next_hop": mac2int(NH)}}]}
+    return {"outbound_sa": [{"match": {"ipv4_dst": net}, "values": {
+                "spi": spi, **_keys(key, auth), "src": ip2int(SRC), "dst": ip2int(DST), "port": 1,
+                "next_hop": mac2int(NH), "slot": slot}} for spi, key, auth, net, slot in OUT],
+            "inbound_sa": [{"match": {"esp_spi": spi}, "values": {
+                **_keys(key, auth), "window": window, "port": 1, "next_hop": mac2int(NH)}}
+                for spi, key, auth, window in IN]}
 
 
 def _spec(c) -> Interpreter:
@@ -107,32 +112,39 @@ def _spec(c) -> Interpreter:
         names = [v.name for v in c.program.tables[table].values]
         for row in rows:
             (key,) = row["match"].values()  # type: ignore[union-attr]
-            spec.tables[table].insert(Entry((Match(key),), {n: row["values"][n] for n in names}))  # type: ignore[index]
+            m = Match(ip2int(key.split("/")[0]), int(key.split("/")[1])) if isinstance(key, str) else Match(key)
+            spec.tables[table].insert(Entry((m,), {n: row["values"][n] for n in names}))  # type: ignore[index]
     return spec
 
 
-def _sa(spi: int, src: str, dst: str) -> SecurityAssociation:
-    return SecurityAssociation(ESP, spi=spi, crypt_algo="AES-CBC", crypt_key=KEY,  # type: ignore[no-untyped-call]
-                               auth_algo="HMAC-SHA1-96", auth_key=AUTH, tunnel_header=IP(src=src, dst=dst))
+def _sa(spi: int, key: bytes, auth: bytes, src: str, dst: str) -> SecurityAssociation:
+    return SecurityAssociation(ESP, spi=spi, crypt_algo="AES-CBC", crypt_key=key,  # type: ignore[no-untyped-call]
+                               auth_algo="HMAC-SHA1-96", auth_key=auth, tunnel_header=IP(src=src, dst=dst))
 
 
 def _tenant(i: int) -> bytes:
-    ip = IP(src="10.8.0.1", dst=f"192.168.9.{i}", id=i) / UDP(sport=7, dport=8) / bytes(range(i))
+    """To SA 0 (192.168.9.i) and SA 1 (.128 + i) in turn, inner lengths over every remainder mod 16."""
+    ip = IP(src="10.8.0.1", dst=f"192.168.9.{i // 2 + (128 if i % 2 else 1)}", id=i) / UDP(sport=7, dport=8) / \
+        bytes(range(i))
     return bytes(Ether(src="02:00:00:00:0b:01", dst="02:00:cb:00:71:01") / ip)
 
 
-def _from_peer(seq: int, size: int) -> tuple[bytes, bytes]:
+def _from_peer(sa: int, seq: int, size: int) -> tuple[bytes, bytes]:
+    spi, key, auth, _w = IN[sa]
     inner = bytes(IP(src="192.168.9.9", dst="10.8.0.1", id=seq) / UDP(sport=9, dport=7) / bytes(size))
-    enc = _sa(SPI_IN, DST, SRC).encrypt(IP(inner), seq_num=seq)
+    enc = _sa(spi, key, auth, DST, SRC).encrypt(IP(inner), seq_num=seq)
     return bytes(Ether(dst="02:00:cb:00:71:01") / enc), inner
 
 
-def _forged(seq: int, plaintext: bytes) -> bytes:
-    """An ESP packet with a good ICV over a plaintext of our choosing (a malformed trailer)."""
+def _forged(seq: int, plaintext: bytes, cut: int = 0) -> bytes:
+    """An ESP packet of SA 0 with a good ICV over a plaintext of our choosing (a malformed
+    trailer), its ciphertext ``cut`` bytes short of whole blocks."""
+    spi, key, auth, _w = IN[0]
     iv = bytes(16)
-    ct = Cipher(algorithms.AES(KEY), modes.CBC(iv)).encryptor().update(plaintext)
-    head = SPI_IN.to_bytes(4, "big") + seq.to_bytes(4, "big")
-    icv = hmac.new(AUTH, head + iv + ct, hashlib.sha1).digest()[:12]
+    ct = Cipher(algorithms.AES(key), modes.CBC(iv)).encryptor().update(plaintext)
+    ct = ct[:len(ct) - cut]
+    head = spi.to_bytes(4, "big") + seq.to_bytes(4, "big")
+    icv = hmac.new(auth, head + iv + ct, hashlib.sha1).digest()[:12]
     return bytes(Ether(dst="02:00:cb:00:71:01") / IP(src=DST, dst=SRC, proto=50) / (head + iv + ct + icv))
 
 
@@ -145,30 +157,32 @@ def built(tmp_path_factory):
 
 def test_cbc_esp_interoperates_both_ways_and_drops_what_it_must(built, tmp_path):
     out, c = built
-    tenants = [_tenant(i) for i in range(1, 41)]  # inner lengths over every remainder mod 16
-    peer = [_from_peer(seq, size) for seq, size in ((1, 0), (2, 1), (3, 14), (4, 15), (5, 100), (6, 1400))]
-    bad_ct = bytearray(_from_peer(7, 20)[0])
+    tenants = [_tenant(i) for i in range(1, 65)]  # the two SAs in turn, within every burst
+    peer = [_from_peer(seq % 2, seq, size)
+            for seq, size in ((1, 0), (2, 1), (3, 14), (4, 15), (5, 100), (6, 1400), (7, 31), (8, 32))]
+    bad_ct = bytearray(_from_peer(0, 9, 20)[0])
     bad_ct[-20] ^= 1  # a ciphertext byte
-    bad_icv = bytearray(_from_peer(8, 20)[0])
+    bad_icv = bytearray(_from_peer(1, 10, 20)[0])
     bad_icv[-1] ^= 1
-    bad_pad = _forged(9, bytes(14) + bytes([1, 4]))  # pad length 1 whose pad byte is 0, not 1
-    short = _from_peer(10, 20)[0][:-16]  # not whole blocks (the last block cut)
+    bad_pad = _forged(11, bytes(14) + bytes([1, 4]))  # pad length 1 whose pad byte is 0, not 1
+    short = _forged(12, bytes(30) + bytes([0, 4]), cut=5)  # a good ICV over a ciphertext of partial blocks
     replay = peer[2][0]
     inputs = {0: tenants, 2: [p for p, _ in peer] + [bytes(bad_ct), bytes(bad_icv), bad_pad, short, replay]}
     got, drops = nfc_run(out, _entries(), inputs, tmp_path)
     assert drops == Counter({"bad_icv": 4, "replayed": 1}), drops
     frames = [Ether(f) for f in got[1].elements()]
-    sealed = sorted((f for f in frames if ESP in f and f[ESP].spi == SPI_OUT), key=lambda f: f[ESP].seq)
-    assert [f[ESP].seq for f in sealed] == list(range(1, 41))
-    sa = _sa(SPI_OUT, SRC, DST)
-    for f, tenant in zip(sealed, tenants, strict=True):
-        assert (f[IP].src, f[IP].dst, f[IP].proto, f.dst) == (SRC, DST, 50, NH)
-        assert bytes(sa.decrypt(f[IP].copy())) == tenant[14:]  # scapy: the tenant's packet
-        body = bytes(f[IP].payload)  # SPI, seq, IV, ciphertext, ICV
-        nonce = SPI_OUT.to_bytes(4, "big") + bytes(4) + f[ESP].seq.to_bytes(8, "big")
-        assert body[8:24] == Cipher(algorithms.AES(KEY), modes.ECB()).encryptor().update(nonce)
-        assert (len(body) - 8 - 16 - 12) % 16 == 0
-    opened = sorted(bytes(f[IP]) for f in frames if not (ESP in f and f[ESP].spi == SPI_OUT))
+    for n, (spi, key, auth, _net, _slot) in enumerate(OUT):
+        sealed = sorted((f for f in frames if ESP in f and f[ESP].spi == spi), key=lambda f: f[ESP].seq)
+        assert [f[ESP].seq for f in sealed] == list(range(1, 33))
+        sa = _sa(spi, key, auth, SRC, DST)
+        for f, tenant in zip(sealed, tenants[1 - n::2], strict=True):  # SA 0 the even i, SA 1 the odd
+            assert (f[IP].src, f[IP].dst, f[IP].proto, f.dst) == (SRC, DST, 50, NH)
+            assert bytes(sa.decrypt(f[IP].copy())) == tenant[14:]  # scapy: the tenant's packet
+            body = bytes(f[IP].payload)  # SPI, seq, IV, ciphertext, ICV
+            nonce = spi.to_bytes(4, "big") + bytes(4) + f[ESP].seq.to_bytes(8, "big")
+            assert body[8:24] == Cipher(algorithms.AES(key), modes.ECB()).encryptor().update(nonce)
+            assert (len(body) - 8 - 16 - 12) % 16 == 0
+    opened = sorted(bytes(f[IP]) for f in frames if ESP not in f)
     assert opened == sorted(inner for _, inner in peer)
     # the reference interpreter: the same packets, byte for byte, and the same drops
     want, want_drops = reference_outputs(_spec(c), inputs)
@@ -181,3 +195,59 @@ def test_cbc_esp_is_proved_on_the_split_program(tmp_path):
     r = nfc_cli("build", write(tmp_path, PROGRAM), "-o", str(tmp_path / "out"), "--target", "tofino+dpdk")
     assert r.returncode == 0, r.stderr
     assert "verified 2 of 2 pipelines equal to the spec" in r.stderr, r.stderr
+
+
+NESTED = """import "std/headers.nfp";
+import "std/ops.nfp";
+packet { eth: ethernet; o2: ipv4; e2: esp; outer: ipv4; esp: esp; ipv4: ipv4; }
+parser plain {
+  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: inner_ip; default: drop(not_ipv4); } }
+  state inner_ip { extract ipv4; transition accept; }
+}
+table outbound_sa {
+  key { ipv4.dst: lpm; }
+  value { spi: bit<32>; key: bit<128> secret; auth_hi: bit<32> secret; auth_lo: bit<128> secret;
+          src: bit<32>; dst: bit<32>; port: bit<16>; next_hop: bit<48>; slot: bit<8>; }
+  size = 16;
+}
+stage twice {
+  lookup outbound_sa {
+    hit(sa) {
+      esp_encrypt_cbc(outer, esp, sa.spi, 7, sa.key, sa.auth_hi, sa.auth_lo, sa.src, sa.dst);
+      esp_encrypt_cbc(o2, e2, 9, 8, sa.key, sa.auth_hi, sa.auth_lo, sa.dst, sa.src);
+      if (esp_decrypt_cbc(o2, e2, sa.key, sa.auth_hi, sa.auth_lo)) {
+        forward(sa.port);
+      } else {
+        drop(roundtrip);
+      }
+    }
+    miss { drop(no_sa); }
+  }
+}
+pipeline encap { ports = [0..1]; parser = plain; stages = [twice]; traffic = 100%; }
+"""
+
+
+def test_an_esp_in_esp_decrypted_from_the_esp_buffer_matches_the_interpreter(tmp_path):
+    """The second encryption gathers into the packet's ESP buffer (the payload is there, its
+    header in p->store), and the decryption that follows, not dropping on failure, works from
+    that buffer: what comes out is the single ESP packet, byte for byte the interpreter's, and
+    scapy decrypts it to the tenant's packet (review: it was dropped)."""
+    src = write(tmp_path, NESTED)
+    out = build_with_server(src, tmp_path / "out", "--target", "dpdk")
+    c = compile_file(src, target="dpdk")
+    tenants = [_tenant(i) for i in range(1, 9)]
+    entries = {"outbound_sa": _entries()["outbound_sa"]}
+    got, drops = nfc_run(out, entries, {0: tenants}, tmp_path / "run")
+    spec = Interpreter(c.program)
+    names = [v.name for v in c.program.tables["outbound_sa"].values]
+    for row in entries["outbound_sa"]:
+        net, plen = str(row["match"]["ipv4_dst"]).split("/")  # type: ignore[index]
+        spec.tables["outbound_sa"].insert(Entry((Match(ip2int(net), int(plen)),),
+                                                {n: row["values"][n] for n in names}))  # type: ignore[index]
+    want, want_drops = reference_outputs(spec, {0: tenants})
+    assert not drops and got == want, (drops, want_drops)
+    for f in (Ether(d) for d in got[1].elements()):
+        spi = f[ESP].spi
+        (_spi, key, auth, _net, _slot), = [sa for sa in OUT if sa[0] == spi]
+        assert bytes(_sa(spi, key, auth, SRC, DST).decrypt(f[IP].copy())) in [t[14:] for t in tenants]

@@ -30,7 +30,8 @@ struct cbc_key {
     uint8_t pad[3];
 };
 
-enum cbc_kind { CBC_SEAL, CBC_IV, CBC_OPEN, CBC_KINDS }; /* encrypt + MAC; the IV's block; check + decrypt */
+/* encrypt + MAC; the IV's block; check + decrypt; check alone; decrypt alone */
+enum cbc_kind { CBC_SEAL, CBC_IV, CBC_OPEN, CBC_VERIFY, CBC_DECRYPT, CBC_KINDS };
 
 struct session_key {
     uint8_t key[16];
@@ -65,14 +66,14 @@ static struct rte_hash *hash_of(const char *name, uint32_t entries, uint32_t key
 }
 
 /* Device d configured with one queue pair and started, its sessions from *pool (made here). */
-static int start_dev(uint8_t d, const char *pool_name, struct rte_mempool **pool)
+static int start_dev(uint8_t d, const char *pool_name, uint32_t sessions, struct rte_mempool **pool)
 {
     struct rte_cryptodev_info info;
     rte_cryptodev_info_get(d, &info);
     if (!(info.feature_flags & RTE_CRYPTODEV_FF_SYM_CPU_CRYPTO))
         return fail("the crypto device has no CPU-crypto path (use crypto_aesni_gcm or crypto_aesni_mb)");
     int socket = (int)rte_socket_id();
-    *pool = rte_cryptodev_sym_session_pool_create(pool_name, NFC_ESP_SESSIONS,
+    *pool = rte_cryptodev_sym_session_pool_create(pool_name, sessions,
                                                   rte_cryptodev_sym_get_private_session_size(d), 0, 0, socket);
     struct rte_cryptodev_config conf = {.socket_id = socket, .nb_queue_pairs = 1};
     struct rte_cryptodev_qp_conf qp = {.nb_descriptors = 128, .mp_session = *pool};
@@ -100,7 +101,7 @@ static int cbc_init(int gcm_started)
     cbc_dev = (uint8_t)found;
     if (gcm_started && cbc_dev == dev)
         cbc_pool = session_pool;
-    else if (start_dev(cbc_dev, "nfc_esp_cbc_sessions", &cbc_pool) != 0)
+    else if (start_dev(cbc_dev, "nfc_esp_cbc_sessions", NFC_ESP_SESSIONS, &cbc_pool) != 0)
         return -1;
     cbc_sessions = hash_of("nfc_esp_cbc_keys", NFC_ESP_SESSIONS, sizeof(struct cbc_key));
     return cbc_sessions == NULL ? fail("no memory for the SA tables") : 0;
@@ -112,7 +113,9 @@ int nfc_esp_init(void)
     if (gcm) {
         if (rte_cryptodev_count() == 0 && rte_vdev_init("crypto_aesni_gcm_nfc", NULL) != 0)
             return fail("no crypto device: none given with --vdev, and crypto_aesni_gcm could not be made");
-        if (start_dev(dev, "nfc_esp_sessions", &session_pool) != 0)
+        /* room for the AES-CBC sessions too, in case that suite shares this device (cbc_init) */
+        uint32_t n = nfc_uses_esp & NFC_ESP_CBC ? 2 * NFC_ESP_SESSIONS : NFC_ESP_SESSIONS;
+        if (start_dev(dev, "nfc_esp_sessions", n, &session_pool) != 0)
             return -1;
         sessions = hash_of("nfc_esp_keys", NFC_ESP_SESSIONS, sizeof(struct session_key));
         if (sessions == NULL)
@@ -507,7 +510,8 @@ static void *cbc_session(nfc_u128 key, uint64_t auth_hi, nfc_u128 auth_lo, enum 
                            .algo = RTE_CRYPTO_CIPHER_AES_CBC, .key = {.data = k.key, .length = 16},
                            .iv = {.offset = 0, .length = NFC_ESP_CBC_IV}}};
             auth.next = kind == CBC_OPEN ? &cipher : NULL; /* the MAC over the ciphertext, then decrypt */
-            s = rte_cryptodev_sym_session_create(cbc_dev, kind == CBC_OPEN ? &auth : &cipher, cbc_pool);
+            struct rte_crypto_sym_xform *first = kind == CBC_OPEN || kind == CBC_VERIFY ? &auth : &cipher;
+            s = rte_cryptodev_sym_session_create(cbc_dev, first, cbc_pool);
             if (s != NULL && rte_hash_add_key_data(cbc_sessions, &k, s) < 0) {
                 rte_cryptodev_sym_session_free(cbc_dev, s);
                 s = NULL;
@@ -515,7 +519,7 @@ static void *cbc_session(nfc_u128 key, uint64_t auth_hi, nfc_u128 auth_lo, enum 
         }
         rte_spinlock_unlock(&writer);
     }
-    memset(&k, 0, sizeof k); /* no copy of the keys left on the stack */
+    explicit_bzero(&k, sizeof k); /* no copy of the keys left on the stack (a memset would be optimised away) */
     if (s != NULL) {
         last[kind].key = key;
         last[kind].hi = auth_hi;
@@ -648,18 +652,30 @@ int nfc_esp_decrypt_cbc(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uin
     int inside = p->payload >= room && p->payload < room + NFC_ESP_ROOM;
     uint8_t *h = (uint8_t *)(uintptr_t)p->hdr[esp];
     if (h + 8 != p->payload || (!inside && !(in_place && changeable(p, p->payload, 0, 0)))) {
-        if (inside)
-            return 0;
-        memcpy(room, p->hdr[esp], 8);
-        memcpy(room + 8, p->payload, n);
+        uint8_t head[8];
+        memcpy(head, p->hdr[esp], 8);
+        memmove(room + 8, p->payload, n); /* it may be in the buffer already (decrypted there) */
+        memcpy(room, head, 8);
         h = room;
+        if (inside) /* the same bytes, moved */
+            p->payload = room + 8;
     }
-    /* one chained call, as ipsec-secgw's: the MAC checked over the ciphertext, which is decrypted
-     * in the same pass (a failed check leaves it decrypted where no one reads it) */
     uint32_t len = n - NFC_ESP_CBC_IV - NFC_ESP_CBC_ICV;
     uint8_t *ct = h + 8 + NFC_ESP_CBC_IV;
-    if (!cbc_run(open, h, 8 + NFC_ESP_CBC_IV + len, 8 + NFC_ESP_CBC_IV, 0, h + 8, ct + len))
+    if (inside && !in_place) {
+        /* the payload itself, which must stay as it was if the ICV fails: checked alone first */
+        void *verify = cbc_session(key, auth_hi, auth_lo, CBC_VERIFY);
+        void *decrypt = cbc_session(key, auth_hi, auth_lo, CBC_DECRYPT);
+        uint8_t unused[20];
+        if (verify == NULL || decrypt == NULL || !cbc_run(verify, h, 8 + NFC_ESP_CBC_IV + len, 0, 0, h + 8, ct + len) ||
+            !cbc_run(decrypt, ct, len, 0, 0, h + 8, unused))
+            return 0;
+    } else if (!cbc_run(open, h, 8 + NFC_ESP_CBC_IV + len, 8 + NFC_ESP_CBC_IV, 0, h + 8, ct + len)) {
+        /* one chained call, as ipsec-secgw's: the MAC checked over the ciphertext, which is
+         * decrypted in the same pass (a failed check leaves it decrypted where no one reads it:
+         * in a copy, or in an mbuf that is dropped) */
         return 0;
+    }
     int64_t inner = untrailer(ct, len);
     if (inner < 0)
         return 0;
