@@ -12,6 +12,7 @@
 #include "nfc_rt.h"
 
 #define NFC_BURST 32
+_Static_assert(NFC_BURST <= NFC_ESP_BURST, "nfc_esp_burst takes whole bursts");
 
 /* The DPDK port a processed packet leaves by (-1: none), given the port it came in on. */
 typedef int (*nfc_out_port_fn)(uint16_t in_port, const struct nfc_pkt *p);
@@ -60,13 +61,17 @@ static inline void nfc_burst(struct rte_mbuf **in, uint16_t n, uint16_t port, ui
                                                   rte_pktmbuf_data_len(in[i]), logical);
     }
     nfc_prefetch(pkt, code, n);
-    if (nfc_uses_esp) /* the burst's encryptions run together, before any packet is written out */
+    if (nfc_uses_esp) { /* the burst's encryptions run together, before any packet is written out */
         nfc_esp_batch_begin();
+        nfc_esp_burst(pkt, code, n);
+    }
     for (uint16_t i = 0; i < n; i++)
         if (code[i] == NFC_CONTINUE)
             code[i] = nfc_run(&pkt[i]);
-    if (nfc_uses_esp)
+    if (nfc_uses_esp) {
         nfc_esp_batch_end();
+        nfc_esp_burst(NULL, NULL, 0);
+    }
     for (uint16_t i = 0; i < n; i++) {
         int c = code[i];
         out[i] = NULL;

@@ -633,19 +633,103 @@ uint32_t nfc_esp_encrypt_cbc(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t 
     return p->payload_len;
 }
 
+/* Decryptions ahead: the burst's packets (nfc_esp_burst), and for each a decryption made
+ * while an earlier packet of the burst was decrypted (one multi-buffer call for the run of
+ * packets with its SPI), in a copy in its ESP buffer: what its own call then takes if nothing
+ * it depends on changed (the session, the instances, the ESP header's bytes, the payload). */
+struct ahead {
+    void *sess; /* NULL: none */
+    const uint8_t *payload;
+    uint32_t len;
+    int outer, esp, ok;
+    uint8_t hdr[8];
+    int64_t inner; /* the inner packet's bytes at pt; -1: a malformed trailer */
+    uint8_t *pt;
+};
+
+static __thread __attribute__((tls_model("initial-exec"))) struct {
+    struct nfc_pkt *pkt;
+    const int *code;
+    uint16_t n;
+    struct ahead ahead[NFC_ESP_BURST];
+} burst;
+
+void nfc_esp_burst(struct nfc_pkt *pkt, const int *code, uint16_t n)
+{
+    burst.pkt = pkt;
+    burst.code = code;
+    burst.n = n <= NFC_ESP_BURST ? n : 0;
+    for (uint16_t i = 0; i < burst.n; i++)
+        burst.ahead[i].sess = NULL;
+}
+
+/* The length of a CBC ESP payload of n bytes, if it could be decrypted at all. */
+static int cbc_sized(uint32_t n)
+{
+    return n >= NFC_ESP_CBC_IV + 16 + NFC_ESP_CBC_ICV && (n - NFC_ESP_CBC_IV - NFC_ESP_CBC_ICV) % 16 == 0 &&
+           8 + n <= NFC_ESP_ROOM;
+}
+
+/* p's decryption made ahead, if it holds for this call: 1 or 0 as the call's; -1: none. */
+static int taken_ahead(struct nfc_pkt *p, int outer, int esp, void *sess)
+{
+    uint32_t i = (uint32_t)(p - burst.pkt);
+    if (burst.pkt == NULL || p < burst.pkt || i >= burst.n || burst.ahead[i].sess == NULL)
+        return -1;
+    struct ahead *a = &burst.ahead[i];
+    if (a->sess != sess || a->outer != outer || a->esp != esp || a->payload != p->payload || a->len != p->payload_len ||
+        memcmp(a->hdr, p->hdr[esp], 8) != 0)
+        return -1;
+    a->sess = NULL;
+    if (!a->ok || a->inner < 0)
+        return 0;
+    p->payload = a->pt;
+    p->payload_len = (uint32_t)a->inner;
+    p->valid[outer] = 0;
+    p->valid[esp] = 0;
+    return 1;
+}
+
+/* Up to NFC_ESP_BATCH - 1 packets after p in the burst with p's SPI and a whole CBC payload
+ * behind its header, copied into their ESP buffers, as ops (header, IV, ciphertext) from ops[1];
+ * how many (their burst indices in at[]). */
+static uint32_t gather_ahead(struct nfc_pkt *p, int outer, int esp, struct cbc_op *ops, uint32_t *at)
+{
+    uint32_t k = 0;
+    if (burst.pkt == NULL || p < burst.pkt || (uint32_t)(p - burst.pkt) >= burst.n)
+        return 0;
+    for (uint32_t j = (uint32_t)(p - burst.pkt) + 1; j < burst.n && k + 1 < NFC_ESP_BATCH; j++) {
+        struct nfc_pkt *q = &burst.pkt[j];
+        if (burst.code[j] != NFC_CONTINUE || !q->valid[esp] || !q->valid[outer] || q->esp_pending ||
+            burst.ahead[j].sess != NULL || q->hdr[esp] + 8 != q->payload || memcmp(q->hdr[esp], p->hdr[esp], 4) != 0 ||
+            !cbc_sized(q->payload_len))
+            continue;
+        uint8_t *room = nfc_esp_buf(q);
+        if (room == NULL || (q->payload >= room && q->payload < room + NFC_ESP_ROOM))
+            continue;
+        uint32_t len = q->payload_len - NFC_ESP_CBC_IV - NFC_ESP_CBC_ICV;
+        memcpy(room, q->hdr[esp], 8 + q->payload_len);
+        ops[1 + k] = (struct cbc_op){room, 8 + NFC_ESP_CBC_IV + len, room + 8, room + 8 + NFC_ESP_CBC_IV + len};
+        at[k++] = j;
+    }
+    return k;
+}
+
 int nfc_esp_decrypt_cbc(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_t auth_hi, nfc_u128 auth_lo,
                         int in_place)
 {
     if (p->esp_pending) /* its payload is a queued encryption's: done first */
         batch_flush();
     uint32_t n = p->payload_len;
-    if (!p->valid[esp] || n < NFC_ESP_CBC_IV + 16 + NFC_ESP_CBC_ICV || (n - NFC_ESP_CBC_IV - NFC_ESP_CBC_ICV) % 16 ||
-        8 + n > NFC_ESP_ROOM)
+    if (!p->valid[esp] || !cbc_sized(n))
         return 0;
     void *open = cbc_session(key, auth_hi, auth_lo, CBC_OPEN);
     uint8_t *room = nfc_esp_buf(p);
     if (open == NULL || room == NULL)
         return 0;
+    int made = taken_ahead(p, outer, esp, open);
+    if (made >= 0)
+        return made;
     /* the header, IV, ciphertext and ICV one after the other where they may be decrypted: in
      * the mbuf when a failure drops (in_place), in the ESP buffer when decrypted there before
      * (an ESP in ESP), else copied there (a failure leaves the payload as it was) */
@@ -670,11 +754,27 @@ int nfc_esp_decrypt_cbc(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uin
         if (verify == NULL || decrypt == NULL || !cbc_run(verify, h, 8 + NFC_ESP_CBC_IV + len, 0, 0, h + 8, ct + len) ||
             !cbc_run(decrypt, ct, len, 0, 0, h + 8, unused))
             return 0;
-    } else if (!cbc_run(open, h, 8 + NFC_ESP_CBC_IV + len, 8 + NFC_ESP_CBC_IV, 0, h + 8, ct + len)) {
+    } else {
         /* one chained call, as ipsec-secgw's: the MAC checked over the ciphertext, which is
          * decrypted in the same pass (a failed check leaves it decrypted where no one reads it:
-         * in a copy, or in an mbuf that is dropped) */
-        return 0;
+         * in a copy, or in an mbuf that is dropped); with it the decryptions ahead */
+        struct cbc_op ops[NFC_ESP_BATCH];
+        uint32_t at[NFC_ESP_BATCH];
+        int ok[NFC_ESP_BATCH];
+        ops[0] = (struct cbc_op){h, 8 + NFC_ESP_CBC_IV + len, h + 8, ct + len};
+        uint32_t k = gather_ahead(p, outer, esp, ops, at);
+        cbc_run_n(open, ops, 1 + k, 8 + NFC_ESP_CBC_IV, 0, ok);
+        for (uint32_t i = 0; i < k; i++) {
+            struct nfc_pkt *q = &burst.pkt[at[i]];
+            struct ahead *a = &burst.ahead[at[i]];
+            uint8_t *qct = ops[1 + i].data + 8 + NFC_ESP_CBC_IV;
+            *a = (struct ahead){.sess = open, .payload = q->payload, .len = q->payload_len, .outer = outer, .esp = esp,
+                              .ok = ok[1 + i], .pt = qct,
+                              .inner = ok[1 + i] ? untrailer(qct, ops[1 + i].len - 8 - NFC_ESP_CBC_IV) : -1};
+            memcpy(a->hdr, q->hdr[esp], 8);
+        }
+        if (!ok[0])
+            return 0;
     }
     int64_t inner = untrailer(ct, len);
     if (inner < 0)

@@ -25,6 +25,7 @@
 #define NFC_ESP_SESSIONS 8192           /* SA keys x directions with a session at once */
 #define NFC_REPLAY_SAS 65536            /* SAs with an anti-replay window */
 #define NFC_ESP_BATCH 64                /* encryptions queued per lcore before they run */
+#define NFC_ESP_BURST 64                /* the most packets of a burst nfc_esp_burst takes */
 
 /* The crypto devices of the suites the program uses, configured and started: for AES-GCM a
  * DPDK crypto vdev given with --vdev, or crypto_aesni_gcm made here; for AES-CBC + HMAC-SHA1 a
@@ -57,6 +58,10 @@ uint32_t nfc_esp_seal(uint8_t *buf, uint32_t len, uint32_t spi, uint64_t seq, nf
 
 /* Batch the lcore's encryptions from here (nfc_burst, around the burst's nfc_run calls) ... */
 void nfc_esp_batch_begin(void);
+/* The burst about to run (pkt[0..n), code[i] NFC_CONTINUE: it will run): a CBC decryption
+ * may decrypt, ahead, the later packets of the burst with the same SPI in the same
+ * multi-buffer call, in copies their own calls then take (nfc_esp_decrypt_cbc). */
+void nfc_esp_burst(struct nfc_pkt *pkt, const int *code, uint16_t n);
 /* ... to here, where they run. */
 void nfc_esp_batch_end(void);
 
