@@ -30,8 +30,8 @@ struct cbc_key {
     uint8_t pad[3];
 };
 
-/* encrypt + MAC; the IV's block; check + decrypt; check alone; decrypt alone */
-enum cbc_kind { CBC_SEAL, CBC_IV, CBC_OPEN, CBC_VERIFY, CBC_DECRYPT, CBC_KINDS };
+/* encrypt (the IV's block too) + MAC; check + decrypt; check alone; decrypt alone */
+enum cbc_kind { CBC_SEAL, CBC_OPEN, CBC_VERIFY, CBC_DECRYPT, CBC_KINDS };
 
 struct session_key {
     uint8_t key[16];
@@ -251,7 +251,7 @@ static int gcm(void *sess, uint8_t *data, uint32_t len, const uint8_t *iv, uint3
 /* An AES-CBC + HMAC-SHA1 encryption: the ESP header at h, the IV's block behind it, then the
  * padded plaintext (len bytes) and the ICV's place. */
 struct cbc_job {
-    void *seal, *ivs;
+    void *seal;
     uint8_t *h;
     uint32_t len;
     struct nfc_pkt *p;
@@ -497,7 +497,7 @@ static void *cbc_session(nfc_u128 key, uint64_t auth_hi, nfc_u128 auth_lo, enum 
     if (rte_hash_lookup_data(cbc_sessions, &k, &s) < 0) {
         rte_spinlock_lock(&writer);
         if (rte_hash_lookup_data(cbc_sessions, &k, &s) < 0) {
-            int seal = kind == CBC_SEAL || kind == CBC_IV;
+            int seal = kind == CBC_SEAL;
             struct rte_crypto_sym_xform auth = {
                 .type = RTE_CRYPTO_SYM_XFORM_AUTH,
                 .auth = {.op = seal ? RTE_CRYPTO_AUTH_OP_GENERATE : RTE_CRYPTO_AUTH_OP_VERIFY,
@@ -574,24 +574,18 @@ static int cbc_run(void *sess, uint8_t *data, uint32_t len, uint32_t cipher_head
     return ok;
 }
 
-/* jobs[0..n), all of one SA: their IVs (one block of CBC each from a zero IV), then their
- * encryptions and MACs; ok[i]: job i done. */
+/* jobs[0..n), all of one SA, in one call: each its nonce block and plaintext encrypted by CBC
+ * from a zero IV — the nonce's ciphertext, AES_key(nonce), is the IV, and the rest is exactly
+ * the plaintext's CBC from that IV — then the MAC; ok[i]: job i done. */
 static void cbc_seal_run(struct cbc_job *jobs, uint32_t n, int *ok)
 {
     static const uint8_t zero[NFC_ESP_CBC_IV];
-    uint8_t unused[NFC_ESP_BATCH][20];
     struct cbc_op ops[NFC_ESP_BATCH];
-    int made[NFC_ESP_BATCH];
-    for (uint32_t i = 0; i < n; i++)
-        ops[i] = (struct cbc_op){jobs[i].h + 8, NFC_ESP_CBC_IV, zero, unused[i]};
-    cbc_run_n(jobs[0].ivs, ops, n, 0, 0, made);
     for (uint32_t i = 0; i < n; i++) {
-        uint8_t *iv = jobs[i].h + 8;
-        ops[i] = (struct cbc_op){jobs[i].h, 8 + NFC_ESP_CBC_IV + jobs[i].len, iv, iv + NFC_ESP_CBC_IV + jobs[i].len};
+        uint32_t len = 8 + NFC_ESP_CBC_IV + jobs[i].len;
+        ops[i] = (struct cbc_op){jobs[i].h, len, zero, jobs[i].h + len};
     }
-    cbc_run_n(jobs[0].seal, ops, n, 8 + NFC_ESP_CBC_IV, 0, ok);
-    for (uint32_t i = 0; i < n; i++)
-        ok[i] &= made[i];
+    cbc_run_n(jobs[0].seal, ops, n, 8, 0, ok);
 }
 
 uint32_t nfc_esp_encrypt_cbc(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint64_t auth_hi,
@@ -600,23 +594,22 @@ uint32_t nfc_esp_encrypt_cbc(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t 
     if (p->esp_pending) /* its payload is a queued encryption's: done first (an ESP in ESP) */
         batch_flush();
     void *seal = cbc_session(key, auth_hi, auth_lo, CBC_SEAL);
-    void *ivs = cbc_session(key, auth_hi, auth_lo, CBC_IV);
     uint32_t len;
     /* 8 bytes in front of the IV for the ESP header the MAC covers (the deparser writes the same there) */
-    uint8_t *buf = seal != NULL && ivs != NULL ? lay_out(p, esp, 8, NFC_ESP_CBC_IV, 15 + 2 + NFC_ESP_CBC_ICV, &len)
+    uint8_t *buf = seal != NULL ? lay_out(p, esp, 8, NFC_ESP_CBC_IV, 15 + 2 + NFC_ESP_CBC_ICV, &len)
                                                : NULL;
     if (buf == NULL)
         return 0;
     uint8_t *pt = buf + NFC_ESP_CBC_IV;
     len = trailer(pt, len, 16); /* RFC 3602 §2.4: whole blocks */
-    put32(buf, spi); /* the IV: AES_key(spi . 0 . seq), one block of CBC from a zero IV */
+    put32(buf, spi); /* the IV's nonce: the IV is AES_key(spi . 0 . seq) (cbc_seal_run) */
     put32(buf + 4, 0);
     put32(buf + 8, (uint32_t)(seq >> 32));
     put32(buf + 12, (uint32_t)seq);
     uint8_t *h = buf - 8;
     put32(h, spi);
     put32(h + 4, (uint32_t)seq);
-    struct cbc_job job = {seal, ivs, h, len, p};
+    struct cbc_job job = {seal, h, len, p};
     if (batch.on) { /* queued: the burst's encryptions run together (nfc_esp_batch_end) */
         if (batch.ncbc == NFC_ESP_BATCH)
             batch_flush();

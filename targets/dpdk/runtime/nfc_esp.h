@@ -79,7 +79,7 @@ int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_
 /* esp_encrypt_cbc(outer, esp, spi, seq, key, auth_hi, auth_lo, ...): as nfc_esp_encrypt, with
  * AES-CBC-128 under `key` (the plaintext padded to 16-byte blocks, the IV AES_key(spi . 0 .
  * seq)) and HMAC-SHA1-96 under auth_hi . auth_lo (160 bits) over the ESP header, IV and
- * ciphertext; batched as nfc_esp_seal batches (the burst's IVs in one call, then its encryptions). */
+ * ciphertext, the IV made in the same pass; batched as nfc_esp_seal batches. */
 uint32_t nfc_esp_encrypt_cbc(struct nfc_pkt *p, int esp, uint32_t spi, uint64_t seq, nfc_u128 key, uint64_t auth_hi,
                              nfc_u128 auth_lo);
 
