@@ -29,26 +29,28 @@ from tests.oracles import ip2int, mac2int
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
-PROGRAM = """import "std/headers.nfp";
-import "std/ops.nfp";
-packet { eth: ethernet; outer: ipv4; esp: esp; ipv4: ipv4; }
-metadata { seq: bit<32>; }
-parser plain {
+PLAIN = """parser plain {
   state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: inner_ip; default: drop(not_ipv4); } }
   state inner_ip { extract ipv4; transition accept; }
 }
-parser protected {
-  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: outer_ip; default: drop(not_ipv4); } }
-  state outer_ip { extract outer; transition select(outer.protocol) { IP_ESP: esp_hdr; default: drop(not_esp); } }
-  state esp_hdr { extract esp; transition accept; }
-}
-table outbound_sa {
+"""
+OUTBOUND_SA = """table outbound_sa {
   key { ipv4.dst: lpm; }
   value { spi: bit<32>; key: bit<128> secret; auth_hi: bit<32> secret; auth_lo: bit<128> secret;
           src: bit<32>; dst: bit<32>; port: bit<16>; next_hop: bit<48>; slot: bit<8>; }
   size = 16;
 }
-register sa_seq: bit<32>[16] monotonic;
+"""
+PROGRAM = """import "std/headers.nfp";
+import "std/ops.nfp";
+packet { eth: ethernet; outer: ipv4; esp: esp; ipv4: ipv4; }
+metadata { seq: bit<32>; }
+""" + PLAIN + """parser protected {
+  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: outer_ip; default: drop(not_ipv4); } }
+  state outer_ip { extract outer; transition select(outer.protocol) { IP_ESP: esp_hdr; default: drop(not_esp); } }
+  state esp_hdr { extract esp; transition accept; }
+}
+""" + OUTBOUND_SA + """register sa_seq: bit<32>[16] monotonic;
 stage seal {
   lookup outbound_sa {
     hit(sa) {
@@ -200,17 +202,7 @@ def test_cbc_esp_is_proved_on_the_split_program(tmp_path):
 NESTED = """import "std/headers.nfp";
 import "std/ops.nfp";
 packet { eth: ethernet; o2: ipv4; e2: esp; outer: ipv4; esp: esp; ipv4: ipv4; }
-parser plain {
-  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: inner_ip; default: drop(not_ipv4); } }
-  state inner_ip { extract ipv4; transition accept; }
-}
-table outbound_sa {
-  key { ipv4.dst: lpm; }
-  value { spi: bit<32>; key: bit<128> secret; auth_hi: bit<32> secret; auth_lo: bit<128> secret;
-          src: bit<32>; dst: bit<32>; port: bit<16>; next_hop: bit<48>; slot: bit<8>; }
-  size = 16;
-}
-stage twice {
+""" + PLAIN + OUTBOUND_SA + """stage twice {
   lookup outbound_sa {
     hit(sa) {
       esp_encrypt_cbc(outer, esp, sa.spi, 7, sa.key, sa.auth_hi, sa.auth_lo, sa.src, sa.dst);

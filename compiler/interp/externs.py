@@ -108,8 +108,13 @@ def esp_decrypt_cbc(ctx: Ctx, args: list[int | str]) -> int:
     icv = hmac.new(auth_key, header + data[:-SHA1_ICV], hashlib.sha1).digest()[:SHA1_ICV]
     if not hmac.compare_digest(icv, data[-SHA1_ICV:]):
         return 0
-    inner = _unpad(Cipher(algorithms.AES(cipher_key), modes.CBC(data[:CBC_IV])).decryptor().update(
-        data[CBC_IV:-SHA1_ICV]))
+    return _opened(ctx, outer, esp, _unpad(Cipher(algorithms.AES(cipher_key), modes.CBC(data[:CBC_IV])).decryptor()
+                                           .update(data[CBC_IV:-SHA1_ICV])))
+
+
+def _opened(ctx: Ctx, outer: str, esp: str, inner: bytes | None) -> int:
+    """A decryption's end: with an inner packet (the trailer well formed) it is the payload and
+    ``outer`` and ``esp`` are invalid (1); without, nothing changes (0)."""
     if inner is None:
         return 0
     ctx.headers[outer] = None
@@ -139,15 +144,9 @@ def _open(ctx: Ctx, args: list[int | str], seq_high: int | None) -> int:
     esn = seq_high is not None
     aad = _aad(hdr["spi"], ((seq_high or 0) << 32) | hdr["seq"], esn)
     try:
-        inner = _unpad(aead.decrypt(nonce, data[ESP_IV:], aad))
+        return _opened(ctx, outer, esp, _unpad(aead.decrypt(nonce, data[ESP_IV:], aad)))
     except InvalidTag:
         return 0
-    if inner is None:
-        return 0
-    ctx.headers[outer] = None
-    ctx.headers[esp] = None
-    ctx.payload = inner
-    return 1
 
 
 def replay_check(ctx: Ctx, args: list[int | str]) -> int:
