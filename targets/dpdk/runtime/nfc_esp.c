@@ -33,6 +33,8 @@ struct cbc_key {
 /* encrypt (the IV's block too) + MAC; check + decrypt; check alone; decrypt alone */
 enum cbc_kind { CBC_SEAL, CBC_OPEN, CBC_VERIFY, CBC_DECRYPT, CBC_KINDS };
 
+static void forget_ahead(const struct nfc_pkt *p); /* a decryption made ahead for p holds no more */
+
 struct session_key {
     uint8_t key[16];
     uint8_t decrypt;
@@ -355,6 +357,7 @@ lay_out(struct nfc_pkt *p, int esp, uint32_t lead, uint32_t iv, uint32_t tail, u
         uint8_t *room = nfc_esp_buf(p);
         if (room == NULL || lead + iv + len + tail > NFC_ESP_ROOM)
             return NULL;
+        forget_ahead(p);
         buf = room + lead;
         /* the payload first, to its place behind the headers: it may be in the buffer already
          * (a payload decrypted there), where the headers would overwrite it */
@@ -450,6 +453,7 @@ int nfc_esp_decrypt(struct nfc_pkt *p, int outer, int esp, nfc_u128 key, uint64_
     if (!p->valid[esp] || n < NFC_ESP_IV + NFC_ESP_ICV + 2 || n > NFC_ESP_ROOM)
         return 0;
     void *sess = session(key, 1, esn);
+    forget_ahead(p); /* it may write p's ESP buffer */
     uint8_t *buf = in_place && changeable(p, p->payload, 0, 0) ? (uint8_t *)(uintptr_t)p->payload : nfc_esp_buf(p);
     if (sess == NULL || buf == NULL)
         return 0;
@@ -664,16 +668,34 @@ static int cbc_sized(uint32_t n)
 }
 
 /* p's decryption made ahead, if it holds for this call: 1 or 0 as the call's; -1: none. */
+/* p's decryption made ahead, if any (NULL: none). */
+static struct ahead *ahead_of(const struct nfc_pkt *p)
+{
+    if (burst.pkt == NULL || p < burst.pkt || p >= burst.pkt + burst.n)
+        return NULL;
+    struct ahead *a = &burst.ahead[p - burst.pkt];
+    return a->sess != NULL ? a : NULL;
+}
+
+/* Whatever p's decryption made ahead holds no more: its ESP buffer is about to be written. */
+static void forget_ahead(const struct nfc_pkt *p)
+{
+    struct ahead *a = ahead_of(p);
+    if (a != NULL)
+        a->sess = NULL;
+}
+
 static int taken_ahead(struct nfc_pkt *p, int outer, int esp, void *sess)
 {
-    uint32_t i = (uint32_t)(p - burst.pkt);
-    if (burst.pkt == NULL || p < burst.pkt || i >= burst.n || burst.ahead[i].sess == NULL)
+    struct ahead *a = ahead_of(p);
+    if (a == NULL)
         return -1;
-    struct ahead *a = &burst.ahead[i];
-    if (a->sess != sess || a->outer != outer || a->esp != esp || a->payload != p->payload || a->len != p->payload_len ||
-        memcmp(a->hdr, p->hdr[esp], 8) != 0)
-        return -1;
+    /* this call takes it or goes its own way, which may write the ESP buffer: either way, once */
+    void *made = a->sess;
     a->sess = NULL;
+    if (made != sess || a->outer != outer || a->esp != esp || a->payload != p->payload ||
+        a->len != p->payload_len || memcmp(a->hdr, p->hdr[esp], 8) != 0)
+        return -1;
     if (!a->ok || a->inner < 0)
         return 0;
     p->payload = a->pt;
