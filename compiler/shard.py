@@ -15,6 +15,7 @@ state is the shard's (docs/language.md, "Sharding").
 from __future__ import annotations
 
 from bisect import bisect_right
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from compiler import ir
@@ -23,8 +24,8 @@ from compiler.placement import Placement, Segment
 from compiler.profiles import TargetSet
 from compiler.server_load import server_tables
 
-__all__ = ["BUCKET_BITS", "ServerState", "Steering", "monotonic_cells", "monotonic_strays", "server_state",
-           "sharded_tables", "steering"]
+__all__ = ["BUCKET_BITS", "ServerState", "Steering", "monotonic_cells", "monotonic_reads", "monotonic_strays",
+           "server_state", "sharded_tables", "steering"]
 
 HASH = "crc16"
 HASH_BITS = 16
@@ -102,7 +103,7 @@ def monotonic_cells(prog: ir.Program, pl: Placement) -> dict[str, tuple[tuple[st
     and, where the table is split, moves with the entry's bucket (runtime/carry.py); empty when
     some index is anything else (``monotonic_strays``)."""
     out: dict[str, set[tuple[str, str]] | None] = {}
-    for r in _monotonic_indices(prog, pl):
+    for r in monotonic_reads(prog, _server_run(prog, pl)):
         cells = out.setdefault(r.reg, set())
         if cells is not None and isinstance(r.index, ir.Result):
             cells.add((r.index.table, r.index.field))
@@ -118,13 +119,14 @@ def monotonic_strays(prog: ir.Program, pl: Placement, ts: TargetSet) -> list[ir.
     if len(ts.server_ports) < 2 or ts.switch is None or ts.server is None:
         return []
     split = sharded_tables(prog, pl, ts)
-    return [r for r in _monotonic_indices(prog, pl) if not (isinstance(r.index, ir.Result) and r.index.table in split)]
+    return [r for r in monotonic_reads(prog, _server_run(prog, pl))
+            if not (isinstance(r.index, ir.Result) and r.index.table in split)]
 
 
-def _monotonic_indices(prog: ir.Program, pl: Placement) -> list[ir.RegRead]:
-    """Every read and write of a ``monotonic`` register in the code the servers run."""
+def monotonic_reads(prog: ir.Program, stages: Iterable[ir.Stage]) -> list[ir.RegRead]:
+    """Every read and write of a ``monotonic`` register in ``stages``."""
     out: list[ir.RegRead] = []
-    for st in _server_run(prog, pl):
+    for st in stages:
         for s in walk_stmts(st.body):
             reads = [s.target] if isinstance(s, ir.Assign) and isinstance(s.target, ir.RegRead) else []
             reads += [x for e in stmt_exprs(s) for x in walk_expr(e) if isinstance(x, ir.RegRead)]

@@ -19,6 +19,7 @@ from compiler.analysis import stmt_exprs, walk_expr, walk_stmts
 from compiler.forward_ports import declared_ports
 from compiler.interp import Entry, Match
 from compiler.interp.bits import internet_checksum, pack
+from compiler.shard import monotonic_reads
 
 __all__ = ["Fuzzer"]
 
@@ -46,6 +47,10 @@ class Fuzzer:
                         if isinstance(x, ir.Const) and x.width > 0:
                             self.consts[x.width].add(x.value)
         self.pools: dict[int, list[int]] = {}
+        # a table value that names a cell of a monotonic register -> the register's size: the
+        # runtime refuses an entry naming no cell (an SA slot out of range)
+        self.cells = {(r.index.table, r.index.field): prog.registers[r.reg].size
+                      for r in monotonic_reads(prog, prog.stages.values()) if isinstance(r.index, ir.Result)}
         self.declared = declared_ports(prog) or ((0, 0),)
 
     def value(self, width: int) -> int:
@@ -163,4 +168,7 @@ class Fuzzer:
         prio = self.rnd.randint(1, 5) * 10_000 + len(out) if table.match in ("ternary", "range") else 0
         ident = (tuple((m.value, m.arg) for m in key), prio)
         values = {v.name: self._port(v.width) if "port" in v.name else self.value(v.width) for v in table.values}
+        for v in table.values:
+            if (table.name, v.name) in self.cells:
+                values[v.name] %= self.cells[(table.name, v.name)]
         out.setdefault(ident, Entry(tuple(key), values, prio))

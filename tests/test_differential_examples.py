@@ -107,8 +107,9 @@ def _local_to_shards(label: str, tables: dict[str, list[Entry]]) -> None:
     if label != "ipsec_gateway":
         return
     tunnel = {e.key[0].value: e.values["tunnel"] for e in tables["spi_steering"]}
-    tables["outbound_sa"] = [replace(e, values={**e.values, "seq_index": e.key[0].value})
-                             for e in tables["outbound_sa"]]
+    # a slot of its own per tunnel, within sa_seq's 64,000 (the runtime refuses a slot past them)
+    tables["outbound_sa"] = [replace(e, values={**e.values, "seq_index": i})
+                             for i, e in enumerate(tables["outbound_sa"])]
     tables["inbound_sa"] = [replace(e, values={**e.values, "sa_index": tunnel.get(e.key[0].value, 0)})
                             for e in tables["inbound_sa"]]
 
