@@ -23,9 +23,10 @@ owner's start means the old owner sent more than ``margin`` packets after the fi
 numbers the new owner sends repeat some it sent: ``Move.overrun`` names those cells, which
 the control plane must rekey at once.  This is detected, not prevented: the new owner is
 live by then, and a write to a cell in use could be lost in, or wrap, the data plane's
-read-modify-write.  The default margin (2^16) is the packets of one SA a core encrypts in
-13 ms at 5 Mpps, more than this machine's single-core ESP rate (docs/server.md), between a
-read and the flip that take a few ms.
+read-modify-write.  The default margin (2^16) is 6 ms of one SA at 11 Mpps, the most one core
+encrypted here (AES-GCM at 64 B, docs/server.md), against a read-to-flip of one P4Runtime write
+(1-2.5 ms, docs/runtime.md): a control plane on faster cores or with slower switch writes
+passes a larger margin.
 
 The anti-replay windows go along too (``replay_check``'s state, shared by ``replay_check_esn``
 and ``esn_high``): every window of each old owner is merged into the new owner's (WINDOW_MERGE:
