@@ -21,7 +21,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -90,6 +90,7 @@ class _Link:
     dropped: int = 0  # of those, dropped or punted
     lost: int = 0  # sent to programs of this port that went away before handling them, or before one started
     starting: bool = False  # its program is being replaced: what arrives meanwhile is lost, not sent
+    last: dict[str, Any] = field(default_factory=dict)  # its program's counters as it last said them
 
     def unaccounted(self) -> int:
         return max(0, self.sent - self.back - self.dropped)
@@ -119,6 +120,7 @@ class LiveDataPlane:
         self.netns = f"nfc-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"  # each server's: -<index>
         self.outputs: dict[int, list[bytes]] = {}
         self.drops: Counter[str] = Counter()
+        self._retired: list[dict[str, Any]] = []  # the last counters of programs replaced
         self.links: dict[int, _Link] = {}  # switch port -> its server
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -165,8 +167,10 @@ class LiveDataPlane:
 
     def replace(self, port: int) -> ServerProcess:
         """A fresh server program behind ``port`` (the old one stopped if it still runs): a
-        failed server replaced.  What the old one never handled, and what the switch sends
-        to the port until the new one runs, counts as ``lost``."""
+        failed server replaced.  What the old one never handled, what it handled but never
+        reached the switch (the kernel drops what a closing af_packet socket had not sent),
+        and what the switch sends to the port until the new one runs, count as ``lost``; its
+        drops, punts and forwarded packets stay in ``counters``."""
         link = self.links[port]
         assert link.server is not None
         with self._lock:
@@ -175,12 +179,14 @@ class LiveDataPlane:
         final = link.server.stop()  # a program still running prints its counters on the way out
         if "forwarded" in final:  # what it handled is known: wait (a little) for what it sent back
             self._handled(link, final)
-            deadline = time.monotonic() + 1.0
+            deadline = time.monotonic() + 2.0
             while link.back < final["forwarded"] and time.monotonic() < deadline:
                 time.sleep(0.01)
         with self._lock:
-            link.lost += max(0, link.sent - link.handled) if "forwarded" in final else link.unaccounted()
+            link.lost += link.unaccounted()  # sent to it, neither back nor dropped there
+            self._retired.append(final if "forwarded" in final else link.last)
             link.sent = link.back = link.handled = link.dropped = 0
+            link.last = {}
         try:
             link.server = self._start(link)
         finally:
@@ -199,7 +205,7 @@ class LiveDataPlane:
                     link.lost += 1
                     return
                 link.sent += 1
-            link.sock.send(outcome.data)
+                link.sock.send(outcome.data)  # under the lock: counted for the program that gets it
             return
         with self._lock:
             if outcome.kind == "forward":
@@ -242,6 +248,7 @@ class LiveDataPlane:
 
     def _handled(self, link: _Link, c: dict[str, Any]) -> None:
         with self._lock:
+            link.last = c
             link.dropped = sum(c["drops"].values()) + sum(c.get("punts", {}).values())
             link.handled = c["forwarded"] + link.dropped
 
@@ -273,7 +280,9 @@ class LiveDataPlane:
         links = dict(self.links)  # a server may join meanwhile
         polled = {port: self._poll(link) for port, link in links.items()}
         parts = [c for c in polled.values() if c is not None]
-        server = merge_counters(parts, self.replicated)
+        with self._lock:  # what replaced programs dropped and forwarded, not the entries they held
+            gone = [{k: v for k, v in c.items() if k != "tables"} for c in self._retired]
+        server = merge_counters(parts + gone, self.replicated)
         with self._lock:
             drops = self.drops + Counter({f"server:{k}": v for k, v in server.get("drops", {}).items()})
             drops += Counter({f"punt:{k}": v for k, v in server.get("punts", {}).items()})
