@@ -109,9 +109,10 @@ static struct rte_mbuf *tag(struct rte_mbuf *m, const struct nfc_pkt *p, struct 
 }
 
 /* One received burst: runs of packets from the same logical port go through nfc_burst
- * together (with --tagged each packet names its own); the outputs are queued per port. */
-static void process(struct rte_mbuf **in, uint16_t n, uint16_t port, struct nfc_pkt *pkt, uint8_t *scratch,
-                    struct rte_mbuf *out[][NFC_BURST], uint16_t *nout)
+ * together (with --tagged each packet names its own); the outputs are queued per port, and
+ * the ports given any are returned (bit per port; nout[] of the others is left as it was). */
+static uint32_t process(struct rte_mbuf **in, uint16_t n, uint16_t port, struct nfc_pkt *pkt, uint8_t *scratch,
+                        struct rte_mbuf *out[][NFC_BURST], uint16_t *nout)
 {
     struct rte_mbuf *done[NFC_BURST];
     int to[NFC_BURST];
@@ -127,13 +128,21 @@ static void process(struct rte_mbuf **in, uint16_t n, uint16_t port, struct nfc_
         nfc_burst(in + start, (uint16_t)(end - start), port, logical_in, pkt + start, scratch, pool, jumbo, out_port,
                   done + start, to + start);
     }
+    uint32_t used = 0;
     for (uint16_t i = 0; i < n; i++) {
         struct rte_mbuf *m = done[i];
         if (m != NULL && tagged)
             m = tag(m, &pkt[i], pkt[0].stats);
-        if (m != NULL)
-            out[to[i]][nout[to[i]]++] = m;
+        if (m == NULL)
+            continue;
+        int q = to[i];
+        if (!((used >> q) & 1)) {
+            used |= 1u << q;
+            nout[q] = 0;
+        }
+        out[q][nout[q]++] = m;
     }
+    return used;
 }
 
 /* The run-to-completion loop of one lcore, on its queue of every port (nfc_burst.h does
@@ -166,11 +175,11 @@ static int forward(void *arg)
         uint32_t got = 0;
         for (uint16_t port = 0; port < nports; port++) {
             uint16_t n = rte_eth_rx_burst(port, queue, in, BURST);
+            if (n == 0)
+                continue;
             got += n;
-            memset(nout, 0, sizeof nout);
-            process(in, n, port, pkt, scratch, out, nout);
-            for (uint16_t q = 0; q < nports; q++) {
-                uint16_t sent = 0;
+            for (uint32_t used = process(in, n, port, pkt, scratch, out, nout); used != 0; used &= used - 1) {
+                uint16_t q = (uint16_t)__builtin_ctz(used), sent = 0;
                 /* a queue that takes nothing for 1 ms is given up on: the frames left are
                  * dropped (server_no_buffer), so the lcore reaches its quiescent point and
                  * the control thread's writes (RCU) are never held up by a stuck port; the

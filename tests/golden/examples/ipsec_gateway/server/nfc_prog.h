@@ -3,5 +3,5 @@
 #define NFC_MAX_HDR 20 /* bytes of the biggest pushed header */
 #define NFC_MAX_META 2 /* words of metadata fields and locals */
 #define NFC_MAX_RES 12 /* words of lookup result fields */
-#define NFC_PRE_TABLES 8 /* tables whose bulk lookup answers are kept per packet */
-#define NFC_PRE_KEY 32 /* key bytes of a kept answer */
+#define NFC_PRE_TABLES 2 /* tables whose bulk lookup answers are kept per packet */
+#define NFC_PRE_KEY 16 /* key bytes of a kept answer */

@@ -3,5 +3,5 @@
 #define NFC_MAX_HDR 1 /* bytes of the biggest pushed header */
 #define NFC_MAX_META 4 /* words of metadata fields and locals */
 #define NFC_MAX_RES 2 /* words of lookup result fields */
-#define NFC_PRE_TABLES 8 /* tables whose bulk lookup answers are kept per packet */
-#define NFC_PRE_KEY 32 /* key bytes of a kept answer */
+#define NFC_PRE_TABLES 1 /* tables whose bulk lookup answers are kept per packet */
+#define NFC_PRE_KEY 16 /* key bytes of a kept answer */
