@@ -80,7 +80,8 @@ def variant(server: Path, out: Path, burst: bool, loop: bool) -> Path:
         p = out / "nfc_main.c"
         text = _replace_function(p.read_text(), "static int forward(void *arg)", "static int start_ports(",
                                  (HERE / "l3fwd_loop.c").read_text(), "nfc_main.c")
-        text, n = re.subn(r"^static void process\(", "__attribute__((unused)) static void process(", text, flags=re.M)
+        text, n = re.subn(r"^static uint32_t process\(", "__attribute__((unused)) static uint32_t process(", text,
+                          flags=re.M)
         if n != 1:
             raise SystemExit("nfc_main.c: process() is not there once")
         p.write_text(text)

@@ -119,6 +119,7 @@ class _Ctx:
     hoisted: list[c.Stmt] = field(default_factory=list)
     temps: int = 0
     push_bytes: int = 0  # the biggest header a stage pushes (its bytes live in p->store)
+    moves: bool = False  # a stage pushes or pops a header
     written: set[Loc] = field(default_factory=set)  # what the cut's statements lowered so far write
     # the header instances valid on every path to the statement being lowered: their fields are
     # read and written without testing p->valid (compiler/passes/validity.py, as the P4 lowering)
@@ -200,6 +201,9 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
               c.Global("const int", "nfc_uses_esp", str(x.uses_esp),
                        "the ESP suites used here: NFC_ESP_GCM, NFC_ESP_CBC (nfc_esp.h: their crypto devices "
                        "are set up)"),
+              c.Global("const int", "nfc_fixed_layout", "1" if software and not x.moves and not x.uses_esp else "0",
+                       "1: a packet leaves with the headers it arrived with, where they arrived, and its payload "
+                       "(no switch bridge, no header pushed or popped, no ESP): nfc_output writes the checksums"),
               c.Global("const int", "nfc_crypto_drop", str(x.reasons.get(CRYPTO_REASON, 0)),
                        "the drop code of crypto_unavailable (a burst's batched encryption that failed)"),
               c.Global("const int", "nfc_ninst", str(len(prog.instances))),
@@ -228,7 +232,8 @@ def _sizes(x: _Ctx) -> c.Unit:
         c.Define("NFC_MAX_META", str(max(1, x.nmeta)), "words of metadata fields and locals"),
         c.Define("NFC_MAX_RES", str(max(1, x.nres)), "words of lookup result fields"),
         c.Define("NFC_PRE_TABLES", str(max(1, len(kept))), "tables whose bulk lookup answers are kept per packet"),
-        c.Define("NFC_PRE_KEY", str(max([8, *kept])), "key bytes of a kept answer"),
+        c.Define("NFC_PRE_KEY", str(-(-max([8, *kept]) // 8) * 8), "key bytes of a kept answer (a multiple of 8: "
+                 "each key 8-byte aligned, as rte_hash's CRC reads it)"),
     ))
 
 
@@ -810,6 +815,7 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
         case ir.Lookup():
             return _lookup(x, s)
         case ir.Push():
+            x.moves = True
             k = x.inst[s.inst]
             h = x.prog.header_of(s.inst)
             x.push_bytes = max(x.push_bytes, h.bits // 8)
@@ -821,6 +827,7 @@ def _stmt(x: _Ctx, s: ir.Stmt) -> list[c.Stmt]:
                 out.append(_set(f"p->hdr[{k}]", _offset(h, name), _width(h, name), _expr(x, e)))
             return out
         case ir.Pop():
+            x.moves = True
             return [c.Assign(c.Name(f"p->valid[{x.inst[s.inst]}]"), c.Int(0, ""))]
         case ir.Forward():
             return [c.Assign(_p("egress"), _expr(x, s.port)), c.Assign(_p("egress_set"), c.Int(1, ""))]

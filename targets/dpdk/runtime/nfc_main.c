@@ -128,20 +128,28 @@ static uint32_t process(struct rte_mbuf **in, uint16_t n, uint16_t port, struct 
         nfc_burst(in + start, (uint16_t)(end - start), port, logical_in, pkt + start, scratch, pool, jumbo, out_port,
                   done + start, to + start);
     }
+    /* the count of the port a run of outputs goes to is kept in a register, not loaded and
+     * stored back per packet (each store waited for by the next packet's load) */
     uint32_t used = 0;
+    int q = -1;
+    uint16_t k = 0;
     for (uint16_t i = 0; i < n; i++) {
         struct rte_mbuf *m = done[i];
         if (m != NULL && tagged)
             m = tag(m, &pkt[i], pkt[0].stats);
         if (m == NULL)
             continue;
-        int q = to[i];
-        if (!((used >> q) & 1)) {
+        if (to[i] != q) {
+            if (q >= 0)
+                nout[q] = k;
+            q = to[i];
+            k = (used >> q) & 1 ? nout[q] : 0;
             used |= 1u << q;
-            nout[q] = 0;
         }
-        out[q][nout[q]++] = m;
+        out[q][k++] = m;
     }
+    if (q >= 0)
+        nout[q] = k;
     return used;
 }
 

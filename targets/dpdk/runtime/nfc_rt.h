@@ -488,6 +488,7 @@ extern const int nfc_nreasons;
 extern const int nfc_software;
 extern const int nfc_uses_esp; /* the ESP suites the program uses (NFC_ESP_GCM, NFC_ESP_CBC): nfc_esp_init at start */
 extern const int nfc_crypto_drop; /* the drop code of crypto_unavailable (0: the program has no ESP) */
+extern const int nfc_fixed_layout; /* packets leave with the headers and payload they came with (nfc_output) */
 extern const int nfc_register_writes; /* a stage writes a register: the program forwards on one lcore */
 extern const uint16_t nfc_inst_bytes[]; /* the bytes of each header instance, in packet order */
 extern const int nfc_ninst;
@@ -571,6 +572,14 @@ static inline uint16_t nfc_new_room(struct rte_mempool *pool)
 static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p, struct rte_mempool *pool,
                                           uint16_t room, struct rte_mempool *jumbo, uint8_t *out)
 {
+    if (nfc_fixed_layout && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1 && m->data_len > 0) {
+        /* the headers were parsed one after the other from the frame's start up to the payload,
+         * which is the rest of the frame, and none was pushed, popped or moved since: the frame
+         * stays as it is, with the fields the stages wrote in place and the checksums (what the
+         * path below does when it finds the headers in place and no bridge, without its checks) */
+        nfc_finish_in_place(p);
+        return m;
+    }
     uint8_t *buf = (uint8_t *)m->buf_addr;
     uint32_t plen = p->payload_len;
     if (plen <= NFC_MAX_PKT && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1 && p->payload >= buf &&

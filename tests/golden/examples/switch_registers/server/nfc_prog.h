@@ -4,4 +4,4 @@
 #define NFC_MAX_META 2 /* words of metadata fields and locals */
 #define NFC_MAX_RES 1 /* words of lookup result fields */
 #define NFC_PRE_TABLES 1 /* tables whose bulk lookup answers are kept per packet */
-#define NFC_PRE_KEY 8 /* key bytes of a kept answer */
+#define NFC_PRE_KEY 8 /* key bytes of a kept answer (a multiple of 8: each key 8-byte aligned, as rte_hash's CRC reads it) */

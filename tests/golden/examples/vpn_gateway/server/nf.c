@@ -19,6 +19,9 @@ const int nfc_register_writes = 0;
 /* the ESP suites used here: NFC_ESP_GCM, NFC_ESP_CBC (nfc_esp.h: their crypto devices are set up) */
 const int nfc_uses_esp = 0;
 
+/* 1: a packet leaves with the headers it arrived with, where they arrived, and its payload (no switch bridge, no header pushed or popped, no ESP): nfc_output writes the checksums */
+const int nfc_fixed_layout = 0;
+
 /* the drop code of crypto_unavailable (a burst's batched encryption that failed) */
 const int nfc_crypto_drop = 0;
 
