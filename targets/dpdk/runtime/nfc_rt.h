@@ -374,27 +374,34 @@ static inline void nfc_csum_put(uint8_t *out, const uint8_t *p, unsigned len, un
     memcpy(out, &raw, sizeof raw);
 }
 
-/* CRC-16/ARC and CRC-32 (IEEE) of the first `bits` bits of p, zero-padded to bytes. */
+/* CRC-16/ARC and CRC-32 (IEEE 802.3) of `bytes` bytes at p, both reflected: eight bytes a step
+ * (slicing-by-8, four loads that do not wait on each other), then a byte a step.  nfc_crc_t[0]
+ * is CRC-16/ARC's tables, nfc_crc_t[1] CRC-32's: t[0] the byte-at-a-time table, t[k][i] the
+ * CRC of byte i followed by k zero bytes (filled before main: nfc_tables.c). */
+extern uint32_t nfc_crc_t[2][8][256];
+static inline uint32_t nfc_crc_reflected(const uint32_t t[8][256], uint32_t crc, const uint8_t *p, unsigned bytes)
+{
+    unsigned i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        uint64_t x;
+        memcpy(&x, p + i, 8);
+        x = rte_le_to_cpu_64(x) ^ crc; /* p[i] in the low byte: the first in, the most bytes after it */
+        crc = t[7][x & 0xff] ^ t[6][(x >> 8) & 0xff] ^ t[5][(x >> 16) & 0xff] ^ t[4][(x >> 24) & 0xff] ^
+              t[3][(x >> 32) & 0xff] ^ t[2][(x >> 40) & 0xff] ^ t[1][(x >> 48) & 0xff] ^ t[0][x >> 56];
+    }
+    for (; i < bytes; i++)
+        crc = (crc >> 8) ^ t[0][(crc ^ p[i]) & 0xff];
+    return crc;
+}
+
 static inline uint64_t nfc_crc16(const uint8_t *p, unsigned bytes)
 {
-    uint16_t crc = 0;
-    for (unsigned i = 0; i < bytes; i++) {
-        crc ^= p[i];
-        for (int k = 0; k < 8; k++)
-            crc = (crc & 1) ? (uint16_t)((crc >> 1) ^ 0xA001) : (uint16_t)(crc >> 1);
-    }
-    return crc;
+    return nfc_crc_reflected(nfc_crc_t[0], 0, p, bytes);
 }
 
 static inline uint64_t nfc_crc32(const uint8_t *p, unsigned bytes)
 {
-    uint32_t crc = 0xFFFFFFFFu;
-    for (unsigned i = 0; i < bytes; i++) {
-        crc ^= p[i];
-        for (int k = 0; k < 8; k++)
-            crc = (crc & 1) ? (crc >> 1) ^ 0xEDB88320u : crc >> 1;
-    }
-    return crc ^ 0xFFFFFFFFu;
+    return nfc_crc_reflected(nfc_crc_t[1], 0xFFFFFFFFu, p, bytes) ^ 0xFFFFFFFFu;
 }
 
 /* Nanoseconds since nfc_tables_init: the clock of data-plane state timeouts.  One origin for

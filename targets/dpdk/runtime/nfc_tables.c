@@ -32,6 +32,27 @@ struct rte_rcu_qsbr *nfc_rcu; /* every forwarding lcore reports its quiescent st
 static int have_state;        /* some table is data-plane state */
 uint64_t nfc_clock_origin;
 
+uint32_t nfc_crc_t[2][8][256];
+
+/* nfc_crc_t (nfc_rt.h): CRC-16/ARC's tables (reflected polynomial 0xA001) and CRC-32's
+ * (0xEDB88320), before main, so that a packet's hash never waits for them. */
+__attribute__((constructor)) static void nfc_crc_tables(void)
+{
+    static const uint32_t poly[2] = {0xA001u, 0xEDB88320u};
+    for (int c = 0; c < 2; c++) {
+        uint32_t(*t)[256] = nfc_crc_t[c];
+        for (uint32_t i = 0; i < 256; i++) {
+            uint32_t r = i;
+            for (int k = 0; k < 8; k++)
+                r = (r & 1) ? (r >> 1) ^ poly[c] : r >> 1;
+            t[0][i] = r;
+        }
+        for (int k = 1; k < 8; k++)
+            for (uint32_t i = 0; i < 256; i++)
+                t[k][i] = (t[k - 1][i] >> 8) ^ t[0][t[k - 1][i] & 0xff];
+    }
+}
+
 /* An LPM table's trie: the LPM field's place in the key, the length byte after the fields;
  * the other key fields name the VRF. */
 static int trie_init(struct nfc_table *t)
