@@ -278,10 +278,15 @@ class LiveDataPlane:
         away (failed, replaced) and neither sent back nor counted as dropped by it before
         (its last counters, read at every ``settle`` and ``counters``)."""
         links = dict(self.links)  # a server may join meanwhile
+        programs = {port: link.server for port, link in links.items()}
         polled = {port: self._poll(link) for port, link in links.items()}
-        parts = [c for c in polled.values() if c is not None]
-        with self._lock:  # what replaced programs dropped and forwarded, not the entries they held
-            gone = [{k: v for k, v in c.items() if k != "tables"} for c in self._retired]
+        with self._lock:
+            # a program replaced since it was polled is in _retired now, with its final counters
+            parts = [c for port, c in polled.items() if c is not None and links[port].server is programs[port]]
+            # what replaced programs, and programs that died (as they last said), dropped and
+            # forwarded; not the entries they held
+            gone = [*self._retired, *(link.last for port, link in links.items() if polled[port] is None)]
+            gone = [{k: v for k, v in c.items() if k != "tables"} for c in gone]
         server = merge_counters(parts + gone, self.replicated)
         with self._lock:
             drops = self.drops + Counter({f"server:{k}": v for k, v in server.get("drops", {}).items()})

@@ -62,8 +62,8 @@ ACL_CHUNKS = (MAX_KEY - 8) // 8  # 32-bit chunks of a ternary / range key whose 
 _MATCH = {"exact": "NFC_M_EXACT", "lpm": "NFC_M_LPM", "ternary": "NFC_M_TERNARY", "range": "NFC_M_RANGE"}
 MAX_INST = 32  # NFC_MAX_INST: header instances of a packet
 HITS_KEY = 32  # NFC_HITS_KEY: key bytes a hit sample keeps
-PRE_TABLES = 8  # NFC_PRE_TABLES: tables whose bulk lookup answers are kept per packet
-PRE_KEY = 32  # NFC_PRE_KEY: key bytes of a kept answer
+PRE_TABLES = 8  # at most: the first PRE_TABLES tables' bulk lookup answers are kept per packet (NFC_PRE_TABLES)
+PRE_KEY = 32  # at most: a kept answer's key bytes (NFC_PRE_KEY, nfc_prog.h sizes both to the program)
 MAX_HDR = 64  # NFC_MAX_HDR: bytes of one header
 
 
@@ -201,7 +201,9 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
               c.Global("const int", "nfc_uses_esp", str(x.uses_esp),
                        "the ESP suites used here: NFC_ESP_GCM, NFC_ESP_CBC (nfc_esp.h: their crypto devices "
                        "are set up)"),
-              c.Global("const int", "nfc_fixed_layout", "1" if software and not x.moves and not x.uses_esp else "0",
+              c.Global("const int", "nfc_fixed_layout",
+                       "1" if software and not x.moves and not x.uses_esp and
+                       all(_in_packet_order(x, prog.parsers[name]) for name in used) else "0",
                        "1: a packet leaves with the headers it arrived with, where they arrived, and its payload "
                        "(no switch bridge, no header pushed or popped, no ESP): nfc_output writes the checksums"),
               c.Global("const int", "nfc_crypto_drop", str(x.reasons.get(CRYPTO_REASON, 0)),
@@ -237,16 +239,20 @@ def _sizes(x: _Ctx) -> c.Unit:
     ))
 
 
+def _kept(x: _Ctx, t: ir.Table) -> bool:
+    """Whether nfc_prefetch keeps the bulk lookup's answers of server table ``t`` per packet (its
+    rule in nfc_rt.h, with the generator's bounds PRE_TABLES and PRE_KEY)."""
+    return x.tindex[t.name] < PRE_TABLES and not t.is_state and _lookup_bytes(t) <= PRE_KEY
+
+
 def _kept_key_bytes(x: _Ctx) -> list[int]:
     """The key bytes of the server tables up to the last one whose bulk lookup answers
     nfc_prefetch keeps (0 for one it does not): NFC_PRE_TABLES and NFC_PRE_KEY sized for this
     program within the generator's PRE_TABLES and PRE_KEY, so that the same tables are kept."""
     sizes = [0] * len(x.tindex)
     for t in x.prog.tables.values():
-        i = x.tindex.get(t.name)
-        if i is not None and i < PRE_TABLES and not t.is_state:
-            size = _lookup_bytes(t)  # what nfc_prefetch builds in pre_key
-            sizes[i] = size if size <= PRE_KEY else 0
+        if t.name in x.tindex and _kept(x, t):
+            sizes[x.tindex[t.name]] = _lookup_bytes(t)  # what nfc_prefetch builds in pre_key
     while sizes and sizes[-1] == 0:
         sizes.pop()
     return sizes
@@ -499,9 +505,10 @@ def _slot_write(x: _Ctx, array: str, slot: int, width: int, value: c.Expr) -> li
             c.Assign(c.Name(f"p->{array}[{slot + 1}]"), c.Cast("uint64_t", c.Bin(">>", v, c.Int(64, "u"))))]
 
 
-def _bridge_out(x: _Ctx) -> list[c.Stmt]:
-    """``n`` := the server->switch bridge of the packet's cut, written to ``out`` (0: none; no
-    room in ``cap``: the function returns 0)."""
+def _bridge_out(x: _Ctx, before: bool = False) -> list[c.Stmt]:
+    """``n`` := the server->switch bridge of the packet's cut (0: none), written to ``out`` (no
+    room in ``cap``: the function returns 0); ``before``: written right in front of ``end`` if
+    its ``n`` bytes fit in ``room`` there, else not written (the caller compares)."""
     body: list[c.Stmt] = [c.Decl("uint32_t", "n", c.Int(0, "u"))]
     for b in x.bridges:
         if b.direction is not Direction.TO_SWITCH:
@@ -514,8 +521,11 @@ def _bridge_out(x: _Ctx) -> list[c.Stmt]:
             value = c.Cond(_p("egress_set"), _p("egress"), c.Int(0, "ull")) if f.name == EGRESS else \
                 _load_field(x, f.name, f.width)
             fields.append((f.offset, f.width, value))
-        enc: list[c.Stmt] = [c.If(c.Bin("<", c.Name("cap"), c.Int(b.bytes, "u")), (c.Return(c.Int(0, "")),)),
-                             *_pack(x, "out", b.bytes, fields), c.Assign(c.Name("n"), c.Int(b.bytes, "u"))]
+        size = c.Int(b.bytes, "u")
+        enc: list[c.Stmt] = [c.Assign(c.Name("n"), size), c.If(c.Bin(">=", c.Name("room"), size), (
+            c.Decl("uint8_t *", "out", c.Bin("-", c.Name("end"), size)), *_pack(x, "out", b.bytes, fields)))] \
+            if before else [c.If(c.Bin("<", c.Name("cap"), size), (c.Return(c.Int(0, "")),)),
+                            *_pack(x, "out", b.bytes, fields), c.Assign(c.Name("n"), size)]
         body.append(c.If(c.Bin("==", _p("cut"), c.Int(came.cut_id, "u")), tuple(enc)))
     return body
 
@@ -555,9 +565,10 @@ def _to_switch(x: _Ctx) -> c.Func:
 
 
 def _bridge_fn(x: _Ctx) -> c.Func:
-    return c.Func("uint32_t", "nfc_bridge_out", ("const struct nfc_pkt *p", "uint8_t *out", "uint32_t cap"),
-                  (*_bridge_out(x), c.Return(c.Name("n"))),
-                  "the server->switch bridge alone (nfc_output, headers in place); 0: none or no room", static=False)
+    return c.Func("uint32_t", "nfc_bridge_out", ("const struct nfc_pkt *p", "uint8_t *end", "uint32_t room"),
+                  (*_bridge_out(x, before=True), c.Return(c.Name("n"))),
+                  "the server->switch bridge alone, written in front of end if it fits in room there (nfc_output, "
+                  "headers in place); its bytes, 0: none", static=False)
 
 
 def _in_place(x: _Ctx) -> c.Func:
@@ -692,6 +703,29 @@ def _parser(x: _Ctx, g: ir.ParserGraph) -> c.Func:
     x.in_parser, x.must = False, frozenset()
     return c.Func("int", f"nfc_parse_{g.name}", ("struct nfc_pkt *p", "const uint8_t *data", "uint32_t len"),
                   tuple(body), f"parser {g.name}, {_src(g.span)}")
+
+
+def _in_packet_order(x: _Ctx, g: ir.ParserGraph) -> bool:
+    """Whether every path of ``g`` extracts header instances in the packet's declared order, each
+    at most once: then the valid headers lie in the frame as the reference deparses them (in
+    declared order), from its first byte (nfc_fixed_layout).  A parser taking ``ipv4`` before
+    ``eth`` when ``packet`` declares them the other way, or ``eth`` twice, moves them."""
+    seen: set[tuple[str, int]] = set()
+
+    def walk(state: str, last: int) -> bool:
+        if (state, last) in seen:
+            return True
+        seen.add((state, last))
+        st = g.state(state)
+        for s in st.stmts:
+            if isinstance(s, ir.Extract):
+                if x.inst[s.inst] <= last:
+                    return False
+                last = x.inst[s.inst]
+        return all(walk(t.name, last) for t in (*(case.target for case in st.cases), st.default)
+                   if t.kind == "state")
+
+    return walk("start", -1)
 
 
 def _packet_length(x: _Ctx) -> c.Expr:
@@ -1070,7 +1104,7 @@ def _as_prefetched(x: _Ctx, t: ir.Table) -> bool:
     a control-plane table whose answers are kept (not one whose hits are sampled: that needs the
     key), its key a function of the packet that no statement lowered before it in this cut
     writes.  Then the kept answer is the lookup's, with no key built or compared."""
-    if t.is_state or _acl(t) or _tracked(x, t) or x.tindex[t.name] >= PRE_TABLES or _key_bytes(t) > PRE_KEY:
+    if not _kept(x, t) or _acl(t) or _tracked(x, t):
         return False
     if any(isinstance(n, ir.ExternCall | ir.RegRead | ir.CounterOp) for k in t.keys for n in walk_expr(k.expr)):
         return False

@@ -53,7 +53,7 @@ struct nfc_stats {
     uint64_t misses[NFC_MAX_TABLES];
 } __attribute__((aligned(64)));
 
-#ifndef NFC_PRE_TABLES /* nfc_prog.h has the generator's (targets/dpdk/lower.py PRE_TABLES, PRE_KEY) */
+#ifndef NFC_PRE_TABLES /* nfc_prog.h has the program's (within targets/dpdk/lower.py PRE_TABLES, PRE_KEY) */
 #define NFC_PRE_TABLES 8
 #define NFC_PRE_KEY 32 /* keys up to this many bytes are remembered */
 #endif
@@ -486,7 +486,7 @@ extern const char nfc_program[]; /* the NF's name: the control channel's HELLO r
 int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port);
 int nfc_run(struct nfc_pkt *p);
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap);
-uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap);
+uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room);
 const uint8_t *nfc_headers_in_place(const struct nfc_pkt *p);
 void nfc_finish_in_place(struct nfc_pkt *p);
 const char *nfc_reason(int code);
@@ -569,7 +569,8 @@ extern struct nfc_stats nfc_stats[];
  * The packets dropped for want of room are exactly those of that path: nothing to send, more
  * than NFC_MAX_PKT bytes, or more than a new mbuf holds (`room`: nfc_new_room(pool), read once
  * per burst: it lives in the pool's private area, a page of its own).  `out`: scratch of
- * NFC_MAX_PKT bytes. */
+ * NFC_MAX_PKT bytes.  A program that moves no header (nfc_fixed_layout) sends m as it came,
+ * with its checksums written. */
 static inline uint16_t nfc_new_room(struct rte_mempool *pool)
 {
     uint16_t room = rte_pktmbuf_data_room_size(pool);
@@ -593,12 +594,13 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
         p->payload + plen <= buf + m->buf_len) {
         const uint8_t *first = nfc_headers_in_place(p);
         if (first != NULL) { /* unmoved headers stay; the checksums and the bridge are written */
-            uint32_t b = nfc_bridge_out(p, out, NFC_MAX_PKT), at = (uint32_t)(first - buf);
+            /* the bridge written straight in front of the headers when it fits there (built aside
+             * and copied, its 8 + 1 byte stores were read back as one load: a store-forwarding
+             * stall); written or not, nothing below reads those bytes */
+            uint32_t at = (uint32_t)(first - buf), b = nfc_bridge_out(p, (uint8_t *)(uintptr_t)first, at);
             uint32_t len = b + (uint32_t)(p->payload - first) + plen;
             if (len > 0 && b <= at && len <= room && len <= NFC_MAX_PKT) {
                 nfc_finish_in_place(p);
-                if (b > 0) /* most programs send no bridge here: no call */
-                    memcpy(buf + at - b, out, b);
                 /* no rte_pktmbuf_reset: m is one direct segment of ours (next, nb_segs and
                  * tx_offload as a fresh mbuf has them); what the receive side set (ol_flags'
                  * RX bits, packet_type, hash) no transmit path reads, as in l3fwd */
@@ -712,11 +714,18 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
                 p->pre_data[t] = data[j];
                 p->pre_ok |= 1u << t;
             }
-            for (unsigned i = start; again != 0 && i < from; i++) /* in order: the one before has it */
+            /* in order: the one before has it, carried in registers (reading back what the packet
+             * before was just given waited on store forwarding at every packet) */
+            uint8_t last_hit = 0;
+            void *last_data = NULL;
+            for (unsigned i = start, j = 0; again != 0 && i < from; i++)
                 if ((again >> (i - start)) & 1) {
-                    pkts[i].pre_hit[t] = pkts[i - 1].pre_hit[t];
-                    pkts[i].pre_data[t] = pkts[i - 1].pre_data[t];
+                    pkts[i].pre_hit[t] = last_hit;
+                    pkts[i].pre_data[t] = last_data;
                     pkts[i].pre_ok |= 1u << t;
+                } else if (j < k && who[j] == i) {
+                    last_hit = (uint8_t)((hits >> j) & 1);
+                    last_data = data[j++];
                 }
         }
     }

@@ -182,29 +182,29 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* the server->switch bridge alone (nfc_output, headers in place); 0: none or no room */
-uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
+/* the server->switch bridge alone, written in front of end if it fits in room there (nfc_output, headers in place); its bytes, 0: none */
+uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
 {
     uint32_t n = 0u;
     if (p->cut == 1u) {
-        if (cap < 0x13u) {
-            return 0;
-        }
-        uint64_t f15 = 2u;
-        uint64_t f16 = p->valid[4];
-        uint64_t f17 = p->valid[5];
-        uint64_t f18 = p->valid[6];
-        uint64_t f19 = p->meta[3];
-        uint64_t f20 = p->meta[2];
-        uint64_t f21 = p->meta[1];
-        uint64_t f22 = p->meta[5];
-        uint64_t f23 = p->meta[4];
-        uint64_t f24 = p->egress_set ? p->egress : 0ull;
-        uint64_t f25 = p->egress_set;
-        nfc_set64(out, ((((((f15 & 0xffull) << 0x38u) | ((f16 & 1ull) << 0x37u)) | ((f17 & 1ull) << 0x36u)) | ((f18 & 1ull) << 0x35u)) | ((f19 & 0xffffffffffffull) << 5u)) | ((f20 >> 0xbu) & 0x1full));
-        nfc_set64(out + 8u, ((((f20 & 0x7ffull) << 0x35u) | ((f21 & 1ull) << 0x34u)) | ((f22 & 0xffffffull) << 0x1cu)) | ((f23 >> 4u) & 0xfffffffull));
-        nfc_store_be(out + 0x10u, 3u, (((f23 & 0xfull) << 0x14u) | ((f24 & 0xffffull) << 4u)) | ((f25 & 1ull) << 3u));
         n = 0x13u;
+        if (room >= 0x13u) {
+            uint8_t * out = end - 0x13u;
+            uint64_t f15 = 2u;
+            uint64_t f16 = p->valid[4];
+            uint64_t f17 = p->valid[5];
+            uint64_t f18 = p->valid[6];
+            uint64_t f19 = p->meta[3];
+            uint64_t f20 = p->meta[2];
+            uint64_t f21 = p->meta[1];
+            uint64_t f22 = p->meta[5];
+            uint64_t f23 = p->meta[4];
+            uint64_t f24 = p->egress_set ? p->egress : 0ull;
+            uint64_t f25 = p->egress_set;
+            nfc_set64(out, ((((((f15 & 0xffull) << 0x38u) | ((f16 & 1ull) << 0x37u)) | ((f17 & 1ull) << 0x36u)) | ((f18 & 1ull) << 0x35u)) | ((f19 & 0xffffffffffffull) << 5u)) | ((f20 >> 0xbu) & 0x1full));
+            nfc_set64(out + 8u, ((((f20 & 0x7ffull) << 0x35u) | ((f21 & 1ull) << 0x34u)) | ((f22 & 0xffffffull) << 0x1cu)) | ((f23 >> 4u) & 0xfffffffull));
+            nfc_store_be(out + 0x10u, 3u, (((f23 & 0xfull) << 0x14u) | ((f24 & 0xffffull) << 4u)) | ((f25 & 1ull) << 3u));
+        }
     }
     return n;
 }

@@ -296,37 +296,37 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* the server->switch bridge alone (nfc_output, headers in place); 0: none or no room */
-uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
+/* the server->switch bridge alone, written in front of end if it fits in room there (nfc_output, headers in place); its bytes, 0: none */
+uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
 {
     uint32_t n = 0u;
     if (p->cut == 1u) {
-        if (cap < 2u) {
-            return 0;
-        }
-        uint64_t f35 = 2u;
-        uint64_t f36 = p->valid[0];
-        uint64_t f37 = p->valid[1];
-        uint64_t f38 = p->valid[2];
-        uint64_t f39 = p->valid[3];
-        uint64_t f40 = p->valid[4];
-        nfc_set16(out, ((((((f35 & 0xffull) << 8u) | ((f36 & 1ull) << 7u)) | ((f37 & 1ull) << 6u)) | ((f38 & 1ull) << 5u)) | ((f39 & 1ull) << 4u)) | ((f40 & 1ull) << 3u));
         n = 2u;
+        if (room >= 2u) {
+            uint8_t * out = end - 2u;
+            uint64_t f35 = 2u;
+            uint64_t f36 = p->valid[0];
+            uint64_t f37 = p->valid[1];
+            uint64_t f38 = p->valid[2];
+            uint64_t f39 = p->valid[3];
+            uint64_t f40 = p->valid[4];
+            nfc_set16(out, ((((((f35 & 0xffull) << 8u) | ((f36 & 1ull) << 7u)) | ((f37 & 1ull) << 6u)) | ((f38 & 1ull) << 5u)) | ((f39 & 1ull) << 4u)) | ((f40 & 1ull) << 3u));
+        }
     }
     if (p->cut == 3u) {
-        if (cap < 8u) {
-            return 0;
-        }
-        uint64_t f41 = 4u;
-        uint64_t f42 = p->valid[0];
-        uint64_t f43 = p->valid[1];
-        uint64_t f44 = p->valid[2];
-        uint64_t f45 = p->valid[3];
-        uint64_t f46 = p->valid[4];
-        uint64_t f47 = p->meta[0];
-        uint64_t f48 = p->meta[2];
-        nfc_set64(out, ((((((((f41 & 0xffull) << 0x38u) | ((f42 & 1ull) << 0x37u)) | ((f43 & 1ull) << 0x36u)) | ((f44 & 1ull) << 0x35u)) | ((f45 & 1ull) << 0x34u)) | ((f46 & 1ull) << 0x33u)) | ((f47 & 0xffffffffull) << 0x13u)) | ((f48 & 0xffffull) << 3u));
         n = 8u;
+        if (room >= 8u) {
+            uint8_t * out = end - 8u;
+            uint64_t f41 = 4u;
+            uint64_t f42 = p->valid[0];
+            uint64_t f43 = p->valid[1];
+            uint64_t f44 = p->valid[2];
+            uint64_t f45 = p->valid[3];
+            uint64_t f46 = p->valid[4];
+            uint64_t f47 = p->meta[0];
+            uint64_t f48 = p->meta[2];
+            nfc_set64(out, ((((((((f41 & 0xffull) << 0x38u) | ((f42 & 1ull) << 0x37u)) | ((f43 & 1ull) << 0x36u)) | ((f44 & 1ull) << 0x35u)) | ((f45 & 1ull) << 0x34u)) | ((f46 & 1ull) << 0x33u)) | ((f47 & 0xffffffffull) << 0x13u)) | ((f48 & 0xffffull) << 3u));
+        }
     }
     return n;
 }

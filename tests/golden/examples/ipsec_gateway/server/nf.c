@@ -287,34 +287,34 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* the server->switch bridge alone (nfc_output, headers in place); 0: none or no room */
-uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
+/* the server->switch bridge alone, written in front of end if it fits in room there (nfc_output, headers in place); its bytes, 0: none */
+uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
 {
     uint32_t n = 0u;
     if (p->cut == 1u) {
-        if (cap < 4u) {
-            return 0;
-        }
-        uint64_t f17 = 2u;
-        uint64_t f18 = p->valid[0];
-        uint64_t f19 = p->valid[1];
-        uint64_t f20 = p->valid[2];
-        uint64_t f21 = p->egress_set ? p->egress : 0ull;
-        uint64_t f22 = p->egress_set;
-        nfc_set32(out, ((((((f17 & 0xffull) << 0x18u) | ((f18 & 1ull) << 0x17u)) | ((f19 & 1ull) << 0x16u)) | ((f20 & 1ull) << 0x15u)) | ((f21 & 0xffffull) << 5u)) | ((f22 & 1ull) << 4u));
         n = 4u;
+        if (room >= 4u) {
+            uint8_t * out = end - 4u;
+            uint64_t f17 = 2u;
+            uint64_t f18 = p->valid[0];
+            uint64_t f19 = p->valid[1];
+            uint64_t f20 = p->valid[2];
+            uint64_t f21 = p->egress_set ? p->egress : 0ull;
+            uint64_t f22 = p->egress_set;
+            nfc_set32(out, ((((((f17 & 0xffull) << 0x18u) | ((f18 & 1ull) << 0x17u)) | ((f19 & 1ull) << 0x16u)) | ((f20 & 1ull) << 0x15u)) | ((f21 & 0xffffull) << 5u)) | ((f22 & 1ull) << 4u));
+        }
     }
     if (p->cut == 3u) {
-        if (cap < 2u) {
-            return 0;
-        }
-        uint64_t f23 = 4u;
-        uint64_t f24 = p->valid[0];
-        uint64_t f25 = p->valid[1];
-        uint64_t f26 = p->valid[2];
-        uint64_t f27 = p->valid[3];
-        nfc_set16(out, (((((f23 & 0xffull) << 8u) | ((f24 & 1ull) << 7u)) | ((f25 & 1ull) << 6u)) | ((f26 & 1ull) << 5u)) | ((f27 & 1ull) << 4u));
         n = 2u;
+        if (room >= 2u) {
+            uint8_t * out = end - 2u;
+            uint64_t f23 = 4u;
+            uint64_t f24 = p->valid[0];
+            uint64_t f25 = p->valid[1];
+            uint64_t f26 = p->valid[2];
+            uint64_t f27 = p->valid[3];
+            nfc_set16(out, (((((f23 & 0xffull) << 8u) | ((f24 & 1ull) << 7u)) | ((f25 & 1ull) << 6u)) | ((f26 & 1ull) << 5u)) | ((f27 & 1ull) << 4u));
+        }
     }
     return n;
 }

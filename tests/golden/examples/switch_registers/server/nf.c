@@ -76,12 +76,12 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* the server->switch bridge alone (nfc_output, headers in place); 0: none or no room */
-uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
+/* the server->switch bridge alone, written in front of end if it fits in room there (nfc_output, headers in place); its bytes, 0: none */
+uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
 {
     (void)p;
-    (void)out;
-    (void)cap;
+    (void)end;
+    (void)room;
     uint32_t n = 0u;
     return n;
 }

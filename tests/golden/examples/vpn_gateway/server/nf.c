@@ -184,22 +184,22 @@ uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
     return n + p->payload_len;
 }
 
-/* the server->switch bridge alone (nfc_output, headers in place); 0: none or no room */
-uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
+/* the server->switch bridge alone, written in front of end if it fits in room there (nfc_output, headers in place); its bytes, 0: none */
+uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
 {
     uint32_t n = 0u;
     if (p->cut == 1u) {
-        if (cap < 9u) {
-            return 0;
-        }
-        uint64_t f10 = 2u;
-        uint64_t f11 = p->valid[4];
-        uint64_t f12 = p->valid[7];
-        uint64_t f13 = p->meta[2];
-        uint64_t f14 = p->meta[3];
-        nfc_set64(out, (((((f10 & 0xffull) << 0x38u) | ((f11 & 1ull) << 0x37u)) | ((f12 & 1ull) << 0x36u)) | ((f13 & 0xffffffffull) << 0x16u)) | ((f14 >> 2u) & 0x3fffffull));
-        nfc_set8(out + 8u, (f14 & 3ull) << 6u);
         n = 9u;
+        if (room >= 9u) {
+            uint8_t * out = end - 9u;
+            uint64_t f10 = 2u;
+            uint64_t f11 = p->valid[4];
+            uint64_t f12 = p->valid[7];
+            uint64_t f13 = p->meta[2];
+            uint64_t f14 = p->meta[3];
+            nfc_set64(out, (((((f10 & 0xffull) << 0x38u) | ((f11 & 1ull) << 0x37u)) | ((f12 & 1ull) << 0x36u)) | ((f13 & 0xffffffffull) << 0x16u)) | ((f14 >> 2u) & 0x3fffffull));
+            nfc_set8(out + 8u, (f14 & 3ull) << 6u);
+        }
     }
     return n;
 }
