@@ -40,9 +40,10 @@ static inline struct rte_mbuf *nfc_linearize(struct rte_mbuf *m, struct rte_memp
  * (may be NULL): the pool of NFC_MBUF_ROOM mbufs for frames over one mbuf of `pool`. */
 /* flatten: the generated nfc_from_switch, nfc_run, nfc_bench_key, nfc_bridge_out... inlined into
  * the burst (with LTO they are in reach; GCC otherwise calls a big nfc_run out of line per
- * packet): bench_l3fwd.py --quick, AMD EPYC, 2 runs each, the DSR router +5 % / +8 % Mpps per
- * CPU-second (no hugepages / hugepages), bench/l3fwd.nfp unchanged; the VPN gateway's server part
- * with 1 entry +6 % / +9 % (bench_dpdk.py); the IPsec gateway's server 0.3 s longer to build */
+ * packet): bench_l3fwd.py --routes 1000 --quick, AMD EPYC, 4 runs alternating the two builds
+ * (not the same rounds), the DSR router +5 % / +8 % Mpps per CPU-second (no hugepages /
+ * hugepages), bench/l3fwd.nfp unchanged; the VPN gateway's server part with 1 entry +6 % / +9 %
+ * (bench_dpdk.py --skip build, one run each); the IPsec gateway's server 0.3 s longer to build */
 __attribute__((flatten)) static inline void nfc_burst(struct rte_mbuf **in, uint16_t n, uint16_t port,
                                                       uint32_t logical, struct nfc_pkt *pkt, uint8_t *scratch,
                                                       struct rte_mempool *pool, struct rte_mempool *jumbo,
