@@ -191,7 +191,8 @@ class Runtime:
                                     or st.values != tuple(v.width for v in s.values)):
                     raise ChannelError(f"the server program does not match {self.out}/plan.json (table {name}): "
                                        "was it built from another .nfp?")
-        self.caches = {n: CachePolicy(s.switch_entries, s.lpm, s.keys[s.lpm].width if s.lpm is not None else 0)
+        self.caches = {n: CachePolicy(s.switch_entries, s.lpm, s.keys[s.lpm].width if s.lpm is not None else 0,
+                                      [k.width for k in s.keys])
                        for n, s in self.schemas.items() if s.cached}
         if switch is not None and isinstance(server, ServerFleet) and self.plan.shard is not None:
             adopt_steering(self)  # a controller restarted: the buckets go where the switch sends them

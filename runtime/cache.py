@@ -8,27 +8,32 @@ the server).  The cache must forward exactly as the full table would:
   be cached (or, when the cache is full, every cached prefix covering it is evicted); a
   prefix is admitted only if every server prefix inside it is cached already.
 
-Each decision costs O(prefix length), not O(table): for every prefix P (its other key fields,
-its bits, its length) the policy counts the server prefixes and the cached prefixes strictly
-inside it, kept up to date along the path of shorter prefixes above each one added or removed;
-"every server prefix inside P is cached" is then the two counts of P being equal, and the
-cached prefixes covering P are found by looking up P cut to each shorter length.
+Each decision costs O(prefix length x log table), not O(table): the policy keeps the server's
+prefixes and the cached ones sorted by (other key fields, address, length), an order in which
+the prefixes strictly inside a prefix P form one range; "every server prefix inside P is
+cached" is then the two ranges' counts being equal, and the cached prefixes covering P are
+found by looking up P cut to each shorter length.
 
 Memory: the policy holds the cached keys (at most the switch's capacity) and, for LPM, the
-server's prefixes and their counts; for an exact table it only counts the server's entries
-(the runtime's writes add a key the server did not have and delete one it had; a key the
-manager promotes was hit on the server), so a table of 10M entries costs no per-entry object.
+server's prefixes, 8 bytes each when a key packs into 64 bits (runtime/sorted_keys.py: no
+Python object per prefix; the DSR router's VRF + IPv4 prefixes do); for an exact table it only
+counts the server's entries (the runtime's writes add a key the server did not have and delete
+one it had; a key the manager promotes was hit on the server), so a table of 10M entries costs
+no per-entry object either way.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from typing import Any
+
+from runtime.sorted_keys import SortedKeys
 
 __all__ = ["CacheDecision", "CachePolicy", "switch_order"]
 
 Key = tuple[int, ...]  # the key fields; for LPM the prefix length last
-SERVER, CACHED = 0, 1  # the two counts of a prefix
+LENGTH_BITS = 8  # a prefix length (<= 128) and one more, as the sorted order packs it
 
 
 @dataclass
@@ -38,15 +43,23 @@ class CacheDecision:
 
 
 class CachePolicy:
-    def __init__(self, capacity: int, lpm: int | None, width: int) -> None:
-        """``lpm``: index of the LPM key field (None: exact), ``width``: its width."""
+    def __init__(self, capacity: int, lpm: int | None, width: int, key_widths: Sequence[int] | None = None) -> None:
+        """``lpm``: index of the LPM key field (None: exact), ``width``: its width;
+        ``key_widths``: every key field's width (None: unknown, the prefixes are kept as
+        tuples; given, and the fields with a length byte fit 64 bits: packed, 8 bytes each)."""
         self.capacity = capacity
         self.lpm = lpm
         self.width = width
+        self.key_widths = tuple(key_widths) if key_widths is not None else None
         self.cached: set[Key] = set()
-        self.server: set[Key] = set()  # LPM: the server's prefixes (exact: not kept, only counted)
         self.served = 0  # entries on the server
-        self._inside: dict[Key, list[int]] = {}  # LPM: prefix -> [server, cached] prefixes strictly inside
+        others = [w for i, w in enumerate(self.key_widths or ()) if i != lpm]
+        packed = self.key_widths is not None and sum(others) + width + LENGTH_BITS <= 64
+        self._widths = [*others, width, LENGTH_BITS] if packed else None
+        # LPM: the server's prefixes and the cached ones in sorted order (exact: not kept)
+        self.server = SortedKeys(packed)
+        self._cached = SortedKeys(packed)
+        self._lengths: dict[int, int] = {}  # LPM: prefix length -> server prefixes of it
 
     # ---- prefixes ---------------------------------------------------------------------------
 
@@ -61,37 +74,75 @@ class CachePolicy:
         """The prefixes strictly covering key, shortest first."""
         return (self._cut(key, length) for length in range(key[-1]))
 
-    def _count(self, key: Key, which: int, delta: int) -> None:
-        for outer in self._above(key):
-            counts = self._inside.setdefault(outer, [0, 0])
-            counts[which] += delta
-            if counts == [0, 0]:
-                del self._inside[outer]
+    def _order(self, key: Key, value: int, length: int) -> Any:
+        """The sort key of key's other fields with this address and length: the other fields,
+        then the address, then the length, packed into an int or as a tuple."""
+        assert self.lpm is not None
+        parts = (*key[:self.lpm], *key[self.lpm + 1:-1], value, length)
+        if self._widths is None:
+            return parts
+        x = 0
+        for w, v in zip(self._widths, parts, strict=True):
+            x = x << w | v
+        return x
+
+    def _key(self, x: Any) -> Key:
+        """The key of a sort key (``_order``'s inverse)."""
+        assert self.lpm is not None
+        if self._widths is None:
+            parts = list(x)
+        else:
+            parts = []
+            for w in reversed(self._widths):
+                parts.append(x & ((1 << w) - 1))
+                x >>= w
+            parts.reverse()
+        *others, value, length = parts
+        return (*others[:self.lpm], value, *others[self.lpm:], length)
+
+    def _sorted(self, key: Key) -> Any:
+        assert self.lpm is not None
+        return self._order(key, key[self.lpm], key[-1])
+
+    def _span(self, key: Key) -> tuple[Any, Any]:
+        """The sort keys bounding the prefixes strictly inside key: the same other fields,
+        an address in key's range and a longer length (a shorter prefix in that range of
+        addresses would have key's address and cover it)."""
+        assert self.lpm is not None
+        value, length = key[self.lpm], key[-1]
+        return self._order(key, value, length + 1), self._order(key, value + (1 << (self.width - length)), 0)
 
     def _all_inside_cached(self, key: Key) -> bool:
-        counts = self._inside.get(key)
-        return counts is None or counts[SERVER] == counts[CACHED]
+        lo, hi = self._span(key)
+        return self.server.count(lo, hi) == self._cached.count(lo, hi)
 
     def _covering(self, key: Key) -> list[Key]:
         """The cached prefixes covering key, key itself included."""
         return [c for c in (*self._above(key), key) if c in self.cached]
+
+    def prefixes(self) -> Iterator[Key]:
+        """The server's prefixes (LPM), in sorted order."""
+        return (self._key(x) for x in self.server)
 
     # ---- the two sets, with their counts ----------------------------------------------------
 
     def _serve(self, key: Key, on: bool) -> None:
         if self.lpm is None:
             self.served += 1 if on else -1
-        elif on != (key in self.server):
-            (self.server.add if on else self.server.discard)(key)
+        elif (self.server.add if on else self.server.discard)(self._sorted(key)):
             self.served += 1 if on else -1
-            self._count(key, SERVER, 1 if on else -1)
+            n = self._lengths.get(key[-1], 0) + (1 if on else -1)
+            if n:
+                self._lengths[key[-1]] = n
+            else:
+                del self._lengths[key[-1]]
 
     def _cache(self, keys: Iterable[Key], on: bool) -> None:
         for key in keys:
             if on != (key in self.cached):
                 (self.cached.add if on else self.cached.discard)(key)
                 if self.lpm is not None:
-                    self._count(key, CACHED, 1 if on else -1)
+                    (self._cached.add if on else self._cached.discard)(self._sorted(key))
 
     # ---- decisions --------------------------------------------------------------------------
 
@@ -142,13 +193,13 @@ class CachePolicy:
 
     def match(self, fields: Key) -> Key | None:
         """The server entry a lookup of these key fields hits (LPM: the longest prefix
-        holding the address; each shorter length tried in turn, O(width); exact: the fields,
+        holding the address; each length the server has tried in turn, longest first; exact: the fields,
         which the server reported hit); None: a miss."""
         if self.lpm is None:
             return fields  # the server hit it
-        for length in range(self.width, -1, -1):
+        for length in sorted(self._lengths, reverse=True):
             key = self._cut((*fields, self.width), length)
-            if key in self.server:
+            if self._sorted(key) in self.server:
                 return key
         return None
 
@@ -157,39 +208,20 @@ class CachePolicy:
         server prefix inside it not cached yet, as one unit of at most ``unit`` entries (they
         go in longest first: ``switch_order``), so it hijacks none.  None: it cannot go in
         (no room, or a bigger unit)."""
-        if key in self.cached or len(self.cached) >= self.capacity or (self.lpm is not None and key not in self.server):
+        if key in self.cached or len(self.cached) >= self.capacity or \
+                (self.lpm is not None and self._sorted(key) not in self.server):
             return None
         inside: list[Key] = []
-        if self.lpm is not None and not self._all_inside_cached(key):
-            counts = self._inside[key]
-            missing = counts[SERVER] - counts[CACHED]
-            if missing + 1 > min(unit, self.capacity - len(self.cached)):
-                return None
-            inside = self._uncached_inside(key)
+        if self.lpm is not None:
+            lo, hi = self._span(key)
+            missing = self.server.count(lo, hi) - self._cached.count(lo, hi)
+            if missing:
+                if missing + 1 > min(unit, self.capacity - len(self.cached)):
+                    return None
+                inside = [k for k in map(self._key, self.server.between(lo, hi)) if k not in self.cached]
         d = CacheDecision(install=[*inside, key])
         self._cache(d.install, True)
         return d
-
-    def _uncached_inside(self, key: Key) -> list[Key]:
-        """The server prefixes strictly inside key and not cached: a walk down the prefixes
-        that have any inside them (``_inside``), O(their number x width)."""
-        assert self.lpm is not None
-        out: list[Key] = []
-        todo = [key]
-        while todo:
-            outer = todo.pop()
-            length = outer[-1]
-            if length == self.width:
-                continue
-            value, shift = outer[self.lpm], self.width - length - 1
-            for bit in (0, 1):
-                child = (*outer[:self.lpm], value | bit << shift, *outer[self.lpm + 1:-1], length + 1)
-                if child in self.server and child not in self.cached:
-                    out.append(child)
-                counts = self._inside.get(child)
-                if counts is not None and counts[SERVER] > counts[CACHED]:
-                    todo.append(child)
-        return out
 
     def demote(self, key: Key) -> CacheDecision:
         """Take an entry out of the cache (LPM: with every cached prefix covering it, which

@@ -170,10 +170,10 @@ def _cache(rt: Runtime, s: TableSchema, entries: dict[GoalKey, _Entry]) -> Repai
         e = _named(s, (tuple(m[k.name] for k in s.keys), p))
         on_switch[e.key(s)] = tuple(v[f.name] for f in s.values)
     policy = rt.caches[s.name]
-    if policy.served != len(by_key) or (policy.lpm is not None and policy.server != set(by_key)):
+    if policy.served != len(by_key) or (policy.lpm is not None and any(k not in by_key for k in policy.prefixes())):
         # the runtime restarted (or its goal was edited): start from the goal
-        policy = rt.caches[s.name] = _adopt(CachePolicy(policy.capacity, policy.lpm, policy.width), by_key,
-                                            on_switch)
+        policy = rt.caches[s.name] = _adopt(CachePolicy(policy.capacity, policy.lpm, policy.width, policy.key_widths),
+                                            by_key, on_switch)
     want = {k for k in policy.cached if k in by_key}
     stale = [k for k in want if k in on_switch and on_switch[k] != tuple(by_key[k].values[f.name] for f in s.values)]
     evict = [k for k in on_switch if k not in want]
