@@ -4,6 +4,7 @@ objects it does not need").
 
     .venv/bin/python bench/bench_runtime_scale.py                 # 1M and 10M exact entries
     .venv/bin/python bench/bench_runtime_scale.py --quick         # 100,000 entries
+    .venv/bin/python bench/bench_runtime_scale.py --table vrf_fib # 1M and 10M DSR routes (LPM)
 
 The program is tests/corpus/host_cache.nfp with its ``hosts`` table declared 16M (an exact
 /32 host table, ``cache = true``), built with ``nfc build`` into a temporary folder; the
@@ -15,6 +16,12 @@ seconds and entries/s, the Python objects the runtime keeps once the load is don
 of ``gc.get_objects()``, after a collection) and its resident memory growth (after a collection
 and ``malloc_trim``), per entry; then a check that the server holds N entries and the switch
 the cache.
+
+``--table vrf_fib`` loads the DSR router's LPM table instead (examples/dsr_router.nfp, a
+switch cache in front of the server's trie): the routes of ``bench/bench_cache_policy.py``
+(1,000 VRFs, /16-/24 nested inside one /8 per VRF), in batches of 100,000; the cache policy
+admits a prefix only with every server prefix inside it, so the switch holds what it admitted
+(at most 1 %), and the check is that the switch holds exactly the policy's cached keys.
 """
 
 from __future__ import annotations
@@ -22,18 +29,22 @@ from __future__ import annotations
 import argparse
 import ctypes
 import gc
+import itertools
 import json
 import resource
 import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.bench_cache_policy import routes  # noqa: E402
 from emulator.switchmodel import SwitchModel  # noqa: E402
 from emulator.switchmodel.server import P4RuntimeServer, serve  # noqa: E402
 from runtime.api import Runtime  # noqa: E402
@@ -41,6 +52,7 @@ from runtime.p4runtime import SwitchClient  # noqa: E402
 from runtime.server_proc import ServerProcess, eal_args  # noqa: E402
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
+DSR = ROOT / "examples/dsr_router.nfp"
 BATCH = 100_000
 BASE = 0x0A000000
 
@@ -71,9 +83,29 @@ def _rss() -> int:
     return 0
 
 
-def build(folder: Path) -> Path:
-    src = folder / "hosts16m.nfp"
-    src.write_text(PROGRAM.read_text().replace("size = 8M;", "size = 16M;"))
+@dataclass(frozen=True)
+class Table:
+    name: str
+    program: Path
+    rows: Callable[[int], Iterator[dict[str, Any]]]  # n entries as Runtime.table(name) takes them
+    bytes_per_entry: int  # the server's memory for one, with room (EAL -m)
+
+
+def _hosts(n: int) -> Iterator[dict[str, Any]]:
+    return ({"ipv4_dst": BASE + i, "port": 1 + i % 7} for i in range(n))
+
+
+def _routes(n: int) -> Iterator[dict[str, Any]]:
+    return ({"meta_vrf": v, "ipv4_dst": (a, length), "tunnel_dst": a | 1, "tunnel_key": v}
+            for v, a, length in routes(n, 1000))
+
+
+TABLES = {"hosts": Table("hosts", PROGRAM, _hosts, 320), "vrf_fib": Table("vrf_fib", DSR, _routes, 400)}
+
+
+def build(folder: Path, table: Table) -> Path:
+    src = folder / table.program.name
+    src.write_text(table.program.read_text().replace("size = 8M;", "size = 16M;").replace("size = 10M;", "size = 16M;"))
     out = folder / "build"
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(src), "-o", str(out), "--no-verify"],
                        capture_output=True, text=True, cwd=ROOT)
@@ -85,29 +117,34 @@ def build(folder: Path) -> Path:
     return out
 
 
-def run(out: Path, n: int) -> Result:
+def run(out: Path, n: int, table: Table) -> Result:
     model = SwitchModel.from_build(out)
     names = json.loads((out / "switch/name_map.json").read_text())
     grpc, port = serve(P4RuntimeServer(model, names, "tna"))
     switch = SwitchClient(f"127.0.0.1:{port}", names, "tna")
-    memory_mb = 512 + n * 320 // (1 << 20)  # the table's hash and records, with room
+    memory_mb = 512 + n * table.bytes_per_entry // (1 << 20)  # the table's hash and records, with room
     server = ServerProcess(out / "server/nf", ["net_null0"], eal=eal_args(memory_mb=memory_mb))
     try:
         rt = Runtime(out, switch=switch, server=server.control)
         cache = max(1, n // 100)
-        rt.caches["hosts"].capacity = cache
+        policy = rt.caches[table.name]
+        policy.capacity = cache
+        rows = table.rows(n)  # the routes' list is made here, before the measurement; each row as it goes
         objects0, rss0 = len(gc.get_objects()), _rss()
         t0 = time.monotonic()
-        hosts = rt.table("hosts")
+        api = rt.table(table.name)
         for start in range(0, n, BATCH):
-            hosts.add_many({"ipv4_dst": BASE + i, "port": 1 + i % 7} for i in range(start, min(n, start + BATCH)))
+            api.add_many(itertools.islice(rows, BATCH))
             if start // BATCH % 10 == 9:
                 log(f"  {start + BATCH:,} loaded")
         load_s = time.monotonic() - t0
         rss = _rss() - rss0
         objects = len(gc.get_objects()) - objects0
-        held = server.control.counters()["tables"]["hosts"]["entries"]
-        on_switch = sum(1 for _ in switch.read("hosts"))
+        held = server.control.counters()["tables"][table.name]["entries"]
+        on_switch = sum(1 for _ in switch.read(table.name))
+        if on_switch != len(policy.cached):
+            raise SystemExit(f"the switch holds {on_switch:,} entries, the policy cached {len(policy.cached):,}")
+        cache = len(policy.cached) if policy.lpm is not None else cache
         return Result(n, cache, round(load_s, 1), round(n / load_s), round(objects / n, 3), round(rss / n, 1),
                       held, on_switch)
     finally:
@@ -121,16 +158,18 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", default="1000000,10000000")
     ap.add_argument("--quick", action="store_true", help="100,000 entries only")
+    ap.add_argument("--table", choices=sorted(TABLES), default="hosts")
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
     if args.quick:
         args.sizes = "100000"
     results = []
     with tempfile.TemporaryDirectory(prefix="bench-scale-") as tmp:
-        out = build(Path(tmp))
+        table = TABLES[args.table]
+        out = build(Path(tmp), table)
         for n in (int(x) for x in args.sizes.split(",")):
-            log(f"{n:,} entries")
-            results.append(run(out, n))
+            log(f"{n:,} entries of {table.name}")
+            results.append(run(out, n, table))
     print(f"\n{'entries':>11} {'cache':>8} {'load s':>7} {'entries/s':>10} {'objects/entry':>13} "
           f"{'RSS B/entry':>11} {'server':>11} {'switch':>8}")
     for r in results:

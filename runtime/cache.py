@@ -60,6 +60,7 @@ class CachePolicy:
         self.server = SortedKeys(packed)
         self._cached = SortedKeys(packed)
         self._lengths: dict[int, int] = {}  # LPM: prefix length -> server prefixes of it
+        self._cached_lengths: dict[int, int] = {}  # LPM: prefix length -> cached prefixes of it
 
     # ---- prefixes ---------------------------------------------------------------------------
 
@@ -70,9 +71,6 @@ class CachePolicy:
         value = key[i] >> drop << drop if length else 0
         return (*key[:i], value, *key[i + 1:-1], length)
 
-    def _above(self, key: Key) -> Iterator[Key]:
-        """The prefixes strictly covering key, shortest first."""
-        return (self._cut(key, length) for length in range(key[-1]))
 
     def _order(self, key: Key, value: int, length: int) -> Any:
         """The sort key of key's other fields with this address and length: the other fields,
@@ -118,7 +116,8 @@ class CachePolicy:
 
     def _covering(self, key: Key) -> list[Key]:
         """The cached prefixes covering key, key itself included."""
-        return [c for c in (*self._above(key), key) if c in self.cached]
+        above = (self._cut(key, n) for n in sorted(self._cached_lengths) if n < key[-1])  # shortest first
+        return [c for c in (*above, key) if c in self.cached]
 
     def prefixes(self) -> Iterator[Key]:
         """The server's prefixes (LPM), in sorted order."""
@@ -131,11 +130,7 @@ class CachePolicy:
             self.served += 1 if on else -1
         elif (self.server.add if on else self.server.discard)(self._sorted(key)):
             self.served += 1 if on else -1
-            n = self._lengths.get(key[-1], 0) + (1 if on else -1)
-            if n:
-                self._lengths[key[-1]] = n
-            else:
-                del self._lengths[key[-1]]
+            _tally(self._lengths, key[-1], on)
 
     def _cache(self, keys: Iterable[Key], on: bool) -> None:
         for key in keys:
@@ -143,6 +138,7 @@ class CachePolicy:
                 (self.cached.add if on else self.cached.discard)(key)
                 if self.lpm is not None:
                     (self._cached.add if on else self._cached.discard)(self._sorted(key))
+                    _tally(self._cached_lengths, key[-1], on)
 
     # ---- decisions --------------------------------------------------------------------------
 
@@ -229,6 +225,15 @@ class CachePolicy:
         d = CacheDecision(evict=self._with_dependants([key]) if self.lpm is not None else [key])
         self._cache(d.evict, False)
         return d
+
+
+def _tally(counts: dict[int, int], length: int, on: bool) -> None:
+    """One prefix of this length more (on) or fewer; a length with none is dropped."""
+    n = counts.get(length, 0) + (1 if on else -1)
+    if n:
+        counts[length] = n
+    else:
+        del counts[length]
 
 
 def switch_order(decisions: Iterable[CacheDecision], lpm: bool) -> tuple[list[list[Key]], list[list[Key]]]:
