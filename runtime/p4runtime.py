@@ -30,6 +30,12 @@ from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntr
 __all__ = ["CHUNK", "PER_UPDATE", "ClientTls", "SwitchClient", "SwitchUpdate"]
 
 CHUNK = 4096  # updates (or read entities) per request: ~200 KB, far below gRPC's 4 MiB message limit
+# A failed WriteRequest carries one p4.v1.Error per update in its trailing metadata
+# (grpc-status-details-bin, §12.3): ~80 bytes each, ~330 KB for a chunk where every update
+# failed, past gRPC's default limits on received metadata (8 KiB soft, 16 KiB hard: the call
+# then fails as RESOURCE_EXHAUSTED with no update's error).  Allow 64 MiB.
+METADATA_LIMIT = 64 << 20
+CHANNEL_OPTIONS = [("grpc.max_metadata_size", METADATA_LIMIT), ("grpc.absolute_max_metadata_size", METADATA_LIMIT)]
 PER_UPDATE = 0.002  # seconds of deadline per update on top of the floor: ~70x the switch model's ~30 µs
 
 _TYPES = {"add": p4runtime_pb2.Update.INSERT, "modify": p4runtime_pb2.Update.MODIFY,
@@ -70,7 +76,7 @@ class ClientTls:
             private_key=self.key.read_bytes() if self.key is not None else None,
             certificate_chain=self.cert.read_bytes() if self.cert is not None else None)
         options = [("grpc.ssl_target_name_override", self.server_name)] if self.server_name else []
-        return grpc.secure_channel(address, creds, options=options)
+        return grpc.secure_channel(address, creds, options=[*CHANNEL_OPTIONS, *options])
 
 
 def _bytes(value: int) -> bytes:
@@ -128,7 +134,8 @@ class SwitchClient:
         self.timeout = timeout
         self.chunk = chunk
         self.per_update = per_update
-        self.channel = tls.channel(address) if tls is not None else grpc.insecure_channel(address)
+        self.channel = tls.channel(address) if tls is not None else grpc.insecure_channel(address,
+                                                                                          options=CHANNEL_OPTIONS)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
         self._requests: queue.Queue[Any] = queue.Queue()
         self._stream_error = "closed"

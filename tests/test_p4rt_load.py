@@ -21,7 +21,7 @@ from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server import P4RuntimeServer, serve
 from runtime.api import Runtime, TableSchema, _check, _Entry
 from runtime.errors import ChannelError, EntryExists, EntryNotFound
-from runtime.p4runtime import SwitchClient
+from runtime.p4runtime import CHUNK, SwitchClient, SwitchUpdate
 from tests.conftest import ROOT
 
 TABLE = "ca_to_pa"
@@ -118,6 +118,21 @@ def test_a_failed_chunk_stops_the_write_and_what_went_through_is_undone(bluebird
         # [0,1] and [2,3] sent, [4,5] and [6,7] not; then 0, 1 and 2 deleted again
         assert s.ops == [[add], [add, add], [add, add], [delete, delete], [delete]]
         assert s.contents() == {(4, 0x0A000003): 0xAC100001}  # 0, 1 and 2 undone
+    finally:
+        s.close()
+
+
+def test_a_whole_chunk_of_failed_updates_reports_each_updates_error(bluebird):
+    """A full chunk (4,096) where every update fails: the reply's per-update errors (~330 KB of
+    trailing metadata, past gRPC's default 16 KiB) reach the client as one error per update,
+    not as a failed call (RESOURCE_EXHAUSTED) that hides them."""
+    s = Switch(bluebird)
+    try:
+        entries = s.entries(range(CHUNK))
+        s.switch("add", entries)
+        errors = s.client.write([SwitchUpdate("add", TABLE, e.match, e.values, e.priority) for e in entries])
+        assert len(errors) == CHUNK and all(isinstance(e, EntryExists) for e in errors)
+        assert [e.index for e in errors if e is not None] == list(range(CHUNK))
     finally:
         s.close()
 
