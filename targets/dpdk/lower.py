@@ -505,10 +505,9 @@ def _slot_write(x: _Ctx, array: str, slot: int, width: int, value: c.Expr) -> li
             c.Assign(c.Name(f"p->{array}[{slot + 1}]"), c.Cast("uint64_t", c.Bin(">>", v, c.Int(64, "u"))))]
 
 
-def _bridge_out(x: _Ctx, before: bool = False) -> list[c.Stmt]:
-    """``n`` := the server->switch bridge of the packet's cut (0: none), written to ``out`` (no
-    room in ``cap``: the function returns 0); ``before``: written right in front of ``end`` if
-    its ``n`` bytes fit in ``room`` there, else not written (the caller compares)."""
+def _bridge_out(x: _Ctx) -> list[c.Stmt]:
+    """``n`` := the server->switch bridge of the packet's cut (0: none), written right in front
+    of ``end`` if its ``n`` bytes fit in ``room`` there, else not written (the caller compares)."""
     body: list[c.Stmt] = [c.Decl("uint32_t", "n", c.Int(0, "u"))]
     for b in x.bridges:
         if b.direction is not Direction.TO_SWITCH:
@@ -523,9 +522,7 @@ def _bridge_out(x: _Ctx, before: bool = False) -> list[c.Stmt]:
             fields.append((f.offset, f.width, value))
         size = c.Int(b.bytes, "u")
         enc: list[c.Stmt] = [c.Assign(c.Name("n"), size), c.If(c.Bin(">=", c.Name("room"), size), (
-            c.Decl("uint8_t *", "out", c.Bin("-", c.Name("end"), size)), *_pack(x, "out", b.bytes, fields)))] \
-            if before else [c.If(c.Bin("<", c.Name("cap"), size), (c.Return(c.Int(0, "")),)),
-                            *_pack(x, "out", b.bytes, fields), c.Assign(c.Name("n"), size)]
+            c.Decl("uint8_t *", "out", c.Bin("-", c.Name("end"), size)), *_pack(x, "out", b.bytes, fields)))]
         body.append(c.If(c.Bin("==", _p("cut"), c.Int(came.cut_id, "u")), tuple(enc)))
     return body
 
@@ -543,7 +540,11 @@ def _checksum(h: ir.HeaderType, k: int, at: c.Expr) -> list[c.Stmt]:
 
 
 def _to_switch(x: _Ctx) -> c.Func:
-    body = _bridge_out(x)
+    n = c.Name("n")
+    body: list[c.Stmt] = [  # the bridge: its length asked (no room: not written), then written in front of out + n
+        c.Decl("uint32_t", "n", c.Call("nfc_bridge_out", (c.Name("p"), c.Name("out"), c.Int(0, "u")))),
+        c.If(c.Bin(">", n, c.Name("cap")), (c.Return(c.Int(0, "")),)),
+        c.ExprStmt(c.Call("nfc_bridge_out", (c.Name("p"), c.Bin("+", c.Name("out"), n), n)))]
     for instance in x.prog.instances:
         h = x.prog.headers[instance.header]
         k = x.inst[instance.name]
@@ -566,7 +567,7 @@ def _to_switch(x: _Ctx) -> c.Func:
 
 def _bridge_fn(x: _Ctx) -> c.Func:
     return c.Func("uint32_t", "nfc_bridge_out", ("const struct nfc_pkt *p", "uint8_t *end", "uint32_t room"),
-                  (*_bridge_out(x, before=True), c.Return(c.Name("n"))),
+                  (*_bridge_out(x), c.Return(c.Name("n"))),
                   "the server->switch bridge alone, written in front of end if it fits in room there (nfc_output, "
                   "headers in place); its bytes, 0: none", static=False)
 

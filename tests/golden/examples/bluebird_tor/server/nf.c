@@ -103,27 +103,11 @@ int nfc_run(struct nfc_pkt *p)
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
-    uint32_t n = 0u;
-    if (p->cut == 1u) {
-        if (cap < 0x13u) {
-            return 0;
-        }
-        uint64_t f4 = 2u;
-        uint64_t f5 = p->valid[4];
-        uint64_t f6 = p->valid[5];
-        uint64_t f7 = p->valid[6];
-        uint64_t f8 = p->meta[3];
-        uint64_t f9 = p->meta[2];
-        uint64_t f10 = p->meta[1];
-        uint64_t f11 = p->meta[5];
-        uint64_t f12 = p->meta[4];
-        uint64_t f13 = p->egress_set ? p->egress : 0ull;
-        uint64_t f14 = p->egress_set;
-        nfc_set64(out, ((((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 1ull) << 0x35u)) | ((f8 & 0xffffffffffffull) << 5u)) | ((f9 >> 0xbu) & 0x1full));
-        nfc_set64(out + 8u, ((((f9 & 0x7ffull) << 0x35u) | ((f10 & 1ull) << 0x34u)) | ((f11 & 0xffffffull) << 0x1cu)) | ((f12 >> 4u) & 0xfffffffull));
-        nfc_store_be(out + 0x10u, 3u, (((f12 & 0xfull) << 0x14u) | ((f13 & 0xffffull) << 4u)) | ((f14 & 1ull) << 3u));
-        n = 0x13u;
+    uint32_t n = nfc_bridge_out(p, out, 0u);
+    if (n > cap) {
+        return 0;
     }
+    nfc_bridge_out(p, out + n, n);
     if (p->valid[0]) {
         if ((n + 0xeu) > cap) {
             return 0;
@@ -190,20 +174,20 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         n = 0x13u;
         if (room >= 0x13u) {
             uint8_t * out = end - 0x13u;
-            uint64_t f15 = 2u;
-            uint64_t f16 = p->valid[4];
-            uint64_t f17 = p->valid[5];
-            uint64_t f18 = p->valid[6];
-            uint64_t f19 = p->meta[3];
-            uint64_t f20 = p->meta[2];
-            uint64_t f21 = p->meta[1];
-            uint64_t f22 = p->meta[5];
-            uint64_t f23 = p->meta[4];
-            uint64_t f24 = p->egress_set ? p->egress : 0ull;
-            uint64_t f25 = p->egress_set;
-            nfc_set64(out, ((((((f15 & 0xffull) << 0x38u) | ((f16 & 1ull) << 0x37u)) | ((f17 & 1ull) << 0x36u)) | ((f18 & 1ull) << 0x35u)) | ((f19 & 0xffffffffffffull) << 5u)) | ((f20 >> 0xbu) & 0x1full));
-            nfc_set64(out + 8u, ((((f20 & 0x7ffull) << 0x35u) | ((f21 & 1ull) << 0x34u)) | ((f22 & 0xffffffull) << 0x1cu)) | ((f23 >> 4u) & 0xfffffffull));
-            nfc_store_be(out + 0x10u, 3u, (((f23 & 0xfull) << 0x14u) | ((f24 & 0xffffull) << 4u)) | ((f25 & 1ull) << 3u));
+            uint64_t f4 = 2u;
+            uint64_t f5 = p->valid[4];
+            uint64_t f6 = p->valid[5];
+            uint64_t f7 = p->valid[6];
+            uint64_t f8 = p->meta[3];
+            uint64_t f9 = p->meta[2];
+            uint64_t f10 = p->meta[1];
+            uint64_t f11 = p->meta[5];
+            uint64_t f12 = p->meta[4];
+            uint64_t f13 = p->egress_set ? p->egress : 0ull;
+            uint64_t f14 = p->egress_set;
+            nfc_set64(out, ((((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 1ull) << 0x35u)) | ((f8 & 0xffffffffffffull) << 5u)) | ((f9 >> 0xbu) & 0x1full));
+            nfc_set64(out + 8u, ((((f9 & 0x7ffull) << 0x35u) | ((f10 & 1ull) << 0x34u)) | ((f11 & 0xffffffull) << 0x1cu)) | ((f12 >> 4u) & 0xfffffffull));
+            nfc_store_be(out + 0x10u, 3u, (((f12 & 0xfull) << 0x14u) | ((f13 & 0xffffull) << 4u)) | ((f14 & 1ull) << 3u));
         }
     }
     return n;
@@ -342,9 +326,9 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f26 = p->meta[0];
-        uint64_t f27 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
-        nfc_set64(key, ((f26 & 0xffffull) << 0x30u) | ((f27 & 0xffffffffull) << 0x10u));
+        uint64_t f15 = p->meta[0];
+        uint64_t f16 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
+        nfc_set64(key, ((f15 & 0xffffull) << 0x30u) | ((f16 & 0xffffffffull) << 0x10u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }

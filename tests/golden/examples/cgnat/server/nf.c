@@ -224,35 +224,11 @@ int nfc_run(struct nfc_pkt *p)
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
-    uint32_t n = 0u;
-    if (p->cut == 1u) {
-        if (cap < 2u) {
-            return 0;
-        }
-        uint64_t f21 = 2u;
-        uint64_t f22 = p->valid[0];
-        uint64_t f23 = p->valid[1];
-        uint64_t f24 = p->valid[2];
-        uint64_t f25 = p->valid[3];
-        uint64_t f26 = p->valid[4];
-        nfc_set16(out, ((((((f21 & 0xffull) << 8u) | ((f22 & 1ull) << 7u)) | ((f23 & 1ull) << 6u)) | ((f24 & 1ull) << 5u)) | ((f25 & 1ull) << 4u)) | ((f26 & 1ull) << 3u));
-        n = 2u;
+    uint32_t n = nfc_bridge_out(p, out, 0u);
+    if (n > cap) {
+        return 0;
     }
-    if (p->cut == 3u) {
-        if (cap < 8u) {
-            return 0;
-        }
-        uint64_t f27 = 4u;
-        uint64_t f28 = p->valid[0];
-        uint64_t f29 = p->valid[1];
-        uint64_t f30 = p->valid[2];
-        uint64_t f31 = p->valid[3];
-        uint64_t f32 = p->valid[4];
-        uint64_t f33 = p->meta[0];
-        uint64_t f34 = p->meta[2];
-        nfc_set64(out, ((((((((f27 & 0xffull) << 0x38u) | ((f28 & 1ull) << 0x37u)) | ((f29 & 1ull) << 0x36u)) | ((f30 & 1ull) << 0x35u)) | ((f31 & 1ull) << 0x34u)) | ((f32 & 1ull) << 0x33u)) | ((f33 & 0xffffffffull) << 0x13u)) | ((f34 & 0xffffull) << 3u));
-        n = 8u;
-    }
+    nfc_bridge_out(p, out + n, n);
     if (p->valid[0]) {
         if ((n + 0xeu) > cap) {
             return 0;
@@ -304,28 +280,28 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         n = 2u;
         if (room >= 2u) {
             uint8_t * out = end - 2u;
-            uint64_t f35 = 2u;
-            uint64_t f36 = p->valid[0];
-            uint64_t f37 = p->valid[1];
-            uint64_t f38 = p->valid[2];
-            uint64_t f39 = p->valid[3];
-            uint64_t f40 = p->valid[4];
-            nfc_set16(out, ((((((f35 & 0xffull) << 8u) | ((f36 & 1ull) << 7u)) | ((f37 & 1ull) << 6u)) | ((f38 & 1ull) << 5u)) | ((f39 & 1ull) << 4u)) | ((f40 & 1ull) << 3u));
+            uint64_t f21 = 2u;
+            uint64_t f22 = p->valid[0];
+            uint64_t f23 = p->valid[1];
+            uint64_t f24 = p->valid[2];
+            uint64_t f25 = p->valid[3];
+            uint64_t f26 = p->valid[4];
+            nfc_set16(out, ((((((f21 & 0xffull) << 8u) | ((f22 & 1ull) << 7u)) | ((f23 & 1ull) << 6u)) | ((f24 & 1ull) << 5u)) | ((f25 & 1ull) << 4u)) | ((f26 & 1ull) << 3u));
         }
     }
     if (p->cut == 3u) {
         n = 8u;
         if (room >= 8u) {
             uint8_t * out = end - 8u;
-            uint64_t f41 = 4u;
-            uint64_t f42 = p->valid[0];
-            uint64_t f43 = p->valid[1];
-            uint64_t f44 = p->valid[2];
-            uint64_t f45 = p->valid[3];
-            uint64_t f46 = p->valid[4];
-            uint64_t f47 = p->meta[0];
-            uint64_t f48 = p->meta[2];
-            nfc_set64(out, ((((((((f41 & 0xffull) << 0x38u) | ((f42 & 1ull) << 0x37u)) | ((f43 & 1ull) << 0x36u)) | ((f44 & 1ull) << 0x35u)) | ((f45 & 1ull) << 0x34u)) | ((f46 & 1ull) << 0x33u)) | ((f47 & 0xffffffffull) << 0x13u)) | ((f48 & 0xffffull) << 3u));
+            uint64_t f27 = 4u;
+            uint64_t f28 = p->valid[0];
+            uint64_t f29 = p->valid[1];
+            uint64_t f30 = p->valid[2];
+            uint64_t f31 = p->valid[3];
+            uint64_t f32 = p->valid[4];
+            uint64_t f33 = p->meta[0];
+            uint64_t f34 = p->meta[2];
+            nfc_set64(out, ((((((((f27 & 0xffull) << 0x38u) | ((f28 & 1ull) << 0x37u)) | ((f29 & 1ull) << 0x36u)) | ((f30 & 1ull) << 0x35u)) | ((f31 & 1ull) << 0x34u)) | ((f32 & 1ull) << 0x33u)) | ((f33 & 0xffffffffull) << 0x13u)) | ((f34 & 0xffffull) << 3u));
         }
     }
     return n;
@@ -443,18 +419,18 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
         if (!(p->cut == 3u)) {
             return -1;
         }
-        uint64_t f49 = nfc_get32(p->hdr[1] + 0xcu);
-        uint64_t f50 = p->meta[1];
-        uint64_t f51 = nfc_get8(p->hdr[1] + 9u);
-        nfc_set64(key, (((f49 & 0xffffffffull) << 0x20u) | ((f50 & 0xffffull) << 0x10u)) | ((f51 & 0xffull) << 8u));
+        uint64_t f35 = nfc_get32(p->hdr[1] + 0xcu);
+        uint64_t f36 = p->meta[1];
+        uint64_t f37 = nfc_get8(p->hdr[1] + 9u);
+        nfc_set64(key, (((f35 & 0xffffffffull) << 0x20u) | ((f36 & 0xffffull) << 0x10u)) | ((f37 & 0xffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
     if (table == 1) {
-        uint64_t f52 = p->meta[0];
-        uint64_t f53 = p->meta[2];
-        uint64_t f54 = nfc_get8(p->hdr[1] + 9u);
-        nfc_set64(key, (((f52 & 0xffffffffull) << 0x20u) | ((f53 & 0xffffull) << 0x10u)) | ((f54 & 0xffull) << 8u));
+        uint64_t f38 = p->meta[0];
+        uint64_t f39 = p->meta[2];
+        uint64_t f40 = nfc_get8(p->hdr[1] + 9u);
+        nfc_set64(key, (((f38 & 0xffffffffull) << 0x20u) | ((f39 & 0xffffull) << 0x10u)) | ((f40 & 0xffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }

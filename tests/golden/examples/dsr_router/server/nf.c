@@ -100,20 +100,11 @@ int nfc_run(struct nfc_pkt *p)
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
-    uint32_t n = 0u;
-    if (p->cut == 1u) {
-        if (cap < 9u) {
-            return 0;
-        }
-        uint64_t f4 = 2u;
-        uint64_t f5 = p->valid[6];
-        uint64_t f6 = p->valid[7];
-        uint64_t f7 = p->meta[1];
-        uint64_t f8 = p->meta[2];
-        nfc_set64(out, (((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 0xffffffffull) << 0x16u)) | ((f8 >> 2u) & 0x3fffffull));
-        nfc_set8(out + 8u, (f8 & 3ull) << 6u);
-        n = 9u;
+    uint32_t n = nfc_bridge_out(p, out, 0u);
+    if (n > cap) {
+        return 0;
     }
+    nfc_bridge_out(p, out + n, n);
     if (p->valid[0]) {
         if ((n + 0xeu) > cap) {
             return 0;
@@ -187,13 +178,13 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         n = 9u;
         if (room >= 9u) {
             uint8_t * out = end - 9u;
-            uint64_t f9 = 2u;
-            uint64_t f10 = p->valid[6];
-            uint64_t f11 = p->valid[7];
-            uint64_t f12 = p->meta[1];
-            uint64_t f13 = p->meta[2];
-            nfc_set64(out, (((((f9 & 0xffull) << 0x38u) | ((f10 & 1ull) << 0x37u)) | ((f11 & 1ull) << 0x36u)) | ((f12 & 0xffffffffull) << 0x16u)) | ((f13 >> 2u) & 0x3fffffull));
-            nfc_set8(out + 8u, (f13 & 3ull) << 6u);
+            uint64_t f4 = 2u;
+            uint64_t f5 = p->valid[6];
+            uint64_t f6 = p->valid[7];
+            uint64_t f7 = p->meta[1];
+            uint64_t f8 = p->meta[2];
+            nfc_set64(out, (((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 0xffffffffull) << 0x16u)) | ((f8 >> 2u) & 0x3fffffull));
+            nfc_set8(out + 8u, (f8 & 3ull) << 6u);
         }
     }
     return n;
@@ -335,9 +326,9 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f14 = p->meta[0];
-        uint64_t f15 = nfc_get32(p->hdr[7] + 0x10u);
-        nfc_set64(key, ((f14 & 0x3fffull) << 0x32u) | ((f15 & 0xffffffffull) << 0x12u));
+        uint64_t f9 = p->meta[0];
+        uint64_t f10 = nfc_get32(p->hdr[7] + 0x10u);
+        nfc_set64(key, ((f9 & 0x3fffull) << 0x32u) | ((f10 & 0xffffffffull) << 0x12u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }

@@ -217,32 +217,11 @@ int nfc_run(struct nfc_pkt *p)
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
-    uint32_t n = 0u;
-    if (p->cut == 1u) {
-        if (cap < 4u) {
-            return 0;
-        }
-        uint64_t f6 = 2u;
-        uint64_t f7 = p->valid[0];
-        uint64_t f8 = p->valid[1];
-        uint64_t f9 = p->valid[2];
-        uint64_t f10 = p->egress_set ? p->egress : 0ull;
-        uint64_t f11 = p->egress_set;
-        nfc_set32(out, ((((((f6 & 0xffull) << 0x18u) | ((f7 & 1ull) << 0x17u)) | ((f8 & 1ull) << 0x16u)) | ((f9 & 1ull) << 0x15u)) | ((f10 & 0xffffull) << 5u)) | ((f11 & 1ull) << 4u));
-        n = 4u;
+    uint32_t n = nfc_bridge_out(p, out, 0u);
+    if (n > cap) {
+        return 0;
     }
-    if (p->cut == 3u) {
-        if (cap < 2u) {
-            return 0;
-        }
-        uint64_t f12 = 4u;
-        uint64_t f13 = p->valid[0];
-        uint64_t f14 = p->valid[1];
-        uint64_t f15 = p->valid[2];
-        uint64_t f16 = p->valid[3];
-        nfc_set16(out, (((((f12 & 0xffull) << 8u) | ((f13 & 1ull) << 7u)) | ((f14 & 1ull) << 6u)) | ((f15 & 1ull) << 5u)) | ((f16 & 1ull) << 4u));
-        n = 2u;
-    }
+    nfc_bridge_out(p, out + n, n);
     if (p->valid[0]) {
         if ((n + 0xeu) > cap) {
             return 0;
@@ -295,25 +274,25 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         n = 4u;
         if (room >= 4u) {
             uint8_t * out = end - 4u;
-            uint64_t f17 = 2u;
-            uint64_t f18 = p->valid[0];
-            uint64_t f19 = p->valid[1];
-            uint64_t f20 = p->valid[2];
-            uint64_t f21 = p->egress_set ? p->egress : 0ull;
-            uint64_t f22 = p->egress_set;
-            nfc_set32(out, ((((((f17 & 0xffull) << 0x18u) | ((f18 & 1ull) << 0x17u)) | ((f19 & 1ull) << 0x16u)) | ((f20 & 1ull) << 0x15u)) | ((f21 & 0xffffull) << 5u)) | ((f22 & 1ull) << 4u));
+            uint64_t f6 = 2u;
+            uint64_t f7 = p->valid[0];
+            uint64_t f8 = p->valid[1];
+            uint64_t f9 = p->valid[2];
+            uint64_t f10 = p->egress_set ? p->egress : 0ull;
+            uint64_t f11 = p->egress_set;
+            nfc_set32(out, ((((((f6 & 0xffull) << 0x18u) | ((f7 & 1ull) << 0x17u)) | ((f8 & 1ull) << 0x16u)) | ((f9 & 1ull) << 0x15u)) | ((f10 & 0xffffull) << 5u)) | ((f11 & 1ull) << 4u));
         }
     }
     if (p->cut == 3u) {
         n = 2u;
         if (room >= 2u) {
             uint8_t * out = end - 2u;
-            uint64_t f23 = 4u;
-            uint64_t f24 = p->valid[0];
-            uint64_t f25 = p->valid[1];
-            uint64_t f26 = p->valid[2];
-            uint64_t f27 = p->valid[3];
-            nfc_set16(out, (((((f23 & 0xffull) << 8u) | ((f24 & 1ull) << 7u)) | ((f25 & 1ull) << 6u)) | ((f26 & 1ull) << 5u)) | ((f27 & 1ull) << 4u));
+            uint64_t f12 = 4u;
+            uint64_t f13 = p->valid[0];
+            uint64_t f14 = p->valid[1];
+            uint64_t f15 = p->valid[2];
+            uint64_t f16 = p->valid[3];
+            nfc_set16(out, (((((f12 & 0xffull) << 8u) | ((f13 & 1ull) << 7u)) | ((f14 & 1ull) << 6u)) | ((f15 & 1ull) << 5u)) | ((f16 & 1ull) << 4u));
         }
     }
     return n;
@@ -443,8 +422,8 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
         if (!(p->cut == 1u)) {
             return -1;
         }
-        uint64_t f28 = nfc_get32(p->hdr[2]);
-        nfc_set64(key, (f28 & 0xffffffffull) << 0x20u);
+        uint64_t f17 = nfc_get32(p->hdr[2]);
+        nfc_set64(key, (f17 & 0xffffffffull) << 0x20u);
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
@@ -452,8 +431,8 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
         if (!(p->cut == 3u)) {
             return -1;
         }
-        uint64_t f29 = p->meta[0];
-        nfc_set64(key, (f29 & 0xffffull) << 0x30u);
+        uint64_t f18 = p->meta[0];
+        nfc_set64(key, (f18 & 0xffffull) << 0x30u);
         nfc_set64(key + 8u, 0ull);
         return 0;
     }

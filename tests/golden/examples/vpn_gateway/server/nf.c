@@ -106,20 +106,11 @@ int nfc_run(struct nfc_pkt *p)
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
-    uint32_t n = 0u;
-    if (p->cut == 1u) {
-        if (cap < 9u) {
-            return 0;
-        }
-        uint64_t f5 = 2u;
-        uint64_t f6 = p->valid[4];
-        uint64_t f7 = p->valid[7];
-        uint64_t f8 = p->meta[2];
-        uint64_t f9 = p->meta[3];
-        nfc_set64(out, (((((f5 & 0xffull) << 0x38u) | ((f6 & 1ull) << 0x37u)) | ((f7 & 1ull) << 0x36u)) | ((f8 & 0xffffffffull) << 0x16u)) | ((f9 >> 2u) & 0x3fffffull));
-        nfc_set8(out + 8u, (f9 & 3ull) << 6u);
-        n = 9u;
+    uint32_t n = nfc_bridge_out(p, out, 0u);
+    if (n > cap) {
+        return 0;
     }
+    nfc_bridge_out(p, out + n, n);
     if (p->valid[0]) {
         if ((n + 0xeu) > cap) {
             return 0;
@@ -192,13 +183,13 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         n = 9u;
         if (room >= 9u) {
             uint8_t * out = end - 9u;
-            uint64_t f10 = 2u;
-            uint64_t f11 = p->valid[4];
-            uint64_t f12 = p->valid[7];
-            uint64_t f13 = p->meta[2];
-            uint64_t f14 = p->meta[3];
-            nfc_set64(out, (((((f10 & 0xffull) << 0x38u) | ((f11 & 1ull) << 0x37u)) | ((f12 & 1ull) << 0x36u)) | ((f13 & 0xffffffffull) << 0x16u)) | ((f14 >> 2u) & 0x3fffffull));
-            nfc_set8(out + 8u, (f14 & 3ull) << 6u);
+            uint64_t f5 = 2u;
+            uint64_t f6 = p->valid[4];
+            uint64_t f7 = p->valid[7];
+            uint64_t f8 = p->meta[2];
+            uint64_t f9 = p->meta[3];
+            nfc_set64(out, (((((f5 & 0xffull) << 0x38u) | ((f6 & 1ull) << 0x37u)) | ((f7 & 1ull) << 0x36u)) | ((f8 & 0xffffffffull) << 0x16u)) | ((f9 >> 2u) & 0x3fffffull));
+            nfc_set8(out + 8u, (f9 & 3ull) << 6u);
         }
     }
     return n;
@@ -334,10 +325,10 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f15 = p->meta[0];
-        uint64_t f16 = p->meta[1];
-        uint64_t f17 = nfc_get32(p->hdr[7] + 0x10u);
-        nfc_set64(key, (((f15 & 0xfffull) << 0x34u) | ((f16 & 0xfffull) << 0x28u)) | ((f17 & 0xffffffffull) << 8u));
+        uint64_t f10 = p->meta[0];
+        uint64_t f11 = p->meta[1];
+        uint64_t f12 = nfc_get32(p->hdr[7] + 0x10u);
+        nfc_set64(key, (((f10 & 0xfffull) << 0x34u) | ((f11 & 0xfffull) << 0x28u)) | ((f12 & 0xffffffffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
