@@ -35,15 +35,16 @@ def build(source: Path, out: Path) -> Path:
 
 
 class LiveStack:
-    def __init__(self, out: Path, step_ms: float, evict_ms: float) -> None:
+    def __init__(self, out: Path, step_ms: float, evict_ms: float, memory_mb: int = 512) -> None:
         """``step_ms``: how often the managers promote (HITS, then writes); ``evict_ms``: how
-        often a step also reads every cached entry's idle time."""
+        often a step also reads every cached entry's idle time; ``memory_mb``: the server
+        program's memory."""
         self.model = SwitchModel.from_build(out)
         names = json.loads((out / "switch/name_map.json").read_text())
         self.p4rt = P4RuntimeServer(self.model, names, "tna")
         self.grpc, port = serve(self.p4rt)
         self.client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
-        self.live = LiveDataPlane(out / "server/nf", self.p4rt, self.model.server_ports[0])
+        self.live = LiveDataPlane(out / "server/nf", self.p4rt, self.model.server_ports[0], memory_mb=memory_mb)
         assert self.live.server is not None
         # a connection of its own: the managers' thread and the caller each talk on theirs
         self.rt = Runtime(out, switch=self.client, server=ControlChannel(self.live.server.socket))

@@ -4,6 +4,7 @@ could do, and how fast a newly hot entry reaches the switch.
 
     .venv/bin/python bench/bench_cache.py             # 1M entries, a 1 % cache, Zipf 0.9 / 1.0 / 1.2 and uniform
     .venv/bin/python bench/bench_cache.py --quick     # 100K entries, Zipf 1.0 only, fewer packets
+    .venv/bin/python bench/bench_cache.py --entries 10000000   # 10M entries (each distribution loads them: ~5 min)
 
 The program is ``tests/corpus/host_cache.nfp`` (an exact table of hosts, the switch caching
 some, the server holding all), built with ``nfc build --target tofino+dpdk``.  The whole
@@ -102,10 +103,13 @@ class Stack(LiveStack):
 
     def __init__(self, out: Path, entries: int, cache: int, step_ms: float, idle_scale: float,
                  evict_ms: float, replace: float = 2.0, half_life: float = 1.0) -> None:
-        super().__init__(out, step_ms, evict_ms)
+        super().__init__(out, step_ms, evict_ms, memory_mb=512 + entries * 320 // (1 << 20))
         self.rt.caches["hosts"].capacity = cache
         t0 = time.monotonic()
-        self.rt.table("hosts").add_many({"ipv4_dst": BASE + i, "port": 1 + i % 7} for i in range(entries))
+        hosts = self.rt.table("hosts")
+        for start in range(0, entries, 100_000):  # in batches: a write's entries are held until it is done
+            rows = range(start, min(entries, start + 100_000))
+            hosts.add_many({"ipv4_dst": BASE + i, "port": 1 + i % 7} for i in rows)
         log(f"  {entries:,} entries loaded ({cache:,} into the switch, first come) in {time.monotonic() - t0:.1f} s")
         limits = IdleLimits(tuple((at, seconds / idle_scale) for at, seconds in BLUEBIRD_STEPS))
         self.installed: dict[tuple[int, ...], float] = {}  # key -> when its switch write returned
@@ -189,8 +193,13 @@ def promotion_latency(out: Path, args: argparse.Namespace) -> tuple[list[float],
         stack.close()
 
 
-def build_program(folder: Path) -> Path:
-    return build(PROGRAM, folder / "host_cache")
+def build_program(folder: Path, entries: int) -> Path:
+    """host_cache.nfp, its hosts table declared 16M when more than its 8M are loaded."""
+    src = PROGRAM
+    if entries > 8 << 20:
+        src = folder / PROGRAM.name
+        src.write_text(PROGRAM.read_text().replace("size = 8M;", "size = 16M;"))
+    return build(src, folder / "host_cache")
 
 
 def main() -> int:
@@ -215,7 +224,7 @@ def main() -> int:
         args.entries, args.skews, args.warm, args.packets, args.probes = 100_000, "1.0", 3_000, 3_000, 5
     args.cache = args.cache or max(1, args.entries // 100)
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
-        out = build_program(Path(tmp))
+        out = build_program(Path(tmp), args.entries)
         results = [run_skew(out, float(s), float(x), args) for s in args.skews.split(",")
                    for x in args.replace.split(",")]
         lat = promotion_latency(out, args)

@@ -52,6 +52,7 @@ from dataclasses import dataclass
 
 from runtime.api import Runtime
 from runtime.cache import CacheDecision, Key
+from runtime.control import Hits
 from runtime.errors import RuntimeApiError
 from runtime.p4runtime import SwitchUpdate
 
@@ -122,6 +123,9 @@ class CacheManager:
         self.candidates: dict[Key, tuple[dict[str, tuple[int, int | None]], int]] | None = None
         self.state = self.schema.state  # data-plane state: the server's timers kept in step
         self.touched = 0  # cached state entries whose switch hits the server was told of
+        # the policy, the manager's own state and the writes: one step at a time (Managers
+        # promotes and evicts in threads of their own; the slow reads are made without it)
+        self.lock = threading.RLock()
         if notify and self.state:
             raise ValueError(f"{table} is data-plane state: every step reads the whole cache (its hits restart "
                              "the server's timers), so idle notifications do not apply")
@@ -133,8 +137,55 @@ class CacheManager:
     def step(self, evict: bool = True) -> StepReport:
         """Evict the idle (unless ``evict`` is false: that reads every cached entry's idle time
         from the switch, O(cache); promotion alone is O(hits)), then promote the hot."""
-        decisions = self._evict_idle() if evict else []
+        out = self.evict_step() if evict else NOTHING
+        into = self.promote_step()
+        return StepReport(*(getattr(out, f) + getattr(into, f) for f in _FIELDS))
+
+    def evict_step(self) -> StepReport:
+        """Evict the idle.  A cache whose every entry's idle time is read (not data-plane
+        state, no idle notifications) is read without ``lock``, so that promotions go on
+        meanwhile (``Managers`` runs them in a thread of their own: a read of 100,000 entries
+        takes a second), and its evictions are decided and written under it ``EVICT_CHUNK``
+        entries at a time, the policy and the switch alike at every release."""
+        if self.rt.switch is None:
+            return NOTHING
+        if self.candidates is not None or self.state:
+            with self.lock:
+                decisions = self._evict_idle()
+                self.rt.apply_cache(self.table, decisions)
+            return dataclasses.replace(NOTHING, evicted=sum(len(d.evict) for d in decisions))
+        with self.lock:
+            limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
+            if limit is None and len(self.policy.cached) < self.policy.capacity:
+                return NOTHING
+        sent = time.monotonic()
+        idle = list(self.rt.switch.idle(self.table))
+        with self.lock:
+            self._note_hits(idle, sent)
+        if limit is None:  # full, and the limits have none for it: read for the hits alone (replacement)
+            return NOTHING
+        evicted = 0
+        for start in range(0, len(idle), EVICT_CHUNK):
+            with self.lock:
+                decisions = [self.policy.demote(key) for key in (self._key(m) for m, _p, idle_ns in
+                                                                  idle[start:start + EVICT_CHUNK]
+                                                                  if idle_ns > limit * 1e9)
+                             if key in self.policy.cached]
+                if decisions:
+                    self.rt.apply_cache(self.table, decisions)
+                evicted += sum(len(d.evict) for d in decisions)
+        return dataclasses.replace(NOTHING, evicted=evicted)
+
+    def promote_step(self) -> StepReport:
+        """The server's hits since the last step (HITS, without ``lock``), then under it the
+        hottest server entries promoted into the room there is, or in place of colder cached
+        ones, and written to the switch."""
         hits = self.rt.server.hits(self.table) if self.rt.server is not None else None
+        with self.lock:
+            return self._promote(hits)
+
+    def _promote(self, hits: Hits | None) -> StepReport:
+        decisions: list[CacheDecision] = []
         weight = self._weight()
         for fields, n in (hits.counts.items() if hits is not None else ()):
             key = self.policy.match(fields)
@@ -237,6 +288,7 @@ class CacheManager:
             raise bad
 
     def _evict_idle(self) -> list[CacheDecision]:
+        """The evictions of a cache with idle notifications, or of data-plane state."""
         limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
         if self.rt.switch is None:
             return []
@@ -248,8 +300,6 @@ class CacheManager:
                 return []
             idle = list(self.rt.switch.idle(self.table, list(self.candidates.values())))
         else:
-            if limit is None and len(self.policy.cached) < self.policy.capacity and not self.state:
-                return []
             sent = time.monotonic()
             # a hit after the last read's sending may not have shown in it: replayed (again), as
             # a timer only moves later (the rates use the stricter window: _note_hits)
@@ -328,12 +378,13 @@ class CacheManager:
 
 
 class Managers:
-    """Cache managers stepping in a thread of their own: every ``step_s`` a promotion step
-    (HITS, then the writes), and every ``evict_s`` one that also reads each cache's idle times
-    (for data-plane state: the step that keeps the server's timers in step).  ``with`` starts
-    and stops it.  A manager whose step fails is counted and told to ``on_error`` and steps
-    again next time (the others go on): a gateway's caches are not left unmanaged by one
-    refused write.  Running sums only, so a long run does not grow."""
+    """Cache managers stepping in two threads of their own: every ``step_s`` a promotion step
+    (HITS, then the writes), and every ``evict_s`` an eviction step (a read of each cache's
+    idle times; for data-plane state, the step that keeps the server's timers in step), so
+    that a promotion never waits for a read of the whole cache.  ``with`` starts and stops
+    them.  A manager whose step fails is counted and told to ``on_error`` and steps again next
+    time (the others go on): a gateway's caches are not left unmanaged by one refused write.
+    Running sums only, so a long run does not grow."""
 
     def __init__(self, managers: dict[str, CacheManager], step_s: float = 0.005, evict_s: float = 0.2,
                  on_error: Callable[[str, Exception], None] | None = None) -> None:
@@ -341,14 +392,16 @@ class Managers:
         self.step_s, self.evict_s = step_s, evict_s
         self.on_error = on_error
         self.steps = 0
-        self.seconds = 0.0  # in steps, all in all
+        self.seconds = 0.0  # in steps, all in all (the two threads' added)
         self.totals: dict[str, Counter[str]] = {name: Counter() for name in managers}  # per table: StepReport sums
         self.errors: dict[str, int] = dict.fromkeys(managers, 0)
         self.last_error: dict[str, Exception] = {}
         self.failed: Exception | None = None
-        self.lock = threading.Lock()  # held by a step
+        self.lock = threading.Lock()  # the sums above
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True, name="nfc-cache-managers")
+        self._threads = [threading.Thread(target=self._run, args=(step, period), daemon=True, name=f"nfc-cache-{what}")
+                         for what, step, period in (("promote", CacheManager.promote_step, step_s),
+                                                    ("evict", CacheManager.evict_step, evict_s))]
 
     @classmethod
     def every_cache(cls, runtime: Runtime, step_s: float = 0.005, evict_s: float = 0.2,
@@ -358,41 +411,43 @@ class Managers:
                    step_s, evict_s, on_error)
 
     def __enter__(self) -> Managers:
-        self._thread.start()
+        for t in self._threads:
+            t.start()
         return self
 
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
-        self._thread.join()
+        for t in self._threads:
+            t.join()
         if self.failed is not None and exc[0] is None:
             raise self.failed
 
-    def _run(self) -> None:
+    def _run(self, step: Callable[[CacheManager], StepReport], period: float) -> None:
         try:
-            self._steps()
+            self._steps(step, period)
         except Exception as e:  # a bug, not a refusal: the thread stops; __exit__ raises it
             self.failed = e
+            self._stop.set()
 
-    def _steps(self) -> None:
-        evicted_at = -math.inf
+    def _steps(self, step: Callable[[CacheManager], StepReport], period: float) -> None:
         while not self._stop.is_set():
             t0 = time.monotonic()
-            evict = t0 - evicted_at >= self.evict_s
-            with self.lock:
-                for name, m in self.managers.items():
-                    try:
-                        r = m.step(evict=evict)
-                    except (RuntimeApiError, OSError) as e:  # counted, reported, stepped again next time
+            for name, m in self.managers.items():
+                try:
+                    r = step(m)
+                except (RuntimeApiError, OSError) as e:  # counted, reported, stepped again next time
+                    with self.lock:
                         self.errors[name] += 1
                         self.last_error[name] = e
-                        if self.on_error is not None:
-                            self.on_error(name, e)
-                        continue
+                    if self.on_error is not None:
+                        self.on_error(name, e)
+                    continue
+                with self.lock:
                     self.totals[name].update({f: getattr(r, f) for f in _FIELDS})
-            evicted_at = t0 if evict else evicted_at
-            self.steps += 1
-            self.seconds += time.monotonic() - t0
-            self._stop.wait(self.step_s)
+            with self.lock:
+                self.steps += 1
+                self.seconds += time.monotonic() - t0
+            self._stop.wait(period)
 
     def total(self, what: str, table: str | None = None) -> int:
         """A StepReport field summed over the steps (and the tables, or one)."""
@@ -400,3 +455,5 @@ class Managers:
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(StepReport))
+NOTHING = StepReport(0, 0, 0, 0, 0)
+EVICT_CHUNK = 1024  # the evictions of a read written under the manager's lock at a time

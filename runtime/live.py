@@ -110,13 +110,15 @@ class LiveDataPlane:
     and ``add_server`` joins another on a new port while packets flow."""
 
     def __init__(self, binary: Path, switch: Switch, server_ports: int | Sequence[int], lcores: str = "0",
-                 replicated: Collection[str] = ()) -> None:
+                 replicated: Collection[str] = (), memory_mb: int = 512) -> None:
         """``replicated``: the tables each server holds whole (``replicated_tables``): their
-        entry counts are not summed over the servers."""
+        entry counts are not summed over the servers; ``memory_mb``: each server program's
+        memory (EAL ``-m``)."""
         self.binary = binary
         self.replicated = set(replicated)
         self.switch = switch
         self.lcores = lcores
+        self.memory_mb = memory_mb
         self.netns = f"nfc-{os.getpid()}-{int(time.monotonic() * 1000) % 100000}"  # each server's: -<index>
         self.outputs: dict[int, list[bytes]] = {}
         self.drops: Counter[str] = Counter()
@@ -163,7 +165,7 @@ class LiveDataPlane:
 
     def _start(self, link: _Link) -> ServerProcess:
         return ServerProcess(self.binary, [f"net_af_packet0,iface={link.nic},qpairs=1"], netns=link.netns,
-                             eal=eal_args(self.lcores))
+                             eal=eal_args(self.lcores, self.memory_mb))
 
     def replace(self, port: int) -> ServerProcess:
         """A fresh server program behind ``port`` (the old one stopped if it still runs): a

@@ -9,10 +9,12 @@ import ipaddress
 import json
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -22,7 +24,7 @@ from emulator.switchmodel import SwitchModel, SwitchReference
 from emulator.switchmodel.server import P4RuntimeServer, serve
 from runtime.api import Runtime
 from runtime.cache import CachePolicy
-from runtime.cache_manager import BLUEBIRD, CacheManager, IdleLimits, StepReport
+from runtime.cache_manager import BLUEBIRD, CacheManager, IdleLimits, Managers, StepReport
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess
 from tests.conftest import HAVE_DPDK, ROOT, compile_file
@@ -102,6 +104,40 @@ def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path, not
     assert cached == {h: 1 + HOSTS.index(h) for h in [*HOSTS[:2], *HOSTS[10:14]]}
     assert (second.evicted, second.promoted, second.server_hits) == (0, 0, 0)  # the hits were taken
     assert candidates == {}  # notified: the four evicted left the candidates
+
+
+@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+def test_a_promotion_does_not_wait_for_a_read_of_the_whole_cache(tmp_path):
+    """Managers promote in a thread of their own: while an eviction step's read of every cached
+    entry's idle time is held up (here until the test lets it go; a read of 100,000 entries
+    takes a second), the hottest misses still reach the room there is."""
+    hot = {HOSTS[10]: 20, HOSTS[11]: 10}
+    with _running(tmp_path, hot) as (_model, switch, srv, rt):
+        rt.caches["hosts"].capacity = 8  # 6 cached: room for the two
+        _forwarded_by_server(srv, sum(hot.values()))
+        entered, release = threading.Event(), threading.Event()
+        read = switch.idle
+
+        def held(*args: Any, **kw: Any) -> Any:
+            entered.set()
+            release.wait(30)
+            return read(*args, **kw)
+
+        switch.idle = held  # type: ignore[method-assign]
+        manager = CacheManager(rt, "hosts", IdleLimits(((0.5, 100.0),)))  # 75 % full: every entry's idle time read
+        try:
+            with Managers({"hosts": manager}, step_s=0.001, evict_s=0.01):
+                assert entered.wait(10)
+                deadline = time.monotonic() + 10
+                while not set(hot) <= {m["ipv4_dst"][0] for m, _v, _p in switch.read("hosts")}:
+                    assert time.monotonic() < deadline, "nothing promoted while the idle read was held up"
+                    time.sleep(0.01)
+                assert not release.is_set()
+                release.set()
+        finally:
+            release.set()
+        on_switch = {m["ipv4_dst"][0]: v["port"] for m, v, _p in switch.read("hosts")}
+    assert {h: on_switch[h] for h in hot} == {h: 1 + HOSTS.index(h) for h in hot}  # the server's values
 
 
 def test_bluebird_limits_follow_its_table_2():
