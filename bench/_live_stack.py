@@ -46,7 +46,7 @@ class LiveStack:
         self.client = SwitchClient(f"127.0.0.1:{port}", names, "tna")
         self.live = LiveDataPlane(out / "server/nf", self.p4rt, self.model.server_ports[0], memory_mb=memory_mb)
         assert self.live.server is not None
-        # a connection of its own: the managers' thread and the caller each talk on theirs
+        # a connection of its own: the managers' threads and the caller each talk on theirs
         self.rt = Runtime(out, switch=self.client, server=ControlChannel(self.live.server.socket))
         steer_all(self.rt)  # a sharded build: this one server program gets every share
         self.step_ms, self.evict_ms = step_ms, evict_ms

@@ -196,7 +196,7 @@ def promotion_latency(out: Path, args: argparse.Namespace) -> tuple[list[float],
 def build_program(folder: Path, entries: int) -> Path:
     """host_cache.nfp, its hosts table declared 16M when more than its 8M are loaded."""
     src = PROGRAM
-    if entries > 8 << 20:
+    if entries > 8_000_000:  # "8M" is decimal (lang/symbols.py)
         src = folder / PROGRAM.name
         src.write_text(PROGRAM.read_text().replace("size = 8M;", "size = 16M;"))
     return build(src, folder / "host_cache")
@@ -207,7 +207,8 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true", help="100K entries, Zipf 1.0 only, fewer packets")
     ap.add_argument("--entries", type=int, default=1_000_000)
     ap.add_argument("--cache", type=int, default=0, help="switch cache entries (default 1 %% of --entries)")
-    ap.add_argument("--skews", default="0.9,1.0,1.2,0", help="Zipf exponents; 0 is uniform")
+    ap.add_argument("--skews", default="0.9,1.0,1.2,0",
+                    help="Zipf exponents; 0 is uniform; none: the promotion latency alone")
     ap.add_argument("--warm", type=int, default=20_000)
     ap.add_argument("--packets", type=int, default=20_000)
     ap.add_argument("--probes", type=int, default=20)
@@ -225,7 +226,7 @@ def main() -> int:
     args.cache = args.cache or max(1, args.entries // 100)
     with tempfile.TemporaryDirectory(prefix="bench-cache-") as tmp:
         out = build_program(Path(tmp), args.entries)
-        results = [run_skew(out, float(s), float(x), args) for s in args.skews.split(",")
+        results = [run_skew(out, float(s), float(x), args) for s in args.skews.split(",") if s != "none"
                    for x in args.replace.split(",")]
         lat = promotion_latency(out, args)
     print(f"\n{'skew':>7} {'entries':>9} {'cache':>7} {'hit rate':>9} {'optimum':>8} {'first come':>10} "

@@ -12,10 +12,11 @@ generated server program runs (``--no-huge``, memory sized for the table) with t
 model behind P4Runtime on loopback, and ``Runtime.table("hosts").add_many`` loads N entries in
 batches of 100,000: each batch to the server over the control channel, then the first entries
 into the switch cache (1 % of N) as the cache policy admits them.  Per size: the load's
-seconds and entries/s, the Python objects the runtime keeps once the load is done (the growth
-of ``gc.get_objects()``, after a collection) and its resident memory growth (after a collection
-and ``malloc_trim``), per entry; then a check that the server holds N entries and the switch
-the cache.
+seconds and entries/s, the Python objects this process keeps once the load is done (the growth
+of ``gc.get_objects()``, after a collection: containers the collector tracks, not ints or
+tuples of ints; the switch model runs in this process and holds the cached entries) and its
+resident memory growth (after a collection and ``malloc_trim``), per entry; then a check that
+the server holds N entries and the switch the cache.
 
 ``--table vrf_fib`` loads the DSR router's LPM table instead (examples/dsr_router.nfp, a
 switch cache in front of the server's trie): the routes of ``bench/bench_cache_policy.py``
@@ -37,7 +38,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -68,7 +69,7 @@ class Result:
     cache: int
     load_s: float
     entries_per_s: float
-    objects_per_entry: float  # Python objects the runtime keeps after the load, per entry
+    objects_per_entry: float  # Python objects (gc-tracked) this process keeps after the load, per entry
     rss_growth_bytes_per_entry: float
     server_entries: int
     switch_entries: int
@@ -88,20 +89,17 @@ def _rss() -> int:
 class Table:
     name: str
     program: Path
-    rows: Callable[[int], Iterator[dict[str, Any]]]  # n entries as Runtime.table(name) takes them
+    source: Callable[[int], Sequence[Any]]  # what n entries are made from (held until measured)
+    row: Callable[[Any], dict[str, Any]]  # an entry as Runtime.table(name) takes it
     bytes_per_entry: int  # the server's memory for one, with room (EAL -m)
 
 
-def _hosts(n: int) -> Iterator[dict[str, Any]]:
-    return ({"ipv4_dst": BASE + i, "port": 1 + i % 7} for i in range(n))
-
-
-def _routes(n: int) -> Iterator[dict[str, Any]]:
-    return ({"meta_vrf": v, "ipv4_dst": (a, length), "tunnel_dst": a | 1, "tunnel_key": v}
-            for v, a, length in routes(n, 1000))
-
-
-TABLES = {"hosts": Table("hosts", PROGRAM, _hosts, 320), "vrf_fib": Table("vrf_fib", DSR, _routes, 400)}
+TABLES = {
+    "hosts": Table("hosts", PROGRAM, range, lambda i: {"ipv4_dst": BASE + i, "port": 1 + i % 7}, 320),
+    "vrf_fib": Table("vrf_fib", DSR, lambda n: routes(n, 1000),
+                     lambda r: {"meta_vrf": r[0], "ipv4_dst": (r[1], r[2]), "tunnel_dst": r[1] | 1, "tunnel_key": r[0]},
+                     400),
+}
 
 
 def build(folder: Path, table: Table) -> Path:
@@ -130,8 +128,10 @@ def run(out: Path, n: int, table: Table) -> Result:
         cache = max(1, n // 100)
         policy = rt.caches[table.name]
         cache = policy.capacity = min(cache, policy.capacity)  # at most what the switch's table holds
-        rows = table.rows(n)  # the routes' list is made here, before the measurement; each row as it goes
-        objects0, rss0 = len(gc.get_objects()), _rss()
+        source = table.source(n)  # made before the measurement, and held until it is taken; each row as it goes
+        rows = map(table.row, source)
+        rss0 = _rss()
+        objects0 = len(gc.get_objects())
         t0 = time.monotonic()
         api = rt.table(table.name)
         for start in range(0, n, BATCH):
@@ -141,6 +141,7 @@ def run(out: Path, n: int, table: Table) -> Result:
         load_s = time.monotonic() - t0
         rss = _rss() - rss0
         objects = len(gc.get_objects()) - objects0
+        del source
         held = server.control.counters()["tables"][table.name]["entries"]
         on_switch = sum(1 for _ in switch.read(table.name))
         if on_switch != len(policy.cached):

@@ -81,7 +81,7 @@ class CachePolicy:
             return parts
         x = 0
         for w, v in zip(self._widths, parts, strict=True):
-            x = x << w | v
+            x = (x << w) + v  # +: an address range's end (2^width) carries into the field before it
         return x
 
     def _key(self, x: Any) -> Key:

@@ -56,7 +56,7 @@ from runtime.control import Hits
 from runtime.errors import RuntimeApiError
 from runtime.p4runtime import SwitchUpdate
 
-__all__ = ["BLUEBIRD", "CacheManager", "IdleLimits", "Managers", "StepReport"]
+__all__ = ["BLUEBIRD", "CacheManager", "EvictionStopped", "IdleLimits", "Managers", "StepReport"]
 
 
 @dataclass(frozen=True)
@@ -123,9 +123,11 @@ class CacheManager:
         self.candidates: dict[Key, tuple[dict[str, tuple[int, int | None]], int]] | None = None
         self.state = self.schema.state  # data-plane state: the server's timers kept in step
         self.touched = 0  # cached state entries whose switch hits the server was told of
-        # the policy, the manager's own state and the writes: one step at a time (Managers
-        # promotes and evicts in threads of their own; the slow reads are made without it)
+        # the manager's steps, one at a time over the policy, its own state and their writes
+        # (Managers promotes and evicts in threads of their own; the slow reads are made
+        # without it); the runtime's own writes to the table do not take it
         self.lock = threading.RLock()
+        self._fresh: set[Key] = set()  # promoted since the eviction step's read was sent
         if notify and self.state:
             raise ValueError(f"{table} is data-plane state: every step reads the whole cache (its hits restart "
                              "the server's timers), so idle notifications do not apply")
@@ -142,37 +144,48 @@ class CacheManager:
         return StepReport(*(getattr(out, f) + getattr(into, f) for f in _FIELDS))
 
     def evict_step(self) -> StepReport:
-        """Evict the idle.  A cache whose every entry's idle time is read (not data-plane
-        state, no idle notifications) is read without ``lock``, so that promotions go on
-        meanwhile (``Managers`` runs them in a thread of their own: a read of 100,000 entries
-        takes a second), and its evictions are decided and written under it ``EVICT_CHUNK``
-        entries at a time, the policy and the switch alike at every release."""
+        """Evict the idle.  When every cached entry's idle time is read (no idle notifications),
+        the read, and what it tells of the entries' hits, is made without ``lock``, so that
+        promotions go on meanwhile (``Managers`` runs them in a thread of their own: a read of
+        100,000 entries takes a second); the evictions are then decided and written under it
+        ``EVICT_CHUNK`` entries at a time (data-plane state: all at once, with the server's
+        timers), the policy and the switch alike at every release.  An entry promoted since
+        the read was sent is not evicted by it (the idle time read is its last stay's)."""
         if self.rt.switch is None:
             return NOTHING
-        if self.candidates is not None or self.state:
+        if self.candidates is not None:
             with self.lock:
-                decisions = self._evict_idle()
+                decisions = self._evict_notified()
                 self.rt.apply_cache(self.table, decisions)
             return dataclasses.replace(NOTHING, evicted=sum(len(d.evict) for d in decisions))
         with self.lock:
             limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
-            if limit is None and len(self.policy.cached) < self.policy.capacity:
+            if limit is None and len(self.policy.cached) < self.policy.capacity and not self.state:
                 return NOTHING
+            self._fresh = set()
         sent = time.monotonic()
+        # a hit after the last read's sending may not have shown in it: replayed (again), as a
+        # timer only moves later (the rates use the stricter window: _hit_shares)
+        since = (sent - self._read_at[0]) * 1e9 if self._read_at is not None else math.inf
         idle = list(self.rt.switch.idle(self.table))
+        shares = self._hit_shares(idle, sent, time.monotonic())
         with self.lock:
-            self._note_hits(idle, sent)
-        if limit is None:  # full, and the limits have none for it: read for the hits alone (replacement)
-            return NOTHING
+            self.hit_share, self._read_gap, self._coldest, self._read_at = shares
+            if self.state:
+                decisions = self._keep_state_in_step(idle, since)
+                self.rt.apply_cache(self.table, decisions)
+                return dataclasses.replace(NOTHING, evicted=sum(len(d.evict) for d in decisions))
         evicted = 0
-        for start in range(0, len(idle), EVICT_CHUNK):
+        for start in range(0, len(idle) if limit is not None else 0, EVICT_CHUNK):
+            assert limit is not None
             with self.lock:
-                decisions = [self.policy.demote(key) for key in (self._key(m) for m, _p, idle_ns in
-                                                                  idle[start:start + EVICT_CHUNK]
-                                                                  if idle_ns > limit * 1e9)
-                             if key in self.policy.cached]
-                if decisions:
-                    self.rt.apply_cache(self.table, decisions)
+                keys = (self._key(m) for m, _p, idle_ns in idle[start:start + EVICT_CHUNK] if idle_ns > limit * 1e9)
+                decisions = [self.policy.demote(k) for k in keys if k in self.policy.cached and k not in self._fresh]
+                try:
+                    if decisions:
+                        self.rt.apply_cache(self.table, decisions)
+                except RuntimeApiError as e:  # the chunks before it were written
+                    raise EvictionStopped(str(e), dataclasses.replace(NOTHING, evicted=evicted)) from e
                 evicted += sum(len(d.evict) for d in decisions)
         return dataclasses.replace(NOTHING, evicted=evicted)
 
@@ -204,6 +217,7 @@ class CacheManager:
         replaced = self._replace_colder(decisions, weight)
         evicted = sum(len(d.evict) for d in decisions)
         self.rt.apply_cache(self.table, decisions)
+        self._fresh.update(k for d in decisions for k in d.install)
         lost = 0
         if hits is not None:
             lost = hits.not_kept + hits.lost_in_logs - self._lost_in_logs
@@ -242,27 +256,27 @@ class CacheManager:
             done += 1
         return done
 
-    def _note_hits(self, idle: list[tuple[dict[str, tuple[int, int | None]], int, int]], sent: float) -> None:
-        """From one read of every cached entry's idle time, sent at ``sent``: which were hit since
-        the read before (their time since the last hit, taken at the switch some time after
-        ``sent``, is shorter than the time from the return of that read to ``sent``: no entry
-        last hit before it counts, however long either read took)."""
-        returned = time.monotonic()
-        if self._read_at is not None:
-            gap = sent - self._read_at[0]
-            since = (sent - self._read_at[1]) * 1e9
-            keep = 2.0 ** (-gap / self.half_life)
-            share: dict[Key, float] = {}
-            for match, _prio, idle_ns in idle:
-                key = self._key(match)
-                hit = 1.0 if idle_ns < since else 0.0
-                before = self.hit_share.get(key)
-                share[key] = hit if before is None else before * keep + hit * (1.0 - keep)
-            self.hit_share = share
-            self._read_gap = gap
-            # the victims a step may take, and as many again for those gone by then: O(cache log swaps)
-            self._coldest = heapq.nsmallest(4 * self.swaps, ((f, k) for k, f in share.items()))
-        self._read_at = (sent, returned)
+    def _hit_shares(self, idle: list[tuple[dict[str, tuple[int, int | None]], int, int]], sent: float,
+                    returned: float) -> tuple[dict[Key, float], float, list[tuple[float, Key]], tuple[float, float]]:
+        """From one read of every cached entry's idle time, sent at ``sent`` and returned at
+        ``returned``: which were hit since the read before (their time since the last hit,
+        taken at the switch some time after ``sent``, is shorter than the time from the return
+        of that read to ``sent``: no entry last hit before it counts, however long either read
+        took); the new ``hit_share``, ``_read_gap``, ``_coldest`` and ``_read_at``.  Reads what
+        only the eviction step writes, so it needs no lock."""
+        if self._read_at is None:
+            return self.hit_share, self._read_gap, self._coldest, (sent, returned)
+        gap = sent - self._read_at[0]
+        since = (sent - self._read_at[1]) * 1e9
+        keep = 2.0 ** (-gap / self.half_life)
+        share: dict[Key, float] = {}
+        for match, _prio, idle_ns in idle:
+            key = self._key(match)
+            hit = 1.0 if idle_ns < since else 0.0
+            before = self.hit_share.get(key)
+            share[key] = hit if before is None else before * keep + hit * (1.0 - keep)
+        # the victims a step may take, and as many again for those gone by then: O(cache log swaps)
+        return share, gap, heapq.nsmallest(4 * self.swaps, ((f, k) for k, f in share.items())), (sent, returned)
 
     def _weight(self) -> float:
         """A hit's weight now.  Past 8 half-lives the heat is rescaled to weight 1, and what has
@@ -287,40 +301,27 @@ class CacheManager:
         if bad is not None:
             raise bad
 
-    def _evict_idle(self) -> list[CacheDecision]:
-        """The evictions of a cache with idle notifications, or of data-plane state."""
+    def _evict_notified(self) -> list[CacheDecision]:
+        """The evictions of a cache with idle notifications: of the entries the switch reported."""
+        assert self.rt.switch is not None and self.candidates is not None
+        candidates = self.candidates
         limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
-        if self.rt.switch is None:
+        for table, match, prio in self.rt.switch.idle_expired():
+            if table == self.table:
+                candidates[self._key(match)] = (match, prio)
+        if limit is None or not candidates:
             return []
-        if self.candidates is not None:  # only the entries the switch reported idle
-            for table, match, prio in self.rt.switch.idle_expired():
-                if table == self.table:
-                    self.candidates[self._key(match)] = (match, prio)
-            if limit is None or not self.candidates:
-                return []
-            idle = list(self.rt.switch.idle(self.table, list(self.candidates.values())))
-        else:
-            sent = time.monotonic()
-            # a hit after the last read's sending may not have shown in it: replayed (again), as
-            # a timer only moves later (the rates use the stricter window: _note_hits)
-            since = (sent - self._read_at[0]) * 1e9 if self._read_at is not None else math.inf
-            idle = list(self.rt.switch.idle(self.table))
-            self._note_hits(idle, sent)
-            if self.state:
-                return self._keep_state_in_step(idle, since)
         out: list[CacheDecision] = []
         seen: set[Key] = set()
-        for match, _prio, idle_ns in idle:
+        for match, _prio, idle_ns in self.rt.switch.idle(self.table, list(candidates.values())):
             key = self._key(match)
             seen.add(key)
-            if limit is not None and idle_ns > limit * 1e9 and key in self.policy.cached:
+            if idle_ns > limit * 1e9 and key in self.policy.cached:
                 out.append(self.policy.demote(key))
-            hit_since = self.candidates is not None and idle_ns < self.rt.idle_notify[self.table]
-            if self.candidates is not None and (hit_since or key not in self.policy.cached):
-                self.candidates.pop(key, None)  # hit since it was reported (it will be again), or gone
-        if self.candidates is not None:
-            for key in set(self.candidates) - seen:  # no longer on the switch
-                del self.candidates[key]
+            if idle_ns < self.rt.idle_notify[self.table] or key not in self.policy.cached:
+                candidates.pop(key, None)  # hit since it was reported (it will be again), or gone
+        for key in set(candidates) - seen:  # no longer on the switch
+            del candidates[key]
         return out
 
     def _adopt_state(self) -> None:
@@ -391,8 +392,8 @@ class Managers:
         self.managers = managers
         self.step_s, self.evict_s = step_s, evict_s
         self.on_error = on_error
-        self.steps = 0
-        self.seconds = 0.0  # in steps, all in all (the two threads' added)
+        self.steps = 0  # promotion and eviction steps
+        self.seconds = 0.0  # busy in steps, the two threads' time added
         self.totals: dict[str, Counter[str]] = {name: Counter() for name in managers}  # per table: StepReport sums
         self.errors: dict[str, int] = dict.fromkeys(managers, 0)
         self.last_error: dict[str, Exception] = {}
@@ -439,6 +440,8 @@ class Managers:
                     with self.lock:
                         self.errors[name] += 1
                         self.last_error[name] = e
+                        if isinstance(e, EvictionStopped):  # what it wrote before the refusal
+                            self.totals[name].update({f: getattr(e.report, f) for f in _FIELDS})
                     if self.on_error is not None:
                         self.on_error(name, e)
                     continue
@@ -452,6 +455,14 @@ class Managers:
     def total(self, what: str, table: str | None = None) -> int:
         """A StepReport field summed over the steps (and the tables, or one)."""
         return sum(c[what] for name, c in self.totals.items() if table in (None, name))
+
+
+class EvictionStopped(RuntimeApiError):
+    """A write of an eviction step's chunk was refused; ``report``: what the chunks before it evicted."""
+
+    def __init__(self, message: str, report: StepReport) -> None:
+        super().__init__(message)
+        self.report = report
 
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(StepReport))

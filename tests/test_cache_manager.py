@@ -127,13 +127,15 @@ def test_a_promotion_does_not_wait_for_a_read_of_the_whole_cache(tmp_path):
         manager = CacheManager(rt, "hosts", IdleLimits(((0.5, 100.0),)))  # 75 % full: every entry's idle time read
         try:
             with Managers({"hosts": manager}, step_s=0.001, evict_s=0.01):
-                assert entered.wait(10)
-                deadline = time.monotonic() + 10
-                while not set(hot) <= {m["ipv4_dst"][0] for m, _v, _p in switch.read("hosts")}:
-                    assert time.monotonic() < deadline, "nothing promoted while the idle read was held up"
-                    time.sleep(0.01)
-                assert not release.is_set()
-                release.set()
+                try:
+                    assert entered.wait(10)
+                    deadline = time.monotonic() + 10
+                    while not set(hot) <= {m["ipv4_dst"][0] for m, _v, _p in switch.read("hosts")}:
+                        assert time.monotonic() < deadline, "nothing promoted while the idle read was held up"
+                        time.sleep(0.01)
+                    assert not release.is_set()
+                finally:
+                    release.set()  # before the managers' threads are joined
         finally:
             release.set()
         on_switch = {m["ipv4_dst"][0]: v["port"] for m, v, _p in switch.read("hosts")}

@@ -52,8 +52,9 @@ def test_sorted_keys_hold_what_a_set_holds(packed: bool, ops: list[tuple[str, in
 
 WIDTH, VRF_BITS = 8, 4
 prefix = st.builds(lambda vrf, addr, n: (vrf, addr >> (WIDTH - n) << (WIDTH - n) if n else 0, n),
-                   st.sampled_from([0, 3, 15]), st.integers(0, 255), st.sampled_from([0, 1, 2, 4, 5, 7, 8]))
-steps = st.lists(st.tuples(st.sampled_from(["add", "delete", "promote", "demote"]), prefix,
+                   st.sampled_from([0, 3, 15]), st.one_of(st.sampled_from([0, 0x80, 0xF0, 0xFF]), st.integers(0, 255)),
+                   st.sampled_from([0, 1, 2, 4, 5, 7, 8]))  # the top of the space often: its range ends at 2^8
+steps = st.lists(st.tuples(st.sampled_from(["add", "delete", "promote", "demote", "room"]), prefix,
                            st.sampled_from([1, 2, 3])), max_size=60)
 
 
@@ -91,6 +92,9 @@ def test_a_packed_policy_decides_as_the_tuple_one_and_never_lets_a_prefix_hijack
                 a, b = packed.promote(k, unit), tupled.promote(k, unit)
             elif op == "demote" and k in packed.cached:
                 a, b = packed.demote(k), tupled.demote(k)
+            elif op == "room":  # the cache grows: what went in while it was full may now be left out
+                packed.capacity = tupled.capacity = capacity = capacity + 1
+                continue
             else:
                 continue
             assert a == b
@@ -114,3 +118,24 @@ def test_a_key_too_wide_for_64_bits_is_kept_as_a_tuple():
     """VRF 32 bits + IPv4 + a length byte is 72 bits: tuples; 16 + 32 + 8: packed."""
     assert not CachePolicy(4, 1, 32, (32, 32)).server.packed
     assert CachePolicy(4, 1, 32, (16, 32)).server.packed
+
+
+@pytest.mark.parametrize("lpm_first", [True, False])
+@pytest.mark.parametrize("vrf", [2, 3])  # the end of a range at the top carries into the VRF: odd and even
+@pytest.mark.parametrize("outer", [(0, 0), (0xFFFFFF00, 24), (0xF0000000, 4)])
+def test_a_prefix_at_the_top_of_the_space_is_not_cached_without_what_is_inside_it(lpm_first, vrf, outer):
+    """DSR's layout packed (14-bit VRF, IPv4, a length byte): a /0, or a prefix whose range
+    ends at 2^32, with a longer server prefix inside it that is not cached, stays out."""
+    addr, length = outer
+    inner = (addr | 0xF0, 28)
+
+    def key(a: int, n: int) -> Key:
+        return (a, vrf, n) if lpm_first else (vrf, a, n)
+
+    p = CachePolicy(0, 0 if lpm_first else 1, 32, (32, 14) if lpm_first else (14, 32))
+    assert p.server.packed
+    p.on_add(key(*inner))  # no room: on the server only
+    p.capacity = 10
+    assert p.on_add(key(addr, length)).install == []  # it would take the /28's traffic
+    d = p.promote(key(addr, length), unit=2)
+    assert d is not None and d.install == [key(*inner), key(addr, length)]

@@ -45,6 +45,6 @@ def test_runtime_cache_keeps_the_proved_invariant():
     for v, ln in [(0x0A000000, 8), (0x0A010000, 16), (0x0A010100, 24), (0x0B000000, 8), (0x0A020000, 16)]:
         policy.on_add((v, ln))
         for c in policy.cached:
-            for s in policy.server:
+            for s in policy.prefixes():
                 inside = s[1] >= c[1] and (s[0] >> (32 - c[1]) if c[1] else 0) == (c[0] >> (32 - c[1]) if c[1] else 0)
                 assert not inside or s in policy.cached, (c, s)
