@@ -37,7 +37,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 
 
-def _rss() -> int:
+def resident() -> int:
+    """This process's resident memory after a collection, freed heap given back to the system."""
     gc.collect()
     ctypes.CDLL("libc.so.6").malloc_trim(0)
     for line in Path("/proc/self/status").read_text().splitlines():
@@ -70,12 +71,12 @@ def child(tree: Path, n: int, vrfs: int) -> dict[str, float]:
     probes = [(v, a | rng.getrandbits(32 - length)) for v, a, length in rng.sample(keys, min(100_000, n))]
     widths = {"key_widths": (14, 32)} if "key_widths" in inspect.signature(CachePolicy).parameters else {}
     policy = CachePolicy(max(1, n // 100), 1, 32, **widths)
-    rss0 = _rss()
+    rss0 = resident()
     t0 = time.process_time()
     for k in keys:
         policy.on_add(k)
     add_s = time.process_time() - t0
-    rss = _rss() - rss0
+    rss = resident() - rss0
     t0 = time.process_time()
     hits = sum(policy.match(p) is not None for p in probes)
     match_s = time.process_time() - t0

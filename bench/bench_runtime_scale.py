@@ -29,7 +29,6 @@ that the switch holds exactly the policy's cached keys.
 from __future__ import annotations
 
 import argparse
-import ctypes
 import gc
 import itertools
 import json
@@ -46,7 +45,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_cache_policy import routes  # noqa: E402
+from bench.bench_cache_policy import resident, routes  # noqa: E402
 from emulator.switchmodel import SwitchModel  # noqa: E402
 from emulator.switchmodel.server import P4RuntimeServer, serve  # noqa: E402
 from runtime.api import Runtime  # noqa: E402
@@ -73,16 +72,6 @@ class Result:
     rss_growth_bytes_per_entry: float
     server_entries: int
     switch_entries: int
-
-
-def _rss() -> int:
-    """This process's resident memory after a collection, freed heap given back to the system."""
-    gc.collect()
-    ctypes.CDLL("libc.so.6").malloc_trim(0)
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) * 1024
-    return 0
 
 
 @dataclass(frozen=True)
@@ -130,7 +119,7 @@ def run(out: Path, n: int, table: Table) -> Result:
         cache = policy.capacity = min(cache, policy.capacity)  # at most what the switch's table holds
         source = table.source(n)  # made before the measurement, and held until it is taken; each row as it goes
         rows = map(table.row, source)
-        rss0 = _rss()
+        rss0 = resident()
         objects0 = len(gc.get_objects())
         t0 = time.monotonic()
         api = rt.table(table.name)
@@ -139,7 +128,7 @@ def run(out: Path, n: int, table: Table) -> Result:
             if start // BATCH % 10 == 9:
                 log(f"  {start + BATCH:,} loaded")
         load_s = time.monotonic() - t0
-        rss = _rss() - rss0
+        rss = resident() - rss0
         objects = len(gc.get_objects()) - objects0
         del source
         held = server.control.counters()["tables"][table.name]["entries"]
