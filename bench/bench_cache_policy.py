@@ -3,6 +3,7 @@ without the runtime holding per-entry Python objects it does not need"): the mem
 policy keeps per server route and its decisions per CPU-second, on the policy alone.
 
     .venv/bin/python bench/bench_cache_policy.py                          # 1M and 10M routes
+    .venv/bin/python bench/bench_cache_policy.py --quick                  # 100,000 routes
     .venv/bin/python bench/bench_cache_policy.py --routes 200000 --base TREE   # against another tree
 
 Routes: ``--vrfs`` VRFs of 14 bits (DSR's ``meta.vrf``), each with routes/VRFs distinct IPv4
@@ -101,11 +102,14 @@ def measure(tree: Path, n: int, vrfs: int) -> dict[str, float]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--routes", default="1000000,10000000", help="comma-separated sizes")
+    ap.add_argument("--quick", action="store_true", help="100,000 routes only")
     ap.add_argument("--vrfs", type=int, default=1000)
     ap.add_argument("--base", type=Path, help="another tree (with .venv) to run beside this one")
     ap.add_argument("--child", type=Path, help=argparse.SUPPRESS)
     ap.add_argument("--json", action="store_true")
     args = ap.parse_args()
+    if args.quick:
+        args.routes = "100000"
     if args.child is not None:
         print(json.dumps(child(args.child, int(args.routes), args.vrfs)))
         return 0
