@@ -13,8 +13,9 @@ leaves the switch cache before the server.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
-from contextlib import suppress
+import threading
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -185,18 +186,24 @@ class Runtime:
         self.switch = switch
         self.server = server
         if server is not None:
-            for name, s in self.schemas.items():
-                st = server.tables.get(name) if s.on_server else None
-                if s.on_server and (st is None or st.keys != tuple(k.width for k in s.keys)
-                                    or st.values != tuple(v.width for v in s.values)):
-                    raise ChannelError(f"the server program does not match {self.out}/plan.json (table {name}): "
-                                       "was it built from another .nfp?")
+            self._check_server(server)
         self.caches = {n: CachePolicy(s.switch_entries, s.lpm, s.keys[s.lpm].width if s.lpm is not None else 0,
                                       [k.width for k in s.keys])
                        for n, s in self.schemas.items() if s.cached}
+        # per switch cache: its policy and its writes, one writer at a time (the runtime's own
+        # writes to the table, a cache manager's steps, reconcile)
+        self.cache_locks = {n: threading.RLock() for n in self.caches}
         if switch is not None and isinstance(server, ServerFleet) and self.plan.shard is not None:
             adopt_steering(self)  # a controller restarted: the buckets go where the switch sends them
         self._tables()
+
+    def _check_server(self, server: ControlChannel | ServerFleet) -> None:
+        for name, s in self.schemas.items():
+            st = server.tables.get(name) if s.on_server else None
+            if s.on_server and (st is None or st.keys != tuple(k.width for k in s.keys)
+                                or st.values != tuple(v.width for v in s.values)):
+                raise ChannelError(f"the server program does not match {self.out}/plan.json (table {name}): "
+                                   "was it built from another .nfp?")
 
     def _tables(self) -> None:
         """The generated subclass makes one typed attribute per table here."""
@@ -246,7 +253,42 @@ class Runtime:
         each side to the goal state (runtime/reconcile.py); per table and side, what it took."""
         if self.goal is None:
             raise ChannelError("reconcile needs the goal state: connect with goal=PATH")
-        return reconcile(self)
+        with self.holding_caches():
+            return reconcile(self)
+
+    @contextmanager
+    def holding_caches(self) -> Iterator[None]:
+        """Every switch cache's lock (``cache_locks``), always taken in the same order."""
+        with ExitStack() as held:
+            for name in sorted(self.cache_locks):
+                held.enter_context(self.cache_locks[name])
+            yield
+
+    def recover(self, lost: bool = False) -> dict[str, dict[str, Repair]] | None:
+        """After a side restarted by itself: reconnect each side whose channel is down (the
+        switch's stream channel ended, the server program does not answer on its control
+        socket: it restarted, or went away) and, if one was (or ``lost``: entries are known
+        to be missing from the switch), bring those sides to the goal state (``reconcile``;
+        a switch cache is the switch's side); what that took, or None when every side was
+        up and nothing was lost.  A ChannelError while a side still does not answer (call
+        again later)."""
+        if self.goal is None:
+            raise ChannelError("recovering from a restart needs the goal state: connect with goal=PATH")
+        sides = {"switch"} if lost else set()
+        with self.holding_caches():
+            if self.switch is not None and self.switch.lost:
+                self.switch.reconnect()
+                sides.add("switch")
+            channels = self.server.live if isinstance(self.server, ServerFleet) else \
+                [self.server] if self.server is not None else []
+            for ch in channels:
+                try:
+                    ch.ping()
+                except ChannelError:
+                    ch.reconnect()
+                    self._check_server(ch)
+                    sides.add("server")
+            return reconcile(self, sides) if sides else None
 
     # ---- a sharded deployment's servers (runtime/steering.py) ----------------------------------
 
@@ -378,7 +420,20 @@ class Runtime:
         it already): evictions, then the promoted entries with their values as the server has
         them.  On a refusal the policy forgets the decisions; each write is all or nothing, but
         the writes sent before the refused one stay (as for every write to a cached table)."""
+        with self.cache_locks[name]:
+            self._apply_cache(self.schemas[name], decisions)
+
+    def switch_lacks(self, name: str, keys: Sequence[tuple[int, ...]]) -> list[tuple[int, ...]]:
+        """Those of a switch cache's ``keys`` (``CachePolicy`` keys) the switch does not hold:
+        a read of exactly them."""
         s = self.schemas[name]
+        entries = [_from_key(s, k) for k in keys]
+        there = {_Entry(m, {}, p).key(s) for m, _v, p in self._need("switch", s, state=True).read(
+            name, [(e.match, e.priority) for e in entries])}
+        return [k for k in keys if k not in there]
+
+    def _apply_cache(self, s: TableSchema, decisions: Sequence[CacheDecision]) -> None:
+        name = s.name
         if s.state:
             self._cache_state(s, decisions)
             return
@@ -481,6 +536,10 @@ class Runtime:
             self._server(s, "add" if op == "delete" else "modify", old)
 
     def _cached(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
+        with self.cache_locks[s.name]:
+            self._cached_held(s, op, entries)
+
+    def _cached_held(self, s: TableSchema, op: str, entries: Sequence[_Entry]) -> None:
         policy = self.caches[s.name]
         keys = [e.key(s) for e in entries]
         server = self._need("server", s)

@@ -62,6 +62,10 @@ class CachePolicy:
         self._lengths: dict[int, int] = {}  # LPM: prefix length -> server prefixes of it
         self._cached_lengths: dict[int, int] = {}  # LPM: prefix length -> cached prefixes of it
 
+    def empty(self) -> CachePolicy:
+        """A policy of the same cache that serves and caches nothing yet."""
+        return CachePolicy(self.capacity, self.lpm, self.width, self.key_widths)
+
     # ---- prefixes ---------------------------------------------------------------------------
 
     def _cut(self, key: Key, length: int) -> Key:

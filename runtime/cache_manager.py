@@ -51,12 +51,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from runtime.api import Runtime
-from runtime.cache import CacheDecision, Key
+from runtime.cache import CacheDecision, CachePolicy, Key
 from runtime.control import Hits
-from runtime.errors import RuntimeApiError
+from runtime.errors import ChannelError, RuntimeApiError
 from runtime.p4runtime import SwitchUpdate
+from runtime.reconcile import Repair
 
-__all__ = ["BLUEBIRD", "CacheManager", "EvictionStopped", "IdleLimits", "Managers", "StepReport"]
+__all__ = ["BLUEBIRD", "CacheLost", "CacheManager", "EvictionStopped", "IdleLimits", "Managers", "StepReport"]
 
 
 @dataclass(frozen=True)
@@ -104,7 +105,6 @@ class CacheManager:
         self.schema = runtime.schemas[table]
         if not self.schema.cached:
             raise ValueError(f"table {table} is not a switch cache")
-        self.policy = runtime.caches[table]
         self.limits = limits or (IdleLimits(self.schema.idle_limits) if self.schema.idle_limits else BLUEBIRD)
         self.half_life = half_life
         self.unit = unit
@@ -123,10 +123,11 @@ class CacheManager:
         self.candidates: dict[Key, tuple[dict[str, tuple[int, int | None]], int]] | None = None
         self.state = self.schema.state  # data-plane state: the server's timers kept in step
         self.touched = 0  # cached state entries whose switch hits the server was told of
-        # the manager's steps, one at a time over the policy, its own state and their writes
-        # (Managers promotes and evicts in threads of their own; the slow reads are made
-        # without it); the runtime's own writes to the table do not take it
-        self.lock = threading.RLock()
+        # the table's lock (Runtime.cache_locks): over the policy, this manager's own state and
+        # the writes, one at a time — the manager's steps (Managers promotes and evicts in
+        # threads of their own; the slow reads are made without it), the runtime's own writes
+        # to the table, reconcile
+        self.lock = runtime.cache_locks[table]
         self._fresh: set[Key] = set()  # promoted since the eviction step's read was sent
         if notify and self.state:
             raise ValueError(f"{table} is data-plane state: every step reads the whole cache (its hits restart "
@@ -135,6 +136,11 @@ class CacheManager:
             self._adopt_state()
         if notify and self.limits.steps and runtime.switch is not None:
             self._notify(min(seconds for _at, seconds in self.limits.steps))
+
+    @property
+    def policy(self) -> CachePolicy:
+        """The table's cache policy: the runtime's (reconcile may replace it)."""
+        return self.rt.caches[self.table]
 
     def step(self, evict: bool = True) -> StepReport:
         """Evict the idle (unless ``evict`` is false: that reads every cached entry's idle time
@@ -167,9 +173,10 @@ class CacheManager:
         # a hit after the last read's sending may not have shown in it: replayed (again), as a
         # timer only moves later (the rates use the stricter window: _hit_shares)
         since = (sent - self._read_at[0]) * 1e9 if self._read_at is not None else math.inf
-        idle = list(self.rt.switch.idle(self.table))
+        idle = [(self._key(m), idle_ns) for m, _p, idle_ns in self.rt.switch.idle(self.table)]
         shares = self._hit_shares(idle, sent, time.monotonic())
         with self.lock:
+            self._check_kept(idle)
             self.hit_share, self._read_gap, self._coldest, self._read_at = shares
             if self.state:
                 decisions = self._keep_state_in_step(idle, since)
@@ -179,7 +186,7 @@ class CacheManager:
         for start in range(0, len(idle) if limit is not None else 0, EVICT_CHUNK):
             assert limit is not None
             with self.lock:
-                keys = (self._key(m) for m, _p, idle_ns in idle[start:start + EVICT_CHUNK] if idle_ns > limit * 1e9)
+                keys = (k for k, idle_ns in idle[start:start + EVICT_CHUNK] if idle_ns > limit * 1e9)
                 decisions = [self.policy.demote(k) for k in keys if k in self.policy.cached and k not in self._fresh]
                 try:
                     if decisions:
@@ -256,8 +263,24 @@ class CacheManager:
             done += 1
         return done
 
-    def _hit_shares(self, idle: list[tuple[dict[str, tuple[int, int | None]], int, int]], sent: float,
-                    returned: float) -> tuple[dict[Key, float], float, list[tuple[float, Key]], tuple[float, float]]:
+    def _check_kept(self, idle: list[tuple[Key, int]]) -> None:
+        """Under ``lock``, after a read of every cached entry's idle time: CacheLost if the
+        switch lacks entries the policy has cached there (it restarted, or lost them).  Only
+        a read shorter than the cache is looked into (O(cache) then), and an entry it lacks
+        counts only if a read of it now, under the lock, does not find it either (it may
+        have been cached after the read was sent, by a promotion or the runtime's own add)."""
+        policy = self.policy
+        if len(idle) >= len(policy.cached) - len(self._fresh):
+            return
+        seen = {k for k, _ in idle}
+        suspects = [k for k in policy.cached if k not in seen and k not in self._fresh]
+        missing = self.rt.switch_lacks(self.table, suspects) if suspects else []
+        if missing:
+            raise CacheLost(f"the switch lacks {len(missing)} of the {len(policy.cached)} entries cached in "
+                            f"{self.table} (it restarted, or lost them)")
+
+    def _hit_shares(self, idle: list[tuple[Key, int]], sent: float, returned: float,
+                    ) -> tuple[dict[Key, float], float, list[tuple[float, Key]], tuple[float, float]]:
         """From one read of every cached entry's idle time, sent at ``sent`` and returned at
         ``returned``: which were hit since the read before (their time since the last hit,
         taken at the switch some time after ``sent``, is shorter than the time from the return
@@ -270,8 +293,7 @@ class CacheManager:
         since = (sent - self._read_at[1]) * 1e9
         keep = 2.0 ** (-gap / self.half_life)
         share: dict[Key, float] = {}
-        for match, _prio, idle_ns in idle:
-            key = self._key(match)
+        for key, idle_ns in idle:
             hit = 1.0 if idle_ns < since else 0.0
             before = self.hit_share.get(key)
             share[key] = hit if before is None else before * keep + hit * (1.0 - keep)
@@ -324,6 +346,20 @@ class CacheManager:
             del candidates[key]
         return out
 
+    def restarted(self) -> None:
+        """After ``Runtime.recover`` repaired a restart: what the manager learnt from the
+        switch's reads starts again, and data-plane state is adopted afresh (a switch that
+        restarted holds none of it; one whose server restarted holds mappings the server no
+        longer has, which ``_adopt_state`` takes off the switch)."""
+        with self.lock:
+            self.hit_share, self._coldest, self._read_at, self._read_gap = {}, [], None, 0.0
+            self._fresh = set()
+            if self.candidates is not None:
+                self.candidates = {}
+            if self.state and self.rt.switch is not None and self.rt.server is not None:
+                self.rt.caches[self.table] = self.policy.empty()
+                self._adopt_state()
+
     def _adopt_state(self) -> None:
         """What the switch already holds of a state cache (the manager of a runtime that
         restarted left it there): an entry the server still has, with the same values, is
@@ -347,14 +383,12 @@ class CacheManager:
                     self.policy.demote(k)
                 raise
 
-    def _keep_state_in_step(self, idle: list[tuple[dict[str, tuple[int, int | None]], int, int]],
-                            since: float) -> list[CacheDecision]:
+    def _keep_state_in_step(self, keyed: list[tuple[Key, int]], since: float) -> list[CacheDecision]:
         """Data-plane state: the switch hits since the last read (``since`` ns before this
         one) told to the server, then off the switch what has expired there (and, past the
         occupancy's idle limit, what idles)."""
         server = self.rt.server
         assert server is not None
-        keyed = [(self._key(match), idle_ns) for match, _prio, idle_ns in idle]
         hit = [(k, idle_ns) for k, idle_ns in keyed if idle_ns < since]
         if hit:
             self.touched += server.touch(self.table, hit)
@@ -385,17 +419,34 @@ class Managers:
     that a promotion never waits for a read of the whole cache.  ``with`` starts and stops
     them.  A manager whose step fails is counted and told to ``on_error`` and steps again next
     time (the others go on): a gateway's caches are not left unmanaged by one refused write.
-    Running sums only, so a long run does not grow."""
+    Running sums only, so a long run does not grow.
+
+    A restart of either side is noticed and repaired here (issue 14 item 5): the switch's
+    stream channel ending, a step failing on a channel (ChannelError: the server program
+    closed its control socket, the switch stopped answering), or an eviction read missing
+    entries the manager cached (CacheLost) — the next step of either thread first calls
+    ``Runtime.recover`` (needs the runtime's goal state), every cache held: the side that is
+    down reconnected, both brought to the goal, each manager ``restarted``; while a side does
+    not answer, that is tried again every ``retry_s`` and counted under ``errors["recover"]``."""
 
     def __init__(self, managers: dict[str, CacheManager], step_s: float = 0.005, evict_s: float = 0.2,
-                 on_error: Callable[[str, Exception], None] | None = None) -> None:
+                 on_error: Callable[[str, Exception], None] | None = None, retry_s: float = 0.5) -> None:
         self.managers = managers
+        runtimes = {id(m.rt): m.rt for m in managers.values()}
+        if len(runtimes) > 1:
+            raise ValueError("the managers of one Managers are of one runtime")
+        self.rt = next(iter(runtimes.values()), None)
+        self.retry_s = retry_s
+        self.recoveries: list[dict[str, dict[str, Repair]]] = []  # what each recovery repaired, the last 16
+        self._suspect = threading.Event()  # a side may have restarted: recover before the next step
+        self._lost = False  # ... and entries are known to be missing (CacheLost)
+        self._recovering = threading.Lock()
         self.step_s, self.evict_s = step_s, evict_s
         self.on_error = on_error
         self.steps = 0  # promotion and eviction steps
         self.seconds = 0.0  # busy in steps, the two threads' time added
         self.totals: dict[str, Counter[str]] = {name: Counter() for name in managers}  # per table: StepReport sums
-        self.errors: dict[str, int] = dict.fromkeys(managers, 0)
+        self.errors: dict[str, int] = dict.fromkeys([*managers, "recover"], 0)
         self.last_error: dict[str, Exception] = {}
         self.failed: Exception | None = None
         self.lock = threading.Lock()  # the sums above
@@ -432,18 +483,21 @@ class Managers:
 
     def _steps(self, step: Callable[[CacheManager], StepReport], period: float) -> None:
         while not self._stop.is_set():
+            if not self._recovered():
+                self._stop.wait(self.retry_s)
+                continue
             t0 = time.monotonic()
             for name, m in self.managers.items():
                 try:
                     r = step(m)
                 except (RuntimeApiError, OSError) as e:  # counted, reported, stepped again next time
+                    if isinstance(e, ChannelError):
+                        self._lost = self._lost or isinstance(e, CacheLost)
+                        self._suspect.set()
                     with self.lock:
-                        self.errors[name] += 1
-                        self.last_error[name] = e
                         if isinstance(e, EvictionStopped):  # what it wrote before the refusal
                             self.totals[name].update({f: getattr(e.report, f) for f in _FIELDS})
-                    if self.on_error is not None:
-                        self.on_error(name, e)
+                    self._failed(name, e)
                     continue
                 with self.lock:
                     self.totals[name].update({f: getattr(r, f) for f in _FIELDS})
@@ -452,9 +506,44 @@ class Managers:
                 self.seconds += time.monotonic() - t0
             self._stop.wait(period)
 
+    def _failed(self, name: str, e: Exception) -> None:
+        with self.lock:
+            self.errors[name] += 1
+            self.last_error[name] = e
+        if self.on_error is not None:
+            self.on_error(name, e)
+
+    def _recovered(self) -> bool:
+        """False while a restart is not repaired yet (the class's doc); one thread recovers,
+        the other waits for it."""
+        rt = self.rt
+        if rt is None or rt.goal is None or not (self._suspect.is_set() or (rt.switch is not None and rt.switch.lost)):
+            return True  # (without the goal state nothing can be repaired: the steps go on, their errors counted)
+        with self._recovering:
+            if not (self._suspect.is_set() or (rt.switch is not None and rt.switch.lost)):
+                return True  # the other thread did it
+            try:
+                with rt.holding_caches():
+                    repair = rt.recover(self._lost)
+                    for m in self.managers.values():
+                        m.restarted()
+            except (RuntimeApiError, OSError) as e:
+                self._failed("recover", e)
+                return False
+            self._suspect.clear()
+            self._lost = False
+            if repair is not None:
+                self.recoveries = [*self.recoveries[-15:], repair]
+            return True
+
     def total(self, what: str, table: str | None = None) -> int:
         """A StepReport field summed over the steps (and the tables, or one)."""
         return sum(c[what] for name, c in self.totals.items() if table in (None, name))
+
+
+class CacheLost(ChannelError):
+    """The switch lacks entries the manager cached there: it restarted, or lost them
+    (``Managers`` recovers: ``Runtime.recover(lost=True)``)."""
 
 
 class EvictionStopped(RuntimeApiError):

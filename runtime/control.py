@@ -143,9 +143,13 @@ class ControlChannel:
 
     def __init__(self, path: str | Path, timeout: float = 60.0) -> None:
         self.path = str(path)
+        self.timeout = timeout
         self._turn = threading.Lock()  # one request and its reply at a time (raw)
+        self._open()
+
+    def _open(self) -> None:
         self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        self.sock.settimeout(timeout)
+        self.sock.settimeout(self.timeout)
         try:
             self.sock.connect(self.path)
         except OSError as e:
@@ -168,6 +172,14 @@ class ControlChannel:
 
     def close(self) -> None:
         self.sock.close()
+
+    def reconnect(self) -> None:
+        """A new connection to the same socket: the program there may be another (it
+        restarted), so its tables are learnt again; it must be built from the same ``.nfp``
+        (``Runtime`` checks the tables once, ``Runtime.recover`` again).  A ChannelError
+        while nothing answers there."""
+        self.sock.close()
+        self._open()
 
     def __enter__(self) -> ControlChannel:
         return self

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
+import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
@@ -82,7 +83,10 @@ class GoalStore:
         if not self.path.exists():
             os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
         os.chmod(self.path, 0o600)  # one made before keys were kept in it, too
-        self.db = sqlite3.connect(self.path)
+        # one connection for the runtime's threads (a cache manager recovers from a restart in
+        # its own), used by one at a time
+        self.db = sqlite3.connect(self.path, check_same_thread=False)
+        self._turn = threading.RLock()
         self.db.execute("CREATE TABLE IF NOT EXISTS entries (tbl TEXT NOT NULL, key TEXT NOT NULL, "
                         "priority INTEGER NOT NULL, vals TEXT NOT NULL, PRIMARY KEY (tbl, key, priority))")
         self.db.execute("CREATE TABLE IF NOT EXISTS meters (name TEXT NOT NULL, idx INTEGER NOT NULL, "
@@ -91,13 +95,14 @@ class GoalStore:
         self.db.commit()
 
     def close(self) -> None:
-        self.db.close()
+        with self._turn:
+            self.db.close()
 
     def apply(self, table: str, op: str, entries: Sequence[GoalEntry]) -> None:
         """Record a write the data planes took: ``add`` / ``modify`` set the entries, ``delete``
         removes them (their values ignored)."""
         rows = [(table, json.dumps(key), prio, json.dumps(vals)) for key, prio, vals in entries]
-        with self.db:
+        with self._turn, self.db:
             if op == "delete":
                 self.db.executemany("DELETE FROM entries WHERE tbl = ? AND key = ? AND priority = ?",
                                     [r[:3] for r in rows])
@@ -108,12 +113,14 @@ class GoalStore:
         """The entries of ``table``, each checked to have the ``keys`` key fields and ``values``
         values the table has now (a goal file of another program, or of the program before
         an edit of the table, is a GoalError naming the table, not a wrong write)."""
-        for key, prio, vals in self.db.execute("SELECT key, priority, vals FROM entries WHERE tbl = ?", (table,)):
+        with self._turn:
+            rows = self.db.execute("SELECT key, priority, vals FROM entries WHERE tbl = ?", (table,)).fetchall()
+        for key, prio, vals in rows:
             yield checked_entry(str(self.path), table, key, prio, vals, keys, values)
 
     def set_meters(self, name: str, rates: dict[int, tuple[int, int, int, int] | None]) -> None:
         """Record meter indices the data planes took: their (cir, cbs, pir, pbs), or None: reset."""
-        with self.db:
+        with self._turn, self.db:
             self.db.executemany("DELETE FROM meters WHERE name = ? AND idx = ?", [(name, i) for i in rates])
             self.db.executemany("INSERT INTO meters VALUES (?, ?, ?, ?, ?, ?)",
                                 [(name, i, *r) for i, r in rates.items() if r is not None])
@@ -121,7 +128,9 @@ class GoalStore:
     def meters(self, name: str) -> dict[int, tuple[int, int, int, int]]:
         """The configured indices of meter ``name`` and their rates."""
         out: dict[int, tuple[int, int, int, int]] = {}
-        for row in self.db.execute("SELECT idx, cir, cbs, pir, pbs FROM meters WHERE name = ?", (name,)):
+        with self._turn:
+            rows = self.db.execute("SELECT idx, cir, cbs, pir, pbs FROM meters WHERE name = ?", (name,)).fetchall()
+        for row in rows:
             try:
                 i, cir, cbs, pir, pbs = (int(v) for v in row)
             except (ValueError, TypeError):
@@ -130,4 +139,5 @@ class GoalStore:
         return out
 
     def count(self, table: str) -> int:
-        return int(self.db.execute("SELECT COUNT(*) FROM entries WHERE tbl = ?", (table,)).fetchone()[0])
+        with self._turn:
+            return int(self.db.execute("SELECT COUNT(*) FROM entries WHERE tbl = ?", (table,)).fetchone()[0])

@@ -17,6 +17,7 @@ import ctypes
 import os
 import socket
 import subprocess
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -127,6 +128,9 @@ class LiveDataPlane:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._made: list[str] = []  # the namespaces to delete
+        # each port's control socket, the same for the programs that replace one another there
+        # (a controller's channel reconnects to it: ControlChannel.reconnect)
+        self._sockets = tempfile.TemporaryDirectory(prefix="nfc-live-")
         try:
             for port in [server_ports] if isinstance(server_ports, int) else server_ports:
                 self.add_server(port)
@@ -165,7 +169,8 @@ class LiveDataPlane:
 
     def _start(self, link: _Link) -> ServerProcess:
         return ServerProcess(self.binary, [f"net_af_packet0,iface={link.nic},qpairs=1"], netns=link.netns,
-                             eal=eal_args(self.lcores, self.memory_mb))
+                             eal=eal_args(self.lcores, self.memory_mb),
+                             control=Path(self._sockets.name) / f"control-{link.port}.sock")
 
     def replace(self, port: int) -> ServerProcess:
         """A fresh server program behind ``port`` (the old one stopped if it still runs): a
@@ -317,6 +322,7 @@ class LiveDataPlane:
         while self._made:  # deleting a namespace deletes its veths
             with contextlib.suppress(LiveError):
                 _ip("netns", "del", self._made.pop())
+        self._sockets.cleanup()
 
     def __enter__(self) -> LiveDataPlane:
         return self

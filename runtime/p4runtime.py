@@ -35,7 +35,11 @@ CHUNK = 4096  # updates (or read entities) per request: ~200 KB, far below gRPC'
 # failed, past gRPC's default limits on received metadata (8 KiB soft, 16 KiB hard: the call
 # then fails as RESOURCE_EXHAUSTED with no update's error).  Allow 64 MiB.
 METADATA_LIMIT = 64 << 20
-CHANNEL_OPTIONS = [("grpc.max_metadata_size", METADATA_LIMIT), ("grpc.absolute_max_metadata_size", METADATA_LIMIT)]
+# A switch that restarted is reconnected to within a second or two: gRPC's reconnection
+# backoff (1 s first, growing to 120 s) otherwise fails every call meanwhile, fast.
+CHANNEL_OPTIONS = [("grpc.max_metadata_size", METADATA_LIMIT), ("grpc.absolute_max_metadata_size", METADATA_LIMIT),
+                   ("grpc.initial_reconnect_backoff_ms", 100), ("grpc.min_reconnect_backoff_ms", 100),
+                   ("grpc.max_reconnect_backoff_ms", 2000)]
 PER_UPDATE = 0.002  # seconds of deadline per update on top of the floor: ~70x the switch model's ~30 µs
 
 _TYPES = {"add": p4runtime_pb2.Update.INSERT, "modify": p4runtime_pb2.Update.MODIFY,
@@ -137,40 +141,67 @@ class SwitchClient:
         self.channel = tls.channel(address) if tls is not None else grpc.insecure_channel(address,
                                                                                           options=CHANNEL_OPTIONS)
         self.stub = p4runtime_pb2_grpc.P4RuntimeStub(self.channel)
-        self._requests: queue.Queue[Any] = queue.Queue()
-        self._stream_error = "closed"
-        self._responses: queue.Queue[Any] = queue.Queue()
+        self.address = address
+        self.p4info = p4info
         self._idle: queue.Queue[tuple[str, dict[str, Match], int]] = queue.Queue()
-        self._stream = self.stub.StreamChannel(iter(self._requests.get, None))
-        threading.Thread(target=self._pump, daemon=True).start()
+        try:
+            self._open()
+        except ChannelError:
+            self.channel.close()
+            raise
+
+    def _open(self) -> None:
+        """Open the stream channel, become the primary (§5) and, given a P4Info, set the
+        pipeline; the stream is read by a thread of its own until it ends."""
+        self._requests: queue.Queue[Any] = queue.Queue()
+        self._responses: queue.Queue[Any] = queue.Queue()
+        self._stream_error = "closed"
+        self._ended = threading.Event()
+        stream = self.stub.StreamChannel(iter(self._requests.get, None))
+        threading.Thread(target=self._pump, args=(stream, self._responses, self._ended), daemon=True).start()
         arb = p4runtime_pb2.StreamMessageRequest()
-        arb.arbitration.device_id = device_id
-        arb.arbitration.election_id.high, arb.arbitration.election_id.low = election_id
+        arb.arbitration.device_id = self.device_id
+        arb.arbitration.election_id.high, arb.arbitration.election_id.low = self.election
         self._requests.put(arb)
         try:
-            resp = self._responses.get(timeout=timeout)
+            resp = self._responses.get(timeout=self.timeout)
         except queue.Empty:
-            self.close()
-            raise ChannelError(f"no arbitration answer from the P4Runtime endpoint {address}") from None
+            self._requests.put(None)
+            raise ChannelError(f"no arbitration answer from the P4Runtime endpoint {self.address}") from None
         if resp is None:
-            self.close()
-            raise ChannelError(f"{address}: the P4Runtime endpoint ended the stream: {self._stream_error}")
+            raise ChannelError(f"{self.address}: the P4Runtime endpoint ended the stream: {self._stream_error}")
         if resp.arbitration.status.code != code_pb2.OK:
-            self.close()
-            raise ChannelError(f"{address}: this client is not the primary (another controller holds the device)")
-        if p4info is not None:
-            self._set_pipeline(p4info)
+            self._requests.put(None)
+            raise ChannelError(f"{self.address}: this client is not the primary (another controller holds the "
+                               "device)")
+        if self.p4info is not None:
+            self._set_pipeline(self.p4info)
 
-    def _pump(self) -> None:
+    def _pump(self, stream: Any, responses: queue.Queue[Any], ended: threading.Event) -> None:
         try:
-            for msg in self._stream:
+            for msg in stream:
                 if msg.HasField("idle_timeout_notification"):
                     self._notified(msg.idle_timeout_notification)
                 else:
-                    self._responses.put(msg)
+                    responses.put(msg)
         except grpc.RpcError as e:
             self._stream_error = f"{e.code().name}: {e.details()}"
-        self._responses.put(None)
+        ended.set()
+        responses.put(None)
+
+    @property
+    def lost(self) -> bool:
+        """The stream channel ended: the switch (or its P4Runtime agent) restarted or went
+        away, or this client was closed.  A switch that restarted has lost this client's
+        primacy, its pipeline config and every entry: ``reconnect``, then reconcile."""
+        return self._ended.is_set()
+
+    def reconnect(self) -> None:
+        """The stream channel again, over the same gRPC channel (which reconnects by itself):
+        primacy and, given a P4Info, the pipeline.  A ChannelError while the switch does not
+        answer."""
+        self._requests.put(None)
+        self._open()
 
     def _notified(self, note: Any) -> None:
         by_id = {info["id"]: (name, info) for name, info in self.names["p4runtime"]["tables"].items()}

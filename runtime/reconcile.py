@@ -25,7 +25,7 @@ tables, registers, counters) is not in the goal: the data plane writes it.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -58,8 +58,9 @@ class Repair:
 GoalKey = tuple[tuple[tuple[int, int | None], ...], int]  # the key fields, the priority
 
 
-def reconcile(rt: Runtime) -> dict[str, dict[str, Repair]]:
-    """Repair every table of ``rt`` against its goal store; per table, per side, what was done."""
+def reconcile(rt: Runtime, sides: Collection[str] = ("server", "switch")) -> dict[str, dict[str, Repair]]:
+    """Repair every table of ``rt`` against its goal store, on ``sides`` (those that
+    restarted); per table, per side, what was done."""
     assert rt.goal is not None
     out: dict[str, dict[str, Repair]] = {}
     for s in rt.schemas.values():
@@ -67,14 +68,15 @@ def reconcile(rt: Runtime) -> dict[str, dict[str, Repair]]:
             continue
         goal = {(key, prio): vals for key, prio, vals in rt.goal.entries(s.name, len(s.keys), len(s.values))}
         entries = _entries(s, goal)
-        sides: dict[str, Repair] = {}
-        if s.on_server and rt.server is not None:
-            sides["server"] = _server(rt, s, entries)
-        if s.cached and rt.switch is not None:
-            sides["switch"] = _cache(rt, s, entries)
-        elif s.on_switch and not s.on_server and rt.switch is not None:
-            sides["switch"] = _switch(rt, s, goal, entries)
-        out[s.name] = sides
+        done: dict[str, Repair] = {}
+        if s.on_server and rt.server is not None and "server" in sides:
+            done["server"] = _server(rt, s, entries)
+        if rt.switch is not None and "switch" in sides:
+            if s.cached:
+                done["switch"] = _cache(rt, s, entries)
+            elif s.on_switch and not s.on_server:
+                done["switch"] = _switch(rt, s, goal, entries)
+        out[s.name] = done
     for o in rt.plan.objects:  # meter rates are goal state too (runtime/goal.py)
         if o.kind == "meter" and o.placement is not ObjectPlacement.UNUSED:
             out[o.name] = {side: Repair(modified=n) for side, n in rt.meter(o.name).repair().items()}
@@ -172,8 +174,7 @@ def _cache(rt: Runtime, s: TableSchema, entries: dict[GoalKey, _Entry]) -> Repai
     policy = rt.caches[s.name]
     if policy.served != len(by_key) or (policy.lpm is not None and any(k not in by_key for k in policy.prefixes())):
         # the runtime restarted (or its goal was edited): start from the goal
-        policy = rt.caches[s.name] = _adopt(CachePolicy(policy.capacity, policy.lpm, policy.width, policy.key_widths),
-                                            by_key, on_switch)
+        policy = rt.caches[s.name] = _adopt(policy.empty(), by_key, on_switch)
     want = {k for k in policy.cached if k in by_key}
     stale = [k for k in want if k in on_switch and on_switch[k] != tuple(by_key[k].values[f.name] for f in s.values)]
     evict = [k for k in on_switch if k not in want]

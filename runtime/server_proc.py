@@ -56,9 +56,12 @@ class ServerProcess:
 
     def __init__(self, binary: Path, vdevs: Sequence[str] = (), eal: Sequence[str] | None = None,
                  extra: Sequence[str] = (), netns: str | None = None, live: bool = True,
-                 attach: Sequence[str] = ()) -> None:
+                 attach: Sequence[str] = (), control: Path | None = None) -> None:
+        """``control``: the control socket's path (default: in a folder of its own, removed
+        at ``stop``); a program started again with the same path is found where its
+        controller left it (``ControlChannel.reconnect``)."""
         self._tmp = tempfile.TemporaryDirectory(prefix="nfc-srv-")
-        self.socket = Path(self._tmp.name) / "control.sock"
+        self.socket = control if control is not None else Path(self._tmp.name) / "control.sock"
         args = ["--live"] if live else []
         if attach:
             args += ["--wait", *[a for dev in attach for a in ("--attach", dev)]]

@@ -27,8 +27,9 @@ from scapy.layers.l2 import Ether
 from scapy.utils import rdpcap, wrpcap
 
 from runtime.api import Runtime
-from runtime.cache_manager import CacheManager, IdleLimits
+from runtime.cache_manager import CacheManager, IdleLimits, Managers
 from runtime.errors import InvalidEntry
+from runtime.goal import GoalStore
 from runtime.live import LiveDataPlane
 from runtime.p4runtime import SwitchUpdate
 from runtime.steering import steer_all
@@ -52,7 +53,7 @@ def _in(dport: int, seq: int) -> bytes:
 
 
 @contextmanager
-def _cgn(tmp_path: Path) -> Iterator[tuple[LiveDataPlane, Runtime, P4RuntimeSwitch]]:
+def _cgn(tmp_path: Path, goal: Path | None = None) -> Iterator[tuple[LiveDataPlane, Runtime, P4RuntimeSwitch]]:
     src = tmp_path / "cgnat.nfp"
     text = (ROOT / "examples/cgnat.nfp").read_text()
     assert "meta.timeout = 300;" in text
@@ -62,7 +63,8 @@ def _cgn(tmp_path: Path) -> Iterator[tuple[LiveDataPlane, Runtime, P4RuntimeSwit
     try:
         with LiveDataPlane(out / "server/nf", sw.p4rt, sw.model.server_ports[0]) as live:
             assert live.server is not None
-            rt = Runtime(out, switch=sw.client, server=live.server.control)
+            rt = Runtime(out, switch=sw.client, server=live.server.control,
+                         goal=GoalStore(goal) if goal is not None else None)
             steer_all(rt)  # the example shards over six boxes: this one gets every external address
             rt.table("subnet_to_external").add(ipv4_src="10.0.0.0/8", ext_ip=EXT_IP)
             rt.table("upstream_routes").add(ipv4_dst="0.0.0.0/0", port=OUTSIDE, next_hop_mac=0x020000000024)
@@ -206,6 +208,36 @@ def test_a_mapping_the_switch_holds_is_not_freed_under_it(tmp_path):
         outbound.step()
         de = _sent(live, INSIDE, [_out("10.0.0.8", 4000, 1), _out("10.0.0.9", 5000, 1)])
         assert sorted(p[UDP].sport for p in de) == [1024, 1025]  # C's expired too; B's not held
+
+
+def test_a_server_restarted_under_the_managers_gives_out_no_port_the_switch_still_translates_with(tmp_path):
+    """The server program is replaced while the managers run (restarted empty: A's mapping
+    gone, port 1024 free again).  The managers notice (its control channel closed),
+    reconnect, reconcile its tables from the goal state, and take A's mapping off the switch,
+    which the new server does not have: else A would keep leaving as 1024 through the
+    switch while the new server gives 1024 to B, and B's answers would reach A."""
+    with _cgn(tmp_path, goal=tmp_path / "goal.sqlite") as (live, rt, sw):
+        managers = Managers({t: CacheManager(rt, t, IdleLimits(()), half_life=1.0) for t in ("nat_out", "nat_in")},
+                            step_s=0.01, evict_s=0.05, retry_s=0.05)
+        with managers:
+            _sent(live, INSIDE, [_out("10.0.0.5", 1000, i) for i in range(4)])
+            deadline = time.monotonic() + 10
+            while len(_cached(sw, "nat_out", rt)) != 1:
+                assert time.monotonic() < deadline, "A's mapping never reached the switch"
+                time.sleep(0.02)
+            live.replace(live.links[sw.model.server_ports[0]].port)
+            deadline = time.monotonic() + 20
+            while not managers.recoveries or _cached(sw, "nat_out", rt):
+                assert time.monotonic() < deadline, (managers.errors, managers.last_error)
+                time.sleep(0.05)
+            assert not any(r.get("switch") for r in managers.recoveries[0].values())  # the switch did not restart
+            b = _sent(live, INSIDE, [_out("10.0.0.6", 2000, 1)])  # the new server's first mapping
+            a = _sent(live, INSIDE, [_out("10.0.0.5", 1000, 50)])
+            back = _sent(live, OUTSIDE, [_in(b[0][UDP].sport, 1)])
+        assert managers.failed is None
+    assert (b[0].src, b[0][UDP].sport) == (EXT_IP, 1024)
+    assert (a[0].src, a[0][UDP].sport) == (EXT_IP, 1025)  # not 1024: A's old mapping is off the switch
+    assert [(p.dst, p[UDP].dport) for p in back] == [("10.0.0.6", 2000)]
 
 
 def test_nfc_run_live_manages_the_caches(tmp_path):

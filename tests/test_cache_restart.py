@@ -1,0 +1,189 @@
+"""A restart noticed by the cache managers themselves (issue 14 item 5): the switch model
+behind its P4Runtime server restarted empty on the same port, the generated server program
+restarted empty on the same control socket, entries gone from the switch behind the
+runtime's back.  ``Managers`` (with the runtime's goal state) reconnects what went down and
+reconciles, without being told; what each side holds is read back from it and compared
+with the entries the test wrote."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from emulator.switchmodel import SwitchModel
+from emulator.switchmodel.server import P4RuntimeServer, serve
+from runtime.api import Runtime
+from runtime.cache_manager import CacheLost, CacheManager, IdleLimits, Managers
+from runtime.goal import GoalStore
+from runtime.p4runtime import SwitchClient, SwitchUpdate
+from runtime.server_proc import ServerProcess
+from tests.conftest import HAVE_DPDK, ROOT
+
+pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+
+PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
+HOSTS = {0x0A000000 + i: 100 + i for i in range(20)}  # host -> port
+ACL = {0xC0000200 + i: 1 for i in range(5)}  # a table the switch holds whole
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("restart") / "out"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
+                       capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
+    return out
+
+
+class Sides:
+    """The switch model behind P4Runtime on a fixed port and the server program on a fixed
+    control socket, each restartable there, empty."""
+
+    def __init__(self, out: Path, tmp: Path) -> None:
+        self.out, self.socket = out, tmp / "control.sock"
+        self.names = json.loads((out / "switch/name_map.json").read_text())
+        self.grpc, self.port = self._serve("127.0.0.1:0")
+        self.switch = SwitchClient(f"127.0.0.1:{self.port}", self.names, "tna")
+        self.server = ServerProcess(out / "server/nf", ["net_null0"], control=self.socket)
+
+    def _serve(self, address: str) -> tuple[Any, int]:
+        self.model = SwitchModel.from_build(self.out)
+        return serve(P4RuntimeServer(self.model, self.names, "tna"), address)
+
+    def restart_switch(self) -> None:
+        self.grpc.stop(0).wait()
+        self.grpc, _ = self._serve(f"127.0.0.1:{self.port}")  # a new model: empty
+
+    def restart_server(self) -> None:
+        self.server.stop()
+        self.server = ServerProcess(self.out / "server/nf", ["net_null0"], control=self.socket)  # empty
+
+    def close(self) -> None:
+        self.switch.close()
+        self.grpc.stop(0)
+        self.server.stop()
+
+
+@contextmanager
+def _managed(built: Path, tmp_path: Path, **managers: Any) -> Iterator[tuple[Sides, Runtime, Managers]]:
+    """Both sides, a runtime with a goal state that added every host and ACL entry (a
+    6-entry cache, full: every eviction step reads it whole), and its managers running."""
+    sides = Sides(built, tmp_path)
+    rt = Runtime(built, switch=sides.switch, server=sides.server.control, goal=GoalStore(tmp_path / "goal.sqlite"))
+    try:
+        rt.caches["hosts"].capacity = 6
+        rt.table("hosts").add_many([{"ipv4_dst": h, "port": p} for h, p in HOSTS.items()])
+        rt.table("acl").add_many([{"ipv4_src": a, "ok": v} for a, v in ACL.items()])
+        manager = CacheManager(rt, "hosts", IdleLimits(((0.95, 1000.0),)))  # nothing idles out meanwhile
+        with Managers({"hosts": manager}, **{"step_s": 0.01, "evict_s": 0.05, "retry_s": 0.05, **managers}) as m:
+            yield sides, rt, m
+    finally:
+        if rt.goal is not None:
+            rt.goal.close()
+        sides.close()
+
+
+def _until(done: Callable[[], bool], what: str, seconds: float = 20.0) -> None:
+    deadline = time.monotonic() + seconds
+    while not done():
+        assert time.monotonic() < deadline, what
+        time.sleep(0.02)
+
+
+def _cache(switch: SwitchClient) -> dict[int, int]:
+    return {m["ipv4_dst"][0]: v["port"] for m, v, _p in switch.read("hosts")}
+
+
+def _server_hosts(sides: Sides) -> dict[int, int]:
+    return {h: p for h, p in sides.server.control.dump("hosts")}
+
+
+def test_a_switch_restarted_empty_gets_its_cache_and_tables_back_from_the_managers(built, tmp_path):
+    with _managed(built, tmp_path) as (sides, rt, managers):
+        assert rt.schemas["acl"].on_switch and not rt.schemas["acl"].on_server
+        before = _cache(sides.switch)
+        assert len(before) == 6 and all(HOSTS[h] == p for h, p in before.items())
+        sides.restart_switch()  # nothing tells the runtime: the managers notice
+        _until(lambda: bool(managers.recoveries), "the restarted switch was not noticed")
+        repair = managers.recoveries[0]
+        assert (repair["hosts"]["switch"].added, repair["acl"]["switch"].added) == (6, len(ACL))
+        assert "server" not in repair["hosts"]  # the server did not restart: not looked at
+        assert _cache(sides.switch) == before
+        assert {m["ipv4_src"][0]: v["ok"] for m, v, _p in sides.switch.read("acl")} == ACL
+        assert not sides.switch.lost and managers.failed is None
+
+
+def test_a_server_restarted_empty_gets_its_table_back_and_the_cache_stays_what_it_was(built, tmp_path):
+    with _managed(built, tmp_path) as (sides, _rt, managers):
+        before = _cache(sides.switch)
+        sides.restart_server()  # empty (the repair below added every host)
+        _until(lambda: bool(managers.recoveries), "the restarted server was not noticed")
+        repair = managers.recoveries[0]
+        assert repair["hosts"]["server"].added == len(HOSTS) and "switch" not in repair["acl"]
+        assert _server_hosts(sides) == HOSTS
+        assert _cache(sides.switch) == before and managers.errors["hosts"] >= 1  # a step failed on the channel
+
+
+def test_entries_gone_from_the_switch_behind_the_runtimes_back_are_put_back(built, tmp_path):
+    with _managed(built, tmp_path) as (sides, _rt, managers):
+        before = _cache(sides.switch)
+        gone = sorted(before)[:2]
+        assert all(e is None for e in sides.switch.write(
+            [SwitchUpdate("delete", "hosts", {"ipv4_dst": (h, None)}, {}) for h in gone]))
+        _until(lambda: bool(managers.recoveries), "the lost entries were not noticed")
+        assert isinstance(managers.last_error["hosts"], CacheLost)
+        assert managers.recoveries[0]["hosts"]["switch"].added == 2
+        assert _cache(sides.switch) == before
+
+
+def test_an_entry_cached_while_a_read_was_on_its_way_is_not_taken_for_lost(built, tmp_path):
+    """An operator's add cached after an eviction step's read was sent is not in that read:
+    the read of it made under the lock finds it, so no restart is assumed."""
+    sides = Sides(built, tmp_path)
+    rt = Runtime(built, switch=sides.switch, server=sides.server.control, goal=GoalStore(tmp_path / "goal.sqlite"))
+    entered, release = threading.Event(), threading.Event()
+    outcome: list[object] = []
+    try:
+        rt.caches["hosts"].capacity = 7
+        rt.table("hosts").add_many([{"ipv4_dst": h, "port": p} for h, p in list(HOSTS.items())[:6]])
+        read = sides.switch.idle
+
+        def held(*args: Any, **kw: Any) -> Any:
+            out = list(read(*args, **kw))  # the read as the switch answered it: before the add
+            entered.set()
+            release.wait(30)
+            return out
+
+        def step() -> None:
+            try:
+                outcome.append(manager.evict_step())
+            except Exception as e:  # the test looks at it
+                outcome.append(e)
+
+        sides.switch.idle = held  # type: ignore[method-assign]
+        manager = CacheManager(rt, "hosts", IdleLimits(((0.5, 1000.0),)))  # 6 of 7: every idle time read
+        stepping = threading.Thread(target=step)
+        stepping.start()
+        try:
+            assert entered.wait(10)
+            host = list(HOSTS)[6]
+            rt.table("hosts").add(ipv4_dst=host, port=HOSTS[host])  # room: cached at once
+            assert host in _cache(sides.switch)
+        finally:
+            release.set()
+            stepping.join(30)
+        assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
+    finally:
+        assert rt.goal is not None
+        rt.goal.close()
+        sides.close()
