@@ -193,6 +193,7 @@ class Runtime:
         # per switch cache: its policy and its writes, one writer at a time (the runtime's own
         # writes to the table, a cache manager's steps, reconcile)
         self.cache_locks = {n: threading.RLock() for n in self.caches}
+        self.steering: dict[int, int] = {}  # a sharded build's buckets steered away from home: bucket -> server
         if switch is not None and isinstance(server, ServerFleet) and self.plan.shard is not None:
             adopt_steering(self)  # a controller restarted: the buckets go where the switch sends them
         self._tables()
@@ -288,7 +289,12 @@ class Runtime:
                     ch.reconnect()
                     self._check_server(ch)
                     sides.add("server")
-            return reconcile(self, sides) if sides else None
+            if not sides:
+                return None
+            repair = reconcile(self, sides)
+            if "switch" in sides and self.steering:  # not goal state: what this runtime steered
+                steer(self, dict(self.steering))
+            return repair
 
     # ---- a sharded deployment's servers (runtime/steering.py) ----------------------------------
 

@@ -109,6 +109,12 @@ def steer(rt: Runtime, buckets: Mapping[int, int | None]) -> None:
                             SwitchUpdate("modify", t, match, {"port": old}))
     errors = rt.switch.write(updates) if updates else []
     failed = [e for e in errors if e is not None]
+    if not failed:  # remembered: a switch that restarts gets them back (Runtime.recover)
+        for b, server in buckets.items():
+            if server is None or ports[server] == shard.shares[shard.home(b)].port:
+                rt.steering.pop(b, None)
+            else:
+                rt.steering[b] = server
     if failed:
         done = [u for u, e in zip(undo, errors, strict=True) if e is None]
         try:
@@ -144,6 +150,8 @@ def adopt_steering(rt: Runtime) -> None:
         port = ports.pop() if len(ports) == 1 else -1  # -1: the bridges' tables disagree
         owners = [i for i in fleet.serving if fleet.ports[i] == port]
         fleet.route[b] = owners[0] if owners else shard.home(b)
+        if port is not None and owners:
+            rt.steering[b] = owners[0]
         if port is not None and not owners:  # steered where no server of this fleet is: home again
             astray[b] = None
     if astray:

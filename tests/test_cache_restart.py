@@ -23,10 +23,12 @@ from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server import P4RuntimeServer, serve
 from runtime.api import Runtime
 from runtime.cache_manager import CacheLost, CacheManager, IdleLimits, Managers
+from runtime.errors import ChannelError
 from runtime.goal import GoalStore
 from runtime.p4runtime import SwitchClient, SwitchUpdate
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, ROOT
+from runtime.steering import steer_all
+from tests.conftest import HAVE_DPDK, ROOT, build_with_server
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -183,6 +185,39 @@ def test_an_entry_cached_while_a_read_was_on_its_way_is_not_taken_for_lost(built
             release.set()
             stepping.join(30)
         assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
+    finally:
+        assert rt.goal is not None
+        rt.goal.close()
+        sides.close()
+
+
+def test_a_switch_restarted_under_a_sharded_build_gets_its_steering_back(tmp_path):
+    """The CGN shards its subscribers over six boxes; this one was given every bucket
+    (steering entries on the switch, which are not goal state).  A switch that restarts
+    loses them: ``recover`` steers again what this runtime steered."""
+    out = build_with_server("examples/cgnat.nfp", tmp_path / "cgn")
+    sides = Sides(out, tmp_path)
+    rt = Runtime(out, switch=sides.switch, server=sides.server.control, goal=GoalStore(tmp_path / "goal.sqlite"))
+    try:
+        steer_all(rt)
+        tables = [t for t, info in sides.switch.names["tables"].items() if info.get("steering")]
+
+        def steering() -> dict[str, dict[int, int]]:
+            return {t: {m["bucket"][0]: v["port"] for m, v, _p in sides.switch.read(t)} for t in tables}
+
+        before = steering()
+        assert tables and all(before.values())
+        sides.restart_switch()
+        _until(lambda: sides.switch.lost, "the stream did not end")
+        deadline = time.monotonic() + 20
+        while True:
+            try:
+                assert rt.recover() is not None
+                break
+            except ChannelError:  # the new switch not answering yet
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+        assert steering() == before
     finally:
         assert rt.goal is not None
         rt.goal.close()
