@@ -12,6 +12,7 @@ leaves the switch cache before the server.
 
 from __future__ import annotations
 
+import collections
 import json
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
@@ -194,6 +195,11 @@ class Runtime:
         # writes to the table, a cache manager's steps, reconcile)
         self.cache_locks = {n: threading.RLock() for n in self.caches}
         self.steering: dict[int, int] = {}  # a sharded build's buckets steered away from home: bucket -> server
+        # a write to the data planes with its record in the goal state, steering, a reconcile:
+        # one at a time (taken before any cache lock), so a recovery never sees one half done
+        self.writing = threading.RLock()
+        self.restarts: collections.Counter[str] = collections.Counter()  # per side: restarts repaired (reconciles)
+        self._pending: set[str] = set()  # sides reconnected but not reconciled yet (recover)
         if switch is not None and isinstance(server, ServerFleet) and self.plan.shard is not None:
             adopt_steering(self)  # a controller restarted: the buckets go where the switch sends them
         self._tables()
@@ -254,8 +260,10 @@ class Runtime:
         each side to the goal state (runtime/reconcile.py); per table and side, what it took."""
         if self.goal is None:
             raise ChannelError("reconcile needs the goal state: connect with goal=PATH")
-        with self.holding_caches():
-            return reconcile(self)
+        with self.writing, self.holding_caches():
+            repair = reconcile(self)
+            self.restarts.update(("server", "switch"))
+            return repair
 
     @contextmanager
     def holding_caches(self) -> Iterator[None]:
@@ -272,28 +280,35 @@ class Runtime:
         to be missing from the switch), bring those sides to the goal state (``reconcile``;
         a switch cache is the switch's side); what that took, or None when every side was
         up and nothing was lost.  A ChannelError while a side still does not answer (call
-        again later)."""
+        again later): a side reconnected by a call that then failed is reconciled by the
+        next.  ``restarts`` counts the sides repaired (cache managers look at it)."""
         if self.goal is None:
             raise ChannelError("recovering from a restart needs the goal state: connect with goal=PATH")
-        sides = {"switch"} if lost else set()
-        with self.holding_caches():
+        with self.writing, self.holding_caches():
+            pending = self._pending
+            if lost:
+                pending.add("switch")
             if self.switch is not None and self.switch.lost:
+                pending.add("switch")
                 self.switch.reconnect()
-                sides.add("switch")
             channels = self.server.live if isinstance(self.server, ServerFleet) else \
                 [self.server] if self.server is not None else []
             for ch in channels:
                 try:
                     ch.ping()
                 except ChannelError:
+                    pending.add("server")
                     ch.reconnect()
+            if "server" in pending:  # the program answering there must be this build's
+                for ch in channels:
                     self._check_server(ch)
-                    sides.add("server")
-            if not sides:
+            if not pending:
                 return None
-            repair = reconcile(self, sides)
-            if "switch" in sides and self.steering:  # not goal state: what this runtime steered
+            repair = reconcile(self, pending)
+            if "switch" in pending and self.steering:  # not goal state: what this runtime steered
                 steer(self, dict(self.steering))
+            self.restarts.update(pending)
+            self._pending = set()
             return repair
 
     # ---- a sharded deployment's servers (runtime/steering.py) ----------------------------------
@@ -301,32 +316,39 @@ class Runtime:
     def steer(self, bucket: int, server: int | None) -> None:
         """Send the shard selector's bucket ``bucket`` to server ``server``'s port (None: its
         home server's), on the switch alone; ``move`` also moves its entries."""
-        steer(self, {bucket: server})
+        with self.writing:
+            steer(self, {bucket: server})
 
     def move(self, moves: Mapping[int, int]) -> Move:
         """Buckets to other servers (bucket -> server), entries first, make-before-break."""
-        return move(self, moves)
+        with self.writing:
+            return move(self, moves)
 
     def rebalance(self, servers: Sequence[int] | None = None) -> Move:
         """Spread the buckets evenly over ``servers`` (default: all serving), fewest moves."""
-        return rebalance(self, servers)
+        with self.writing:
+            return rebalance(self, servers)
 
     def add_server(self, channel: ControlChannel, port: int) -> Move:
         """A server program joins on switch port ``port`` and takes its even part of the buckets."""
-        return add_server(self, channel, port)
+        with self.writing:
+            return add_server(self, channel, port)
 
     def remove_server(self, server: int) -> Move:
         """A serving server leaves: its buckets move to the others first."""
-        return remove_server(self, server)
+        with self.writing:
+            return remove_server(self, server)
 
     def check_servers(self) -> list[Move]:
         """A liveness round: a dead server's buckets are spread over the live ones."""
-        return check_servers(self)
+        with self.writing:
+            return check_servers(self)
 
     def fail_over(self, dead: int, to: Sequence[int] | None = None) -> Move:
         """Server ``dead`` stopped answering: its buckets and their split-table entries (from
         the goal state) go to ``to`` (default: every live server); its state is reported lost."""
-        return fail_over(self, dead, to)
+        with self.writing:
+            return fail_over(self, dead, to)
 
     def table(self, name: str) -> Table:
         if name not in self.schemas:
@@ -369,7 +391,8 @@ class Runtime:
             s = self.table(t).schema
             checked = [_check(s, row, True, prio) for row, prio in rows]
             self._counted_cells(s, checked)
-            self.goal.apply(s.name, "add", [goal_entry(s, e) for e in checked])
+            with self.writing:
+                self.goal.apply(s.name, "add", [goal_entry(s, e) for e in checked])
             n += len(checked)
         return n
 
@@ -503,9 +526,10 @@ class Runtime:
             return
         if op != "delete":
             self._counted_cells(s, entries)
-        self._write(s, op, entries)
-        if self.goal is not None:
-            self.goal.apply(s.name, op, [goal_entry(s, e) for e in entries])
+        with self.writing:
+            self._write(s, op, entries)
+            if self.goal is not None:
+                self.goal.apply(s.name, op, [goal_entry(s, e) for e in entries])
 
     def _counted_cells(self, s: TableSchema, entries: Sequence[_Entry]) -> None:
         """InvalidEntry unless every value that names a cell of a ``monotonic`` register (plan.json

@@ -47,7 +47,7 @@ import math
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 
 from runtime.api import Runtime
@@ -129,6 +129,8 @@ class CacheManager:
         # to the table, reconcile
         self.lock = runtime.cache_locks[table]
         self._fresh: set[Key] = set()  # promoted since the eviction step's read was sent
+        self._seen = Counter(runtime.restarts)  # the runtime's repaired restarts this manager has seen
+        self.put_back = 0  # entries the switch lost, written again (a runtime without goal state)
         if notify and self.state:
             raise ValueError(f"{table} is data-plane state: every step reads the whole cache (its hits restart "
                              "the server's timers), so idle notifications do not apply")
@@ -161,10 +163,12 @@ class CacheManager:
             return NOTHING
         if self.candidates is not None:
             with self.lock:
+                self._sync()
                 decisions = self._evict_notified()
                 self.rt.apply_cache(self.table, decisions)
             return dataclasses.replace(NOTHING, evicted=sum(len(d.evict) for d in decisions))
         with self.lock:
+            self._sync()
             limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
             if limit is None and len(self.policy.cached) < self.policy.capacity and not self.state:
                 return NOTHING
@@ -176,6 +180,8 @@ class CacheManager:
         idle = [(self._key(m), idle_ns) for m, _p, idle_ns in self.rt.switch.idle(self.table)]
         shares = self._hit_shares(idle, sent, time.monotonic())
         with self.lock:
+            if self._sync():  # a restart was repaired meanwhile: the read is of the switch before it
+                return NOTHING
             self._check_kept(idle)
             self.hit_share, self._read_gap, self._coldest, self._read_at = shares
             if self.state:
@@ -186,6 +192,8 @@ class CacheManager:
         for start in range(0, len(idle) if limit is not None else 0, EVICT_CHUNK):
             assert limit is not None
             with self.lock:
+                if self._sync():
+                    break
                 keys = (k for k, idle_ns in idle[start:start + EVICT_CHUNK] if idle_ns > limit * 1e9)
                 decisions = [self.policy.demote(k) for k in keys if k in self.policy.cached and k not in self._fresh]
                 try:
@@ -202,6 +210,7 @@ class CacheManager:
         ones, and written to the switch."""
         hits = self.rt.server.hits(self.table) if self.rt.server is not None else None
         with self.lock:
+            self._sync()
             return self._promote(hits)
 
     def _promote(self, hits: Hits | None) -> StepReport:
@@ -268,14 +277,19 @@ class CacheManager:
         switch lacks entries the policy has cached there (it restarted, or lost them).  Only
         a read shorter than the cache is looked into (O(cache) then), and an entry it lacks
         counts only if a read of it now, under the lock, does not find it either (it may
-        have been cached after the read was sent, by a promotion or the runtime's own add)."""
+        have been cached after the read was sent, by a promotion or the runtime's own add).
+        A runtime without goal state has nothing to recover from: the lost entries are
+        written to the switch again, with the server's values (``put_back``)."""
         policy = self.policy
         if len(idle) >= len(policy.cached) - len(self._fresh):
             return
         seen = {k for k, _ in idle}
         suspects = [k for k in policy.cached if k not in seen and k not in self._fresh]
         missing = self.rt.switch_lacks(self.table, suspects) if suspects else []
-        if missing:
+        if missing and self.rt.goal is None:  # nothing to reconcile from: the server's copies put back
+            self.rt.apply_cache(self.table, [CacheDecision(install=missing)])
+            self.put_back += len(missing)
+        elif missing:
             raise CacheLost(f"the switch lacks {len(missing)} of the {len(policy.cached)} entries cached in "
                             f"{self.table} (it restarted, or lost them)")
 
@@ -346,16 +360,28 @@ class CacheManager:
             del candidates[key]
         return out
 
-    def restarted(self) -> None:
-        """After ``Runtime.recover`` repaired a restart: what the manager learnt from the
-        switch's reads starts again, and data-plane state is adopted afresh (a switch that
-        restarted holds none of it; one whose server restarted holds mappings the server no
-        longer has, which ``_adopt_state`` takes off the switch)."""
+    def _sync(self) -> bool:
+        """Under ``lock``: has the runtime repaired a restart since this manager last looked
+        (``Runtime.restarts``: a ``recover`` or a ``reconcile``, by the managers or anyone)?
+        If so, ``restarted`` with the sides it repaired."""
+        now = self.rt.restarts
+        sides = {side for side, n in now.items() if n != self._seen.get(side, 0)}
+        if sides:
+            self._seen = Counter(now)
+            self.restarted(sides)
+        return bool(sides)
+
+    def restarted(self, sides: Collection[str] = ("server", "switch")) -> None:
+        """After a restart of ``sides`` was repaired: what the manager learnt from the
+        switch's reads starts again (the switch's), and data-plane state is adopted afresh
+        (either's: a switch that restarted holds none of it; one whose server restarted
+        holds mappings the server no longer has, which ``_adopt_state`` takes off it)."""
         with self.lock:
-            self.hit_share, self._coldest, self._read_at, self._read_gap = {}, [], None, 0.0
-            self._fresh = set()
-            if self.candidates is not None:
-                self.candidates = {}
+            if "switch" in sides:
+                self.hit_share, self._coldest, self._read_at, self._read_gap = {}, [], None, 0.0
+                self._fresh = set()
+                if self.candidates is not None:
+                    self.candidates = {}  # reconcile wrote the entries with their idle timeouts: reported anew
             if self.state and self.rt.switch is not None and self.rt.server is not None:
                 self.rt.caches[self.table] = self.policy.empty()
                 self._adopt_state()
@@ -425,9 +451,12 @@ class Managers:
     stream channel ending, a step failing on a channel (ChannelError: the server program
     closed its control socket, the switch stopped answering), or an eviction read missing
     entries the manager cached (CacheLost) — the next step of either thread first calls
-    ``Runtime.recover`` (needs the runtime's goal state), every cache held: the side that is
-    down reconnected, both brought to the goal, each manager ``restarted``; while a side does
-    not answer, that is tried again every ``retry_s`` and counted under ``errors["recover"]``."""
+    ``Runtime.recover`` (needs the runtime's goal state; without it the steps go on, errors
+    counted, and lost cache entries are written again from the server): the side that is down
+    reconnected, the sides that restarted brought to the goal; each manager then sees
+    ``Runtime.restarts`` move at its next step (``restarted``).  While a side does not answer,
+    that is tried again every ``retry_s``, counted under ``errors["recover"]``, and nothing
+    steps (a fleet's server that does not come back must be failed over: ``fail_over``)."""
 
     def __init__(self, managers: dict[str, CacheManager], step_s: float = 0.005, evict_s: float = 0.2,
                  on_error: Callable[[str, Exception], None] | None = None, retry_s: float = 0.5) -> None:
@@ -441,6 +470,7 @@ class Managers:
         self._suspect = threading.Event()  # a side may have restarted: recover before the next step
         self._lost = False  # ... and entries are known to be missing (CacheLost)
         self._recovering = threading.Lock()
+        self._next_try = 0.0  # no recovery attempt before (monotonic): both threads wait out a failed one
         self.step_s, self.evict_s = step_s, evict_s
         self.on_error = on_error
         self.steps = 0  # promotion and eviction steps
@@ -457,10 +487,10 @@ class Managers:
 
     @classmethod
     def every_cache(cls, runtime: Runtime, step_s: float = 0.005, evict_s: float = 0.2,
-                    on_error: Callable[[str, Exception], None] | None = None) -> Managers:
+                    on_error: Callable[[str, Exception], None] | None = None, retry_s: float = 0.5) -> Managers:
         """A manager (the defaults) for each switch cache of the runtime's plan."""
         return cls({name: CacheManager(runtime, name) for name, s in runtime.schemas.items() if s.cached},
-                   step_s, evict_s, on_error)
+                   step_s, evict_s, on_error, retry_s)
 
     def __enter__(self) -> Managers:
         for t in self._threads:
@@ -522,16 +552,18 @@ class Managers:
         with self._recovering:
             if not (self._suspect.is_set() or (rt.switch is not None and rt.switch.lost)):
                 return True  # the other thread did it
+            if time.monotonic() < self._next_try:
+                return False
+            lost, self._lost = self._lost, False
+            self._suspect.clear()  # (a sign from now on is another restart's)
             try:
-                with rt.holding_caches():
-                    repair = rt.recover(self._lost)
-                    for m in self.managers.values():
-                        m.restarted()
-            except (RuntimeApiError, OSError) as e:
+                repair = rt.recover(lost)  # the managers see it at their next step (Runtime.restarts)
+            except Exception as e:  # a side down, the goal store unreachable (GoalError, sqlite3): again later
+                self._lost = self._lost or lost
+                self._suspect.set()
+                self._next_try = time.monotonic() + self.retry_s
                 self._failed("recover", e)
                 return False
-            self._suspect.clear()
-            self._lost = False
             if repair is not None:
                 self.recoveries = [*self.recoveries[-15:], repair]
             return True

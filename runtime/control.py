@@ -144,7 +144,7 @@ class ControlChannel:
     def __init__(self, path: str | Path, timeout: float = 60.0) -> None:
         self.path = str(path)
         self.timeout = timeout
-        self._turn = threading.Lock()  # one request and its reply at a time (raw)
+        self._turn = threading.RLock()  # one request and its reply at a time (raw), or a reconnection
         self._open()
 
     def _open(self) -> None:
@@ -161,6 +161,7 @@ class ControlChannel:
             self.sock.close()
             raise
         if hello.get("version") != VERSION:
+            self.sock.close()
             raise ChannelError(f"the server program speaks control protocol {hello.get('version')}, not {VERSION}")
         self.program: str = hello["program"]
         self.tables = {t["name"]: ServerTable(i, t["name"], tuple(t["keys"]), tuple(t["values"]), t["lpm"],
@@ -178,8 +179,9 @@ class ControlChannel:
         restarted), so its tables are learnt again; it must be built from the same ``.nfp``
         (``Runtime`` checks the tables once, ``Runtime.recover`` again).  A ChannelError
         while nothing answers there."""
-        self.sock.close()
-        self._open()
+        with self._turn:
+            self.sock.close()
+            self._open()
 
     def __enter__(self) -> ControlChannel:
         return self
@@ -189,11 +191,11 @@ class ControlChannel:
 
     # ---- framing -----------------------------------------------------------------------------
 
-    def _recv(self, n: int) -> bytes:
+    def _recv(self, sock: socket.socket, n: int) -> bytes:
         buf = bytearray()
         while len(buf) < n:
             try:
-                chunk = self.sock.recv(n - len(buf))
+                chunk = sock.recv(n - len(buf))
             except OSError as e:
                 raise ChannelError(f"control socket: {e}") from e
             if not chunk:
@@ -207,20 +209,21 @@ class ControlChannel:
         One request at a time: threads sharing the channel (a controller and the live data
         plane's counter reads) take turns."""
         with self._turn:
+            sock = self.sock
             try:
-                self.sock.sendall(header + body)
+                sock.sendall(header + body)
             except OSError as e:
                 try:
-                    return self._reply()
+                    return self._reply(sock)
                 except ChannelError:
                     raise ChannelError(f"control socket: {e}") from e
-            return self._reply()
+            return self._reply(sock)
 
-    def _reply(self) -> tuple[int, int, bytes]:
-        magic, version, status, _op, index, length = REP.unpack(self._recv(REP.size))
+    def _reply(self, sock: socket.socket) -> tuple[int, int, bytes]:
+        magic, version, status, _op, index, length = REP.unpack(self._recv(sock, REP.size))
         if magic != b"NFCR" or version != VERSION:
             raise ChannelError("not a control channel reply")
-        return status, index, self._recv(length)
+        return status, index, self._recv(sock, length)
 
     def _request(self, op: str, table: int = 0, count: int = 0, body: bytes = b"", what: str = "") -> tuple[int, bytes]:
         """One request; (index, body) of an OK reply, else the typed error of its status."""

@@ -193,13 +193,15 @@ class Meter(_Object):
             if not isinstance(r, MeterRates):
                 raise InvalidEntry(f"meter {self.name}[{i}]: give MeterRates(cir, cbs, pir, pbs), not {r!r}")
             r.check(f"meter {self.name}[{i}]")
-        self._write([(i, r.cir, r.cbs, r.pir, r.pbs) for i, r in rates.items()])
-        self._remember({i: (r.cir, r.cbs, r.pir, r.pbs) for i, r in rates.items()})
+        with self.rt.writing:  # the write and its record, one step for a recovery (Runtime.writing)
+            self._write([(i, r.cir, r.cbs, r.pir, r.pbs) for i, r in rates.items()])
+            self._remember({i: (r.cir, r.cbs, r.pir, r.pbs) for i, r in rates.items()})
 
     def reset(self, index: int) -> None:
         """Back to unconfigured: every packet green."""
-        self._write([(self._indices([index])[0], 0, 0, 0, 0)])
-        self._remember({index: None})
+        with self.rt.writing:
+            self._write([(self._indices([index])[0], 0, 0, 0, 0)])
+            self._remember({index: None})
 
     def _remember(self, rates: dict[int, tuple[int, int, int, int] | None]) -> None:
         """A meter's configuration is goal state: ``reconcile`` sets it again after a restart."""

@@ -152,7 +152,16 @@ class SwitchClient:
 
     def _open(self) -> None:
         """Open the stream channel, become the primary (§5) and, given a P4Info, set the
-        pipeline; the stream is read by a thread of its own until it ends."""
+        pipeline; the stream is read by a thread of its own until it ends.  If any of it
+        fails the stream is ended, so the client stays ``lost`` (reconnect again)."""
+        try:
+            self._stream_open()
+        except BaseException:
+            self._requests.put(None)
+            self._ended.set()
+            raise
+
+    def _stream_open(self) -> None:
         self._requests: queue.Queue[Any] = queue.Queue()
         self._responses: queue.Queue[Any] = queue.Queue()
         self._stream_error = "closed"
@@ -166,12 +175,10 @@ class SwitchClient:
         try:
             resp = self._responses.get(timeout=self.timeout)
         except queue.Empty:
-            self._requests.put(None)
             raise ChannelError(f"no arbitration answer from the P4Runtime endpoint {self.address}") from None
         if resp is None:
             raise ChannelError(f"{self.address}: the P4Runtime endpoint ended the stream: {self._stream_error}")
         if resp.arbitration.status.code != code_pb2.OK:
-            self._requests.put(None)
             raise ChannelError(f"{self.address}: this client is not the primary (another controller holds the "
                                "device)")
         if self.p4info is not None:
@@ -185,7 +192,8 @@ class SwitchClient:
                 else:
                     responses.put(msg)
         except grpc.RpcError as e:
-            self._stream_error = f"{e.code().name}: {e.details()}"
+            if ended is self._ended:  # (an old stream's end says nothing of the new one)
+                self._stream_error = f"{e.code().name}: {e.details()}"
         ended.set()
         responses.put(None)
 

@@ -62,12 +62,14 @@ class Sides:
         self.model = SwitchModel.from_build(self.out)
         return serve(P4RuntimeServer(self.model, self.names, "tna"), address)
 
-    def restart_switch(self) -> None:
+    def restart_switch(self, down: float = 0.0) -> None:
         self.grpc.stop(0).wait()
+        time.sleep(down)
         self.grpc, _ = self._serve(f"127.0.0.1:{self.port}")  # a new model: empty
 
-    def restart_server(self) -> None:
+    def restart_server(self, down: float = 0.0) -> None:
         self.server.stop()
+        time.sleep(down)
         self.server = ServerProcess(self.out / "server/nf", ["net_null0"], control=self.socket)  # empty
 
     def close(self) -> None:
@@ -77,11 +79,14 @@ class Sides:
 
 
 @contextmanager
-def _managed(built: Path, tmp_path: Path, **managers: Any) -> Iterator[tuple[Sides, Runtime, Managers]]:
-    """Both sides, a runtime with a goal state that added every host and ACL entry (a
-    6-entry cache, full: every eviction step reads it whole), and its managers running."""
+def _managed(built: Path, tmp_path: Path, goal: bool = True,
+             **managers: Any) -> Iterator[tuple[Sides, Runtime, Managers]]:
+    """Both sides, a runtime with a goal state (unless not ``goal``) that added every host
+    and ACL entry (a 6-entry cache, full: every eviction step reads it whole), and its
+    managers running."""
     sides = Sides(built, tmp_path)
-    rt = Runtime(built, switch=sides.switch, server=sides.server.control, goal=GoalStore(tmp_path / "goal.sqlite"))
+    rt = Runtime(built, switch=sides.switch, server=sides.server.control,
+                 goal=GoalStore(tmp_path / "goal.sqlite") if goal else None)
     try:
         rt.caches["hosts"].capacity = 6
         rt.table("hosts").add_many([{"ipv4_dst": h, "port": p} for h, p in HOSTS.items()])
@@ -146,6 +151,35 @@ def test_entries_gone_from_the_switch_behind_the_runtimes_back_are_put_back(buil
         assert isinstance(managers.last_error["hosts"], CacheLost)
         assert managers.recoveries[0]["hosts"]["switch"].added == 2
         assert _cache(sides.switch) == before
+
+
+def test_both_sides_down_and_back_one_after_the_other_are_both_repaired(built, tmp_path):
+    """The switch comes back first: an attempt reconnects it and then fails on the server,
+    which is still down; the switch is not forgotten: the attempt that succeeds once the
+    server is back repairs both."""
+    with _managed(built, tmp_path) as (sides, _rt, managers):
+        before = _cache(sides.switch)
+        sides.server.stop()
+        sides.restart_switch()
+        _until(lambda: managers.errors["recover"] >= 2, "no attempt failed while the server was down")
+        assert not managers.recoveries
+        sides.restart_server()
+        _until(lambda: bool(managers.recoveries), "not repaired once both were back")
+        repair = managers.recoveries[0]
+        assert (repair["hosts"]["server"].added, repair["hosts"]["switch"].added) == (len(HOSTS), 6)
+        assert repair["acl"]["switch"].added == len(ACL)
+        assert _cache(sides.switch) == before and _server_hosts(sides) == HOSTS
+
+
+def test_without_goal_state_entries_the_switch_lost_are_written_again_from_the_server(built, tmp_path):
+    with _managed(built, tmp_path, goal=False) as (sides, _rt, managers):
+        manager = managers.managers["hosts"]
+        before = _cache(sides.switch)
+        gone = sorted(before)[:2]
+        assert all(e is None for e in sides.switch.write(
+            [SwitchUpdate("delete", "hosts", {"ipv4_dst": (h, None)}, {}) for h in gone]))
+        _until(lambda: manager.put_back == 2, "the lost entries were not written again")
+        assert _cache(sides.switch) == before and not managers.recoveries and managers.errors["hosts"] == 0
 
 
 def test_an_entry_cached_while_a_read_was_on_its_way_is_not_taken_for_lost(built, tmp_path):
