@@ -129,6 +129,7 @@ class CacheManager:
         # to the table, reconcile
         self.lock = runtime.cache_locks[table]
         self._fresh: set[Key] = set()  # promoted since the eviction step's read was sent
+        self._promotion_waits = threading.Event()  # a promotion step waits for the lock: evictions let it in
         self._seen = Counter(runtime.restarts)  # the runtime's repaired restarts this manager has seen
         self.put_back = 0  # entries the switch lost, written again (a runtime without goal state)
         if notify and self.state:
@@ -202,16 +203,31 @@ class CacheManager:
                 except RuntimeApiError as e:  # the chunks before it were written
                     raise EvictionStopped(str(e), dataclasses.replace(NOTHING, evicted=evicted)) from e
                 evicted += sum(len(d.evict) for d in decisions)
+            self._let_promotion_in()
         return dataclasses.replace(NOTHING, evicted=evicted)
+
+    def _let_promotion_in(self) -> None:
+        """Between two chunks of evictions: a promotion step waiting for ``lock`` takes it
+        first.  A lock released is otherwise taken again by this thread, which holds the
+        interpreter, before the waiter wakes: at 1M entries two promotions of 20 waited
+        0.1-0.17 s (bench_cache --skews none), behind the first step's 10,000 evictions."""
+        deadline = time.monotonic() + 0.05
+        while self._promotion_waits.is_set() and time.monotonic() < deadline:
+            time.sleep(0.0001)
 
     def promote_step(self) -> StepReport:
         """The server's hits since the last step (HITS, without ``lock``), then under it the
         hottest server entries promoted into the room there is, or in place of colder cached
         ones, and written to the switch."""
         hits = self.rt.server.hits(self.table) if self.rt.server is not None else None
-        with self.lock:
-            self._sync()
-            return self._promote(hits)
+        self._promotion_waits.set()
+        try:
+            with self.lock:
+                self._promotion_waits.clear()
+                self._sync()
+                return self._promote(hits)
+        finally:
+            self._promotion_waits.clear()
 
     def _promote(self, hits: Hits | None) -> StepReport:
         decisions: list[CacheDecision] = []
@@ -588,4 +604,4 @@ class EvictionStopped(RuntimeApiError):
 
 _FIELDS = tuple(f.name for f in dataclasses.fields(StepReport))
 NOTHING = StepReport(0, 0, 0, 0, 0)
-EVICT_CHUNK = 1024  # the evictions of a read written under the manager's lock at a time
+EVICT_CHUNK = 64  # the evictions of a read written under the manager's lock at a time
