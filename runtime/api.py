@@ -301,7 +301,11 @@ class Runtime:
                     ch.reconnect()
             if "server" in pending:  # the program answering there must be this build's
                 for ch in channels:
-                    self._check_server(ch)
+                    try:
+                        self._check_server(ch)
+                    except ChannelError:
+                        ch.close()  # nothing is written to another program meanwhile: reconnected next time
+                        raise
             if not pending:
                 return None
             repair = reconcile(self, pending)

@@ -131,6 +131,7 @@ class CacheManager:
         self._fresh: set[Key] = set()  # promoted since the eviction step's read was sent
         self._promotion_waits = threading.Event()  # a promotion step waits for the lock: evictions let it in
         self._seen = Counter(runtime.restarts)  # the runtime's repaired restarts this manager has seen
+        self._generation = 0  # restarts this manager has adopted: an eviction read of an earlier one is dropped
         self.put_back = 0  # entries the switch lost, written again (a runtime without goal state)
         if notify and self.state:
             raise ValueError(f"{table} is data-plane state: every step reads the whole cache (its hits restart "
@@ -170,6 +171,7 @@ class CacheManager:
             return dataclasses.replace(NOTHING, evicted=sum(len(d.evict) for d in decisions))
         with self.lock:
             self._sync()
+            generation = self._generation
             limit = self.limits.limit(len(self.policy.cached) / max(1, self.policy.capacity))
             if limit is None and len(self.policy.cached) < self.policy.capacity and not self.state:
                 return NOTHING
@@ -181,7 +183,8 @@ class CacheManager:
         idle = [(self._key(m), idle_ns) for m, _p, idle_ns in self.rt.switch.idle(self.table)]
         shares = self._hit_shares(idle, sent, time.monotonic())
         with self.lock:
-            if self._sync():  # a restart was repaired meanwhile: the read is of the switch before it
+            self._sync()
+            if self._generation != generation:  # a restart was repaired meanwhile: the read is of the switch before
                 return NOTHING
             self._check_kept(idle)
             self.hit_share, self._read_gap, self._coldest, self._read_at = shares
@@ -190,12 +193,13 @@ class CacheManager:
                 self.rt.apply_cache(self.table, decisions)
                 return dataclasses.replace(NOTHING, evicted=sum(len(d.evict) for d in decisions))
         evicted = 0
-        for start in range(0, len(idle) if limit is not None else 0, EVICT_CHUNK):
-            assert limit is not None
+        over = [k for k, idle_ns in idle if idle_ns > limit * 1e9] if limit is not None else []
+        for start in range(0, len(over), EVICT_CHUNK):
             with self.lock:
-                if self._sync():
+                self._sync()
+                if self._generation != generation:
                     break
-                keys = (k for k, idle_ns in idle[start:start + EVICT_CHUNK] if idle_ns > limit * 1e9)
+                keys = over[start:start + EVICT_CHUNK]
                 decisions = [self.policy.demote(k) for k in keys if k in self.policy.cached and k not in self._fresh]
                 try:
                     if decisions:
@@ -303,7 +307,11 @@ class CacheManager:
         suspects = [k for k in policy.cached if k not in seen and k not in self._fresh]
         missing = self.rt.switch_lacks(self.table, suspects) if suspects else []
         if missing and self.rt.goal is None:  # nothing to reconcile from: the server's copies put back
-            self.rt.apply_cache(self.table, [CacheDecision(install=missing)])
+            try:
+                self.rt.apply_cache(self.table, [CacheDecision(install=missing)])
+            except RuntimeApiError:  # (apply_cache forgot them) still cached: tried again at the next read
+                policy.revert(CacheDecision(evict=missing))
+                raise
             self.put_back += len(missing)
         elif missing:
             raise CacheLost(f"the switch lacks {len(missing)} of the {len(policy.cached)} entries cached in "
@@ -380,11 +388,11 @@ class CacheManager:
         """Under ``lock``: has the runtime repaired a restart since this manager last looked
         (``Runtime.restarts``: a ``recover`` or a ``reconcile``, by the managers or anyone)?
         If so, ``restarted`` with the sides it repaired."""
-        now = self.rt.restarts
+        now = Counter(self.rt.restarts)
         sides = {side for side, n in now.items() if n != self._seen.get(side, 0)}
         if sides:
-            self._seen = Counter(now)
             self.restarted(sides)
+            self._seen = now  # (a restarted that failed is tried again at the next step)
         return bool(sides)
 
     def restarted(self, sides: Collection[str] = ("server", "switch")) -> None:
@@ -393,14 +401,20 @@ class CacheManager:
         (either's: a switch that restarted holds none of it; one whose server restarted
         holds mappings the server no longer has, which ``_adopt_state`` takes off it)."""
         with self.lock:
+            self._generation += 1
             if "switch" in sides:
                 self.hit_share, self._coldest, self._read_at, self._read_gap = {}, [], None, 0.0
                 self._fresh = set()
                 if self.candidates is not None:
                     self.candidates = {}  # reconcile wrote the entries with their idle timeouts: reported anew
             if self.state and self.rt.switch is not None and self.rt.server is not None:
-                self.rt.caches[self.table] = self.policy.empty()
-                self._adopt_state()
+                old = self.policy
+                self.rt.caches[self.table] = old.empty()
+                try:
+                    self._adopt_state()
+                except BaseException:  # the old policy back: its entries stay known, evicted in time
+                    self.rt.caches[self.table] = old
+                    raise
 
     def _adopt_state(self) -> None:
         """What the switch already holds of a state cache (the manager of a runtime that
@@ -483,10 +497,13 @@ class Managers:
         self.rt = next(iter(runtimes.values()), None)
         self.retry_s = retry_s
         self.recoveries: list[dict[str, dict[str, Repair]]] = []  # what each recovery repaired, the last 16
-        self._suspect = threading.Event()  # a side may have restarted: recover before the next step
+        # signs that a side may have restarted (under ``lock``): while more were given than a
+        # recovery has handled, no step runs before ``Runtime.recover`` succeeds
+        self._signs = self._handled = 0
         self._lost = False  # ... and entries are known to be missing (CacheLost)
         self._recovering = threading.Lock()
         self._next_try = 0.0  # no recovery attempt before (monotonic): both threads wait out a failed one
+        self._quiet_until = 0.0  # the last recovery found every side up: signs until then are no restart
         self.step_s, self.evict_s = step_s, evict_s
         self.on_error = on_error
         self.steps = 0  # promotion and eviction steps
@@ -538,8 +555,7 @@ class Managers:
                     r = step(m)
                 except (RuntimeApiError, OSError) as e:  # counted, reported, stepped again next time
                     if isinstance(e, ChannelError):
-                        self._lost = self._lost or isinstance(e, CacheLost)
-                        self._suspect.set()
+                        self._sign(isinstance(e, CacheLost))
                     with self.lock:
                         if isinstance(e, EvictionStopped):  # what it wrote before the refusal
                             self.totals[name].update({f: getattr(e.report, f) for f in _FIELDS})
@@ -559,28 +575,45 @@ class Managers:
         if self.on_error is not None:
             self.on_error(name, e)
 
+    def _sign(self, lost: bool = False) -> None:
+        with self.lock:
+            self._signs += 1
+            self._lost = self._lost or lost
+
     def _recovered(self) -> bool:
         """False while a restart is not repaired yet (the class's doc); one thread recovers,
-        the other waits for it."""
+        the other waits for it (and for ``retry_s`` after a failed attempt)."""
         rt = self.rt
-        if rt is None or rt.goal is None or not (self._suspect.is_set() or (rt.switch is not None and rt.switch.lost)):
-            return True  # (without the goal state nothing can be repaired: the steps go on, their errors counted)
+        if rt is None or rt.goal is None:
+            return True  # nothing can be repaired: the steps go on, their errors counted
+        if rt.switch is not None and rt.switch.lost:
+            self._sign()
+        with self.lock:
+            if self._signs == self._handled:
+                return True
+            if not self._lost and time.monotonic() < self._quiet_until:  # a ChannelError that is no restart
+                self._handled = self._signs
+                return True
         with self._recovering:
-            if not (self._suspect.is_set() or (rt.switch is not None and rt.switch.lost)):
-                return True  # the other thread did it
+            with self.lock:
+                if self._signs == self._handled:
+                    return True  # the other thread did it
+                signs, lost = self._signs, self._lost
             if time.monotonic() < self._next_try:
                 return False
-            lost, self._lost = self._lost, False
-            self._suspect.clear()  # (a sign from now on is another restart's)
             try:
                 repair = rt.recover(lost)  # the managers see it at their next step (Runtime.restarts)
             except Exception as e:  # a side down, the goal store unreachable (GoalError, sqlite3): again later
-                self._lost = self._lost or lost
-                self._suspect.set()
                 self._next_try = time.monotonic() + self.retry_s
                 self._failed("recover", e)
                 return False
-            if repair is not None:
+            with self.lock:
+                self._handled = signs
+                if self._signs == signs:
+                    self._lost = False
+            if repair is None:
+                self._quiet_until = time.monotonic() + self.retry_s
+            else:
                 self.recoveries = [*self.recoveries[-15:], repair]
             return True
 

@@ -12,7 +12,7 @@ undone (the old values are read first and written back)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -208,13 +208,14 @@ class Meter(_Object):
         if self.rt.goal is not None:
             self.rt.goal.set_meters(self.name, rates)
 
-    def repair(self) -> dict[str, int]:
-        """Every index of each connected side that keeps this meter brought to the goal state's
-        rates (unconfigured where the goal has none); per side, the indices written."""
+    def repair(self, sides: Collection[str] = ("server", "switch")) -> dict[str, int]:
+        """Every index of each connected side of ``sides`` that keeps this meter brought to
+        the goal state's rates (unconfigured where the goal has none); per side, the indices
+        written."""
         assert self.rt.goal is not None
         want = self.rt.goal.meters(self.name)
         out: dict[str, int] = {}
-        for label in self._side_names():
+        for label in [n for n in self._side_names() if n in sides]:
             side = self._side(label)
             if side is None:
                 continue

@@ -158,15 +158,18 @@ class SwitchClient:
             self._stream_open()
         except BaseException:
             self._requests.put(None)
+            if self._stream is not None:  # (a switch that accepted it and never answered: no thread left on it)
+                self._stream.cancel()
             self._ended.set()
             raise
 
     def _stream_open(self) -> None:
+        self._stream: Any = None
         self._requests: queue.Queue[Any] = queue.Queue()
         self._responses: queue.Queue[Any] = queue.Queue()
         self._stream_error = "closed"
         self._ended = threading.Event()
-        stream = self.stub.StreamChannel(iter(self._requests.get, None))
+        self._stream = stream = self.stub.StreamChannel(iter(self._requests.get, None))
         threading.Thread(target=self._pump, args=(stream, self._responses, self._ended), daemon=True).start()
         arb = p4runtime_pb2.StreamMessageRequest()
         arb.arbitration.device_id = self.device_id

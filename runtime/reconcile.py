@@ -79,7 +79,7 @@ def reconcile(rt: Runtime, sides: Collection[str] = ("server", "switch")) -> dic
         out[s.name] = done
     for o in rt.plan.objects:  # meter rates are goal state too (runtime/goal.py)
         if o.kind == "meter" and o.placement is not ObjectPlacement.UNUSED:
-            out[o.name] = {side: Repair(modified=n) for side, n in rt.meter(o.name).repair().items()}
+            out[o.name] = {side: Repair(modified=n) for side, n in rt.meter(o.name).repair(sides).items()}
     return out
 
 

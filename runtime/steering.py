@@ -152,6 +152,8 @@ def adopt_steering(rt: Runtime) -> None:
         fleet.route[b] = owners[0] if owners else shard.home(b)
         if port is not None and owners:
             rt.steering[b] = owners[0]
+        else:  # home, or steered home again below
+            rt.steering.pop(b, None)
         if port is not None and not owners:  # steered where no server of this fleet is: home again
             astray[b] = None
     if astray:

@@ -51,7 +51,8 @@ MODULE_NAMES = frozenset({"Path", "NamedTuple", "Runtime", "Table", "Value", "bu
 RUNTIME_ATTRS = frozenset({"PROGRAM", "close", "connect", "load", "table", "write", "out", "plan", "schemas", "switch",
                            "server", "caches", "apply_cache", "goal", "idle_notify", "intend", "reconcile", "register",
                            "counter", "meter", "steer", "move", "rebalance", "add_server",
-                           "remove_server", "fail_over", "check_servers"})
+                           "remove_server", "fail_over", "check_servers", "recover", "holding_caches",
+                           "switch_lacks", "cache_locks", "steering", "writing", "restarts"})
 
 
 class _Namespace:
