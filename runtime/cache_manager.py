@@ -388,12 +388,13 @@ class CacheManager:
         """Under ``lock``: has the runtime repaired a restart since this manager last looked
         (``Runtime.restarts``: a ``recover`` or a ``reconcile``, by the managers or anyone)?
         If so, ``restarted`` with the sides it repaired."""
-        now = Counter(self.rt.restarts)
-        sides = {side for side, n in now.items() if n != self._seen.get(side, 0)}
-        if sides:
-            self.restarted(sides)
-            self._seen = now  # (a restarted that failed is tried again at the next step)
-        return bool(sides)
+        now = self.rt.restarts
+        if now == self._seen:  # (every step: no copy)
+            return False
+        seen = Counter(now)
+        self.restarted({side for side, n in seen.items() if n != self._seen.get(side, 0)})
+        self._seen = seen  # (a restarted that failed is tried again at the next step)
+        return True
 
     def restarted(self, sides: Collection[str] = ("server", "switch")) -> None:
         """After a restart of ``sides`` was repaired: what the manager learnt from the

@@ -182,47 +182,64 @@ def test_without_goal_state_entries_the_switch_lost_are_written_again_from_the_s
         assert _cache(sides.switch) == before and not managers.recoveries and managers.errors["hosts"] == 0
 
 
-def test_an_entry_cached_while_a_read_was_on_its_way_is_not_taken_for_lost(built, tmp_path):
-    """An operator's add cached after an eviction step's read was sent is not in that read:
-    the read of it made under the lock finds it, so no restart is assumed."""
-    sides = Sides(built, tmp_path)
-    rt = Runtime(built, switch=sides.switch, server=sides.server.control, goal=GoalStore(tmp_path / "goal.sqlite"))
-    entered, release = threading.Event(), threading.Event()
-    outcome: list[object] = []
+@contextmanager
+def _sides_and_runtime(out: Path, tmp_path: Path) -> Iterator[tuple[Sides, Runtime]]:
+    """Both sides, and a runtime with a goal state connected to them (no managers)."""
+    sides = Sides(out, tmp_path)
+    rt = Runtime(out, switch=sides.switch, server=sides.server.control, goal=GoalStore(tmp_path / "goal.sqlite"))
     try:
-        rt.caches["hosts"].capacity = 7
-        rt.table("hosts").add_many([{"ipv4_dst": h, "port": p} for h, p in list(HOSTS.items())[:6]])
-        read = sides.switch.idle
-
-        def held(*args: Any, **kw: Any) -> Any:
-            out = list(read(*args, **kw))  # the read as the switch answered it: before the add
-            entered.set()
-            release.wait(30)
-            return out
-
-        def step() -> None:
-            try:
-                outcome.append(manager.evict_step())
-            except Exception as e:  # the test looks at it
-                outcome.append(e)
-
-        sides.switch.idle = held  # type: ignore[method-assign]
-        manager = CacheManager(rt, "hosts", IdleLimits(((0.5, 1000.0),)))  # 6 of 7: every idle time read
-        stepping = threading.Thread(target=step)
-        stepping.start()
-        try:
-            assert entered.wait(10)
-            host = list(HOSTS)[6]
-            rt.table("hosts").add(ipv4_dst=host, port=HOSTS[host])  # room: cached at once
-            assert host in _cache(sides.switch)
-        finally:
-            release.set()
-            stepping.join(30)
-        assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
+        yield sides, rt
     finally:
         assert rt.goal is not None
         rt.goal.close()
         sides.close()
+
+
+@contextmanager
+def _held_eviction_step(manager: CacheManager, switch: SwitchClient) -> Iterator[list[object]]:
+    """An eviction step of ``manager`` in a thread of its own, its read of every cached
+    entry's idle time answered by the switch and then held until the block ends; yields the
+    list its outcome (its report, or what it raised) is in once the block has ended."""
+    entered, release = threading.Event(), threading.Event()
+    outcome: list[object] = []
+    read = switch.idle
+
+    def held(*args: Any, **kw: Any) -> Any:
+        out = list(read(*args, **kw))  # the read as the switch answered it, before the block's doing
+        entered.set()
+        release.wait(30)
+        return out
+
+    def step() -> None:
+        try:
+            outcome.append(manager.evict_step())
+        except Exception as e:  # the test looks at it
+            outcome.append(e)
+
+    switch.idle = held  # type: ignore[method-assign]
+    stepping = threading.Thread(target=step)
+    stepping.start()
+    try:
+        assert entered.wait(10)
+        yield outcome
+    finally:
+        release.set()
+        stepping.join(30)
+        switch.idle = read  # type: ignore[method-assign]
+
+
+def test_an_entry_cached_while_a_read_was_on_its_way_is_not_taken_for_lost(built, tmp_path):
+    """An operator's add cached after an eviction step's read was sent is not in that read:
+    the read of it made under the lock finds it, so no restart is assumed."""
+    with _sides_and_runtime(built, tmp_path) as (sides, rt):
+        rt.caches["hosts"].capacity = 7
+        rt.table("hosts").add_many([{"ipv4_dst": h, "port": p} for h, p in list(HOSTS.items())[:6]])
+        manager = CacheManager(rt, "hosts", IdleLimits(((0.5, 1000.0),)))  # 6 of 7: every idle time read
+        with _held_eviction_step(manager, sides.switch) as outcome:
+            host = list(HOSTS)[6]
+            rt.table("hosts").add(ipv4_dst=host, port=HOSTS[host])  # room: cached at once
+            assert host in _cache(sides.switch)
+        assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
 
 
 def test_a_switch_restarted_under_a_sharded_build_gets_its_steering_back(tmp_path):
@@ -230,9 +247,7 @@ def test_a_switch_restarted_under_a_sharded_build_gets_its_steering_back(tmp_pat
     (steering entries on the switch, which are not goal state).  A switch that restarts
     loses them: ``recover`` steers again what this runtime steered."""
     out = build_with_server("examples/cgnat.nfp", tmp_path / "cgn")
-    sides = Sides(out, tmp_path)
-    rt = Runtime(out, switch=sides.switch, server=sides.server.control, goal=GoalStore(tmp_path / "goal.sqlite"))
-    try:
+    with _sides_and_runtime(out, tmp_path) as (sides, rt):
         steer_all(rt)
         tables = [t for t, info in sides.switch.names["tables"].items() if info.get("steering")]
 
@@ -252,50 +267,17 @@ def test_a_switch_restarted_under_a_sharded_build_gets_its_steering_back(tmp_pat
                 assert time.monotonic() < deadline
                 time.sleep(0.05)
         assert steering() == before
-    finally:
-        assert rt.goal is not None
-        rt.goal.close()
-        sides.close()
 
 
 def test_an_eviction_read_made_before_a_repaired_restart_evicts_nothing(built, tmp_path):
     """Its idle times are of the switch before the repair: dropped, even when the other
     thread (here: a promotion step) took notice of the repair first."""
-    sides = Sides(built, tmp_path)
-    rt = Runtime(built, switch=sides.switch, server=sides.server.control, goal=GoalStore(tmp_path / "goal.sqlite"))
-    entered, release = threading.Event(), threading.Event()
-    outcome: list[object] = []
-    try:
+    with _sides_and_runtime(built, tmp_path) as (sides, rt):
         rt.caches["hosts"].capacity = 6
         rt.table("hosts").add_many([{"ipv4_dst": h, "port": p} for h, p in HOSTS.items()])
-        read = sides.switch.idle
-
-        def held(*args: Any, **kw: Any) -> Any:
-            out = list(read(*args, **kw))
-            entered.set()
-            release.wait(30)
-            return out
-
-        def step() -> None:
-            try:
-                outcome.append(manager.evict_step())
-            except Exception as e:  # the test looks at it
-                outcome.append(e)
-
-        sides.switch.idle = held  # type: ignore[method-assign]
         manager = CacheManager(rt, "hosts", IdleLimits(((0.5, 0.0),)))  # every cached entry idle past the limit
-        stepping = threading.Thread(target=step)
-        stepping.start()
-        try:
-            assert entered.wait(10)
+        with _held_eviction_step(manager, sides.switch) as outcome:
             rt.reconcile()  # a repair (nothing to do here, but the managers must start afresh)
             manager.promote_step()  # the promotion thread sees it first
-        finally:
-            release.set()
-            stepping.join(30)
         assert len(outcome) == 1 and not isinstance(outcome[0], Exception), outcome
         assert outcome[0].evicted == 0 and len(_cache(sides.switch)) == 6  # type: ignore[union-attr]
-    finally:
-        assert rt.goal is not None
-        rt.goal.close()
-        sides.close()
