@@ -50,13 +50,13 @@ from runtime.server_proc import hugepages  # noqa: E402
 
 L3FWD_SRC = Path("/usr/share/dpdk/examples")  # Debian's dpdk-doc
 ORDER = ("l3fwd", "nfc", "dsr", "testpmd")  # the order within a round
-MEMORY_MB = {"l3fwd": 512, "nfc": 1024, "base": 1024, "dsr": 1024, "testpmd": 256}
+MEMORY_MB = {"l3fwd": 512, "nfc": 1024, "base": 1024, "dsr": 1024, "dsr_base": 1024, "testpmd": 256}
 
 
 def order(args: argparse.Namespace) -> tuple[str, ...]:
-    """The programs of a round: with ``--base TREE``, the nfc program as that tree builds it comes
-    right after this tree's (the comparison of two commits, interleaved in one run)."""
-    return (*ORDER[:2], "base", *ORDER[2:]) if args.base else ORDER
+    """The programs of a round: with ``--base TREE``, the nfc and DSR programs as that tree builds
+    them come right after this tree's (the comparison of two commits, interleaved in one run)."""
+    return (*ORDER[:2], "base", ORDER[2], "dsr_base", *ORDER[3:]) if args.base else ORDER
 MAX_NOT_FORWARDED = 0.01
 # l3fwd's LPM is created for 1,024 rules; and it asks every port for RX checksum offload, which
 # net_pcap lacks (nothing in the LPM path reads the offload's result).
@@ -296,7 +296,7 @@ def measure_row(row: Row, l3fwd: Running | str, progs: list[Program], errors: di
     finally:
         everyone = {**{r.program.name: r for r in runs.values()}, **running}
         for name, output in zip(everyone, stop_all(everyone.values()), strict=True):
-            if name in ("nfc", "base", "dsr"):
+            if name in ("nfc", "base", "dsr", "dsr_base"):
                 results[name].counters = exit_counters(output)
     return results
 
@@ -331,12 +331,13 @@ def ratio(a: float | None, b: float | None) -> str:
 
 def table(rows: dict[Row, dict[str, Result]], attr: str) -> str:
     base = any("base" in res for res in rows.values())
-    extra = (" base | nfc / base |", "---|---|") if base else ("", "")
+    extra = (" base | nfc / base | DSR base | DSR / base |", "---|---|---|---|") if base else ("", "")
     lines = ["| routes, memory | l3fwd | nfc, same function | nfc / l3fwd | DSR router | DSR / l3fwd | testpmd io |"
              + extra[0], "|---|---|---|---|---|---|---|" + extra[1]]
     for row, res in rows.items():
         m = {n: res[n].median(attr) for n in res}
-        more = f" {fig(m['base'])} | {ratio(m['nfc'], m['base'])} |" if base else ""
+        more = (f" {fig(m['base'])} | {ratio(m['nfc'], m['base'])} | {fig(m['dsr_base'])} | "
+                f"{ratio(m['dsr'], m['dsr_base'])} |") if base else ""
         lines.append(f"| {row.label} | {fig(m['l3fwd'])} | {fig(m['nfc'])} | {ratio(m['nfc'], m['l3fwd'])} | "
                      f"{fig(m['dsr'])} | {ratio(m['dsr'], m['l3fwd'])} | {fig(m['testpmd'])} |{more}")
     return "\n".join(lines)
@@ -386,7 +387,7 @@ def row_programs(row: Row, w: Workload, binaries: dict[str, Path | str], cores: 
     f = w.files
     progs, errors = [], {}
     for name, entries, pcap in (("nfc", f.nfc_entries, f.pcap), ("base", f.nfc_entries, f.pcap),
-                                ("dsr", f.dsr_entries, f.dsr_pcap)):
+                                ("dsr", f.dsr_entries, f.dsr_pcap), ("dsr_base", f.dsr_entries, f.dsr_pcap)):
         if name not in binaries:
             continue
         b = binaries[name]
@@ -403,12 +404,12 @@ def row_programs(row: Row, w: Workload, binaries: dict[str, Path | str], cores: 
 
 
 def build_servers(tmp: Path, base: Path | None) -> dict[str, Path | str]:
-    """The two generated servers (built in ``tmp``; with ``base``, the nfc program as that tree
-    builds it, too) and testpmd, or why each is missing."""
+    """The two generated servers (built in ``tmp``; with ``base``, the two as that tree builds
+    them, too) and testpmd, or why each is missing."""
     out: dict[str, Path | str] = {}
-    l3 = ROOT / "bench" / "l3fwd.nfp"
-    trees = [("nfc", l3, ROOT), ("dsr", ROOT / "examples" / "dsr_router.nfp", ROOT)]
-    for name, nfp, tree in trees + ([("base", l3, base)] if base is not None else []):
+    l3, dsr = ROOT / "bench" / "l3fwd.nfp", ROOT / "examples" / "dsr_router.nfp"
+    trees = [("nfc", l3, ROOT), ("dsr", dsr, ROOT)]
+    for name, nfp, tree in trees + ([("base", l3, base), ("dsr_base", dsr, base)] if base is not None else []):
         try:
             out[name] = build_nfc(nfp, tmp / name, tree=tree)
         except RuntimeError as e:
@@ -477,7 +478,8 @@ def main() -> int:
     ap.add_argument("--l3fwd-timeout", type=float, default=1200.0, help="seconds l3fwd may take to load")
     ap.add_argument("--json", help="also write every window and counter to this file")
     ap.add_argument("--base", type=Path, help="a checkout of another commit (e.g. a git worktree): its nfc builds "
-                    "bench/l3fwd.nfp too, measured in the same rounds (columns base, nfc / base)")
+                    "bench/l3fwd.nfp and the DSR router too, measured in the same rounds (columns base, nfc / base, "
+                    "DSR base, DSR / base)")
     args = ap.parse_args()
     if args.quick:
         args.rounds = 1

@@ -17,12 +17,14 @@ After:  ``error[E041]: header 'vxlan' can never be valid here ...``
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from compiler import ir
 from compiler.analysis import expr_reads, stmt_exprs
 from lang.diagnostics import Diagnostics, Span
 
-__all__ = ["check_validity", "must_be_valid", "must_branches", "must_step", "packet_order", "parser_may_extract",
-           "parser_state_must", "reachable_states"]
+__all__ = ["check_validity", "may_step", "must_be_valid", "must_branches", "must_step", "packet_order",
+           "parser_may_extract", "parser_state_must", "reachable_states"]
 
 
 def parser_may_extract(graph: ir.ParserGraph) -> frozenset[str]:
@@ -77,16 +79,26 @@ def check_validity(prog: ir.Program, diags: Diagnostics) -> dict[str, frozenset[
 def _block(prog: ir.Program, stmts: tuple[ir.Stmt, ...], may: set[str], p: ir.Pipeline,
            diags: Diagnostics) -> set[str]:
     """Possibly-valid headers after ``stmts`` on the paths that go on processing."""
-    out = _flow(prog, stmts, may, p, diags)
+    out = _flow(stmts, may, lambda s, cur: _check(prog, s, cur, p, diags))
     return out if out is not None else set()
 
 
-def _flow(prog: ir.Program, stmts: tuple[ir.Stmt, ...], may: set[str], p: ir.Pipeline,
-          diags: Diagnostics) -> set[str] | None:
-    """Like ``_block`` but None when every path drops or punts (it joins no later path)."""
+def may_step(s: ir.Stmt, may: frozenset[str]) -> frozenset[str] | None:
+    """Headers possibly valid after statement ``s`` when ``may`` are before it (None: no path
+    goes on).  Generators track it from a cut's entry (the headers its bridge can carry): a
+    header outside it is invalid there, so its fields read as 0 and its tests fold."""
+    out = _flow((s,), set(may), None)
+    return None if out is None else frozenset(out)
+
+
+def _flow(stmts: tuple[ir.Stmt, ...], may: set[str],
+          check: Callable[[ir.Stmt, set[str]], None] | None) -> set[str] | None:
+    """Like ``_block`` but None when every path drops or punts (it joins no later path);
+    ``check`` sees every statement with the headers possibly valid before it."""
     cur = set(may)
     for s in stmts:
-        _check(prog, s, cur, p, diags)
+        if check is not None:
+            check(s, cur)
         cur |= _extern_headers(s)
         if isinstance(s, ir.Push):
             cur.add(s.inst)
@@ -96,7 +108,7 @@ def _flow(prog: ir.Program, stmts: tuple[ir.Stmt, ...], may: set[str], p: ir.Pip
             return None
         elif isinstance(s, ir.If | ir.Lookup):
             a, b = (s.then, s.orelse) if isinstance(s, ir.If) else (s.hit, s.miss)
-            joined = _join(_flow(prog, a, cur, p, diags), _flow(prog, b, cur, p, diags))
+            joined = _join(_flow(a, cur, check), _flow(b, cur, check))
             if joined is None:
                 return None
             cur = joined

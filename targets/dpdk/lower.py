@@ -31,16 +31,19 @@ from compiler.analysis import (
     expr_reads,
     punt_reasons,
     stage_units,
+    stmt_exprs,
     stmt_writes,
     walk_expr,
     walk_stmts,
 )
 from compiler.ir import Span
 from compiler.passes.validity import (
+    may_step,
     must_be_valid,
     must_branches,
     must_step,
     packet_order,
+    parser_may_extract,
     parser_state_must,
     reachable_states,
 )
@@ -124,6 +127,16 @@ class _Ctx:
     # the header instances valid on every path to the statement being lowered: their fields are
     # read and written without testing p->valid (compiler/passes/validity.py, as the P4 lowering)
     must: frozenset[str] = frozenset()
+    # the header instances possibly valid there (None: any): the others are invalid, their fields
+    # read as 0 and their validity tests fold (may_step from the cut's entry)
+    may: frozenset[str] | None = None
+    # each cut's end: the instances possibly valid, those valid on every path, and whether a
+    # stage of it pushes or pops a header (nfc_output's functions fold them per cut)
+    cut_end: dict[int, tuple[frozenset[str], frozenset[str], bool]] = field(default_factory=dict)
+    # a burst runs stage by stage (_stage_major): each stage's lookups prefetched in bulk at its
+    # entry, with the headers valid there on every path and possibly, per (cut, stage index)
+    stage_major: bool = False
+    stage_entry: dict[tuple[int, int], tuple[frozenset[str], frozenset[str] | None]] = field(default_factory=dict)
     # lowering the hit arm of a switch-cached state's lookup: the table and its record's name,
     # for the links its refreshes note (nfc_state.h)
     hit_of: tuple[ir.Table, str] | None = None
@@ -185,8 +198,9 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
                 x.meta_slot(bf.name[5:], bf.width)
     used = {pl.parser for pl in prog.pipelines}  # a parser no pipeline uses (W001) would be an unused function
     parsers = [_parser(x, g) for g in prog.parsers.values() if g.name in used] if software else []
-    funcs = [*parsers, _run(x), _to_switch(x), _bridge_fn(x), _in_place(x), _finish_in_place(x), _reason_fn(x),
-             _bench_key(x, tables)]
+    x.stage_major = _stage_major(x)
+    funcs = [*parsers, *_run(x), _to_switch(x), _bridge_fn(x), _in_place(x), _finish_in_place(x), _reason_fn(x),
+             _bench_key(x, tables), _stage_key(x, tables)]
     funcs.append(_from_switch(x))  # last: it clears exactly the slots the others use
     funcs = [void_unused_params(f) for f in funcs]  # with no server stage or table some are not read
     items: list[c.Include | c.Global | c.Func] = [
@@ -206,6 +220,12 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
                        all(_in_packet_order(x, prog.parsers[name]) for name in used) else "0",
                        "1: a packet leaves with the headers it arrived with, where they arrived, and its payload "
                        "(no switch bridge, no header pushed or popped, no ESP): nfc_output writes the checksums"),
+              c.Global("const int", "nfc_phases", str(_phases(x) if x.stage_major else 0),
+                       "the stages a burst runs one after the other, each over every packet, its lookups "
+                       "prefetched in bulk at its entry (0: every packet runs all of its stages in turn, nfc_run)"),
+              c.Global("const uint64_t", f"nfc_phase_tables[{_phases(x)}]",
+                       "{" + ", ".join(f"0x{m:x}ull" for m in _phase_tables(x)) + "}",
+                       "the tables looked up in each of those stages (bit i: nfc_tables[i])"),
               c.Global("const int", "nfc_crypto_drop", str(x.reasons.get(CRYPTO_REASON, 0)),
                        "the drop code of crypto_unavailable (a burst's batched encryption that failed)"),
               c.Global("const int", "nfc_ninst", str(len(prog.instances))),
@@ -450,7 +470,8 @@ def _decode(x: _Ctx, b: Bridge) -> list[c.Stmt]:
                 _point(k),
                 c.Assign(c.Name(f"p->valid[{k}]"), c.Int(1, "")),
                 c.Assign(c.Name("off"), c.Bin("+", c.Name("off"), c.Int(size, "u"))))
-        out.append(c.If(_get(c.Name("data"), 8 + i, 1), copy))
+        # a required header's bit was tested above
+        out += copy if inst in b.required else [c.If(_get(c.Name("data"), 8 + i, 1), copy)]
     out += [c.Assign(_p("payload"), c.Bin("+", c.Name("data"), c.Name("off"))),
             c.Assign(_p("payload_len"), c.Bin("-", c.Name("len"), c.Name("off"))),
             c.Return(c.Name("NFC_CONTINUE"))]
@@ -515,7 +536,7 @@ def _bridge_out(x: _Ctx) -> list[c.Stmt]:
         came = find_bridge(x.bridges, b.pipeline, Direction.TO_SERVER, b.miss)
         assert came is not None, "every cut has its bridge both ways"
         fields: list[tuple[int, int, c.Expr]] = [(0, 8, c.Int(b.cut_id, "u"))]
-        fields += [(8 + i, 1, c.Name(f"p->valid[{x.inst[inst]}]")) for i, inst in enumerate(b.valid_bits)]
+        fields += [(8 + i, 1, _valid_at_end(x, came.cut_id, inst)) for i, inst in enumerate(b.valid_bits)]
         for f in b.fields:
             value = c.Cond(_p("egress_set"), _p("egress"), c.Int(0, "ull")) if f.name == EGRESS else \
                 _load_field(x, f.name, f.width)
@@ -572,26 +593,74 @@ def _bridge_fn(x: _Ctx) -> c.Func:
                   "headers in place); its bytes, 0: none", static=False)
 
 
+def _valid_at_end(x: _Ctx, cut: int, inst: str) -> c.Expr:
+    """Whether header instance ``inst`` is valid after the stages of ``cut``: a constant where
+    it is valid on every path there, or on none."""
+    may, must, _ = x.cut_end[cut]
+    if inst in must or inst not in may:
+        return c.Int(int(inst in must), "")
+    return c.Name(f"p->valid[{x.inst[inst]}]")
+
+
+def _per_cut(x: _Ctx, each: Callable[[int], list[c.Stmt]], generic: list[c.Stmt],
+             end: tuple[c.Stmt, ...] = ()) -> list[c.Stmt]:
+    """``each(cut)`` and ``end`` under ``if (p->cut == cut)`` for every cut, then ``generic`` (a
+    packet of no cut reaches nothing here; the generic code is what it would get); only
+    ``each`` when every cut's is the same statements."""
+    bodies = {cut: each(cut) for cut in x.cut_end}
+    if len({repr(b) for b in bodies.values()}) == 1:
+        return next(iter(bodies.values()))
+    return [*(c.If(c.Bin("==", _p("cut"), c.Int(cut, "u")), (*body, *end)) for cut, body in bodies.items()),
+            *generic]
+
+
 def _in_place(x: _Ctx) -> c.Func:
     """Where the valid headers start if they are still where they arrived, one after the other
-    in packet order up to the payload (none pushed, none moved); NULL otherwise."""
-    body: list[c.Stmt] = [c.Decl("const uint8_t *", "at", _p("payload"))]
+    in packet order up to the payload (none pushed, none moved); NULL otherwise.  A cut behind
+    the switch whose stages push and pop nothing has them there: nfc_from_switch laid them out
+    in packet order after the bridge, so the start is the payload less their bytes."""
+    def known(cut: int) -> list[c.Stmt]:
+        b = next((b for b in x.bridges if b.direction is Direction.TO_SERVER and b.cut_id == cut), None)
+        if b is None or x.cut_end[cut][2] or x.uses_esp or [x.inst[i] for i in b.valid_bits] != \
+                sorted(x.inst[i] for i in b.valid_bits):
+            return generic
+        at: c.Expr = _p("payload")
+        fixed = sum(x.prog.header_of(i).bits // 8 for i in b.valid_bits if i in x.cut_end[cut][1])
+        if fixed:
+            at = c.Bin("-", at, c.Int(fixed, "u"))
+        for inst in b.valid_bits:
+            valid = _valid_at_end(x, cut, inst)
+            if not isinstance(valid, c.Int):
+                at = c.Bin("-", at, c.Cond(valid, c.Int(x.prog.header_of(inst).bits // 8, "u"), c.Int(0, "u")))
+        return [c.Return(at)]
+
+    generic: list[c.Stmt] = [c.Decl("const uint8_t *", "at", _p("payload"))]
     for instance in reversed(x.prog.instances):
         k, size = x.inst[instance.name], x.prog.headers[instance.header].bits // 8
-        body.append(c.If(c.Name(f"p->valid[{k}]"), (
+        generic.append(c.If(c.Name(f"p->valid[{k}]"), (
             c.Assign(c.Name("at"), c.Bin("-", c.Name("at"), c.Int(size, "u"))),
             c.If(c.Bin("!=", c.Name(f"p->hdr[{k}]"), c.Name("at")), (c.Return(c.Name("NULL")),)))))
-    body.append(c.Return(c.Name("at")))
+    generic.append(c.Return(c.Name("at")))
+    body = _per_cut(x, known, generic)
     return c.Func("const uint8_t *", "nfc_headers_in_place", ("const struct nfc_pkt *p",), tuple(body),
                   "where the valid headers start, if in place in front of the payload; NULL: moved", static=False)
 
 
 def _finish_in_place(x: _Ctx) -> c.Func:
-    body: list[c.Stmt] = []
-    for instance in x.prog.instances:
-        h, k = x.prog.headers[instance.header], x.inst[instance.name]
-        if h.checksum is not None:
-            body.append(c.If(c.Name(f"p->valid[{k}]"), tuple(_checksum(h, k, c.Name(f"p->hdr[{k}]")))))
+    """The checksums of the valid headers, per cut of those that can be valid after its stages."""
+    def sums(cut: int | None) -> list[c.Stmt]:
+        out: list[c.Stmt] = []
+        for instance in x.prog.instances:
+            h, k = x.prog.headers[instance.header], x.inst[instance.name]
+            valid = c.Name(f"p->valid[{k}]") if cut is None else _valid_at_end(x, cut, instance.name)
+            if h.checksum is None or valid == c.Int(0, ""):
+                continue
+            put = _checksum(h, k, c.Name(f"p->hdr[{k}]"))
+            out += put if valid == c.Int(1, "") else [c.If(valid, tuple(put))]
+        return out
+
+    generic = sums(None)
+    body = _per_cut(x, sums, generic, (c.Return(None),))
     return c.Func("void", "nfc_finish_in_place", ("struct nfc_pkt *p",), tuple(body) or (c.Return(None),),
                   "the checksum fields of the valid headers, written where the headers are", static=False)
 
@@ -739,11 +808,16 @@ def _packet_length(x: _Ctx) -> c.Expr:
     if known:
         total = c.Bin("+", total, c.Int(known, "ull"))
     for i in x.prog.instances:
-        if i.name in x.must:
+        if i.name in x.must or not _can_be_valid(x, i.name):
             continue
         size = x.prog.header_of(i.name).bits // 8
         total = c.Bin("+", total, c.Cond(c.Name(f"p->valid[{x.inst[i.name]}]"), c.Int(size, "ull"), c.Int(0, "ull")))
     return c.Bin("&", total, c.Int(0xFFFF, "ull"))
+
+
+def _can_be_valid(x: _Ctx, inst: str) -> bool:
+    """Whether header instance ``inst`` may be valid where the statement being lowered is."""
+    return x.may is None or inst in x.may
 
 
 def _ptarget(x: _Ctx, g: ir.ParserGraph, t: ir.PTarget) -> list[c.Stmt]:
@@ -771,6 +845,7 @@ class _Cut:
     stages: tuple[str, ...]
     whole: bool
     must: frozenset[str]
+    may: frozenset[str]  # possibly valid on entry: the bridge's validity bits, or what the parser may extract
 
 
 def _cuts(x: _Ctx) -> list[_Cut]:
@@ -778,31 +853,99 @@ def _cuts(x: _Ctx) -> list[_Cut]:
     for b in x.bridges:
         if b.direction is Direction.TO_SERVER:
             pl = next(p for p in x.prog.pipelines if p.name == b.pipeline)
-            out.append(_Cut(b.cut_id, tuple(x.placement.server_part(pl.stages, b)), False, frozenset(b.required)))
+            out.append(_Cut(b.cut_id, tuple(x.placement.server_part(pl.stages, b)), False, frozenset(b.required),
+                            frozenset(b.valid_bits)))
     if x.software:
         at_entry = must_be_valid(x.prog)
-        out += [_Cut(SOFTWARE_CUT + i, tuple(pl.stages), True, at_entry[pl.stages[0]] if pl.stages else frozenset())
+        out += [_Cut(SOFTWARE_CUT + i, tuple(pl.stages), True, at_entry[pl.stages[0]] if pl.stages else frozenset(),
+                     parser_may_extract(x.prog.parsers[pl.parser]))
                 for i, pl in enumerate(x.prog.pipelines)]
     return out
 
 
-def _run(x: _Ctx) -> c.Func:
+def _stage_major(x: _Ctx) -> bool:
+    """Whether a burst may run stage by stage, every packet through a stage before any goes on
+    to the next: when nothing a stage does to one packet changes what another's stage sees.
+    Control-plane tables change only between bursts (RCU); data-plane state (a lookup may
+    remove an expired entry), registers written, meters (their colour depends on the order
+    of the packets through them) and ESP (its sequence numbers, the batched crypto) do not."""
+    for cut in _cuts(x):
+        for name in cut.stages:
+            for s in walk_stmts(x.prog.stages[name].body):
+                if isinstance(s, ir.Insert | ir.Remove | ir.Refresh) or \
+                        (isinstance(s, ir.Lookup) and x.prog.tables[s.table].is_state) or \
+                        (isinstance(s, ir.Assign) and isinstance(s.target, ir.RegRead)):
+                    return False
+                for n in (n for e in stmt_exprs(s) for n in walk_expr(e)):
+                    if (isinstance(n, ir.CounterOp) and n.method == "execute") or \
+                            (isinstance(n, ir.ExternCall) and (n.name in ESP_ENCRYPT or n.name in ESP_DECRYPT)):
+                        return False
+    return True
+
+
+def _phases(x: _Ctx) -> int:
+    """nfc_run_phase's phases: the stages of the longest cut (one for a cut of none)."""
+    return max([1, *(len(cut.stages) for cut in _cuts(x))])
+
+
+def _phase_tables(x: _Ctx) -> list[int]:
+    """Per phase, the server tables (bits of nfc_tables[]) some cut's stage of that phase looks up."""
+    masks = [0] * _phases(x)
+    for cut in _cuts(x):
+        for j, name in enumerate(cut.stages):
+            for t in _stage_tables(x.prog, x.prog.stages[name]):
+                if t in x.tindex:
+                    masks[j] |= 1 << x.tindex[t]
+    return masks
+
+
+def _run(x: _Ctx) -> list[c.Func]:
+    """nfc_run_phase (stage ``phase`` of the packet's cut) and nfc_run (all of them).  Stage
+    major (x.stage_major), the stages' lookups take the answers prefetched at their stage's
+    entry; otherwise nfc_run runs the stages in turn and nfc_run_phase is nfc_run."""
     body: list[c.Stmt] = []
     for cut in _cuts(x):
-        code: list[c.Stmt] = []
+        code: list[list[c.Stmt]] = []
         x.written = set()  # nothing written yet: a key the stages have not changed is the one prefetched
-        x.must = cut.must
-        for s in cut.stages:
+        x.must, x.may, moves = cut.must, cut.may, x.moves
+        x.moves = False
+        for j, s in enumerate(cut.stages):
             st = x.prog.stages[s]
             x.stage = s
-            code += [c.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(x, st.body)]
-        x.must = frozenset()
-        if cut.whole:
-            code.append(c.If(c.Un("!", _p("egress_set")), (c.Return(c.Int(x.reasons["no_egress"], "")),)))
-        body.append(c.If(c.Bin("==", _p("cut"), c.Int(cut.id, "u")), (*code, c.Return(c.Name("NFC_CONTINUE")))))
+            if x.stage_major:  # prefetched at the stage's entry
+                x.written = set()
+            x.stage_entry[(cut.id, j)] = (x.must, x.may)
+            code.append([c.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(x, st.body)])
+        x.cut_end[cut.id] = (x.may or frozenset(), x.must, x.moves)
+        x.must, x.may, x.moves = frozenset(), None, moves or x.moves
+        end = [c.If(c.Un("!", _p("egress_set")), (c.Return(c.Int(x.reasons["no_egress"], "")),))] if cut.whole else []
+        done = c.Return(c.Name("NFC_CONTINUE"))
+        if not x.stage_major:
+            body.append(c.If(c.Bin("==", _p("cut"), c.Int(cut.id, "u")), (*itertools.chain(*code), *end, done)))
+            continue
+        code = code or [[]]  # a cut of no stage: its end at phase 0
+        code[-1] += end
+        body.append(c.If(c.Bin("==", _p("cut"), c.Int(cut.id, "u")), (
+            *(c.If(c.Bin("==", c.Name("phase"), c.Int(j, "")), (*stage, done)) for j, stage in enumerate(code)),
+            done)))
     body.append(c.Return(c.Int(x.reasons["bad_bridge"], "")))
-    return c.Func("int", "nfc_run", ("struct nfc_pkt *p",), tuple(body),
-                  "the server stages; NFC_CONTINUE or a drop reason code", static=False)
+    if not x.stage_major:
+        return [c.Func("int", "nfc_run", ("struct nfc_pkt *p",), tuple(body),
+                       "the server stages; NFC_CONTINUE or a drop reason code", static=False),
+                c.Func("int", "nfc_run_phase", ("struct nfc_pkt *p", "int phase"),
+                       (c.ExprStmt(c.Cast("void", c.Name("phase"))), c.Return(c.Call("nfc_run", (c.Name("p"),)))),
+                       "not stage by stage (nfc_phases is 0): all of the packet's stages", static=False)]
+    code_ = c.Name("code")
+    every: list[c.Stmt] = [c.Decl("int", "code", c.Name("NFC_CONTINUE"))]
+    for j in range(_phases(x)):
+        every += [c.Assign(code_, c.Call("nfc_run_phase", (c.Name("p"), c.Int(j, "")))),
+                  c.If(c.Bin("!=", code_, c.Name("NFC_CONTINUE")), (c.Return(code_),))]
+    every.append(c.Return(code_))
+    return [c.Func("int", "nfc_run_phase", ("struct nfc_pkt *p", "int phase"), tuple(body),
+                   "stage `phase` of the packet's cut (none left: NFC_CONTINUE); NFC_CONTINUE or a drop reason code",
+                   static=False),
+            c.Func("int", "nfc_run", ("struct nfc_pkt *p",), tuple(every),
+                   "the server stages, one after the other; NFC_CONTINUE or a drop reason code", static=False)]
 
 
 def _block(x: _Ctx, stmts: tuple[ir.Stmt, ...]) -> list[c.Stmt]:
@@ -810,12 +953,14 @@ def _block(x: _Ctx, stmts: tuple[ir.Stmt, ...]) -> list[c.Stmt]:
     headers valid after them."""
     out: list[c.Stmt] = []
     for s in stmts:
-        outer, x.hoisted, before = x.hoisted, [], x.must
-        lowered = _stmt(x, s)  # nested blocks set x.must for their own statements
+        outer, x.hoisted, before, may = x.hoisted, [], x.must, x.may
+        lowered = _stmt(x, s)  # nested blocks set x.must and x.may for their own statements
         out += [*x.hoisted, *lowered]
         x.hoisted = outer
         after = must_step(s, before, packet_order(x.prog))
         x.must = before if after is None else after  # None: no path goes on (what follows is unreachable)
+        may_after = None if may is None else may_step(s, may)
+        x.may = may if may_after is None else may_after
     return out
 
 
@@ -824,14 +969,14 @@ def _branches(x: _Ctx, s: ir.If | ir.Lookup,
     """The two branches of ``s`` lowered, each from the headers valid on entry to it
     (``first_only``: called between the two, undoing what held for the first alone)."""
     (a, ma), (b, mb) = must_branches(s, x.must, packet_order(x.prog))
-    before = x.must
+    before, may = x.must, x.may
     x.must = ma
     first = _block(x, a)
     if first_only is not None:
         first_only()
-    x.must = mb
+    x.must, x.may = mb, may
     second = _block(x, b)
-    x.must = before
+    x.must, x.may = before, may
     return first, second
 
 
@@ -903,6 +1048,8 @@ def _assign(x: _Ctx, target: ir.LValue, value: c.Expr) -> c.Stmt:
         case ir.HeaderField():
             k = x.inst[target.inst]
             h = x.prog.header_of(target.inst)
+            if not _can_be_valid(x, target.inst):
+                return c.Comment(f"{target.inst} is not valid here: the write does nothing")
             write = _set(f"p->hdr[{k}]", _offset(h, target.field), target.width, value)
             return write if target.inst in x.must else c.If(c.Name(f"p->valid[{k}]"), (write,))
         case ir.MetaField() | ir.Local():
@@ -1222,6 +1369,8 @@ def _expr(x: _Ctx, e: ir.Expr) -> c.Expr:
         case ir.HeaderField():
             k = x.inst[e.inst]
             h = x.prog.header_of(e.inst)
+            if not _can_be_valid(x, e.inst):
+                return c.Int(0, "ull")
             get = _get(c.Name(f"p->hdr[{k}]"), _offset(h, e.field), e.width)
             return get if e.inst in x.must else c.Cond(c.Name(f"p->valid[{k}]"), get, c.Int(0, "ull"))
         case ir.MetaField():
@@ -1237,8 +1386,12 @@ def _expr(x: _Ctx, e: ir.Expr) -> c.Expr:
         case ir.Result():
             return _slot_read("res", _res(x, e.table, e.field, e.width), e.width)
         case ir.Valid():
+            if e.inst in x.must or not _can_be_valid(x, e.inst):
+                return c.Int(int(e.inst in x.must), "ull")
             return c.Cast("uint64_t", c.Name(f"p->valid[{x.inst[e.inst]}]"))
         case ir.ChecksumOk():
+            if not _can_be_valid(x, e.inst):
+                return c.Int(0, "ull")
             k = x.inst[e.inst]
             size = x.prog.header_of(e.inst).bits // 8
             return c.Bin("&&", c.Name(f"p->valid[{k}]"),
@@ -1349,24 +1502,55 @@ def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
     cuts = _cuts(x)
     for t in tables:
         using = [cut for cut in cuts if any(t.name in _stage_tables(x.prog, x.prog.stages[s]) for s in cut.stages)]
-        size = _lookup_bytes(t)
-        x.hoisted = []
         # the key as the packet arrives: the headers valid on entry to every cut that looks it up
-        x.must = frozenset.intersection(*(cut.must for cut in using)) if using else frozenset()
-        fill = _pack(x, "key", size, _key_fields(x, t))
-        x.must = frozenset()
-        fill = [*x.hoisted, *fill, c.Return(c.Int(0, ""))]
-        if len(using) < len(cuts):
-            cond: c.Expr = c.Int(0, "")
-            for cut in using:
-                hit = c.Bin("==", _p("cut"), c.Int(cut.id, "u"))
-                cond = hit if cond == c.Int(0, "") else c.Bin("||", cond, hit)
-            fill.insert(0, c.If(c.Un("!", cond), (c.Return(c.Int(-1, "")),)))
+        fill = _key_fill(x, t, using, len(cuts), [(cut.must, cut.may) for cut in using])
         body.append(c.If(c.Bin("==", c.Name("table"), c.Int(x.tindex[t.name], "")), tuple(fill)))
     body.append(c.Return(c.Int(-1, "")))
     params = ("int table", "const struct nfc_pkt *p", "uint8_t *key")
     return c.Func("int", "nfc_bench_key", params, tuple(body),
                   "the key bytes of a lookup, of a packet nfc_from_switch took (NFC_CONTINUE)", static=False)
+
+
+def _stage_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
+    """nfc_stage_key: the key of table ``table`` a packet has at the entry of its cut's stage
+    ``phase`` (x.stage_major: nfc_prefetch looks the burst's up in bulk there); -1: that stage
+    of the packet's cut does not look it up."""
+    body: list[c.Stmt] = []
+    cuts = _cuts(x)
+    for j in range(_phases(x) if x.stage_major else 0):
+        for t in tables:
+            using = [cut for cut in cuts
+                     if j < len(cut.stages) and t.name in _stage_tables(x.prog, x.prog.stages[cut.stages[j]])]
+            if using:
+                fill = _key_fill(x, t, using, len(cuts), [x.stage_entry[(cut.id, j)] for cut in using])
+                body.append(c.If(c.Bin("&&", c.Bin("==", c.Name("phase"), c.Int(j, "")),
+                                       c.Bin("==", c.Name("table"), c.Int(x.tindex[t.name], ""))), tuple(fill)))
+    body.append(c.Return(c.Int(-1, "")))
+    params = ("int phase", "int table", "const struct nfc_pkt *p", "uint8_t *key")
+    return c.Func("int", "nfc_stage_key", params, tuple(body),
+                  "the key bytes of table `table` at the entry of stage `phase` of the packet's cut; -1: not "
+                  "looked up there", static=False)
+
+
+def _key_fill(x: _Ctx, t: ir.Table, using: list[_Cut], cuts: int,
+              valid: list[tuple[frozenset[str], frozenset[str] | None]]) -> list[c.Stmt]:
+    """``key`` := the key of ``t`` (then return 0) for a packet of the cuts ``using`` (of ``cuts``;
+    another: return -1), where the headers valid on every path and possibly are ``valid``'s,
+    one pair per cut."""
+    x.hoisted = []
+    x.must = frozenset.intersection(*(must for must, _ in valid)) if valid else frozenset()
+    mays = [may for _, may in valid]
+    x.may = None if not mays or None in mays else frozenset().union(*(m for m in mays if m is not None))
+    fill = _pack(x, "key", _lookup_bytes(t), _key_fields(x, t))
+    x.must, x.may = frozenset(), None
+    fill = [*x.hoisted, *fill, c.Return(c.Int(0, ""))]
+    if len(using) < cuts:
+        cond: c.Expr = c.Int(0, "")
+        for cut in using:
+            hit = c.Bin("==", _p("cut"), c.Int(cut.id, "u"))
+            cond = hit if cond == c.Int(0, "") else c.Bin("||", cond, hit)
+        fill.insert(0, c.If(c.Un("!", cond), (c.Return(c.Int(-1, "")),)))
+    return fill
 
 
 def _reason_fn(x: _Ctx) -> c.Func:

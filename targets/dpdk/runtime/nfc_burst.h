@@ -2,7 +2,12 @@
  * (nfc_main.c) and the benchmark (nfc_bench.c) so that what is measured is what runs.
  * Every packet of the burst is parsed first (so that its table lookups can be prefetched
  * together, nfc_prefetch), then each runs the server stages in order and its output is
- * written into its own mbuf (nfc_output).  Hand-written, shared by every generated program. */
+ * written into its own mbuf (nfc_output).  A program whose stages cannot see what another
+ * packet's did (nfc_phases > 0: no data-plane state, register writes, meters or ESP) runs
+ * them stage by stage instead: every packet through one stage, whose lookups were looked up
+ * in bulk with the keys the packets have at its entry, before any goes on to the next (a key
+ * an earlier stage computes, as the DSR router's VRF, is batched too).  Hand-written, shared
+ * by every generated program. */
 #ifndef NFC_BURST_H
 #define NFC_BURST_H
 
@@ -67,12 +72,21 @@ __attribute__((flatten)) static inline void nfc_burst(struct rte_mbuf **in, uint
                                 : nfc_from_switch(&pkt[i], rte_pktmbuf_mtod(in[i], const uint8_t *),
                                                   rte_pktmbuf_data_len(in[i]), logical);
     }
-    nfc_prefetch(pkt, code, n);
+    if (nfc_phases > 0) { /* stage by stage: each stage's lookups in bulk with the keys the packets have there */
+        for (int phase = 0; phase < nfc_phases; phase++) {
+            nfc_prefetch(pkt, code, n, phase);
+            for (uint16_t i = 0; i < n; i++)
+                if (code[i] == NFC_CONTINUE)
+                    code[i] = nfc_run_phase(&pkt[i], phase);
+        }
+    } else {
+        nfc_prefetch(pkt, code, n, -1);
+    }
     if (nfc_uses_esp) { /* the burst's encryptions run together, before any packet is written out */
         nfc_esp_batch_begin();
         nfc_esp_burst(pkt, code, n);
     }
-    for (uint16_t i = 0; i < n; i++)
+    for (uint16_t i = 0; nfc_phases == 0 && i < n; i++)
         if (code[i] == NFC_CONTINUE)
             code[i] = nfc_run(&pkt[i]);
     if (nfc_uses_esp) {

@@ -485,6 +485,13 @@ extern const int nfc_ntables;
 extern const char nfc_program[]; /* the NF's name: the control channel's HELLO reports it */
 int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port);
 int nfc_run(struct nfc_pkt *p);
+/* Stage `phase` of the packet's cut (NFC_CONTINUE when it has no such stage), and the key of
+ * table `table` at that stage's entry (-1: not looked up there): a burst runs stage by stage
+ * when nfc_phases > 0 (nfc_burst.h), every packet through a stage before the next. */
+int nfc_run_phase(struct nfc_pkt *p, int phase);
+int nfc_stage_key(int phase, int table, const struct nfc_pkt *p, uint8_t *key);
+extern const int nfc_phases;
+extern const uint64_t nfc_phase_tables[]; /* per phase, the tables its stages look up (bit i: nfc_tables[i]) */
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap);
 uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room);
 const uint8_t *nfc_headers_in_place(const struct nfc_pkt *p);
@@ -637,7 +644,9 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
 }
 
 /* The lookups of a burst, in bulk: for each control-plane table, the keys the parsed packets
- * (codes[i] == NFC_CONTINUE) have as they arrive (nfc_bench_key) go to one bulk lookup
+ * (codes[i] == NFC_CONTINUE) have as they arrive (nfc_bench_key; `phase` -1), or at the entry
+ * of stage `phase` of their cut (nfc_stage_key: only the tables that stage looks up; the
+ * answers kept at the stage before are dropped), go to one bulk lookup
  * (rte_hash_lookup_bulk_data, which overlaps the keys' cache misses, or nfc_lpm_find_bulk)
  * and the answers are kept per packet; nfc_run's lookup of the same key (nfc_exact_lookup,
  * nfc_lpm_lookup) takes the kept answer.  A key an earlier stage changes, or a table a packet
@@ -664,10 +673,14 @@ static inline int nfc_key_eq(const uint8_t *a, const uint8_t *b, unsigned bytes)
     return diff == 0;
 }
 
-static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned n)
+static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned n, int phase)
 {
+    for (unsigned i = 0; phase > 0 && i < n; i++)
+        pkts[i].pre_ok = 0;
     for (int t = 0; t < nfc_ntables; t++) {
         struct nfc_table *tab = &nfc_tables[t];
+        if (phase >= 0 && !((nfc_phase_tables[phase] >> t) & 1))
+            continue;
         int keep = t < NFC_PRE_TABLES && !tab->state && tab->key_bytes <= NFC_PRE_KEY;
         if (tab->acl) /* its rule key is the hash's: the lookup key is rte_acl's input, shorter */
             keep = t < NFC_PRE_TABLES && nfc_acl_lookup_bytes(tab) <= NFC_PRE_KEY && !NFC_ACL_PER_PACKET;
@@ -688,7 +701,8 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
                 /* a key whose answer is kept is built where it is kept: no copy (a libc memcpy of
                  * key_bytes per packet and table) */
                 uint8_t *kb = keep ? pkts[from].pre_key[t] : keys[k];
-                int has = codes[from] == NFC_CONTINUE && nfc_bench_key(t, &pkts[from], kb) == 0;
+                int has = codes[from] == NFC_CONTINUE &&
+                          (phase < 0 ? nfc_bench_key(t, &pkts[from], kb) : nfc_stage_key(phase, t, &pkts[from], kb)) == 0;
                 if (has && runs && keyed && nfc_key_eq(kb, kp[k - 1], tab->key_bytes)) {
                     again |= 1ull << (from - start);
                 } else if (has) {

@@ -22,6 +22,12 @@ const int nfc_uses_esp = 0;
 /* 1: a packet leaves with the headers it arrived with, where they arrived, and its payload (no switch bridge, no header pushed or popped, no ESP): nfc_output writes the checksums */
 const int nfc_fixed_layout = 0;
 
+/* the stages a burst runs one after the other, each over every packet, its lookups prefetched in bulk at its entry (0: every packet runs all of its stages in turn, nfc_run) */
+const int nfc_phases = 1;
+
+/* the tables looked up in each of those stages (bit i: nfc_tables[i]) */
+const uint64_t nfc_phase_tables[1] = {0x1ull};
+
 /* the drop code of crypto_unavailable (a burst's batched encryption that failed) */
 const int nfc_crypto_drop = 0;
 
@@ -65,39 +71,53 @@ const int nfc_nobjects = 0;
 /* the registers, counters and meters above, as the control channel serves them */
 struct nfc_object nfc_objects[1] = {{0}};
 
-/* the server stages; NFC_CONTINUE or a drop reason code */
-int nfc_run(struct nfc_pkt *p)
+/* stage `phase` of the packet's cut (none left: NFC_CONTINUE); NFC_CONTINUE or a drop reason code */
+int nfc_run_phase(struct nfc_pkt *p, int phase)
 {
     if (p->cut == 1u) {
-        /* stage map_ca_to_pa, examples/bluebird_tor.nfp:155 */
-        if (p->meta[1] == 1ull) {
-            {
-                /* lookup ca_to_pa, examples/bluebird_tor.nfp:157 */
-                uint8_t key1[16];
-                uint64_t f2 = p->meta[0];
-                uint64_t f3 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
-                nfc_set64(key1, ((f2 & 0xffffull) << 0x30u) | ((f3 & 0xffffffffull) << 0x10u));
-                nfc_set64(key1 + 8u, 0ull);
-                void * hit1 = NULL;
-                if (nfc_exact_lookup(p, 0, key1, 0x10u, &hit1)) {
-                    uint64_t * v1 = (uint64_t *)hit1;
-                    p->res[0] = v1[0];
-                    p->res[1] = v1[1];
-                    p->res[2] = v1[2];
-                    p->stats->hits[0] = p->stats->hits[0] + 1;
-                    nfc_hit_note(0, key1, 0x10u);
-                    p->meta[4] = p->res[0] & 0xffffffffull;
-                    p->meta[5] = p->res[1] & 0xffffffull;
-                    nfc_store_be(p->hdr[4], 6u, p->res[2]);
-                } else {
-                    p->stats->misses[0] = p->stats->misses[0] + 1;
-                    return 8;
+        if (phase == 0) {
+            /* stage map_ca_to_pa, examples/bluebird_tor.nfp:155 */
+            if (p->meta[1] == 1ull) {
+                {
+                    /* lookup ca_to_pa, examples/bluebird_tor.nfp:157 */
+                    uint8_t key1[16];
+                    uint64_t f2 = p->meta[0];
+                    uint64_t f3 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
+                    nfc_set64(key1, ((f2 & 0xffffull) << 0x30u) | ((f3 & 0xffffffffull) << 0x10u));
+                    nfc_set64(key1 + 8u, 0ull);
+                    void * hit1 = NULL;
+                    if (nfc_exact_lookup(p, 0, key1, 0x10u, &hit1)) {
+                        uint64_t * v1 = (uint64_t *)hit1;
+                        p->res[0] = v1[0];
+                        p->res[1] = v1[1];
+                        p->res[2] = v1[2];
+                        p->stats->hits[0] = p->stats->hits[0] + 1;
+                        nfc_hit_note(0, key1, 0x10u);
+                        p->meta[4] = p->res[0] & 0xffffffffull;
+                        p->meta[5] = p->res[1] & 0xffffffull;
+                        nfc_store_be(p->hdr[4], 6u, p->res[2]);
+                    } else {
+                        p->stats->misses[0] = p->stats->misses[0] + 1;
+                        return 8;
+                    }
                 }
             }
+            return NFC_CONTINUE;
         }
         return NFC_CONTINUE;
     }
     return 1;
+}
+
+/* the server stages, one after the other; NFC_CONTINUE or a drop reason code */
+int nfc_run(struct nfc_pkt *p)
+{
+    int code = NFC_CONTINUE;
+    code = nfc_run_phase(p, 0);
+    if (code != NFC_CONTINUE) {
+        return code;
+    }
+    return code;
 }
 
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
@@ -175,7 +195,7 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         if (room >= 0x13u) {
             uint8_t * out = end - 0x13u;
             uint64_t f4 = 2u;
-            uint64_t f5 = p->valid[4];
+            uint64_t f5 = 1;
             uint64_t f6 = p->valid[5];
             uint64_t f7 = p->valid[6];
             uint64_t f8 = p->meta[3];
@@ -196,58 +216,12 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
 /* where the valid headers start, if in place in front of the payload; NULL: moved */
 const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
 {
-    const uint8_t * at = p->payload;
-    if (p->valid[6]) {
-        at = at - 0x28u;
-        if (p->hdr[6] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[5]) {
-        at = at - 0x14u;
-        if (p->hdr[5] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[4]) {
-        at = at - 0xeu;
-        if (p->hdr[4] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[3]) {
-        at = at - 8u;
-        if (p->hdr[3] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[2]) {
-        at = at - 8u;
-        if (p->hdr[2] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[1]) {
-        at = at - 0x14u;
-        if (p->hdr[1] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[0]) {
-        at = at - 0xeu;
-        if (p->hdr[0] != at) {
-            return NULL;
-        }
-    }
-    return at;
+    return ((p->payload - 0xeu) - (p->valid[5] ? 0x14u : 0u)) - (p->valid[6] ? 0x28u : 0u);
 }
 
 /* the checksum fields of the valid headers, written where the headers are */
 void nfc_finish_in_place(struct nfc_pkt *p)
 {
-    if (p->valid[1]) {
-        nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
-    }
     if (p->valid[5]) {
         nfc_csum_put(p->hdr[5] + 0xau, p->hdr[5], 0x14u, 0xau);
     }
@@ -335,6 +309,19 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
     return -1;
 }
 
+/* the key bytes of table `table` at the entry of stage `phase` of the packet's cut; -1: not looked up there */
+int nfc_stage_key(int phase, int table, const struct nfc_pkt *p, uint8_t *key)
+{
+    if ((phase == 0) && (table == 0)) {
+        uint64_t f17 = p->meta[0];
+        uint64_t f18 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
+        nfc_set64(key, ((f17 & 0xffffull) << 0x30u) | ((f18 & 0xffffffffull) << 0x10u));
+        nfc_set64(key + 8u, 0ull);
+        return 0;
+    }
+    return -1;
+}
+
 /* check the bridge header, restore its fields, copy the headers it says are valid */
 int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port)
 {
@@ -365,14 +352,12 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->meta[4] = nfc_get(data, 0x74u, 0x20u);
         p->egress = nfc_get(data, 0x94u, 0x10u);
         p->egress_set = nfc_get(data, 0xa4u, 1u);
-        if (nfc_get(data, 8u, 1u)) {
-            if ((off + 0xeu) > len) {
-                return 0x10;
-            }
-            p->hdr[4] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[4] = 1;
-            off = off + 0xeu;
+        if ((off + 0xeu) > len) {
+            return 0x10;
         }
+        p->hdr[4] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[4] = 1;
+        off = off + 0xeu;
         if (nfc_get(data, 9u, 1u)) {
             if ((off + 0x14u) > len) {
                 return 0x10;

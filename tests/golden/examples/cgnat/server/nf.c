@@ -22,6 +22,12 @@ const int nfc_uses_esp = 0;
 /* 1: a packet leaves with the headers it arrived with, where they arrived, and its payload (no switch bridge, no header pushed or popped, no ESP): nfc_output writes the checksums */
 const int nfc_fixed_layout = 0;
 
+/* the stages a burst runs one after the other, each over every packet, its lookups prefetched in bulk at its entry (0: every packet runs all of its stages in turn, nfc_run) */
+const int nfc_phases = 0;
+
+/* the tables looked up in each of those stages (bit i: nfc_tables[i]) */
+const uint64_t nfc_phase_tables[1] = {0x3ull};
+
 /* the drop code of crypto_unavailable (a burst's batched encryption that failed) */
 const int nfc_crypto_drop = 0;
 
@@ -221,6 +227,13 @@ int nfc_run(struct nfc_pkt *p)
     return 1;
 }
 
+/* not stage by stage (nfc_phases is 0): all of the packet's stages */
+int nfc_run_phase(struct nfc_pkt *p, int phase)
+{
+    (void)phase;
+    return nfc_run(p);
+}
+
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
@@ -281,8 +294,8 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         if (room >= 2u) {
             uint8_t * out = end - 2u;
             uint64_t f21 = 2u;
-            uint64_t f22 = p->valid[0];
-            uint64_t f23 = p->valid[1];
+            uint64_t f22 = 1;
+            uint64_t f23 = 1;
             uint64_t f24 = p->valid[2];
             uint64_t f25 = p->valid[3];
             uint64_t f26 = p->valid[4];
@@ -294,8 +307,8 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         if (room >= 8u) {
             uint8_t * out = end - 8u;
             uint64_t f27 = 4u;
-            uint64_t f28 = p->valid[0];
-            uint64_t f29 = p->valid[1];
+            uint64_t f28 = 1;
+            uint64_t f29 = 1;
             uint64_t f30 = p->valid[2];
             uint64_t f31 = p->valid[3];
             uint64_t f32 = p->valid[4];
@@ -310,46 +323,13 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
 /* where the valid headers start, if in place in front of the payload; NULL: moved */
 const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
 {
-    const uint8_t * at = p->payload;
-    if (p->valid[4]) {
-        at = at - 8u;
-        if (p->hdr[4] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[3]) {
-        at = at - 8u;
-        if (p->hdr[3] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[2]) {
-        at = at - 0x14u;
-        if (p->hdr[2] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[1]) {
-        at = at - 0x14u;
-        if (p->hdr[1] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[0]) {
-        at = at - 0xeu;
-        if (p->hdr[0] != at) {
-            return NULL;
-        }
-    }
-    return at;
+    return (((p->payload - 0x22u) - (p->valid[2] ? 0x14u : 0u)) - (p->valid[3] ? 8u : 0u)) - (p->valid[4] ? 8u : 0u);
 }
 
 /* the checksum fields of the valid headers, written where the headers are */
 void nfc_finish_in_place(struct nfc_pkt *p)
 {
-    if (p->valid[1]) {
-        nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
-    }
+    nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
 }
 
 /* drop reason names by code (NFC_PUNT_BASE and up: punt reasons) */
@@ -437,6 +417,16 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
     return -1;
 }
 
+/* the key bytes of table `table` at the entry of stage `phase` of the packet's cut; -1: not looked up there */
+int nfc_stage_key(int phase, int table, const struct nfc_pkt *p, uint8_t *key)
+{
+    (void)phase;
+    (void)table;
+    (void)p;
+    (void)key;
+    return -1;
+}
+
 /* check the bridge header, restore its fields, copy the headers it says are valid */
 int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port)
 {
@@ -462,22 +452,18 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         if (!nfc_get(data, 9u, 1u)) {
             return 1;
         }
-        if (nfc_get(data, 8u, 1u)) {
-            if ((off + 0xeu) > len) {
-                return 0x10;
-            }
-            p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[0] = 1;
-            off = off + 0xeu;
+        if ((off + 0xeu) > len) {
+            return 0x10;
         }
-        if (nfc_get(data, 9u, 1u)) {
-            if ((off + 0x14u) > len) {
-                return 0x10;
-            }
-            p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[1] = 1;
-            off = off + 0x14u;
+        p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[0] = 1;
+        off = off + 0xeu;
+        if ((off + 0x14u) > len) {
+            return 0x10;
         }
+        p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[1] = 1;
+        off = off + 0x14u;
         if (nfc_get(data, 0xau, 1u)) {
             if ((off + 0x14u) > len) {
                 return 0x10;
@@ -521,22 +507,18 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         p->meta[0] = nfc_get(data, 0xdu, 0x20u);
         p->meta[1] = nfc_get(data, 0x2du, 0x10u);
         p->meta[3] = nfc_get(data, 0x3du, 0x20u);
-        if (nfc_get(data, 8u, 1u)) {
-            if ((off + 0xeu) > len) {
-                return 0x10;
-            }
-            p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[0] = 1;
-            off = off + 0xeu;
+        if ((off + 0xeu) > len) {
+            return 0x10;
         }
-        if (nfc_get(data, 9u, 1u)) {
-            if ((off + 0x14u) > len) {
-                return 0x10;
-            }
-            p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[1] = 1;
-            off = off + 0x14u;
+        p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[0] = 1;
+        off = off + 0xeu;
+        if ((off + 0x14u) > len) {
+            return 0x10;
         }
+        p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[1] = 1;
+        off = off + 0x14u;
         if (nfc_get(data, 0xau, 1u)) {
             if ((off + 0x14u) > len) {
                 return 0x10;

@@ -22,6 +22,12 @@ const int nfc_uses_esp = 0;
 /* 1: a packet leaves with the headers it arrived with, where they arrived, and its payload (no switch bridge, no header pushed or popped, no ESP): nfc_output writes the checksums */
 const int nfc_fixed_layout = 0;
 
+/* the stages a burst runs one after the other, each over every packet, its lookups prefetched in bulk at its entry (0: every packet runs all of its stages in turn, nfc_run) */
+const int nfc_phases = 1;
+
+/* the tables looked up in each of those stages (bit i: nfc_tables[i]) */
+const uint64_t nfc_phase_tables[1] = {0x1ull};
+
 /* the drop code of crypto_unavailable (a burst's batched encryption that failed) */
 const int nfc_crypto_drop = 0;
 
@@ -65,36 +71,50 @@ const int nfc_nobjects = 0;
 /* the registers, counters and meters above, as the control channel serves them */
 struct nfc_object nfc_objects[1] = {{0}};
 
-/* the server stages; NFC_CONTINUE or a drop reason code */
-int nfc_run(struct nfc_pkt *p)
+/* stage `phase` of the packet's cut (none left: NFC_CONTINUE); NFC_CONTINUE or a drop reason code */
+int nfc_run_phase(struct nfc_pkt *p, int phase)
 {
     if (p->cut == 1u) {
-        /* stage route, examples/dsr_router.nfp:134 */
-        {
-            /* lookup vrf_fib, examples/dsr_router.nfp:135 */
-            uint8_t key1[16];
-            uint64_t f2 = p->meta[0];
-            uint64_t f3 = nfc_get32(p->hdr[7] + 0x10u);
-            nfc_set64(key1, ((f2 & 0x3fffull) << 0x32u) | ((f3 & 0xffffffffull) << 0x12u));
-            nfc_set64(key1 + 8u, 0ull);
-            void * hit1 = NULL;
-            if (nfc_lpm_lookup(p, 0, key1, 0x10u, &hit1)) {
-                uint64_t v1 = (uint64_t)((uintptr_t)hit1);
-                p->res[0] = (v1 >> 0u) & 0xffffffffull;
-                p->res[1] = (v1 >> 0x20u) & 0xffffffull;
-                p->stats->hits[0] = p->stats->hits[0] + 1;
-                nfc_hit_note(0, key1, 0x10u);
-                p->meta[1] = p->res[0] & 0xffffffffull;
-                p->meta[2] = p->res[1] & 0xffffffull;
-                nfc_set8(p->hdr[7] + 8u, (nfc_get8(p->hdr[7] + 8u) - 1ull) & 0xffull);
-            } else {
-                p->stats->misses[0] = p->stats->misses[0] + 1;
-                return 0xa;
+        if (phase == 0) {
+            /* stage route, examples/dsr_router.nfp:134 */
+            {
+                /* lookup vrf_fib, examples/dsr_router.nfp:135 */
+                uint8_t key1[16];
+                uint64_t f2 = p->meta[0];
+                uint64_t f3 = nfc_get32(p->hdr[7] + 0x10u);
+                nfc_set64(key1, ((f2 & 0x3fffull) << 0x32u) | ((f3 & 0xffffffffull) << 0x12u));
+                nfc_set64(key1 + 8u, 0ull);
+                void * hit1 = NULL;
+                if (nfc_lpm_lookup(p, 0, key1, 0x10u, &hit1)) {
+                    uint64_t v1 = (uint64_t)((uintptr_t)hit1);
+                    p->res[0] = (v1 >> 0u) & 0xffffffffull;
+                    p->res[1] = (v1 >> 0x20u) & 0xffffffull;
+                    p->stats->hits[0] = p->stats->hits[0] + 1;
+                    nfc_hit_note(0, key1, 0x10u);
+                    p->meta[1] = p->res[0] & 0xffffffffull;
+                    p->meta[2] = p->res[1] & 0xffffffull;
+                    nfc_set8(p->hdr[7] + 8u, (nfc_get8(p->hdr[7] + 8u) - 1ull) & 0xffull);
+                } else {
+                    p->stats->misses[0] = p->stats->misses[0] + 1;
+                    return 0xa;
+                }
             }
+            return NFC_CONTINUE;
         }
         return NFC_CONTINUE;
     }
     return 1;
+}
+
+/* the server stages, one after the other; NFC_CONTINUE or a drop reason code */
+int nfc_run(struct nfc_pkt *p)
+{
+    int code = NFC_CONTINUE;
+    code = nfc_run_phase(p, 0);
+    if (code != NFC_CONTINUE) {
+        return code;
+    }
+    return code;
 }
 
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
@@ -179,8 +199,8 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         if (room >= 9u) {
             uint8_t * out = end - 9u;
             uint64_t f4 = 2u;
-            uint64_t f5 = p->valid[6];
-            uint64_t f6 = p->valid[7];
+            uint64_t f5 = 1;
+            uint64_t f6 = 1;
             uint64_t f7 = p->meta[1];
             uint64_t f8 = p->meta[2];
             nfc_set64(out, (((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 0xffffffffull) << 0x16u)) | ((f8 >> 2u) & 0x3fffffull));
@@ -193,67 +213,13 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
 /* where the valid headers start, if in place in front of the payload; NULL: moved */
 const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
 {
-    const uint8_t * at = p->payload;
-    if (p->valid[7]) {
-        at = at - 0x14u;
-        if (p->hdr[7] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[6]) {
-        at = at - 0xeu;
-        if (p->hdr[6] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[5]) {
-        at = at - 4u;
-        if (p->hdr[5] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[4]) {
-        at = at - 4u;
-        if (p->hdr[4] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[3]) {
-        at = at - 8u;
-        if (p->hdr[3] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[2]) {
-        at = at - 8u;
-        if (p->hdr[2] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[1]) {
-        at = at - 0x14u;
-        if (p->hdr[1] != at) {
-            return NULL;
-        }
-    }
-    if (p->valid[0]) {
-        at = at - 0xeu;
-        if (p->hdr[0] != at) {
-            return NULL;
-        }
-    }
-    return at;
+    return p->payload - 0x22u;
 }
 
 /* the checksum fields of the valid headers, written where the headers are */
 void nfc_finish_in_place(struct nfc_pkt *p)
 {
-    if (p->valid[1]) {
-        nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
-    }
-    if (p->valid[7]) {
-        nfc_csum_put(p->hdr[7] + 0xau, p->hdr[7], 0x14u, 0xau);
-    }
+    nfc_csum_put(p->hdr[7] + 0xau, p->hdr[7], 0x14u, 0xau);
 }
 
 /* drop reason names by code (NFC_PUNT_BASE and up: punt reasons) */
@@ -335,6 +301,19 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
     return -1;
 }
 
+/* the key bytes of table `table` at the entry of stage `phase` of the packet's cut; -1: not looked up there */
+int nfc_stage_key(int phase, int table, const struct nfc_pkt *p, uint8_t *key)
+{
+    if ((phase == 0) && (table == 0)) {
+        uint64_t f11 = p->meta[0];
+        uint64_t f12 = nfc_get32(p->hdr[7] + 0x10u);
+        nfc_set64(key, ((f11 & 0x3fffull) << 0x32u) | ((f12 & 0xffffffffull) << 0x12u));
+        nfc_set64(key + 8u, 0ull);
+        return 0;
+    }
+    return -1;
+}
+
 /* check the bridge header, restore its fields, copy the headers it says are valid */
 int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port)
 {
@@ -361,22 +340,18 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         p->meta[0] = nfc_get(data, 0xau, 0xeu);
-        if (nfc_get(data, 8u, 1u)) {
-            if ((off + 0xeu) > len) {
-                return 0x10;
-            }
-            p->hdr[6] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[6] = 1;
-            off = off + 0xeu;
+        if ((off + 0xeu) > len) {
+            return 0x10;
         }
-        if (nfc_get(data, 9u, 1u)) {
-            if ((off + 0x14u) > len) {
-                return 0x10;
-            }
-            p->hdr[7] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[7] = 1;
-            off = off + 0x14u;
+        p->hdr[6] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[6] = 1;
+        off = off + 0xeu;
+        if ((off + 0x14u) > len) {
+            return 0x10;
         }
+        p->hdr[7] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[7] = 1;
+        off = off + 0x14u;
         p->payload = data + off;
         p->payload_len = len - off;
         return NFC_CONTINUE;

@@ -22,6 +22,12 @@ const int nfc_uses_esp = 1;
 /* 1: a packet leaves with the headers it arrived with, where they arrived, and its payload (no switch bridge, no header pushed or popped, no ESP): nfc_output writes the checksums */
 const int nfc_fixed_layout = 0;
 
+/* the stages a burst runs one after the other, each over every packet, its lookups prefetched in bulk at its entry (0: every packet runs all of its stages in turn, nfc_run) */
+const int nfc_phases = 0;
+
+/* the tables looked up in each of those stages (bit i: nfc_tables[i]) */
+const uint64_t nfc_phase_tables[1] = {0x3ull};
+
 /* the drop code of crypto_unavailable (a burst's batched encryption that failed) */
 const int nfc_crypto_drop = 5;
 
@@ -214,6 +220,13 @@ int nfc_run(struct nfc_pkt *p)
     return 1;
 }
 
+/* not stage by stage (nfc_phases is 0): all of the packet's stages */
+int nfc_run_phase(struct nfc_pkt *p, int phase)
+{
+    (void)phase;
+    return nfc_run(p);
+}
+
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
 uint32_t nfc_to_switch(const struct nfc_pkt *p, uint8_t *out, uint32_t cap)
 {
@@ -275,7 +288,7 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         if (room >= 4u) {
             uint8_t * out = end - 4u;
             uint64_t f6 = 2u;
-            uint64_t f7 = p->valid[0];
+            uint64_t f7 = 1;
             uint64_t f8 = p->valid[1];
             uint64_t f9 = p->valid[2];
             uint64_t f10 = p->egress_set ? p->egress : 0ull;
@@ -288,7 +301,7 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
         if (room >= 2u) {
             uint8_t * out = end - 2u;
             uint64_t f12 = 4u;
-            uint64_t f13 = p->valid[0];
+            uint64_t f13 = 1;
             uint64_t f14 = p->valid[1];
             uint64_t f15 = p->valid[2];
             uint64_t f16 = p->valid[3];
@@ -338,6 +351,21 @@ const uint8_t * nfc_headers_in_place(const struct nfc_pkt *p)
 /* the checksum fields of the valid headers, written where the headers are */
 void nfc_finish_in_place(struct nfc_pkt *p)
 {
+    if (p->cut == 1u) {
+        if (p->valid[1]) {
+            nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
+        }
+        return;
+    }
+    if (p->cut == 3u) {
+        if (p->valid[1]) {
+            nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
+        }
+        if (p->valid[3]) {
+            nfc_csum_put(p->hdr[3] + 0xau, p->hdr[3], 0x14u, 0xau);
+        }
+        return;
+    }
     if (p->valid[1]) {
         nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
     }
@@ -439,6 +467,16 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
     return -1;
 }
 
+/* the key bytes of table `table` at the entry of stage `phase` of the packet's cut; -1: not looked up there */
+int nfc_stage_key(int phase, int table, const struct nfc_pkt *p, uint8_t *key)
+{
+    (void)phase;
+    (void)table;
+    (void)p;
+    (void)key;
+    return -1;
+}
+
 /* check the bridge header, restore its fields, copy the headers it says are valid */
 int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32_t port)
 {
@@ -467,30 +505,24 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         if (!nfc_get(data, 0xau, 1u)) {
             return 1;
         }
-        if (nfc_get(data, 8u, 1u)) {
-            if ((off + 0xeu) > len) {
-                return 0x12;
-            }
-            p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[0] = 1;
-            off = off + 0xeu;
+        if ((off + 0xeu) > len) {
+            return 0x12;
         }
-        if (nfc_get(data, 9u, 1u)) {
-            if ((off + 0x14u) > len) {
-                return 0x12;
-            }
-            p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[1] = 1;
-            off = off + 0x14u;
+        p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[0] = 1;
+        off = off + 0xeu;
+        if ((off + 0x14u) > len) {
+            return 0x12;
         }
-        if (nfc_get(data, 0xau, 1u)) {
-            if ((off + 8u) > len) {
-                return 0x12;
-            }
-            p->hdr[2] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[2] = 1;
-            off = off + 8u;
+        p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[1] = 1;
+        off = off + 0x14u;
+        if ((off + 8u) > len) {
+            return 0x12;
         }
+        p->hdr[2] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[2] = 1;
+        off = off + 8u;
         p->payload = data + off;
         p->payload_len = len - off;
         return NFC_CONTINUE;
@@ -508,22 +540,18 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         p->meta[0] = nfc_get(data, 0xau, 0x10u);
-        if (nfc_get(data, 8u, 1u)) {
-            if ((off + 0xeu) > len) {
-                return 0x12;
-            }
-            p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[0] = 1;
-            off = off + 0xeu;
+        if ((off + 0xeu) > len) {
+            return 0x12;
         }
-        if (nfc_get(data, 9u, 1u)) {
-            if ((off + 0x14u) > len) {
-                return 0x12;
-            }
-            p->hdr[3] = (uint8_t *)((uintptr_t)(data + off));
-            p->valid[3] = 1;
-            off = off + 0x14u;
+        p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[0] = 1;
+        off = off + 0xeu;
+        if ((off + 0x14u) > len) {
+            return 0x12;
         }
+        p->hdr[3] = (uint8_t *)((uintptr_t)(data + off));
+        p->valid[3] = 1;
+        off = off + 0x14u;
         p->payload = data + off;
         p->payload_len = len - off;
         return NFC_CONTINUE;

@@ -22,6 +22,12 @@ const int nfc_uses_esp = 0;
 /* 1: a packet leaves with the headers it arrived with, where they arrived, and its payload (no switch bridge, no header pushed or popped, no ESP): nfc_output writes the checksums */
 const int nfc_fixed_layout = 0;
 
+/* the stages a burst runs one after the other, each over every packet, its lookups prefetched in bulk at its entry (0: every packet runs all of its stages in turn, nfc_run) */
+const int nfc_phases = 1;
+
+/* the tables looked up in each of those stages (bit i: nfc_tables[i]) */
+const uint64_t nfc_phase_tables[1] = {0x0ull};
+
 /* the drop code of crypto_unavailable (a burst's batched encryption that failed) */
 const int nfc_crypto_drop = 0;
 
@@ -43,11 +49,23 @@ const int nfc_nobjects = 0;
 /* the registers, counters and meters above, as the control channel serves them */
 struct nfc_object nfc_objects[1] = {{0}};
 
-/* the server stages; NFC_CONTINUE or a drop reason code */
-int nfc_run(struct nfc_pkt *p)
+/* stage `phase` of the packet's cut (none left: NFC_CONTINUE); NFC_CONTINUE or a drop reason code */
+int nfc_run_phase(struct nfc_pkt *p, int phase)
 {
     (void)p;
+    (void)phase;
     return 1;
+}
+
+/* the server stages, one after the other; NFC_CONTINUE or a drop reason code */
+int nfc_run(struct nfc_pkt *p)
+{
+    int code = NFC_CONTINUE;
+    code = nfc_run_phase(p, 0);
+    if (code != NFC_CONTINUE) {
+        return code;
+    }
+    return code;
 }
 
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */
@@ -150,6 +168,16 @@ const char * nfc_reason(int code)
 /* the key bytes of a lookup, of a packet nfc_from_switch took (NFC_CONTINUE) */
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
+    (void)table;
+    (void)p;
+    (void)key;
+    return -1;
+}
+
+/* the key bytes of table `table` at the entry of stage `phase` of the packet's cut; -1: not looked up there */
+int nfc_stage_key(int phase, int table, const struct nfc_pkt *p, uint8_t *key)
+{
+    (void)phase;
     (void)table;
     (void)p;
     (void)key;
