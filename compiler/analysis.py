@@ -8,14 +8,14 @@ consecutive MAU stages.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import assert_never
 
 from compiler import ir
 from lang.diagnostics import Span
 
-__all__ = ["STD_CAPABILITY", "Unit", "Use", "changed_by", "expr_reads", "loc_of", "parser_uses",
+__all__ = ["STD_CAPABILITY", "Unit", "Use", "changed_by", "expr_reads", "loc_of", "order_free", "parser_uses",
            "stage_units", "stage_uses", "stmt_writes", "walk_stmts"]
 
 # A location: ("hdr", inst, field) | ("valid", inst) | ("meta", name) | ("std", name)
@@ -175,6 +175,27 @@ def _extern_effects(e: ir.Expr, unit: Unit) -> None:
             unit.writes |= {("valid", a.inst) for a in x.args if isinstance(a, ir.HeaderRef)}
             unit.writes.add(("pkt",))
             unit.reads.add(("pkt",))
+
+
+def order_free(prog: ir.Program, stages: Iterable[str]) -> bool:
+    """Whether what ``stages`` do to one packet cannot change what they do to another: no
+    data-plane state touched (a lookup may remove an expired entry), no register written, no
+    meter executed (its colour depends on the order of the packets through it) and no extern
+    called (each keeps state: alloc_port's pool, the replay windows, ESP's sequence numbers),
+    in a statement or in the key of a table looked up.  Counters only add up.  Then packets may
+    run them in any interleaving, as a server running a burst stage by stage does (its profile's
+    ``stage_major`` op): every lookup in bulk at its stage's entry."""
+    for name in stages:
+        for s in walk_stmts(prog.stages[name].body):
+            if isinstance(s, ir.Insert | ir.Remove | ir.Refresh) or \
+                    (isinstance(s, ir.Lookup) and prog.tables[s.table].is_state) or \
+                    (isinstance(s, ir.Assign) and isinstance(s.target, ir.RegRead)):
+                return False
+            keys = [k.expr for k in prog.tables[s.table].keys] if isinstance(s, ir.Lookup) else []
+            if any((isinstance(n, ir.CounterOp) and n.method == "execute") or isinstance(n, ir.ExternCall)
+                   for e in (*stmt_exprs(s), *keys) for n in walk_expr(e)):
+                return False
+    return True
 
 
 def stmt_writes(prog: ir.Program, s: ir.Stmt) -> set[Loc]:

@@ -27,6 +27,7 @@ from compiler.analysis import (
     Unit,
     Use,
     expr_reads,
+    order_free,
     stage_units,
     stage_uses,
     stmt_exprs,
@@ -54,17 +55,27 @@ def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec,
     table's, and when an earlier unit of the pipeline wrote a field of the key, that again plus
     the cache misses of a lookup alone (``_relookup_ns``): the burst's bulk lookup (nfc_prefetch)
     answered for the key the packet arrived with, so the generated code looks the new key up
-    once more, alone and not prefetched.  Only writes of stages in ``on_server`` count when it is
-    given (what the switch wrote arrives in the packet and the bridge header, and the bulk lookup
-    sees it); without it every earlier stage's do, which is right for a server-only program and
-    on the safe side for one the switch fronts.  A ``refresh`` is a lookup of its table alone
-    (``nfc_state_find``, not in the bulk lookup), not an insert."""
+    once more, alone and not prefetched.  A server that runs order-free stages stage by stage
+    (its profile's ``stage_major`` op) looks up every stage's keys in bulk at the stage's
+    entry: there only a key written earlier in the same stage costs that.  Only writes of
+    stages in ``on_server`` count when it is given (what the switch wrote arrives in the packet
+    and the bridge header, and the bulk lookup sees it); without it every earlier stage's do,
+    which is right for a server-only program and on the safe side for one the switch fronts.
+    A ``refresh`` is a lookup of its table alone (``nfc_state_find``, not in the bulk lookup),
+    not an insert."""
     c = spec.cost
     total = sum(_use_ns(u.op, c) for u in _uses(prog, stage))
     total += sum(c.get("push", 1.0) - c.get("stmt", 1.0) for s in walk_stmts(stage.body) if isinstance(s, ir.Push))
     total += sum(_lookup_ns(prog.tables[s.state], c) + _relookup_ns(prog.tables[s.state], c)
                  for s in walk_stmts(stage.body) if isinstance(s, ir.Refresh))
-    written = _written_before(prog, stage, on_server)
+    before = _written_before(prog, stage, on_server)
+    # stage by stage (a profile with the stage_major op, order-free server stages), a key an
+    # earlier stage wrote is looked up in bulk at this stage's entry: only a key written in this
+    # stage costs more
+    if "stage_major" in spec.ops and order_free(prog, on_server if on_server is not None else
+                                                (s for p in prog.pipelines for s in p.stages)):
+        before = set()
+    written = set(before)
     for unit in stage_units(prog, stage):
         for t in unit.tables:
             once = _lookup_ns(prog.tables[t], c)

@@ -92,8 +92,9 @@ def test_measured_costs_name_the_command_in_the_profile() -> None:
 
 
 def stage_ns(source: str, stage: str, cost: dict[str, float], tmp: Path,
-             on_server: frozenset[str] | None = None) -> float:
-    """``stage_cost_ns`` of ``stage`` of ``source`` (built for --target dpdk) under ``cost``."""
+             on_server: frozenset[str] | None = None, ops_less: set[str] | None = None) -> float:
+    """``stage_cost_ns`` of ``stage`` of ``source`` (built for --target dpdk) under ``cost`` (and
+    without the server profile's ``ops_less``)."""
     path = tmp / "p.nfp"
     path.write_text(source)
     diags = Diagnostics()
@@ -101,7 +102,8 @@ def stage_ns(source: str, stage: str, cost: dict[str, float], tmp: Path,
     srv = c.need_targets().server
     assert srv is not None
     prog = c.need_program()
-    return stage_cost_ns(prog, prog.stages[stage], dataclasses.replace(srv, cost=cost), on_server)
+    spec = dataclasses.replace(srv, cost=cost, ops=srv.ops - (ops_less or set()))
+    return stage_cost_ns(prog, prog.stages[stage], spec, on_server)
 
 
 # forward(r.port) checks the port (a comparison, a drop), the miss drops: 4 statements
@@ -114,10 +116,21 @@ def test_lookup_of_a_key_an_earlier_stage_wrote_costs_two_lookups_and_relookup(t
     1): the lookup of the written key is a second one, alone (the generated code's nfc_kept finds
     no answer)."""
     source = bench_cost.calibration_sources()["exact_1m_rekeyed"]
-    # `rekey`: an assignment and an addition, 2 statements; `work`: 4 (FORWARD_OF_A_RESULT), the
-    # lookup twice + relookup
-    assert stage_ns(source, "rekey", UNIT, tmp_path) == 2.0
+    # `rekey`: the register write, an assignment and an addition, 3 statements; `work`: 4
+    # (FORWARD_OF_A_RESULT), the lookup twice + relookup
+    assert stage_ns(source, "rekey", UNIT, tmp_path) == 3.0
     assert stage_ns(source, "work", UNIT, tmp_path) == FORWARD_OF_A_RESULT + 2 * 100.0 + 1000.0
+
+
+def test_a_burst_run_stage_by_stage_looks_a_written_key_up_in_bulk(tmp_path: Path) -> None:
+    """Without the register write the program is order-free: the server runs the burst stage by
+    stage and looks `work`'s keys up in bulk at its entry (docs/server.md, "Stage by stage"), one
+    lookup; a profile without the stage_major op prices it as a packet-by-packet one."""
+    source = bench_cost.calibration_sources()["exact_1m_rekeyed_staged"]
+    assert stage_ns(source, "rekey", UNIT, tmp_path) == 2.0
+    assert stage_ns(source, "work", UNIT, tmp_path) == FORWARD_OF_A_RESULT + 100.0
+    assert stage_ns(source, "work", UNIT, tmp_path, ops_less={"stage_major"}) == \
+        FORWARD_OF_A_RESULT + 2 * 100.0 + 1000.0
 
 
 def test_key_written_on_the_switch_costs_no_relookup(tmp_path: Path) -> None:

@@ -29,9 +29,9 @@ from compiler.analysis import (
     changed_by,
     drop_reasons,
     expr_reads,
+    order_free,
     punt_reasons,
     stage_units,
-    stmt_exprs,
     stmt_writes,
     walk_expr,
     walk_stmts,
@@ -604,14 +604,14 @@ def _valid_at_end(x: _Ctx, cut: int, inst: str) -> c.Expr:
 
 def _per_cut(x: _Ctx, each: Callable[[int], list[c.Stmt]], generic: list[c.Stmt],
              end: tuple[c.Stmt, ...] = ()) -> list[c.Stmt]:
-    """``each(cut)`` and ``end`` under ``if (p->cut == cut)`` for every cut, then ``generic`` (a
-    packet of no cut reaches nothing here; the generic code is what it would get); only
+    """``each(cut)`` and ``end`` under ``if (p->cut == cut)`` for every cut whose statements are
+    not ``generic``, then ``generic`` (what the others, and a packet of no cut, get); only
     ``each`` when every cut's is the same statements."""
     bodies = {cut: each(cut) for cut in x.cut_end}
     if len({repr(b) for b in bodies.values()}) == 1:
         return next(iter(bodies.values()))
-    return [*(c.If(c.Bin("==", _p("cut"), c.Int(cut, "u")), (*body, *end)) for cut, body in bodies.items()),
-            *generic]
+    return [*(c.If(c.Bin("==", _p("cut"), c.Int(cut, "u")), (*body, *end)) for cut, body in bodies.items()
+              if body != generic), *generic]
 
 
 def _in_place(x: _Ctx) -> c.Func:
@@ -865,22 +865,8 @@ def _cuts(x: _Ctx) -> list[_Cut]:
 
 def _stage_major(x: _Ctx) -> bool:
     """Whether a burst may run stage by stage, every packet through a stage before any goes on
-    to the next: when nothing a stage does to one packet changes what another's stage sees.
-    Control-plane tables change only between bursts (RCU); data-plane state (a lookup may
-    remove an expired entry), registers written, meters (their colour depends on the order
-    of the packets through them) and ESP (its sequence numbers, the batched crypto) do not."""
-    for cut in _cuts(x):
-        for name in cut.stages:
-            for s in walk_stmts(x.prog.stages[name].body):
-                if isinstance(s, ir.Insert | ir.Remove | ir.Refresh) or \
-                        (isinstance(s, ir.Lookup) and x.prog.tables[s.table].is_state) or \
-                        (isinstance(s, ir.Assign) and isinstance(s.target, ir.RegRead)):
-                    return False
-                for n in (n for e in stmt_exprs(s) for n in walk_expr(e)):
-                    if (isinstance(n, ir.CounterOp) and n.method == "execute") or \
-                            (isinstance(n, ir.ExternCall) and (n.name in ESP_ENCRYPT or n.name in ESP_DECRYPT)):
-                        return False
-    return True
+    to the next: when the stages of every cut are order-free (compiler/analysis.py)."""
+    return order_free(x.prog, [s for cut in _cuts(x) for s in cut.stages])
 
 
 def _phases(x: _Ctx) -> int:
@@ -935,12 +921,16 @@ def _run(x: _Ctx) -> list[c.Func]:
                 c.Func("int", "nfc_run_phase", ("struct nfc_pkt *p", "int phase"),
                        (c.ExprStmt(c.Cast("void", c.Name("phase"))), c.Return(c.Call("nfc_run", (c.Name("p"),)))),
                        "not stage by stage (nfc_phases is 0): all of the packet's stages", static=False)]
+    # answers kept before (nfc_prefetch as the packet arrived) are not those of the keys its
+    # stages have: each lookup looks up its own
     code_ = c.Name("code")
-    every: list[c.Stmt] = [c.Decl("int", "code", c.Name("NFC_CONTINUE"))]
-    for j in range(_phases(x)):
+    every: list[c.Stmt] = [c.Assign(_p("pre_ok"), c.Int(0, ""))]
+    if _phases(x) > 1:
+        every.append(c.Decl("int", "code", c.Name("NFC_CONTINUE")))
+    for j in range(_phases(x) - 1):
         every += [c.Assign(code_, c.Call("nfc_run_phase", (c.Name("p"), c.Int(j, "")))),
                   c.If(c.Bin("!=", code_, c.Name("NFC_CONTINUE")), (c.Return(code_),))]
-    every.append(c.Return(code_))
+    every.append(c.Return(c.Call("nfc_run_phase", (c.Name("p"), c.Int(_phases(x) - 1, "")))))
     return [c.Func("int", "nfc_run_phase", ("struct nfc_pkt *p", "int phase"), tuple(body),
                    "stage `phase` of the packet's cut (none left: NFC_CONTINUE); NFC_CONTINUE or a drop reason code",
                    static=False),
@@ -1537,10 +1527,12 @@ def _key_fill(x: _Ctx, t: ir.Table, using: list[_Cut], cuts: int,
     """``key`` := the key of ``t`` (then return 0) for a packet of the cuts ``using`` (of ``cuts``;
     another: return -1), where the headers valid on every path and possibly are ``valid``'s,
     one pair per cut."""
+    if any(isinstance(n, ir.ExternCall | ir.CounterOp) for k in t.keys for n in walk_expr(k.expr)):
+        return [c.Return(c.Int(-1, ""))]  # built ahead, its extern or counter would run twice
     x.hoisted = []
     x.must = frozenset.intersection(*(must for must, _ in valid)) if valid else frozenset()
     mays = [may for _, may in valid]
-    x.may = None if not mays or None in mays else frozenset().union(*(m for m in mays if m is not None))
+    x.may = frozenset().union(*(m for m in mays if m is not None)) if mays and None not in mays else None
     fill = _pack(x, "key", _lookup_bytes(t), _key_fields(x, t))
     x.must, x.may = frozenset(), None
     fill = [*x.hoisted, *fill, c.Return(c.Int(0, ""))]

@@ -79,19 +79,19 @@ __attribute__((flatten)) static inline void nfc_burst(struct rte_mbuf **in, uint
                 if (code[i] == NFC_CONTINUE)
                     code[i] = nfc_run_phase(&pkt[i], phase);
         }
-    } else {
+    } else { /* packet by packet: the lookups in bulk with the keys the packets arrive with */
         nfc_prefetch(pkt, code, n, -1);
-    }
-    if (nfc_uses_esp) { /* the burst's encryptions run together, before any packet is written out */
-        nfc_esp_batch_begin();
-        nfc_esp_burst(pkt, code, n);
-    }
-    for (uint16_t i = 0; nfc_phases == 0 && i < n; i++)
-        if (code[i] == NFC_CONTINUE)
-            code[i] = nfc_run(&pkt[i]);
-    if (nfc_uses_esp) {
-        nfc_esp_batch_end();
-        nfc_esp_burst(NULL, NULL, 0);
+        if (nfc_uses_esp) { /* the burst's encryptions run together, before any packet is written out */
+            nfc_esp_batch_begin();
+            nfc_esp_burst(pkt, code, n);
+        }
+        for (uint16_t i = 0; i < n; i++)
+            if (code[i] == NFC_CONTINUE)
+                code[i] = nfc_run(&pkt[i]);
+        if (nfc_uses_esp) {
+            nfc_esp_batch_end();
+            nfc_esp_burst(NULL, NULL, 0);
+        }
     }
     for (uint16_t i = 0; i < n; i++) {
         int c = code[i];

@@ -487,7 +487,9 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
 int nfc_run(struct nfc_pkt *p);
 /* Stage `phase` of the packet's cut (NFC_CONTINUE when it has no such stage), and the key of
  * table `table` at that stage's entry (-1: not looked up there): a burst runs stage by stage
- * when nfc_phases > 0 (nfc_burst.h), every packet through a stage before the next. */
+ * when nfc_phases > 0 (nfc_burst.h), every packet through a stage before the next, and
+ * nfc_prefetch(..., phase) before each.  Then a lookup takes the answer kept at its stage's
+ * entry; nfc_run (every stage in turn) drops any kept answer first. */
 int nfc_run_phase(struct nfc_pkt *p, int phase);
 int nfc_stage_key(int phase, int table, const struct nfc_pkt *p, uint8_t *key);
 extern const int nfc_phases;

@@ -112,12 +112,8 @@ int nfc_run_phase(struct nfc_pkt *p, int phase)
 /* the server stages, one after the other; NFC_CONTINUE or a drop reason code */
 int nfc_run(struct nfc_pkt *p)
 {
-    int code = NFC_CONTINUE;
-    code = nfc_run_phase(p, 0);
-    if (code != NFC_CONTINUE) {
-        return code;
-    }
-    return code;
+    p->pre_ok = 0;
+    return nfc_run_phase(p, 0);
 }
 
 /* the server->switch bridge, the valid headers in packet order, the payload; 0: no room */

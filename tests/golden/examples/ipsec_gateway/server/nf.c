@@ -357,15 +357,6 @@ void nfc_finish_in_place(struct nfc_pkt *p)
         }
         return;
     }
-    if (p->cut == 3u) {
-        if (p->valid[1]) {
-            nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
-        }
-        if (p->valid[3]) {
-            nfc_csum_put(p->hdr[3] + 0xau, p->hdr[3], 0x14u, 0xau);
-        }
-        return;
-    }
     if (p->valid[1]) {
         nfc_csum_put(p->hdr[1] + 0xau, p->hdr[1], 0x14u, 0xau);
     }
