@@ -865,7 +865,9 @@ def _cuts(x: _Ctx) -> list[_Cut]:
 
 def _stage_major(x: _Ctx) -> bool:
     """Whether a burst may run stage by stage, every packet through a stage before any goes on
-    to the next: when the stages of every cut are order-free (compiler/analysis.py)."""
+    to the next: when the stages of every cut are order-free (compiler/analysis.py).  The cost
+    model (compiler/place_problem.py) asks it of the whole program: a program it prices stage
+    by stage runs so here."""
     return order_free(x.prog, [s for cut in _cuts(x) for s in cut.stages])
 
 

@@ -3,7 +3,7 @@
  * Every packet of the burst is parsed first (so that its table lookups can be prefetched
  * together, nfc_prefetch), then each runs the server stages in order and its output is
  * written into its own mbuf (nfc_output).  A program whose stages cannot see what another
- * packet's did (nfc_phases > 0: no data-plane state, register writes, meters or ESP) runs
+ * packet's did (nfc_phases > 0: no data-plane state, register write, meter or extern) runs
  * them stage by stage instead: every packet through one stage, whose lookups were looked up
  * in bulk with the keys the packets have at its entry, before any goes on to the next (a key
  * an earlier stage computes, as the DSR router's VRF, is batched too).  Hand-written, shared
