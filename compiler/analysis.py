@@ -182,7 +182,8 @@ def order_free(prog: ir.Program, stages: Iterable[str]) -> bool:
     data-plane state touched (a lookup may remove an expired entry), no register written, no
     meter executed (its colour depends on the order of the packets through it) and no extern
     called (each keeps state: alloc_port's pool, the replay windows, ESP's sequence numbers),
-    in a statement or in the key of a table looked up.  Counters only add up.  Then packets may
+    in a statement or in the key of a table looked up (nor a counter there: that key is not
+    built ahead, so its lookup is not in bulk).  Counters only add up.  Then packets may
     run them in any interleaving, as a server running a burst stage by stage does (its profile's
     ``stage_major`` op): every lookup in bulk at its stage's entry."""
     for name in stages:
@@ -191,9 +192,12 @@ def order_free(prog: ir.Program, stages: Iterable[str]) -> bool:
                     (isinstance(s, ir.Lookup) and prog.tables[s.table].is_state) or \
                     (isinstance(s, ir.Assign) and isinstance(s.target, ir.RegRead)):
                 return False
-            keys = [k.expr for k in prog.tables[s.table].keys] if isinstance(s, ir.Lookup) else []
             if any((isinstance(n, ir.CounterOp) and n.method == "execute") or isinstance(n, ir.ExternCall)
-                   for e in (*stmt_exprs(s), *keys) for n in walk_expr(e)):
+                   for e in stmt_exprs(s) for n in walk_expr(e)):
+                return False
+            # a counter in a key counts too: such a key is never built ahead (it would count twice)
+            keys = [k.expr for k in prog.tables[s.table].keys] if isinstance(s, ir.Lookup) else []
+            if any(isinstance(n, ir.CounterOp | ir.ExternCall) for e in keys for n in walk_expr(e)):
                 return False
     return True
 
