@@ -1494,8 +1494,14 @@ def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
     cuts = _cuts(x)
     for t in tables:
         using = [cut for cut in cuts if any(t.name in _stage_tables(x.prog, x.prog.stages[s]) for s in cut.stages)]
-        # the key as the packet arrives: the headers valid on entry to every cut that looks it up
-        fill = _key_fill(x, t, using, len(cuts), [(cut.must, cut.may) for cut in using])
+        # the key as the packet arrives: the headers valid on entry to every cut that looks it up;
+        # stage by stage, that is the key of the first stage when every such cut looks it up there
+        if x.stage_major and using and all(t.name in _stage_tables(x.prog, x.prog.stages[cut.stages[0]])
+                                           for cut in using):
+            args = (c.Int(0, ""), c.Name("table"), c.Name("p"), c.Name("key"))
+            fill: list[c.Stmt] = [c.Return(c.Call("nfc_stage_key", args))]
+        else:
+            fill = _key_fill(x, t, using, len(cuts), [(cut.must, cut.may) for cut in using])
         body.append(c.If(c.Bin("==", c.Name("table"), c.Int(x.tindex[t.name], "")), tuple(fill)))
     body.append(c.Return(c.Int(-1, "")))
     params = ("int table", "const struct nfc_pkt *p", "uint8_t *key")

@@ -296,11 +296,7 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f15 = p->meta[0];
-        uint64_t f16 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
-        nfc_set64(key, ((f15 & 0xffffull) << 0x30u) | ((f16 & 0xffffffffull) << 0x10u));
-        nfc_set64(key + 8u, 0ull);
-        return 0;
+        return nfc_stage_key(0, table, p, key);
     }
     return -1;
 }
@@ -309,9 +305,9 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 int nfc_stage_key(int phase, int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if ((phase == 0) && (table == 0)) {
-        uint64_t f17 = p->meta[0];
-        uint64_t f18 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
-        nfc_set64(key, ((f17 & 0xffffull) << 0x30u) | ((f18 & 0xffffffffull) << 0x10u));
+        uint64_t f15 = p->meta[0];
+        uint64_t f16 = p->valid[5] ? nfc_get32(p->hdr[5] + 0x10u) : 0ull;
+        nfc_set64(key, ((f15 & 0xffffull) << 0x30u) | ((f16 & 0xffffffffull) << 0x10u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }

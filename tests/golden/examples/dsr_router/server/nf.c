@@ -288,11 +288,7 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f9 = p->meta[0];
-        uint64_t f10 = nfc_get32(p->hdr[7] + 0x10u);
-        nfc_set64(key, ((f9 & 0x3fffull) << 0x32u) | ((f10 & 0xffffffffull) << 0x12u));
-        nfc_set64(key + 8u, 0ull);
-        return 0;
+        return nfc_stage_key(0, table, p, key);
     }
     return -1;
 }
@@ -301,9 +297,9 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 int nfc_stage_key(int phase, int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if ((phase == 0) && (table == 0)) {
-        uint64_t f11 = p->meta[0];
-        uint64_t f12 = nfc_get32(p->hdr[7] + 0x10u);
-        nfc_set64(key, ((f11 & 0x3fffull) << 0x32u) | ((f12 & 0xffffffffull) << 0x12u));
+        uint64_t f9 = p->meta[0];
+        uint64_t f10 = nfc_get32(p->hdr[7] + 0x10u);
+        nfc_set64(key, ((f9 & 0x3fffull) << 0x32u) | ((f10 & 0xffffffffull) << 0x12u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }

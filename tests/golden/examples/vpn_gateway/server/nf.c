@@ -291,12 +291,7 @@ const char * nfc_reason(int code)
 int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if (table == 0) {
-        uint64_t f10 = p->meta[0];
-        uint64_t f11 = p->meta[1];
-        uint64_t f12 = nfc_get32(p->hdr[7] + 0x10u);
-        nfc_set64(key, (((f10 & 0xfffull) << 0x34u) | ((f11 & 0xfffull) << 0x28u)) | ((f12 & 0xffffffffull) << 8u));
-        nfc_set64(key + 8u, 0ull);
-        return 0;
+        return nfc_stage_key(0, table, p, key);
     }
     return -1;
 }
@@ -305,10 +300,10 @@ int nfc_bench_key(int table, const struct nfc_pkt *p, uint8_t *key)
 int nfc_stage_key(int phase, int table, const struct nfc_pkt *p, uint8_t *key)
 {
     if ((phase == 0) && (table == 0)) {
-        uint64_t f13 = p->meta[0];
-        uint64_t f14 = p->meta[1];
-        uint64_t f15 = nfc_get32(p->hdr[7] + 0x10u);
-        nfc_set64(key, (((f13 & 0xfffull) << 0x34u) | ((f14 & 0xfffull) << 0x28u)) | ((f15 & 0xffffffffull) << 8u));
+        uint64_t f10 = p->meta[0];
+        uint64_t f11 = p->meta[1];
+        uint64_t f12 = nfc_get32(p->hdr[7] + 0x10u);
+        nfc_set64(key, (((f10 & 0xfffull) << 0x34u) | ((f11 & 0xfffull) << 0x28u)) | ((f12 & 0xffffffffull) << 8u));
         nfc_set64(key + 8u, 0ull);
         return 0;
     }
