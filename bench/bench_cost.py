@@ -192,6 +192,24 @@ _ASSIGNMENTS = """  ipv4.ttl = ipv4.ttl - 1;
   eth.dst = 02:00:00:00:00:02;
   eth.src = ROUTER_MAC;
 """
+# 26 more statements (a chain of metadata arithmetic, written back into a field): with the two
+# programs above, the line that ``stmt`` and ``io`` are fitted to has a point 35 statements from
+# the first, so a round's noise of 1-2 ns moves ``stmt`` by 0.05, not by 0.2 as over 10
+_CHAIN_META = "metadata { a: bit<16>; b: bit<16>; c: bit<16>; }\n"
+_CHAIN = """  meta.a = ipv4.identification + ipv4.total_len;
+  meta.b = meta.a ^ ipv4.total_len;
+  meta.c = meta.b + 7;
+  meta.a = meta.c ^ ipv4.identification;
+  meta.b = meta.a + meta.c;
+  meta.c = meta.b ^ 0x0102;
+  meta.a = meta.c + ipv4.total_len;
+  meta.b = meta.a ^ meta.c;
+  meta.c = meta.b + meta.a;
+  meta.a = meta.c ^ ipv4.identification;
+  meta.b = meta.a + 1;
+  meta.c = meta.b ^ meta.a;
+  ipv4.identification = meta.c;
+"""
 _PARSE6 = """import "std/headers.nfp";
 packet { outer_eth: ethernet; outer_ipv4: ipv4; outer_udp: udp; vxlan: vxlan; eth: ethernet; ipv4: ipv4; }
 parser tunnel {
@@ -245,7 +263,8 @@ stage work { lookup hosts { hit(r) { forward(r.port); } miss { drop(no_host); } 
 
 
 def calibration_sources() -> dict[str, str]:
-    """The calibration programs' text, by name: parse + forward, the same with the assignments, a hash,
+    """The calibration programs' text, by name: parse + forward, the same with the assignments and
+    with 26 statements more, a hash,
     one exact lookup (1K, 1M entries; 1M with its key written by an earlier stage, in a burst run
     packet by packet and in one run stage by stage), one LPM lookup (bench/l3fwd.nfp: 1K, 1M
     routes; 1M with its key written by an earlier stage, both ways)."""
@@ -253,6 +272,8 @@ def calibration_sources() -> dict[str, str]:
     two = _HEAD.replace("stages = [work]", "stages = [rekey, work]")
     return {"parse_forward": _HEAD + "stage work { forward(1); }\n",
             "assignments": _HEAD + "stage work {\n" + _ASSIGNMENTS + "  forward(1);\n}\n",
+            "statements": _HEAD.replace("ports all", _CHAIN_META + "ports all") + "stage work {\n" + _ASSIGNMENTS
+                          + _CHAIN + "  forward(1);\n}\n",
             "encap": _HEAD + _ENCAP, "parse_6": _PARSE6, "vrf_lpm_1m": _HEAD + _VRF_LPM,
             "hash": _HEAD + "stage work {\n  ipv4.identification = crc16(ipv4.src, ipv4.dst, ipv4.protocol);\n"
                             "  forward(1);\n}\n",
@@ -306,7 +327,8 @@ def cases(tmp: Path) -> list[Case]:
     with (tmp / "vrf1m.txt").open("w") as f:
         for r in routes[1_000_000]:
             f.write(f"vrf_routes 17 {r.network:#x}/{r.length} : {work.OUT_PORT}\n")
-    files = {"parse_forward": "none.txt", "assignments": "none.txt", "encap": "none.txt", "parse_6": "none.txt",
+    files = {"parse_forward": "none.txt", "assignments": "none.txt", "statements": "none.txt", "encap": "none.txt",
+             "parse_6": "none.txt",
              "hash": "none.txt",
              "vrf_lpm_1m": "vrf1m.txt",
              "exact_1k": "exact1k.txt",
@@ -421,8 +443,28 @@ def measure(cs: list[Case], tmp: Path, args: argparse.Namespace,
 def solve(key: str, form: dict[str, float], measured: float, costs: dict[str, float]) -> float:
     """The value of cost ``key`` for which the model predicts ``measured`` for a program whose
     prediction is ``form``, the other costs being ``costs``."""
-    rest = sum(coef * costs[k] for k, coef in form.items() if k != key)
-    return (measured - rest) / form[key]
+    return least_squares((key,), [(form, measured)], costs)[key]
+
+
+def least_squares(keys: tuple[str, ...], points: list[tuple[dict[str, float], float]],
+                  costs: dict[str, float]) -> dict[str, float]:
+    """The values of the costs ``keys`` that fit the programs ``points`` (each one's prediction form
+    and measured ns) best in the least-squares sense, the other costs being ``costs``: the normal
+    equations, solved by Gaussian elimination (a handful of unknowns)."""
+    rows = [([form.get(k, 0.0) for k in keys], ns - sum(c * costs[k] for k, c in form.items() if k not in keys))
+            for form, ns in points]
+    n = len(keys)
+    a = [[sum(r[i] * r[j] for r, _ in rows) for j in range(n)] + [sum(r[i] * y for r, y in rows)] for i in range(n)]
+    for col in range(n):
+        pivot = max(range(col, n), key=lambda r: abs(a[r][col]))
+        if abs(a[pivot][col]) < 1e-12:
+            raise ValueError(f"the programs do not determine {keys[col]}")
+        a[col], a[pivot] = a[pivot], a[col]
+        for r in range(n):
+            if r != col:
+                f = a[r][col] / a[col][col]
+                a[r] = [x - f * y for x, y in zip(a[r], a[col], strict=True)]
+    return {k: a[i][n] / a[i][i] for i, k in enumerate(keys)}
 
 
 def on_vdev(costs: dict[str, float]) -> dict[str, float]:
@@ -434,14 +476,12 @@ def on_vdev(costs: dict[str, float]) -> dict[str, float]:
 def calibrate(ns: dict[str, float], forms: dict[str, dict[str, float]],
               old: dict[str, float]) -> dict[str, tuple[float, str]]:
     """The profile's measured costs from the calibration programs' ns/packet, with each one's
-    comment: ``stmt`` from the difference of the two parse programs, ``io_vdev`` from the plain
-    one (``bridge`` stays: there is no switch here to measure it; ``io``, the NIC's, stays too),
-    ``push`` from the encap program, ``hash`` from the CRC-16 one, the lookups from theirs."""
+    comment: ``stmt`` and ``io_vdev`` fitted to the three parse programs (0, 10 and 35 statements
+    more than a forward; ``bridge`` stays: there is no switch here to measure it; ``io``, the
+    NIC's, stays too), ``push`` from the encap program, ``hash`` from the CRC-16 one, the lookups from theirs."""
     costs = on_vdev(old)
-    base, more = forms["parse_forward"], forms["assignments"]
-    d_stmt = more.get("stmt", 0.0) - base.get("stmt", 0.0)
-    costs["stmt"] = (ns["assignments"] - ns["parse_forward"]) / d_stmt
-    costs["io"] = solve("io", base, ns["parse_forward"], costs)
+    lines = ("parse_forward", "assignments", "statements")
+    costs |= least_squares(("io", "stmt"), [(forms[n], ns[n]) for n in lines], costs)
     # a cost is not negative: within the noise (±1-2 ns between rounds), an operation whose data
     # stays in cache (a trie of 4,096 flows' routes; a re-lookup) may cost no more than the path
     # without it
@@ -454,9 +494,11 @@ def calibrate(ns: dict[str, float], forms: dict[str, dict[str, float]],
     day = datetime.date.today().isoformat()
     why = {
         "io_vdev": f"parse Ethernet + IPv4 and forward, net_pcap -> net_null: {ns['parse_forward']:.1f} ns/packet "
-                   f"per CPU-second, less bridge and the model's statements (the benchmark's I/O, not a NIC's)",
-        "stmt": f"{d_stmt:g} field assignments: {ns['assignments']:.1f} against {ns['parse_forward']:.1f} ns/packet "
-                f"(checksum recomputation included)",
+                   f"per CPU-second (fitted with stmt, below), less bridge and the model's statements (the "
+                   f"benchmark's I/O, not a NIC's)",
+        "stmt": "fitted with io_vdev by least squares to parse + forward, the same with field assignments and "
+                "with more statements: " + ", ".join(f"{forms[n].get('stmt', 0.0):g} statements {ns[n]:.1f}"
+                                                     for n in lines) + " ns/packet (checksum recomputation included)",
         "push": f"two header pushes (outer Ethernet + IPv4): {ns['encap']:.1f} ns/packet, less io_vdev and "
                 f"statements",
         "hash": f"a CRC-16 of 9 bytes (nfc_crc16: eight bytes a step, then one) written into a field: "
@@ -517,9 +559,15 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
     got = measure(cs, tmp, args, log)
     ns = {c.name: got[c.name].ns() for c in cs}
     calib = {c.name: v for c in cs if not c.example and (v := ns[c.name]) is not None}
+    this_run: dict[str, object] = {}
     if len(calib) == len([c for c in cs if not c.example]):
         new = calibrate(calib, {c.name: terms(c.nfp, c.pipeline) for c in cs if not c.example}, profile_costs())
         print("\nmeasured costs (ns): " + ", ".join(f"{k} {v}" for k, (v, _) in new.items()))
+        # how the model does on this machine with its own costs (what --write would record)
+        own = profile_costs() | {k: v for k, (v, _) in new.items()}
+        this_run = {"costs": own, "rows": table_rows(cs, got, own)}
+        print("\nPredicted with this run's costs against measured ns/packet per CPU-second:")
+        print(render(this_run["rows"]))  # type: ignore[arg-type]
         if args.write:
             PROFILE.write_text(write_costs(PROFILE.read_text(), new))
             log(f"wrote {PROFILE.relative_to(ROOT)}")
@@ -534,7 +582,7 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
     print(render(rows))
     data = {"command": " ".join(["bench/bench_cost.py", *sys.argv[1:]]), "date": datetime.date.today().isoformat(),
             "rounds": args.rounds, "window_s": args.window, "core": args.core, "costs": profile_costs(), "rows": rows,
-            "not_measured": NOT_MEASURED, "unpriced_ns": unpriced}
+            "not_measured": NOT_MEASURED, "unpriced_ns": unpriced, "this_run": this_run}
     out = Path(args.json) if args.json else RESULTS if args.write else None
     if out is not None:  # the recorded table only with the figures it was predicted from (--write)
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -194,6 +194,37 @@ def test_write_costs_refuses_a_key_the_profile_lacks() -> None:
         bench_cost.write_costs(PROFILE, {"parse": (1.0, "x")})
 
 
+def test_least_squares_gives_the_line_residuals_orthogonal_to_it_leave() -> None:
+    """Points off y = 2 + 0.5 x by residuals (-5, 7, -2) at x = 1, 11, 36: the residuals sum to 0
+    and to 0 weighted by x (orthogonal to both unknowns' columns), so the least-squares line is
+    y = 2 + 0.5 x itself (worked by hand); an exactly determined solve of the first two points,
+    as the calibration was before, gives stmt 1.7."""
+    points = [({"io": 1.0, "stmt": x}, 2 + 0.5 * x + r) for x, r in ((1.0, -5.0), (11.0, 7.0), (36.0, -2.0))]
+    fit = bench_cost.least_squares(("io", "stmt"), points, {})
+    assert fit == pytest.approx({"io": 2.0, "stmt": 0.5})
+    assert bench_cost.least_squares(("io", "stmt"), points[:2], {})["stmt"] == pytest.approx(1.7)
+    with pytest.raises(ValueError, match="stmt"):
+        bench_cost.least_squares(("io", "stmt"), [({"io": 1.0}, 3.0)], {})
+
+
+def test_calibration_recovers_the_costs_the_programs_were_timed_at(tmp_path: Path) -> None:
+    """Every calibration program's time made up from chosen costs with the model's own forms:
+    the calibration gives those costs back (io_vdev and stmt by the fit, the rest solved)."""
+    chosen = {"io_vdev": 20.0, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
+              "relookup": 4.0, "relookup_lpm": 1.2}  # tenths: calibrate rounds to them
+    profile = bench_cost.profile_costs()
+    forms = {}
+    for name, text in bench_cost.calibration_sources().items():
+        (tmp_path / f"{name}.nfp").write_text(text)
+        forms[name] = bench_cost.terms(tmp_path / f"{name}.nfp", "forward")
+    truth = bench_cost.on_vdev(profile | chosen)
+    truth["exact_16m"] = chosen["exact_1m"] * bench_cost.RTE_HASH_16M_OVER_1M
+    ns = {name: bench_cost.predict(form, truth) for name, form in forms.items()}
+    got = bench_cost.calibrate(ns, forms, profile)
+    assert {k: v for k, (v, _) in got.items() if k in chosen} == pytest.approx(chosen, abs=1e-9)
+    assert "36 statements" in got["stmt"][1]
+
+
 REFRESHED = """import "std/headers.nfp";
 packet { eth: ethernet; ipv4: ipv4; }
 parser p { state start { extract eth; extract ipv4; transition accept; } }

@@ -33,7 +33,11 @@ class DpdkGenerator:
     def emit(self, placed: Placed, plan: Plan, out: Path) -> dict[str, str]:
         folder = out / "server"
         folder.mkdir(parents=True, exist_ok=True)
-        server = lower_server(placed.program, placed.placement, placed.bridges, software=plan.switch is None)
+        # a burst runs stage by stage only where the server's profile says so (its stage_major op):
+        # the cost model prices it that way on the same condition
+        srv = placed.targets.server
+        server = lower_server(placed.program, placed.placement, placed.bridges, software=plan.switch is None,
+                              stage_major=srv is not None and "stage_major" in srv.ops)
         (folder / "nf.c").write_text(print_unit(server.nf))
         (folder / "nfc_prog.h").write_text(print_unit(server.sizes))
         for name in COPIED.values():

@@ -174,8 +174,10 @@ class Server:
 
 
 def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...],
-                 software: bool = False) -> Server:
-    """``software``: no switch; packets arrive raw on logical ports and run whole pipelines."""
+                 software: bool = False, stage_major: bool = False) -> Server:
+    """``software``: no switch; packets arrive raw on logical ports and run whole pipelines.
+    ``stage_major``: the target runs an order-free program's bursts stage by stage (its profile's
+    ``stage_major`` op); without it every program runs packet by packet."""
     x = _Ctx(prog, placement, bridges, software=software)
     _check_instances(prog)
     x.inst = {i.name: k for k, i in enumerate(prog.instances)}
@@ -198,7 +200,7 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
                 x.meta_slot(bf.name[5:], bf.width)
     used = {pl.parser for pl in prog.pipelines}  # a parser no pipeline uses (W001) would be an unused function
     parsers = [_parser(x, g) for g in prog.parsers.values() if g.name in used] if software else []
-    x.stage_major = _stage_major(x)
+    x.stage_major = stage_major and _stage_major(x)
     funcs = [*parsers, *_run(x), _to_switch(x), _bridge_fn(x), _in_place(x), _finish_in_place(x), _reason_fn(x),
              _bench_key(x, tables), _stage_key(x, tables)]
     funcs.append(_from_switch(x))  # last: it clears exactly the slots the others use
