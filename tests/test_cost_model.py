@@ -222,7 +222,29 @@ def test_calibration_recovers_the_costs_the_programs_were_timed_at(tmp_path: Pat
     ns = {name: bench_cost.predict(form, truth) for name, form in forms.items()}
     got = bench_cost.calibrate(ns, forms, profile)
     assert {k: v for k, (v, _) in got.items() if k in chosen} == pytest.approx(chosen, abs=1e-9)
-    assert "36 statements" in got["stmt"][1]
+    assert "fitted by least squares to the 13 calibration programs" in got["stmt"][1]
+
+
+def test_calibration_spreads_one_programs_noise_and_keeps_costs_not_negative(tmp_path: Path) -> None:
+    """3 ns of noise in the 1M-entry exact program alone went whole into exact_1m when it was solved
+    from that program; fitted to all 13 (the 1K-entry one and the one run stage by stage price the
+    same lookup) it moves exact_1m by less than 1.5 ns.  A cost the noise would fit below 0
+    (relookup_lpm, truly 0, with its program 2 ns fast) is held at 0."""
+    chosen = {"io_vdev": 20.0, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
+              "relookup": 4.0, "relookup_lpm": 0.0}
+    profile = bench_cost.profile_costs()
+    forms = {}
+    for name, text in bench_cost.calibration_sources().items():
+        (tmp_path / f"{name}.nfp").write_text(text)
+        forms[name] = bench_cost.terms(tmp_path / f"{name}.nfp", "forward")
+    truth = bench_cost.on_vdev(profile | chosen)
+    ns = {name: bench_cost.predict(form, truth) for name, form in forms.items()}
+    ns["exact_1m"] += 3.0
+    ns["lpm_1m_rekeyed"] -= 2.0
+    got = {k: v for k, (v, _) in bench_cost.calibrate(ns, forms, profile).items()}
+    assert abs(got["exact_1m"] - 9.0) < 1.5
+    assert got["relookup_lpm"] == 0.0
+    assert all(v >= 0 for v in got.values())
 
 
 REFRESHED = """import "std/headers.nfp";
