@@ -353,6 +353,7 @@ def _table_desc(x: _Ctx, t: ir.Table) -> c.Init:
         ("timeout_ns", f"{timeout_ns_of(t)}ull"), ("refresh", "1" if t.is_state and t.hints.refresh else "0"),
         ("nlinks", str(len(links))), ("link_table", "{" + ", ".join(str(x.tindex[y]) for y in links) + "}"
                                        if links else "{0}"),
+        *((("lpm_stride1", str(_lpm_stride1(t))),) if lpm else ()),
     ), f"table {t.name}, {_src(t.span)}")
 
 
@@ -395,6 +396,23 @@ def _lpm_key(t: ir.Table) -> tuple[int, int] | None:
             return off, k.expr.width
         off += k.expr.width
     return None
+
+
+# a VRF expected to hold fewer routes than this gets 2^8 entries at its trie's level 1 (nfc_lpm.h)
+SMALL_VRF_ROUTES = 1 << 16
+
+
+def _lpm_stride1(t: ir.Table) -> int:
+    """The bits of an LPM table's trie level 1 (nfc_lpm.h): 16, DIR-24-8's first stage cut in two,
+    unless the table's exact fields name VRFs and its size spread over all of them is under
+    SMALL_VRF_ROUTES each: then 8, so that a VRF's /8 holding a longer route costs a table of
+    2 KiB, not 512 KiB (the DSR router's 10M routes over 2^14 VRFs: 610 each), for one more
+    load on the way to a /17-/24 route."""
+    lpm = _lpm_key(t)
+    if lpm is None:
+        return 16
+    vrf_bits = sum(k.expr.width for k in t.keys) - lpm[1]
+    return 8 if vrf_bits and t.size >> min(vrf_bits, 63) < SMALL_VRF_ROUTES else 16
 
 
 def _key_bytes(t: ir.Table) -> int:

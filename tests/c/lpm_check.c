@@ -82,18 +82,19 @@ static void answer(int found, void *data)
 int main(int argc, char **argv)
 {
     int used = rte_eal_init(argc, argv);
-    if (used < 0 || argc - used < 3) {
-        fprintf(stderr, "usage: lpm_check EAL-ARGS -- W VRF_BITS\n");
+    if (used < 0 || argc - used < 4) {
+        fprintf(stderr, "usage: lpm_check EAL-ARGS -- W VRF_BITS STRIDE1\n");
         return 2;
     }
     W = (unsigned)atoi(argv[used + 1]);
     VRFS = (unsigned)atoi(argv[used + 2]);
+    unsigned stride1 = (unsigned)atoi(argv[used + 3]);
     OFF = VRFS;
     LEN_OFF = OFF + W;
     struct rte_hash_parameters params = {.name = "rules", .entries = 1 << 16, .key_len = KEY_BYTES,
                                          .hash_func = rte_hash_crc, .socket_id = 0};
     rules = rte_hash_create(&params);
-    if (rules == NULL || nfc_lpm_init(&trie, W, OFF, LEN_OFF, KEY_BYTES, (int)VRFS, "check") != 0) {
+    if (rules == NULL || nfc_lpm_init(&trie, W, OFF, LEN_OFF, KEY_BYTES, (int)VRFS, stride1, "check") != 0) {
         fprintf(stderr, "lpm_check: set-up failed\n");
         return 1;
     }

@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include <rte_hash.h>
+#include <rte_malloc.h>
 #include <rte_lcore.h>
 
 #include "nfc_ctl.h"
@@ -199,17 +200,25 @@ static void nfc_counters_text(struct text *t)
             sum.misses[i] += nfc_stats[l].misses[i];
         }
     }
-    put(t, "{\"forwarded\": %" PRIu64 ", \"drops\": {", sum.forwarded);
+    struct rte_malloc_socket_stats heap = {0};
+    rte_malloc_get_socket_stats((int)rte_socket_id(), &heap); /* the tables' rte_hash, the mbuf pools... */
+    put(t, "{\"forwarded\": %" PRIu64 ", \"heap_bytes\": %zu, \"drops\": {", sum.forwarded,
+        heap.heap_allocsz_bytes);
     int first = by_reason(t, &sum, 0, NFC_PUNT_BASE);
     if (sum.no_port)
         put(t, "%s\"no_port\": %" PRIu64, first ? "" : ", ", sum.no_port);
     put(t, "}, \"punts\": {"); /* to the control plane, which the server has none of: counted, not sent */
     by_reason(t, &sum, NFC_PUNT_BASE, 256);
     put(t, "}, \"tables\": {");
-    for (int i = 0; i < nfc_ntables; i++)
-        put(t, "%s\"%s\": {\"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"entries\": %d}", i ? ", " : "",
+    for (int i = 0; i < nfc_ntables; i++) {
+        put(t, "%s\"%s\": {\"hits\": %" PRIu64 ", \"misses\": %" PRIu64 ", \"entries\": %d", i ? ", " : "",
             nfc_tables[i].name, sum.hits[i], sum.misses[i],
             nfc_tables[i].h != NULL ? rte_hash_count(nfc_tables[i].h) : 0);
+        if (nfc_tables[i].lpm >= 0) /* the trie's memory: its roots and tables (nfc_lpm.c), of 2^16 and 2^8 entries */
+            put(t, ", \"trie_bytes\": %" PRIu64 ", \"trie_tables\": [%" PRIu64 ", %" PRIu64 "]",
+                nfc_lpm_bytes(&nfc_tables[i].trie), nfc_tables[i].trie.tables[1], nfc_tables[i].trie.tables[0]);
+        put(t, "}");
+    }
     struct nfc_copy_stats cs = nfc_state_copy_stats();
     put(t, "}, \"state_copy\": {\"slices\": %" PRIu64 ", \"cpu_ns\": %" PRIu64 ", \"max_ns\": %" PRIu64 "}}",
         cs.slices, cs.cpu_ns, cs.max_ns);

@@ -105,25 +105,25 @@ void nfc_lpm_reclaim(void)
 
 /* ---- levels ------------------------------------------------------------------------------ */
 
-static unsigned end_bit(unsigned k)
+static unsigned end_bit(const struct nfc_lpm *l, unsigned k)
 {
-    return k == 0 ? 8 : 16 + 8 * k; /* 8, 24, 32, 40, ... */
+    return k == 0 ? 8 : 8 + l->stride1 + 8 * (k - 1); /* 8, 24, 32, 40, ... (stride1 8: 8, 16, 24, ...) */
 }
 
-static int cls_of(unsigned k)
+static int cls_of(const struct nfc_lpm *l, unsigned k)
 {
-    return k == 1 ? BIG : SMALL;
+    return k == 1 && l->stride1 == 16 ? BIG : SMALL;
 }
 
-static uint64_t slots(unsigned k)
+static uint64_t slots(const struct nfc_lpm *l, unsigned k)
 {
-    return k == 1 ? 65536 : 256;
+    return cls_of(l, k) == BIG ? 65536 : 256;
 }
 
-/* a: the LPM field left-aligned to `bits` (nfc_lpm_addrw) */
-static uint64_t index_at(nfc_u128 a, unsigned k, unsigned bits)
+/* a: the LPM field left-aligned to l->bits (nfc_lpm_addrw) */
+static uint64_t index_at(const struct nfc_lpm *l, nfc_u128 a, unsigned k)
 {
-    return (uint64_t)(a >> (bits - end_bit(k))) & (slots(k) - 1);
+    return (uint64_t)(a >> (l->bits - end_bit(l, k))) & (slots(l, k) - 1);
 }
 
 /* A route's entry: its length d and data word. */
@@ -160,7 +160,7 @@ static void write_under(const struct nfc_lpm *l, struct level *t, unsigned k, ui
     uint64_t e = t->e[s];
     if (e & NFC_LPM_EXT) {
         struct level *c = child(e);
-        for (uint64_t j = 0; j < slots(k + 1); j++)
+        for (uint64_t j = 0; j < slots(l, k + 1); j++)
             write_under(l, c, k + 1, j, ne, d, unset);
     } else if (unset ? depth(l, e) == d : depth(l, e) <= d) {
         store(&t->e[s], ne);
@@ -169,20 +169,26 @@ static void write_under(const struct nfc_lpm *l, struct level *t, unsigned k, ui
 
 static void free_under(struct nfc_lpm *l, struct level *t, unsigned k)
 {
-    for (uint64_t j = 0; j < slots(k); j++)
+    for (uint64_t j = 0; j < slots(l, k); j++)
         if (t->e[j] & NFC_LPM_EXT)
             free_under(l, child(t->e[j]), k + 1);
-    l->bytes -= CLASS_BYTES[cls_of(k)];
-    l->tables[cls_of(k)]--;
-    defer((struct unlinked){.t = t, .cls = cls_of(k)});
+    l->bytes -= CLASS_BYTES[cls_of(l, k)];
+    l->tables[cls_of(l, k)]--;
+    defer((struct unlinked){.t = t, .cls = cls_of(l, k)});
 }
 
 /* ---- routes ------------------------------------------------------------------------------ */
 
+uint64_t nfc_lpm_bytes(const struct nfc_lpm *l)
+{
+    return l->bytes + (l->direct != NULL ? ((uint64_t)1 << (l->len_off - l->w)) * sizeof *l->direct : 0);
+}
+
 int nfc_lpm_init(struct nfc_lpm *l, unsigned w, unsigned off, unsigned len_off, unsigned key_bytes, int vrfs,
-                 const char *name)
+                 unsigned stride1, const char *name)
 {
     memset(l, 0, sizeof *l);
+    l->stride1 = stride1 == 8 ? 8 : 16;
     l->w = w;
     l->bits = NFC_LPM_BITS(w);
     l->data = (1ull << NFC_LPM_DEPTH_SHIFT(l->bits)) - 1;
@@ -275,22 +281,22 @@ int nfc_lpm_set(struct nfc_lpm *l, const uint8_t *key, void *data, int fresh)
     if (root == NULL)
         return -ENOMEM;
     /* 1. the tables missing on the path, made and linked below the first one, then published */
-    struct level *path[16] = {root}; /* 128 bits: levels 0..14 */
+    struct level *path[16] = {root}; /* 128 bits: levels 0..14 (0..15 with stride1 8) */
     unsigned k = 0;
-    while ((unsigned)d > end_bit(k) && (path[k]->e[index_at(a, k, l->bits)] & NFC_LPM_EXT)) {
-        path[k + 1] = child(path[k]->e[index_at(a, k, l->bits)]);
+    while ((unsigned)d > end_bit(l, k) && (path[k]->e[index_at(l, a, k)] & NFC_LPM_EXT)) {
+        path[k + 1] = child(path[k]->e[index_at(l, a, k)]);
         k++;
     }
     unsigned made = k;
-    uint64_t fill = path[k]->e[index_at(a, k, l->bits)];
-    while ((unsigned)d > end_bit(made)) {
-        path[made + 1] = level_new(l, cls_of(made + 1), fill);
+    uint64_t fill = path[k]->e[index_at(l, a, k)];
+    while ((unsigned)d > end_bit(l, made)) {
+        path[made + 1] = level_new(l, cls_of(l, made + 1), fill);
         if (path[made + 1] == NULL) {
             for (unsigned j = k + 1; j <= made; j++) { /* never visible */
-                l->bytes -= CLASS_BYTES[cls_of(j)];
-                l->tables[cls_of(j)]--;
-                path[j]->next_free = free_list[cls_of(j)];
-                free_list[cls_of(j)] = path[j];
+                l->bytes -= CLASS_BYTES[cls_of(l, j)];
+                l->tables[cls_of(l, j)]--;
+                path[j]->next_free = free_list[cls_of(l, j)];
+                free_list[cls_of(l, j)] = path[j];
             }
             if (root->inner == 0)
                 drop_vrf(l, key, root); /* made for this route alone */
@@ -299,12 +305,12 @@ int nfc_lpm_set(struct nfc_lpm *l, const uint8_t *key, void *data, int fresh)
         made++;
     }
     for (unsigned j = made; j > k; j--)
-        store(&path[j - 1]->e[index_at(a, j - 1, l->bits)], ext(path[j]));
+        store(&path[j - 1]->e[index_at(l, a, j - 1)], ext(path[j]));
     /* 2. the count of routes inside every table on the path */
     for (unsigned j = 0; fresh && j <= made; j++)
         path[j]->inner++;
     /* 3. the entries P/d covers at the last level */
-    uint64_t first = index_at(a, made, l->bits), n = 1ull << (end_bit(made) - (unsigned)d);
+    uint64_t first = index_at(l, a, made), n = 1ull << (end_bit(l, made) - (unsigned)d);
     for (uint64_t s = first; s < first + n; s++)
         write_under(l, path[made], made, s, ne, d, 0);
     return 0;
@@ -337,16 +343,16 @@ void nfc_lpm_unset(struct nfc_lpm *l, const uint8_t *key, struct rte_hash *rules
     struct level *root = root_for(l, key, 0);
     if (root == NULL)
         return;
-    struct level *path[16] = {root}; /* 128 bits: levels 0..14 */
+    struct level *path[16] = {root}; /* 128 bits: levels 0..14 (0..15 with stride1 8) */
     unsigned k = 0;
-    while ((unsigned)d > end_bit(k)) {
-        uint64_t e = path[k]->e[index_at(a, k, l->bits)];
+    while ((unsigned)d > end_bit(l, k)) {
+        uint64_t e = path[k]->e[index_at(l, a, k)];
         if (!(e & NFC_LPM_EXT))
             return; /* not a route of this trie */
         path[k + 1] = child(e);
         k++;
     }
-    uint64_t ne = cover(l, key, rules, plens), first = index_at(a, k, l->bits), n = 1ull << (end_bit(k) - (unsigned)d);
+    uint64_t ne = cover(l, key, rules, plens), first = index_at(l, a, k), n = 1ull << (end_bit(l, k) - (unsigned)d);
     for (uint64_t s = first; s < first + n; s++)
         write_under(l, path[k], k, s, ne, d, 1);
     for (unsigned j = 0; j <= k; j++)
@@ -358,7 +364,7 @@ void nfc_lpm_unset(struct nfc_lpm *l, const uint8_t *key, struct rte_hash *rules
         uint64_t e = path[j]->e[0];
         while (e & NFC_LPM_EXT)
             e = child(e)->e[0];
-        store(&path[j - 1]->e[index_at(a, j - 1, l->bits)], e);
+        store(&path[j - 1]->e[index_at(l, a, j - 1)], e);
         free_under(l, path[j], j);
         break;
     }

@@ -2,11 +2,14 @@
  * 004 §4.1.2 ("Fast datapath route lookup"): DPDK's DIR-24-8 with its 2^24-entry first stage
  * cut into a directory of 2^8 entries and sub-tables of 2^16 allocated on demand, then
  * tables of 2^8 per further 8 bits, also on demand.  A VRF (the table's exact key fields)
- * costs its 2 KiB directory until it has a route longer than /8.
+ * costs its 2 KiB directory until it has a route longer than /8.  A trie whose VRFs are
+ * expected to be small (`stride1` 8, chosen by the generator: the table's size over its VRFs
+ * is under 2^16 routes each) has 2^8 entries at level 1 too: a VRF's /8 with a longer route
+ * costs 2 KiB instead of 512 KiB, for one more load to reach a /17-/24 route.
  *
  * The LPM field is left-aligned to NFC_LPM_BITS(w) bits (32, 64 or 128: IPv6); level 0
- * indexes its top 8 bits, level 1 the next 16, every further level 8.  An entry is one 64-bit
- * word:
+ * indexes its top 8 bits, level 1 the next stride1 (16 or 8), every further level 8.  An
+ * entry is one 64-bit word:
  *
  *   bit 63      NFC_LPM_EXT: the low 55 bits point at the next level's table
  *   bits 62..56 the prefix length + 1 of the route the entry expands (0: no route); in a
@@ -45,6 +48,7 @@ struct nfc_lpm {
     unsigned off;      /* bit offset of the LPM field in the key */
     unsigned len_off;  /* bit offset of the prefix-length byte in a rule's key */
     unsigned key_bytes;
+    unsigned stride1;  /* the bits level 1 indexes: 16 (DIR-24-8's first stage, cut), or 8 */
     /* the key's other (exact) fields name the VRF: of at most NFC_LPM_DIRECT_BITS bits, its
      * root is direct[their value]; wider, vrfs maps them (the VRF key) to it; none: one root */
     struct nfc_lpm_root **direct;
@@ -52,18 +56,19 @@ struct nfc_lpm {
     struct nfc_lpm_root *one; /* no exact fields: the one root */
     /* control thread only */
     uint64_t bytes;           /* memory of the trie: roots and tables */
-    uint64_t tables[2];       /* sub-tables (2^16 entries) and tables of 2^8 in use */
+    uint64_t tables[2];       /* tables of 2^8 entries (roots too) and of 2^16 in use (nfc_lpm.c) */
 };
 
-/* The entry of address a (left-aligned to `bits`) under root r: 0, or a route's word. */
-static inline uint64_t nfc_lpm_walk(const struct nfc_lpm_root *r, uint64_t a, unsigned bits)
+/* The entry of address a (left-aligned to l->bits) under root r: 0, or a route's word. */
+static inline uint64_t nfc_lpm_walk(const struct nfc_lpm *l, const struct nfc_lpm_root *r, uint64_t a)
 {
+    const unsigned bits = l->bits, s1 = l->stride1;
     uint64_t e = __atomic_load_n(&r->dir[a >> (bits - 8)], __ATOMIC_ACQUIRE);
     if (!(e & NFC_LPM_EXT))
         return e;
     const uint64_t *sub = (const uint64_t *)(uintptr_t)(e & NFC_LPM_DATA);
-    e = __atomic_load_n(&sub[(a >> (bits - 24)) & 0xffff], __ATOMIC_ACQUIRE);
-    for (unsigned sh = bits - 24; (e & NFC_LPM_EXT) && sh >= 8;) {
+    e = __atomic_load_n(&sub[(a >> (bits - 8 - s1)) & ((1u << s1) - 1)], __ATOMIC_ACQUIRE);
+    for (unsigned sh = bits - 8 - s1; (e & NFC_LPM_EXT) && sh >= 8;) {
         sh -= 8;
         const uint64_t *t8 = (const uint64_t *)(uintptr_t)(e & NFC_LPM_DATA);
         e = __atomic_load_n(&t8[(a >> sh) & 0xff], __ATOMIC_ACQUIRE);
@@ -72,14 +77,15 @@ static inline uint64_t nfc_lpm_walk(const struct nfc_lpm_root *r, uint64_t a, un
 }
 
 /* The entry of a 128-bit address a under root r (an IPv6 trie): nfc_lpm_walk's levels. */
-static inline uint64_t nfc_lpm_walk_wide(const struct nfc_lpm_root *r, nfc_u128 a)
+static inline uint64_t nfc_lpm_walk_wide(const struct nfc_lpm *l, const struct nfc_lpm_root *r, nfc_u128 a)
 {
+    const unsigned s1 = l->stride1;
     uint64_t e = __atomic_load_n(&r->dir[(uint64_t)(a >> 120)], __ATOMIC_ACQUIRE);
     if (!(e & NFC_LPM_EXT))
         return e;
     const uint64_t *sub = (const uint64_t *)(uintptr_t)(e & NFC_LPM_DATA);
-    e = __atomic_load_n(&sub[(uint64_t)(a >> 104) & 0xffff], __ATOMIC_ACQUIRE);
-    for (unsigned sh = 104; (e & NFC_LPM_EXT) && sh >= 8;) {
+    e = __atomic_load_n(&sub[(uint64_t)(a >> (120 - s1)) & ((1u << s1) - 1)], __ATOMIC_ACQUIRE);
+    for (unsigned sh = 120 - s1; (e & NFC_LPM_EXT) && sh >= 8;) {
         sh -= 8;
         const uint64_t *t8 = (const uint64_t *)(uintptr_t)(e & NFC_LPM_DATA);
         e = __atomic_load_n(&t8[(uint64_t)(a >> sh) & 0xff], __ATOMIC_ACQUIRE);
@@ -110,8 +116,8 @@ static inline int nfc_lpm_find(const struct nfc_lpm *l, const uint8_t *key, void
 {
     const struct nfc_lpm_root *r = nfc_lpm_root_of(l, key);
     uint64_t e = r == NULL            ? 0
-                 : l->bits > 64 ? nfc_lpm_walk_wide(r, nfc_lpm_addrw(l, key))
-                                : nfc_lpm_walk(r, nfc_lpm_addr(l, key), l->bits);
+                 : l->bits > 64 ? nfc_lpm_walk_wide(l, r, nfc_lpm_addrw(l, key))
+                                : nfc_lpm_walk(l, r, nfc_lpm_addr(l, key));
     *data = (void *)(uintptr_t)(e & l->data);
     return e != 0;
 }
@@ -183,7 +189,8 @@ static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *con
         for (unsigned i = 0; i < n; i++)
             root[i] = one;
     }
-    const unsigned bits = l->bits;
+    const unsigned bits = l->bits, end1 = 8 + l->stride1; /* level 1 ends at bit end1 */
+    const uint64_t mask1 = (1ull << l->stride1) - 1;
     for (unsigned i = 0; i < n; i++) { /* level 0 (a directory stays in cache) */
         a[i] = nfc_lpm_addr(l, keys[i]);
         e[i] = root[i] == NULL ? 0 : __atomic_load_n(&root[i]->dir[a[i] >> (bits - 8)], __ATOMIC_ACQUIRE);
@@ -192,13 +199,13 @@ static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *con
         if (!(e[i] & NFC_LPM_EXT))
             continue;
         const uint64_t *sub = (const uint64_t *)(uintptr_t)(e[i] & NFC_LPM_DATA);
-        e[i] = __atomic_load_n(&sub[(a[i] >> (bits - 24)) & 0xffff], __ATOMIC_ACQUIRE);
+        e[i] = __atomic_load_n(&sub[(a[i] >> (bits - end1)) & mask1], __ATOMIC_ACQUIRE);
         if (e[i] & NFC_LPM_EXT)
-            rte_prefetch0((const uint64_t *)(uintptr_t)(e[i] & NFC_LPM_DATA) + ((a[i] >> (bits - 32)) & 0xff));
+            rte_prefetch0((const uint64_t *)(uintptr_t)(e[i] & NFC_LPM_DATA) + ((a[i] >> (bits - end1 - 8)) & 0xff));
     }
     uint64_t h = 0;
     for (unsigned i = 0; i < n; i++) { /* the deeper levels, one after the other */
-        for (unsigned sh = bits - 24; (e[i] & NFC_LPM_EXT) && sh >= 8;) {
+        for (unsigned sh = bits - end1; (e[i] & NFC_LPM_EXT) && sh >= 8;) {
             sh -= 8;
             const uint64_t *t8 = (const uint64_t *)(uintptr_t)(e[i] & NFC_LPM_DATA);
             e[i] = __atomic_load_n(&t8[(a[i] >> sh) & 0xff], __ATOMIC_ACQUIRE);
@@ -212,9 +219,11 @@ static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *con
 /* The writer's side (nfc_lpm.c).  `key` is a rule's key as rte_hash holds it: the LPM field
  * masked to the prefix length, the length in the byte at len_off. */
 struct nfc_table;
-/* `name`: of the VRFs' rte_hash (unique in the process) */
+/* `name`: of the VRFs' rte_hash (unique in the process); `stride1`: level 1's bits, 16 or 8 */
 int nfc_lpm_init(struct nfc_lpm *l, unsigned w, unsigned off, unsigned len_off, unsigned key_bytes, int vrfs,
-                 const char *name);
+                 unsigned stride1, const char *name);
+/* The trie's memory in bytes: its tables and roots, and the VRFs' array (control thread). */
+uint64_t nfc_lpm_bytes(const struct nfc_lpm *l);
 /* Route `key` now answers `data`; `fresh`: a new route (else it replaces its own data).
  * 0, or -ENOMEM with nothing changed. */
 int nfc_lpm_set(struct nfc_lpm *l, const uint8_t *key, void *data, int fresh);

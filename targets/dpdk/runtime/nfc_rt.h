@@ -444,6 +444,7 @@ struct nfc_table {
     uint8_t nkeys;
     uint8_t nvalues;
     int8_t lpm;    /* index of the LPM key field, -1: none (an ACL table's LPM field is one of its rules' masks) */
+    uint8_t lpm_stride1; /* LPM: the bits of the trie's level 1, 16 or 8 (small VRFs: nfc_lpm.h) */
     uint8_t acl;   /* a ternary or range key field: rte_acl classifies (nfc_acl.h); key_bytes: the rule key's */
     uint8_t state; /* data-plane state: written by the forwarding lcore, not the control plane */
     uint8_t inline_values;

@@ -65,7 +65,11 @@ static int trie_init(struct nfc_table *t)
     }
     char name[RTE_HASH_NAMESIZE];
     snprintf(name, sizeof name, "nfc_vrf_%d", (int)(t - nfc_tables));
-    return nfc_lpm_init(&t->trie, t->key_width[t->lpm], lpm_off, off, t->key_bytes, t->nkeys > 1, name);
+#ifdef NFC_LPM_STRIDE1 /* the generator's choice overridden (bench/bench_lpm_memory.py builds both) */
+    t->lpm_stride1 = NFC_LPM_STRIDE1;
+#endif
+    return nfc_lpm_init(&t->trie, t->key_width[t->lpm], lpm_off, off, t->key_bytes, t->nkeys > 1, t->lpm_stride1,
+                        name);
 }
 
 /* Table i's rte_hash of `entries` keys; each one of a table has a name of its own. */

@@ -63,6 +63,7 @@ struct nfc_table nfc_tables[1] = {
         .refresh = 0,
         .nlinks = 0,
         .link_table = {0},
+        .lpm_stride1 = 8,
     },
 };
 
