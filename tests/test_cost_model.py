@@ -209,7 +209,7 @@ def test_least_squares_gives_the_line_residuals_orthogonal_to_it_leave() -> None
 
 def test_calibration_recovers_the_costs_the_programs_were_timed_at(tmp_path: Path) -> None:
     """Every calibration program's time made up from chosen costs with the model's own forms:
-    the calibration gives those costs back (io_vdev and stmt by the fit, the rest solved)."""
+    the least-squares fit of them all gives those costs back."""
     chosen = {"io_vdev": 20.0, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
               "relookup": 4.0, "relookup_lpm": 1.2}  # tenths: calibrate rounds to them
     profile = bench_cost.profile_costs()

@@ -43,10 +43,15 @@ def test_the_trie_reports_the_tables_its_routes_need(tmp_path):
     with (tmp_path / "routes.txt").open("a") as f:  # the fabric's table: one trie, no VRF, a level 1 of 16 bits
         f.write("fabric_routes 0x0a000000/24 : 1 0x020000000002\n")
     work.write_pcap(tmp_path / "one.pcap", [work.dsr_frame(work.frame(0x0B000001, 0), 0)])
-    tables = load(out / "server" / "nf", tmp_path / "routes.txt", tmp_path / "one.pcap", 512)["tables"]
+    counters = load(out / "server" / "nf", tmp_path / "routes.txt", tmp_path / "one.pcap", 512)
+    assert counters["heap_bytes"] > 0  # the DPDK heap: the rules' rte_hash, the mbuf pools
+    tables = counters["tables"]
     t = tables["vrf_fib"]
     assert t["entries"] == len(routes)
-    assert t["trie_tables"] == [0, 12]  # 10M routes over 2^14 VRFs: small ones
+    assert t["trie_stride1"] == 8  # 10M routes over 2^14 VRFs: small ones
+    assert t["trie_tables"] == list(layout(routes, 8))
     assert t["trie_bytes"] == (1 << 14) * 8 + 12 * (64 + 256 * 8)
-    assert tables["fabric_routes"]["trie_tables"] == [1, 1]
-    assert tables["fabric_routes"]["trie_bytes"] == (64 + (1 << 16) * 8) + (64 + 256 * 8)
+    fabric = tables["fabric_routes"]
+    assert fabric["trie_stride1"] == 16
+    assert fabric["trie_tables"] == list(layout([(0, 0x0A000000, 24)], 16)) == [1, 1]
+    assert fabric["trie_bytes"] == (64 + (1 << 16) * 8) + (64 + 256 * 8)

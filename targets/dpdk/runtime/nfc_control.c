@@ -200,10 +200,13 @@ static void nfc_counters_text(struct text *t)
             sum.misses[i] += nfc_stats[l].misses[i];
         }
     }
-    struct rte_malloc_socket_stats heap = {0};
-    rte_malloc_get_socket_stats((int)rte_socket_id(), &heap); /* the tables' rte_hash, the mbuf pools... */
-    put(t, "{\"forwarded\": %" PRIu64 ", \"heap_bytes\": %zu, \"drops\": {", sum.forwarded,
-        heap.heap_allocsz_bytes);
+    size_t heap_bytes = 0; /* the DPDK heap of every socket: the tables' rte_hash, the mbuf pools... */
+    for (unsigned i = 0; i < rte_socket_count(); i++) {
+        struct rte_malloc_socket_stats heap;
+        if (rte_malloc_get_socket_stats(rte_socket_id_by_idx(i), &heap) == 0)
+            heap_bytes += heap.heap_allocsz_bytes;
+    }
+    put(t, "{\"forwarded\": %" PRIu64 ", \"heap_bytes\": %zu, \"drops\": {", sum.forwarded, heap_bytes);
     int first = by_reason(t, &sum, 0, NFC_PUNT_BASE);
     if (sum.no_port)
         put(t, "%s\"no_port\": %" PRIu64, first ? "" : ", ", sum.no_port);
@@ -215,8 +218,9 @@ static void nfc_counters_text(struct text *t)
             nfc_tables[i].name, sum.hits[i], sum.misses[i],
             nfc_tables[i].h != NULL ? rte_hash_count(nfc_tables[i].h) : 0);
         if (nfc_tables[i].lpm >= 0) /* the trie's memory: its roots and tables (nfc_lpm.c), of 2^16 and 2^8 entries */
-            put(t, ", \"trie_bytes\": %" PRIu64 ", \"trie_tables\": [%" PRIu64 ", %" PRIu64 "]",
-                nfc_lpm_bytes(&nfc_tables[i].trie), nfc_tables[i].trie.tables[1], nfc_tables[i].trie.tables[0]);
+            put(t, ", \"trie_bytes\": %" PRIu64 ", \"trie_tables\": [%" PRIu64 ", %" PRIu64 "], \"trie_stride1\": %u",
+                nfc_lpm_bytes(&nfc_tables[i].trie), nfc_tables[i].trie.tables[1], nfc_tables[i].trie.tables[0],
+                nfc_tables[i].trie.stride1);
         put(t, "}");
     }
     struct nfc_copy_stats cs = nfc_state_copy_stats();

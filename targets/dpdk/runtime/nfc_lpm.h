@@ -155,7 +155,9 @@ static inline const struct nfc_lpm_root *nfc_lpm_root_of(const struct nfc_lpm *l
  * VRFs first (an array load each, or one bulk hash lookup), then the levels of all keys in
  * step: the level-1 loads of the burst are independent, so their misses overlap (a prefetch
  * one loop earlier was no faster in a scratch measurement on bench/l3fwd.nfp: the loop is
- * too short to hide a miss), and the rare level-2 entries are prefetched a loop ahead. */
+ * too short to hide a miss), and the level-2 entries (rare with a 16-bit level 1: routes over
+ * /24; with an 8-bit one every /17-/24 route) are prefetched a loop ahead; deeper levels are
+ * walked one key after the other. */
 static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *const *keys, unsigned n,
                                      void **data, uint64_t *hits)
 {
