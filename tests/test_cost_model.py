@@ -207,19 +207,26 @@ def test_least_squares_gives_the_line_residuals_orthogonal_to_it_leave() -> None
         bench_cost.least_squares(("io", "stmt"), [({"io": 1.0}, 3.0)], {})
 
 
+def timed_at(chosen: dict[str, float], tmp: Path) -> tuple[dict[str, float], dict[str, dict[str, float]],
+                                                        dict[str, float]]:
+    """Every calibration program's ns/packet made up from the ``chosen`` costs (the profile's for
+    the rest) with the model's own forms; (those times, the forms, the profile's costs)."""
+    profile = bench_cost.profile_costs()
+    forms = {}
+    for name, text in bench_cost.calibration_sources().items():
+        (tmp / f"{name}.nfp").write_text(text)
+        forms[name] = bench_cost.terms(tmp / f"{name}.nfp", "forward")
+    truth = bench_cost.on_vdev(profile | chosen)
+    truth["exact_16m"] = chosen["exact_1m"] * bench_cost.RTE_HASH_16M_OVER_1M
+    return {name: bench_cost.predict(form, truth) for name, form in forms.items()}, forms, profile
+
+
 def test_calibration_recovers_the_costs_the_programs_were_timed_at(tmp_path: Path) -> None:
     """Every calibration program's time made up from chosen costs with the model's own forms:
     the least-squares fit of them all gives those costs back."""
     chosen = {"io_vdev": 20.0, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
               "relookup": 4.0, "relookup_lpm": 1.2}  # tenths: calibrate rounds to them
-    profile = bench_cost.profile_costs()
-    forms = {}
-    for name, text in bench_cost.calibration_sources().items():
-        (tmp_path / f"{name}.nfp").write_text(text)
-        forms[name] = bench_cost.terms(tmp_path / f"{name}.nfp", "forward")
-    truth = bench_cost.on_vdev(profile | chosen)
-    truth["exact_16m"] = chosen["exact_1m"] * bench_cost.RTE_HASH_16M_OVER_1M
-    ns = {name: bench_cost.predict(form, truth) for name, form in forms.items()}
+    ns, forms, profile = timed_at(chosen, tmp_path)
     got = bench_cost.calibrate(ns, forms, profile)
     assert {k: v for k, (v, _) in got.items() if k in chosen} == pytest.approx(chosen, abs=1e-9)
     assert "fitted by least squares to the 13 calibration programs" in got["stmt"][1]
@@ -232,13 +239,7 @@ def test_calibration_spreads_one_programs_noise_and_keeps_costs_not_negative(tmp
     (relookup_lpm, truly 0, with its program 2 ns fast) is held at 0."""
     chosen = {"io_vdev": 20.0, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
               "relookup": 4.0, "relookup_lpm": 0.0}
-    profile = bench_cost.profile_costs()
-    forms = {}
-    for name, text in bench_cost.calibration_sources().items():
-        (tmp_path / f"{name}.nfp").write_text(text)
-        forms[name] = bench_cost.terms(tmp_path / f"{name}.nfp", "forward")
-    truth = bench_cost.on_vdev(profile | chosen)
-    ns = {name: bench_cost.predict(form, truth) for name, form in forms.items()}
+    ns, forms, profile = timed_at(chosen, tmp_path)
     ns["exact_1m"] += 3.0
     ns["lpm_1m_rekeyed"] -= 2.0
     got = {k: v for k, (v, _) in bench_cost.calibrate(ns, forms, profile).items()}
