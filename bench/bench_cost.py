@@ -9,18 +9,18 @@ parse and forward; the same with extra field assignments; a CRC-16; two pushes; 
 exact lookup at 1K and 1M entries, and at 1M with its key written by an earlier stage; one LPM
 lookup at 1K and 1M routes, at 1M with its key written by an earlier stage, and behind a VRF
 field; the two re-keyed ones both with a register write, which keeps the burst packet by packet,
-and without, run stage by stage: docs/server.md, "Stage by stage"), each built with
+and without, run stage by stage: docs/server.md, "Stage by stage"; one classifier of ternary
+addresses and a protocol range at 1K and 16K rules), each built with
 ``nfc build --target dpdk`` and run on the same core and vdevs as
 bench/bench_l3fwd.py runs its programs (net_pcap replaying 4,096 flows of 64-byte frames, output
 to net_null), in interleaved rounds; the figure is nanoseconds per packet per CPU-second of the
-forwarding thread (medians).  Each cost figure is solved from the model's own terms (the
-partitioner's ``stage_cost_ns`` with one cost at 1 and the rest at 0): ``stmt`` from the
-difference of the plain program and the one with assignments, ``io_vdev`` (this vdev's I/O; the
-profile's ``io``, a NIC's, is what placement uses and stays) from the plain one, then ``push``,
-``exact_1m``, ``lpm``, ``relookup`` and ``relookup_lpm`` from theirs; the rest are checks of the
-model (and the per-header parse figure, which it has no term for, is reported).  ``--write`` puts
-them in stdlib/targets/dpdk_server.toml with the measured figure, the date and this command in
-the comment above each.
+forwarding thread (medians).  The model's prediction is linear in its costs (the partitioner's
+``crossing_ns`` and ``stage_cost_ns`` with one cost at 1 and the rest at 0 give a program's
+terms), so the costs are fitted to all the programs at once by least squares (``fit``):
+``io_vdev`` (this vdev's I/O; the profile's ``io``, a NIC's, is what placement uses and stays),
+``parse``, ``stmt``, ``push``, ``hash``, ``exact_1m``, ``lpm``, ``relookup``, ``relookup_lpm``,
+``ternary`` and ``ternary_16k``.  ``--write`` puts them in stdlib/targets/dpdk_server.toml with the
+measured figure, the date and this command in the comment above each.
 
 Validation: the examples whose server program the same vdevs can feed (bench/l3fwd.nfp and the
 DSR router with bench/_l3fwd_work.py's routes and frames; both pipelines of the VPN gateway with
@@ -63,15 +63,15 @@ from bench.bench_l3fwd import build_nfc as build_l3fwd_style  # noqa: E402
 from bench.bench_l3fwd import exit_counters  # noqa: E402
 from compiler import ir  # noqa: E402
 from compiler.pipeline import compile_program  # noqa: E402
-from compiler.place_problem import stage_cost_ns  # noqa: E402
+from compiler.place_problem import crossing_ns, stage_cost_ns  # noqa: E402
 from compiler.profiles import TargetSpec  # noqa: E402
 from lang import Diagnostics, SourceMap, load  # noqa: E402
 
 PROFILE = ROOT / "stdlib" / "targets" / "dpdk_server.toml"
 RESULTS = ROOT / "bench" / "results" / "cost_table.json"
 COMMAND = ".venv/bin/python bench/bench_cost.py --write"
-COST_KEYS = ("io", "stmt", "push", "relookup", "relookup_lpm", "exact_1m", "exact_16m", "lpm", "ternary", "crypto",
-             "crypto_per_byte", "hash", "insert", "bridge")
+COST_KEYS = ("io", "parse", "stmt", "push", "relookup", "relookup_lpm", "exact_1m", "exact_16m", "lpm", "ternary",
+             "ternary_16k", "crypto", "crypto_per_byte", "hash", "insert", "bridge")
 MEMORY_MB = 1024
 # rte_hash_lookup_bulk_data at 16M entries over 1M (../shared/notes/dpdk-here.md: 22.9 / 18.9 ns):
 # exact_16m is exact_1m times this, 16M entries being too many to load here
@@ -154,16 +154,16 @@ def compiled(nfp: Path) -> tuple[ir.Program, TargetSpec, dict[str, bool]]:
 
 def terms(nfp: Path, pipeline: str) -> dict[str, float]:
     """The partitioner's server ns/packet of ``pipeline`` as a linear form in the profile's costs
-    (it is linear in them): each cost key's coefficient, from ``stage_cost_ns`` with that cost at 1
-    and the others at 0, plus ``io`` and ``bridge`` once (partition._placement adds them)."""
+    (it is linear in them): each cost key's coefficient, from ``crossing_ns`` and ``stage_cost_ns``
+    with that cost at 1 and the others at 0 (partition._placement adds them)."""
     prog, srv, on_server = compiled(nfp)
     if not on_server[pipeline]:
         return {}
-    stages = [prog.stages[s] for p in prog.pipelines if p.name == pipeline for s in p.stages]
-    out = {"io": 1.0, "bridge": 1.0}
+    pipe = next(p for p in prog.pipelines if p.name == pipeline)
+    out = {}
     for key in COST_KEYS:
         unit = dataclasses.replace(srv, cost={k: float(k == key) for k in COST_KEYS})
-        out[key] = out.get(key, 0.0) + sum(stage_cost_ns(prog, s, unit) for s in stages)
+        out[key] = crossing_ns(prog, pipe, unit) + sum(stage_cost_ns(prog, prog.stages[s], unit) for s in pipe.stages)
     return {k: v for k, v in out.items() if v}
 
 
@@ -239,6 +239,15 @@ stage rekey { meta.k = ipv4.dst; }
 stage work { lookup routes { hit(r) { forward(r.port); } miss { drop(no_route); } } }
 """
 _REKEYED_LPM = _IN_ORDER + _STAGED_LPM.replace("stage rekey { ", "stage rekey { in_order[0] = ipv4.dst; ")
+# A firewall-like classifier (rte_acl, nfc_acl.h): ternary source and destination, a protocol range
+# (acl_entries writes its rules).
+_TERNARY = """table rules {
+  key { ipv4.src: ternary; ipv4.dst: ternary; ipv4.protocol: range; }
+  value { port: bit<16>; }
+  size = %s;
+}
+stage work { lookup rules { hit(r) { forward(r.port); } miss { drop(no_rule); } } }
+"""
 _EXACT = """table hosts { key { ipv4.dst: exact; } value { port: bit<16>; } size = %s; }
 stage work { lookup hosts { hit(r) { forward(r.port); } miss { drop(no_host); } } }
 """
@@ -259,7 +268,8 @@ def calibration_sources() -> dict[str, str]:
             "exact_1k": _HEAD + _EXACT % "1K", "exact_1m": _HEAD + _EXACT % "1M",
             "exact_1m_rekeyed": two + _REKEYED, "lpm_1m_rekeyed": two + _REKEYED_LPM,
             "exact_1m_rekeyed_staged": two + _STAGED, "lpm_1m_rekeyed_staged": two + _STAGED_LPM,
-            "lpm_1k": l3fwd.replace("size = 1M;", "size = 1K;"), "lpm_1m": l3fwd}
+            "lpm_1k": l3fwd.replace("size = 1M;", "size = 1K;"), "lpm_1m": l3fwd,
+            "ternary_1k": _HEAD + _TERNARY % "1K", "ternary_16k": _HEAD + _TERNARY % "16K"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -289,11 +299,31 @@ def exact_entries(keys: list[int], n: int, path: Path) -> None:
                 f.write(f"hosts {extra:#x} : {work.OUT_PORT}\n")
 
 
+def acl_entries(routes: list[work.Route], path: Path) -> None:
+    """``rules`` entries, one per route of ``routes``: its prefix as the destination's value and mask;
+    the source TEST-NET-1's /24 (where work.frame's flows come from), a /16 around it or any; the
+    protocol UDP, TCP or UDP, any; the priority the prefix's length (the longest prefix wins, as the
+    LPM would), and a catch-all rule below them all, so that every frame is classified by rules of
+    several shapes and none is dropped."""
+    sources = ("0xc0000200&&&0xffffff00", "0xc0000000&&&0xffff0000", "0&&&0")
+    protocols = ("17..17", "6..17", "0..255")
+    with path.open("w") as f:
+        for i, r in enumerate(routes):
+            mask = (0xFFFFFFFF << (32 - r.length)) & 0xFFFFFFFF
+            f.write(f"rules {sources[i % 3]} {r.network:#x}&&&{mask:#x} {protocols[i // 3 % 3]} @{r.length + 1} "
+                    f": {work.OUT_PORT}\n")
+        f.write(f"rules 0&&&0 0&&&0 0..255 @1 : {work.OUT_PORT}\n")
+
+
 def cases(tmp: Path) -> list[Case]:
     """Every program of the run with its files written in ``tmp``."""
-    routes = {n: work.route_set(n) for n in (1000, 1_000_000)}
+    routes = {n: work.route_set(n) for n in (1000, 16_000, 1_000_000)}
     frames = {n: [work.frame(d, i) for i, d in enumerate(work.flow_destinations(r))] for n, r in routes.items()}
     for n, fr in frames.items():
+        if n == 16_000:  # the ternary one's flows, to hosts of its rules' prefixes
+            work.write_pcap(tmp / "flows16k.pcap", fr)
+            acl_entries(routes[n], tmp / "acl16k.txt")
+            continue
         work.write_pcap(tmp / f"flows{n}.pcap", fr)
         work.nfc_entries(routes[n], tmp / f"routes{n}.txt")
     work.dsr_entries(routes[1_000_000], tmp / "dsr.txt")
@@ -302,6 +332,7 @@ def cases(tmp: Path) -> list[Case]:
     exact_entries(keys, 1000, tmp / "exact1k.txt")
     exact_entries(keys, 1_000_000, tmp / "exact1m.txt")
     exact_entries([(k + 1) & 0xFFFFFFFF for k in keys], 1_000_000, tmp / "exact1m_next.txt")  # _REKEYED's
+    acl_entries(routes[1000], tmp / "acl1k.txt")
     (tmp / "none.txt").write_text("")
     with (tmp / "vrf1m.txt").open("w") as f:
         for r in routes[1_000_000]:
@@ -313,11 +344,12 @@ def cases(tmp: Path) -> list[Case]:
              "exact_1m": "exact1m.txt", "exact_1m_rekeyed": "exact1m_next.txt",
              "exact_1m_rekeyed_staged": "exact1m_next.txt", "lpm_1k": "routes1000.txt",
              "lpm_1m": "routes1000000.txt", "lpm_1m_rekeyed": "routes1000000.txt",
-             "lpm_1m_rekeyed_staged": "routes1000000.txt"}
+             "lpm_1m_rekeyed_staged": "routes1000000.txt", "ternary_1k": "acl1k.txt", "ternary_16k": "acl16k.txt"}
     out = []
     for name, text in calibration_sources().items():
         (tmp / f"{name}.nfp").write_text(text)
-        pcap = "dsr.pcap" if name == "parse_6" else "flows1000000.pcap" if "lpm_1m" in name else "flows1000.pcap"
+        pcap = ("dsr.pcap" if name == "parse_6" else "flows1000000.pcap" if "lpm_1m" in name
+                else "flows16k.pcap" if name == "ternary_16k" else "flows1000.pcap")
         out.append(Case(name, tmp / f"{name}.nfp", "forward", tmp / files[name], tmp / pcap))
     out.append(Case("bench/l3fwd.nfp, 1M routes", ROOT / "bench" / "l3fwd.nfp", "forward",
                     tmp / "routes1000000.txt", tmp / "flows1000000.pcap", example=True))
@@ -441,25 +473,23 @@ def least_squares(keys: tuple[str, ...], points: list[tuple[dict[str, float], fl
 
 
 # the costs the calibration measures; exact_16m follows exact_1m (RTE_HASH_16M_OVER_1M)
-FITTED = ("io", "stmt", "push", "hash", "exact_1m", "lpm", "relookup", "relookup_lpm")
-# calibration programs the model has no term for: parse_6's four more headers (printed instead)
-UNFITTED = ("parse_6",)
+FITTED = ("io", "parse", "stmt", "push", "hash", "exact_1m", "lpm", "relookup", "relookup_lpm", "ternary",
+          "ternary_16k")
 
 
 def fit(ns: dict[str, float], forms: dict[str, dict[str, float]], costs: dict[str, float]) -> dict[str, float]:
     """``costs`` with the FITTED ones fitted by least squares to every calibration program's ns/packet
-    at once (but UNFITTED's), not each solved from one or two programs: a round's noise of 1-2 ns in
+    at once, not each solved from one or two programs: a round's noise of 1-2 ns in
     one program (the plain parse alone gave io, two programs 10 statements apart gave stmt) is
-    spread over all 13.  A cost is not negative: within the noise an operation whose data stays in
+    spread over all 16.  A cost is not negative: within the noise an operation whose data stays in
     cache (a trie of 4,096 flows' routes; a re-lookup) may cost no more than the path without it,
     so the one fitted furthest below 0 is held at 0 and the rest fitted again, until none is."""
     out = dict(costs)
     points = []
     for name, form in forms.items():
-        if name not in UNFITTED:
-            f = dict(form)
-            f["exact_1m"] = f.get("exact_1m", 0.0) + f.pop("exact_16m", 0.0) * RTE_HASH_16M_OVER_1M
-            points.append((f, ns[name]))
+        f = dict(form)
+        f["exact_1m"] = f.get("exact_1m", 0.0) + f.pop("exact_16m", 0.0) * RTE_HASH_16M_OVER_1M
+        points.append((f, ns[name]))
     free = list(FITTED)
     while free:  # the most negative held at 0 at a time: the others move once it is
         got = least_squares(tuple(free), points, out | {k: 0.0 for k in free})
@@ -509,8 +539,14 @@ def calibrate(ns: dict[str, float], forms: dict[str, dict[str, float]],
                      f"../shared/notes/dpdk-here.md): 16M entries are not loaded here",
         "lpm": f"one LPM lookup (nfc_lpm.h trie), 1M BGP-like routes: {ns['lpm_1m']:.1f} ns/packet, less io_vdev "
                f"and statements (1K routes: {ns['lpm_1k']:.1f})",
+        "parse": f"per header of the parser's longest path: six headers (VXLAN) {ns['parse_6']:.1f} against two "
+                 f"(Ethernet + IPv4) {ns['parse_forward']:.1f} ns/packet",
+        "ternary": f"one rte_acl classify (nfc_acl.h: ternary source and destination, a protocol range), 1K rules: "
+                   f"{ns['ternary_1k']:.1f} ns/packet, less io_vdev and statements",
+        "ternary_16k": f"the same with 16K rules: {ns['ternary_16k']:.1f} ns/packet (a table between 1K and 16K "
+                       f"is priced log-interpolated)",
     }
-    fitted = f"fitted by least squares to the {len([n for n in forms if n not in UNFITTED])} calibration programs"
+    fitted = f"fitted by least squares to the {len(forms)} calibration programs"
     how = {k: fitted if k in (*FITTED, "io_vdev") else "derived" for k in why}
     return {k: (round(costs[k], 1), f"{why[k]}; {how[k]}, measured {day}: {COMMAND}") for k in why}
 
@@ -569,16 +605,12 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
             log(f"wrote {PROFILE.relative_to(ROOT)}")
     else:
         log("some calibration program did not run: no costs derived")
-    unpriced = {}
-    if calib.get("parse_6") and calib.get("parse_forward"):  # 4 more headers (and 50 more bytes to copy)
-        unpriced["parse_header"] = round((calib["parse_6"] - calib["parse_forward"]) / 4, 2)
-        print(f"not in the model: {unpriced['parse_header']} ns per parsed header beyond Ethernet + IPv4")
     rows = table_rows(cs, got, profile_costs())
     print("\nPredicted (the profile as it now is) against measured ns/packet per CPU-second:")
     print(render(rows))
     data = {"command": " ".join(["bench/bench_cost.py", *sys.argv[1:]]), "date": datetime.date.today().isoformat(),
             "rounds": args.rounds, "window_s": args.window, "core": args.core, "costs": profile_costs(), "rows": rows,
-            "not_measured": NOT_MEASURED, "unpriced_ns": unpriced, "this_run": this_run}
+            "not_measured": NOT_MEASURED, "this_run": this_run}
     out = Path(args.json) if args.json else RESULTS if args.write else None
     if out is not None:  # the recorded table only with the figures it was predicted from (--write)
         out.parent.mkdir(parents=True, exist_ok=True)

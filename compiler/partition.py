@@ -30,7 +30,15 @@ from compiler.partition_exact import solve_exact
 from compiler.place_bounds import ServerBound, server_lower_bound
 from compiler.place_check import violations
 from compiler.place_greedy import greedy
-from compiler.place_problem import Layout, Problem, objectives, problem_of, server_stages, stage_cost_ns
+from compiler.place_problem import (
+    Layout,
+    Problem,
+    crossing_ns,
+    objectives,
+    problem_of,
+    server_stages,
+    stage_cost_ns,
+)
 from compiler.place_scale import Bounds, lay_out, relax
 from compiler.placement import OBJECTIVES, MissPath, Optimality, Placement, Segment
 from compiler.profiles import TargetSet, TargetSpec
@@ -243,7 +251,7 @@ def _placement(prog: ir.Program, targets: TargetSet, lay: Layout, quality: Optim
     for p in prog.pipelines:
         ns = 0.0
         if srv is not None and any(segment[s] is Segment.SERVER for s in p.stages):
-            ns = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0)
+            ns = crossing_ns(prog, p, srv)
             on = server_stages(segment)
             ns += sum(stage_cost_ns(prog, prog.stages[s], srv, on) for s in p.stages if s in on)
         server_ns[p.name] = ns
@@ -291,8 +299,8 @@ def _miss_paths(prog: ir.Program, segment: dict[str, Segment], cache: dict[str, 
         if segment[stage.name] is Segment.SERVER or srv is None:
             continue
         # the miss path runs this stage alone on the server: what earlier stages wrote is in the bridge
-        ns = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0) + stage_cost_ns(prog, stage, srv,
-                                                                                   frozenset({stage.name}))
+        ns = crossing_ns(prog, prog.pipeline_of(stage.name), srv) + stage_cost_ns(prog, stage, srv,
+                                                                                 frozenset({stage.name}))
         out.append(MissPath(name, stage.name, prog.pipeline_of(stage.name).name, entries, hit_rate(t, entries), ns))
     return tuple(out)
 

@@ -35,16 +35,26 @@ from compiler.analysis import (
     walk_stmts,
 )
 from compiler.passes.capabilities import can_run
+from compiler.passes.validity import longest_extracts
 from compiler.placement import Segment, UnitPlacement
 from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import register_blocks, table_blocks
 
 __all__ = ["MI", "SCALE", "CacheFacts", "Layout", "PipelineFacts", "Problem", "StageFacts", "UnitFacts",
-           "cache_entries_fit", "depends", "objectives", "problem_of", "server_stages", "stage_cost_ns",
+           "cache_entries_fit", "crossing_ns", "depends", "objectives", "problem_of", "server_stages", "stage_cost_ns",
            "stateful_objects"]
 
 SCALE = 100  # objective 1 in 1/100 ns
 MI = 1024 * 1024  # a cache's memory per entry is its blocks for MI entries, over MI
+
+
+def crossing_ns(prog: ir.Program, pipeline: ir.Pipeline, spec: TargetSpec) -> float:
+    """Server nanoseconds one packet of ``pipeline`` spends outside its stages when it visits the
+    server: the I/O, the bridge, and ``parse`` per header of its parser's longest path (the server
+    parses a raw packet, or takes each header a switch's bridge marks valid: nfc_from_switch)."""
+    c = spec.cost
+    return c.get("io", 7.5) + c.get("bridge", 2.0) + c.get("parse", 0.0) * longest_extracts(
+        prog.parsers[pipeline.parser])
 
 
 def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec,
@@ -127,7 +137,8 @@ def _lookup_ns(t: ir.Table, c: dict[str, float]) -> float:
         return lo + (hi - lo) * _log_between(t.size, 1e6, 16e6)
     if t.match == "lpm":
         return c.get("lpm", 6.0)
-    return c.get("ternary", 40.0)
+    lo = c.get("ternary", 40.0)  # rte_acl classify of 1K rules, of 16K (log-interpolated; flat outside)
+    return lo + (c.get("ternary_16k", lo) - lo) * _log_between(t.size, 1e3, 16e3)
 
 
 def depends(a: Unit, b: Unit) -> bool:
@@ -219,7 +230,7 @@ def problem_of(prog: ir.Program, targets: TargetSet) -> Problem:
                 units.append(_unit_facts(prog, p.name, u, sw, seen))
         idx = tuple(range(first, len(units)))
         deps = tuple((a, b) for i, a in enumerate(idx) for b in idx[i + 1:] if depends(units[a].unit, units[b].unit))
-        io = int((srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0)) * round(p.traffic * SCALE)) if srv else 0
+        io = int(crossing_ns(prog, p, srv) * round(p.traffic * SCALE)) if srv else 0
         pipes.append(PipelineFacts(p.name, p.stages, io, idx, deps))
     caches = {t: _cache_facts(prog, prog.tables[t], sw) for u in units for t in u.caches} if sw else {}
     n = int(sw.res("stages")) if sw else 0

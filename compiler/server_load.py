@@ -29,6 +29,7 @@ from compiler import ir
 from compiler.analysis import stage_units
 from compiler.manifest import ServerResource
 from compiler.partition import stage_cost_ns
+from compiler.place_problem import crossing_ns
 from compiler.place_problem import server_stages as placed_on_server
 from compiler.placement import Placement, Segment
 from compiler.profiles import TargetSet, TargetSpec
@@ -139,16 +140,15 @@ def _largest(parts: Iterable[Part]) -> tuple[Part, ...]:
 
 
 def _core_parts(prog: ir.Program, pl: Placement, srv: TargetSpec, rate_pps: float) -> list[Part]:
-    """Cores per contributor: a pipeline's packet I/O and bridge, each server stage, each cache's misses
-    (the terms of ``Placement.server_ns_per_packet``, times the rate)."""
+    """Cores per contributor: a pipeline's packet I/O, bridge and parse (``crossing_ns``), each server
+    stage, each cache's misses (the terms of ``Placement.server_ns_per_packet``, times the rate)."""
     per_ns = rate_pps / 1e9  # cores one nanosecond per offered packet costs
-    io = srv.cost.get("io", 7.5) + srv.cost.get("bridge", 2.0)
     out: list[Part] = []
     on_server = placed_on_server(pl.segment)
     for p in prog.pipelines:
         server_stages = [prog.stages[s] for s in p.stages if s in on_server]
         if server_stages:
-            out.append(Part(PartKind.IO, p.name, p.span, p.traffic * io * per_ns))
+            out.append(Part(PartKind.IO, p.name, p.span, p.traffic * crossing_ns(prog, p, srv) * per_ns))
         out += [Part(PartKind.STAGE, s.name, s.span, p.traffic * stage_cost_ns(prog, s, srv, on_server) * per_ns)
                 for s in server_stages]
     for x in pl.misses:

@@ -17,7 +17,7 @@ import pytest
 
 from bench import bench_cost
 from compiler.pipeline import compile_program
-from compiler.place_problem import stage_cost_ns
+from compiler.place_problem import crossing_ns, stage_cost_ns
 from lang import Diagnostics, SourceMap, load
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -224,21 +224,22 @@ def timed_at(chosen: dict[str, float], tmp: Path) -> tuple[dict[str, float], dic
 def test_calibration_recovers_the_costs_the_programs_were_timed_at(tmp_path: Path) -> None:
     """Every calibration program's time made up from chosen costs with the model's own forms:
     the least-squares fit of them all gives those costs back."""
-    chosen = {"io_vdev": 20.0, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
-              "relookup": 4.0, "relookup_lpm": 1.2}  # tenths: calibrate rounds to them
+    chosen = {"io_vdev": 20.0, "parse": 0.8, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
+              "relookup": 4.0, "relookup_lpm": 1.2, "ternary": 21.0, "ternary_16k": 27.5}  # tenths: calibrate rounds
     ns, forms, profile = timed_at(chosen, tmp_path)
     got = bench_cost.calibrate(ns, forms, profile)
     assert {k: v for k, (v, _) in got.items() if k in chosen} == pytest.approx(chosen, abs=1e-9)
-    assert "fitted by least squares to the 13 calibration programs" in got["stmt"][1]
+    assert set(got) == {*chosen, "exact_16m"}
+    assert "fitted by least squares to the 16 calibration programs" in got["stmt"][1]
 
 
 def test_calibration_spreads_one_programs_noise_and_keeps_costs_not_negative(tmp_path: Path) -> None:
     """3 ns of noise in the 1M-entry exact program alone went whole into exact_1m when it was solved
-    from that program; fitted to all 13 (the 1K-entry one and the one run stage by stage price the
+    from that program; fitted to all 16 (the 1K-entry one and the one run stage by stage price the
     same lookup) it moves exact_1m by less than 1.5 ns.  A cost the noise would fit below 0
     (relookup_lpm, truly 0, with its program 2 ns fast) is held at 0."""
-    chosen = {"io_vdev": 20.0, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
-              "relookup": 4.0, "relookup_lpm": 0.0}
+    chosen = {"io_vdev": 20.0, "parse": 0.8, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
+              "relookup": 4.0, "relookup_lpm": 0.0, "ternary": 21.0, "ternary_16k": 27.5}
     ns, forms, profile = timed_at(chosen, tmp_path)
     ns["exact_1m"] += 3.0
     ns["lpm_1m_rekeyed"] -= 2.0
@@ -270,3 +271,49 @@ def test_a_refresh_costs_a_lookup_of_its_table_alone(tmp_path: Path, cache: str)
     refreshed = stage_ns(REFRESHED.replace("CACHE", cache).replace("REFRESH", "refresh flows;"), "work", UNIT,
                          tmp_path)
     assert refreshed - plain == 100.0 + 1000.0
+
+
+BRANCHED = """import "std/headers.nfp";
+packet { outer_eth: ethernet; outer_ipv4: ipv4; udp: udp; vxlan: vxlan; eth: ethernet; ipv4: ipv4; ipv6: ipv6; }
+parser plain { state start { extract eth; extract ipv4; transition accept; } }
+parser tunnel {
+  state start { extract outer_eth; transition select(outer_eth.ethertype) { ETH_IPV4: oip; ETH_IPV6: v6; } }
+  state v6 { extract ipv6; transition accept; }
+  state oip { extract outer_ipv4; transition select(outer_ipv4.protocol) { IP_UDP: oudp; default: accept; } }
+  state oudp { extract udp; transition select(udp.dport) { UDP_VXLAN: vx; default: drop(not_vxlan); } }
+  state vx { extract vxlan; extract eth; transition select(eth.ethertype) { ETH_IPV4: ip; default: accept; } }
+  state ip { extract ipv4; transition accept; }
+}
+stage work_a { forward(1); }
+stage work_b { forward(1); }
+pipeline a { ports = [0..3]; parser = plain; stages = [work_a]; traffic = 50%; }
+pipeline b { ports = [4..7]; parser = tunnel; stages = [work_b]; traffic = 50%; }
+"""
+
+
+def test_a_pipeline_pays_parse_per_header_of_its_parsers_longest_path(tmp_path: Path) -> None:
+    """``crossing_ns``: io + bridge + parse x the headers of the longest path: `plain` extracts 2;
+    `tunnel`'s longest path is outer Ethernet, outer IPv4, UDP, VXLAN, Ethernet, IPv4 (6; its IPv6
+    branch is 2 long).  The calibration programs' forms carry the same counts: their parsers are
+    straight lines, so their `extract` statements are the path."""
+    path = tmp_path / "p.nfp"
+    path.write_text(BRANCHED)
+    diags = Diagnostics()
+    c = compile_program(load(str(path), diags, SourceMap()), "dpdk", diags, allow_overcommit=True)
+    srv, prog = c.need_targets().server, c.need_program()
+    assert srv is not None
+    spec = dataclasses.replace(srv, cost={"io": 100.0, "bridge": 10.0, "parse": 1.0})
+    assert [crossing_ns(prog, p, spec) for p in prog.pipelines] == [112.0, 116.0]
+    for name in ("parse_forward", "parse_6"):
+        text = bench_cost.calibration_sources()[name]
+        (tmp_path / f"{name}.nfp").write_text(text)
+        assert bench_cost.terms(tmp_path / f"{name}.nfp", "forward")["parse"] == text.count("extract ")
+
+
+@pytest.mark.parametrize(("size", "ns"), [("512", 10.0), ("1K", 10.0), ("4K", 20.0), ("16K", 30.0), ("64K", 30.0)])
+def test_a_classifier_costs_ternary_to_ternary_16k_by_its_size(tmp_path: Path, size: str, ns: float) -> None:
+    """A ternary table's figure goes from ``ternary`` at 1K rules to ``ternary_16k`` at 16K on a log
+    scale (4K: halfway; K is 1,000 in a size), flat outside."""
+    source = bench_cost.calibration_sources()["ternary_1k"].replace("size = 1K", f"size = {size}")
+    cost = {"stmt": 1.0, "ternary": 10.0, "ternary_16k": 30.0}
+    assert stage_ns(source, "work", cost, tmp_path) == FORWARD_OF_A_RESULT + ns

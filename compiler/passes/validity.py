@@ -23,8 +23,8 @@ from compiler import ir
 from compiler.analysis import expr_reads, stmt_exprs
 from lang.diagnostics import Diagnostics, Span
 
-__all__ = ["check_validity", "may_step", "must_be_valid", "must_branches", "must_step", "packet_order",
-           "parser_may_extract", "parser_state_must", "reachable_states"]
+__all__ = ["check_validity", "longest_extracts", "may_step", "must_be_valid", "must_branches", "must_step",
+           "packet_order", "parser_may_extract", "parser_state_must", "reachable_states"]
 
 
 def parser_may_extract(graph: ir.ParserGraph) -> frozenset[str]:
@@ -42,6 +42,20 @@ def reachable_states(graph: ir.ParserGraph) -> list[ir.ParserState]:
                 seen.add(t.name)
                 todo.append(t.name)
     return [st for st in graph.states if st.name in seen]
+
+
+def longest_extracts(graph: ir.ParserGraph) -> int:
+    """The most headers one packet's path through ``graph`` extracts (the graph has no loop: E040)."""
+    done: dict[str, int] = {}
+
+    def walk(name: str) -> int:
+        if name not in done:
+            st = graph.state(name)
+            nxt = [t.name for t in (*[c.target for c in st.cases], st.default) if t.kind == "state"]
+            done[name] = sum(isinstance(s, ir.Extract) for s in st.stmts) + max(map(walk, nxt), default=0)
+        return done[name]
+
+    return walk("start")
 
 
 def parser_state_must(graph: ir.ParserGraph) -> dict[str, frozenset[str]]:
