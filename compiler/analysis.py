@@ -366,8 +366,8 @@ def _stmt_uses(prog: ir.Program, s: ir.Stmt) -> list[Use]:
             t = prog.tables[s.table]
             out = [Use(f"match:{k.match}", k.span, f"{k.match} match on {k.name} of table '{t.name}'", by_table=True)
                    for k in t.keys]
-            if t.is_state and not t.hints.cache:
-                out.append(Use("dataplane_insert", s.span, f"lookup in data-plane state '{t.name}'"))
+            if t.is_state and not t.hints.cache:  # priced as a lookup of its table alone (stage_cost_ns)
+                out.append(Use("dataplane_insert", s.span, f"lookup in data-plane state '{t.name}'", by_table=True))
             return [Use("lookup", s.span, f"lookup in '{t.name}'", by_table=True), *out]
         case ir.Push() | ir.Pop():
             return [Use("push_pop", s.span, f"{'push' if isinstance(s, ir.Push) else 'pop'} {s.inst}")]

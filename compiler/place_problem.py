@@ -71,8 +71,8 @@ def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec,
     stages in ``on_server`` count when it is given (what the switch wrote arrives in the packet
     and the bridge header, and the bulk lookup sees it); without it every earlier stage's do,
     which is right for a server-only program and on the safe side for one the switch fronts.
-    A ``refresh`` is a lookup of its table alone (``nfc_state_find``, not in the bulk lookup),
-    not an insert."""
+    A lookup in data-plane state, and a ``refresh``, is a lookup of its table alone
+    (``nfc_state_find``, never in the bulk lookup), not an insert; ``insert`` prices an insert."""
     c = spec.cost
     total = sum(_use_ns(u.op, c) for u in _uses(prog, stage))
     total += sum(c.get("push", 1.0) - c.get("stmt", 1.0) for s in walk_stmts(stage.body) if isinstance(s, ir.Push))
@@ -89,6 +89,9 @@ def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec,
     for unit in stage_units(prog, stage):
         for t in unit.tables:
             once = _lookup_ns(prog.tables[t], c)
+            if prog.tables[t].is_state:  # nfc_state_find, alone: never in the burst's bulk lookup
+                total += once + _relookup_ns(prog.tables[t], c)
+                continue
             rekeyed = any(expr_reads(k.expr) & written for k in prog.tables[t].keys)
             total += once + (once + _relookup_ns(prog.tables[t], c) if rekeyed else 0.0)
         written |= unit.writes

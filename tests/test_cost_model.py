@@ -225,21 +225,22 @@ def test_calibration_recovers_the_costs_the_programs_were_timed_at(tmp_path: Pat
     """Every calibration program's time made up from chosen costs with the model's own forms:
     the least-squares fit of them all gives those costs back."""
     chosen = {"io_vdev": 20.0, "parse": 0.8, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
-              "relookup": 4.0, "relookup_lpm": 1.2, "ternary": 21.0, "ternary_16k": 27.5}  # tenths: calibrate rounds
+              "relookup": 4.0, "relookup_lpm": 1.2, "ternary": 21.0, "ternary_16k": 27.5,
+              "insert": 31.6}  # tenths: calibrate rounds to them
     ns, forms, profile = timed_at(chosen, tmp_path)
     got = bench_cost.calibrate(ns, forms, profile)
     assert {k: v for k, (v, _) in got.items() if k in chosen} == pytest.approx(chosen, abs=1e-9)
     assert set(got) == {*chosen, "exact_16m"}
-    assert "fitted by least squares to the 16 calibration programs" in got["stmt"][1]
+    assert "fitted by least squares to the 17 calibration programs" in got["stmt"][1]
 
 
 def test_calibration_spreads_one_programs_noise_and_keeps_costs_not_negative(tmp_path: Path) -> None:
     """3 ns of noise in the 1M-entry exact program alone went whole into exact_1m when it was solved
-    from that program; fitted to all 16 (the 1K-entry one and the one run stage by stage price the
+    from that program; fitted to all 17 (the 1K-entry one and the one run stage by stage price the
     same lookup) it moves exact_1m by less than 1.5 ns.  A cost the noise would fit below 0
     (relookup_lpm, truly 0, with its program 2 ns fast) is held at 0."""
     chosen = {"io_vdev": 20.0, "parse": 0.8, "stmt": 0.7, "push": 3.0, "hash": 1.5, "exact_1m": 9.0, "lpm": 2.5,
-              "relookup": 4.0, "relookup_lpm": 0.0, "ternary": 21.0, "ternary_16k": 27.5}
+              "relookup": 4.0, "relookup_lpm": 0.0, "ternary": 21.0, "ternary_16k": 27.5, "insert": 31.6}
     ns, forms, profile = timed_at(chosen, tmp_path)
     ns["exact_1m"] += 3.0
     ns["lpm_1m_rekeyed"] -= 2.0
