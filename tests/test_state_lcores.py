@@ -144,3 +144,38 @@ def test_lcores_hammering_the_same_keys_never_read_a_freed_or_torn_record(tmp_pa
     assert r.returncode == 0 and r.stdout.startswith("ok "), r.stdout + r.stderr[-3000:]
     inserts, lookups, hits = map(int, r.stdout.split()[1:])
     assert inserts == lookups > 10_000 and 0 < hits < lookups  # expired halves miss, the rest hit
+
+
+def test_entries_loaded_from_a_file_are_whole_records_the_lcores_reuse(server, tmp_path, monkeypatch):
+    """`conns` entries loaded from the entries file before forwarding (nfc_values.c makes their
+    records), one per flow: every packet of a flow rewrites its entry, so the lcore retires the
+    loaded record and, once it is freed, keeps it for its next inserts (nfc_state.c, rec_alloc),
+    which write a record whole (port slot, links): a loaded record must be as big as an
+    insert's, or ASan reports a heap-buffer-overflow.  The output is the reference's with the same
+    entries in its state."""
+    from scapy.utils import RawPcapReader
+
+    from compiler.interp import Interpreter
+    from runtime.server_proc import ServerProcess, eal_args
+
+    binary, compiled = server
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+    frames = [f for q in _queues(random.Random(29)) for f in q]
+    added = [(int.from_bytes(bytes([10, 0, f % 7, 1]), "big"), 0xC0000209, 1000 + f, 80, 1000 + f, 3)
+             for f in range(FLOWS)]
+    spec = Interpreter(compiled.program)
+    for *key, packets, port in added:
+        spec.state.state_insert("conns", tuple(key), {"packets": packets, "port": port}, 120.0, 0.0)
+    want = [(o.port or 0, o.data) for o in (spec.process(d, 0) for d in frames) if o.kind == "forward"]
+    assert {p for p, _ in want} == {3}  # every flow forwarded by its ADDed entry's port
+    write_pcap(tmp_path / "in.pcap", [TAG.pack(0) + f for f in frames])
+    (tmp_path / "entries.txt").write_text("".join(f"conns {' '.join(map(hex, k))} : {v} {p}\n" for *k, v, p in added))
+    dev = f"net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}"
+    extra = ["--tagged", "--entries", str(tmp_path / "entries.txt")]
+    with ServerProcess(binary, eal=eal_args("0", 1024), live=False, extra=extra, attach=[dev]) as srv:
+        srv.control.start()
+        counters = srv.wait()
+    assert "AddressSanitizer" not in srv.stderr and "runtime error" not in srv.stderr, srv.stderr[-3000:]
+    got = [(TAG.unpack_from(d)[0], bytes(d[TAG.size:])) for d, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    assert got == want
+    assert counters["tables"]["conns"]["entries"] == FLOWS and counters["tables"]["conns"]["misses"] == 0

@@ -34,6 +34,47 @@ struct retire_list {
 
 static struct retire_list retired[RTE_MAX_LCORE];
 
+/* ---- records: per lcore and table, those it released, kept for its next inserts ------------ */
+
+/* A table's records are all of one size (nfc_state_rec_bytes): a record an lcore releases goes on its list for that table (linked through the
+ * record's first word) and its next insert takes it, without malloc.  An aligned_alloc and a
+ * free per new flow were ~18 % of a churned flow's cost (bench/bench_cost.py's insert program,
+ * perf).  A list holds at most NFC_REC_KEEP records; a thread that is no lcore uses malloc. */
+#define NFC_REC_KEEP 4096
+
+struct rec_list {
+    void *head;
+    uint32_t n;
+};
+
+static struct rec_list kept_recs[RTE_MAX_LCORE][NFC_MAX_TABLES];
+
+static uint64_t *rec_alloc(const struct nfc_table *t)
+{
+    unsigned lcore = rte_lcore_id();
+    struct rec_list *l = lcore < RTE_MAX_LCORE ? &kept_recs[lcore][t - nfc_tables] : NULL;
+    if (l != NULL && l->head != NULL) {
+        void *r = l->head;
+        l->head = *(void **)r;
+        l->n--;
+        return r;
+    }
+    return aligned_alloc(64, nfc_state_rec_bytes(t));
+}
+
+static void rec_free(const struct nfc_table *t, void *rec)
+{
+    unsigned lcore = rte_lcore_id();
+    struct rec_list *l = lcore < RTE_MAX_LCORE ? &kept_recs[lcore][t - nfc_tables] : NULL;
+    if (rec != NULL && l != NULL && l->n < NFC_REC_KEEP) {
+        *(void **)rec = l->head;
+        l->head = rec;
+        l->n++;
+        return;
+    }
+    free(rec);
+}
+
 static void release(struct retired *e)
 {
     if (e->pos >= 0) { /* a writer's call on t->h: under its lock */
@@ -42,7 +83,7 @@ static void release(struct retired *e)
         rte_hash_free_key_with_position(e->t->h, e->pos);
         rte_spinlock_unlock(lock);
     }
-    free(e->rec);
+    rec_free(e->t, e->rec);
 }
 
 /* Retire (t, rec, pos) on the calling lcore; without room to remember it, it waits for the
@@ -121,9 +162,7 @@ static int insert(struct nfc_table *t, const uint8_t *key, const uint64_t *value
                   uint64_t *slot)
 {
     unsigned n = t->value_words;
-    /* a line of its own: lcores refreshing the expiries of different flows never write one line */
-    size_t words = (size_t)n + 3 + t->link_words;
-    uint64_t *v = aligned_alloc(64, (words * sizeof *v + 63) & ~(size_t)63);
+    uint64_t *v = rec_alloc(t);
     if (v == NULL)
         return -1;
     memcpy(v, values, n * sizeof *v);
@@ -138,7 +177,7 @@ static int insert(struct nfc_table *t, const uint8_t *key, const uint64_t *value
     int added = rte_hash_add_key_data(t->h, key, v) >= 0; /* an existing key's data is swapped atomically */
     rte_spinlock_unlock(lock);
     if (!added)
-        free(v); /* never published; a port given out for it stays held, as the reference's does */
+        rec_free(t, v); /* never published; a port given out for it stays held, as the reference's does */
     else if (had)
         retire(t, old, -1);
     if (added && slot != NULL)

@@ -33,6 +33,15 @@
  * switch, which refreshes nothing on the server, is replayed as the same refreshes (TOUCH).
  * The key is the one of the entry's last hit on the server: seed 002's CGN refreshes the
  * mapping's other half, whose key the entry determines. */
+/* The bytes of every record of state table t, whoever makes it (an lcore's insert, nfc_state.c;
+ * the control channel's ADD, nfc_values.c): the values, the expiry, the timeout, the port slot
+ * and the links, in whole 64-byte lines (lcores refreshing the expiries of different flows
+ * never write one line). */
+static inline size_t nfc_state_rec_bytes(const struct nfc_table *t)
+{
+    return (((size_t)t->value_words + 3 + t->link_words) * sizeof(uint64_t) + 63) & ~(size_t)63;
+}
+
 static inline uint64_t nfc_state_expiry(const uint64_t *v, unsigned n)
 {
     return __atomic_load_n(&v[n], __ATOMIC_RELAXED);

@@ -62,6 +62,16 @@ void *nfc_data_new(const struct nfc_table *t, const uint64_t *values)
             packed |= values[i] << shift;
         return (void *)(uintptr_t)packed;
     }
+    if (t->state) { /* a record as an lcore's insert makes it (nfc_state.h): no port, no link yet */
+        uint64_t *d = aligned_alloc(64, nfc_state_rec_bytes(t));
+        if (d == NULL)
+            return NULL;
+        memset(d, 0, nfc_state_rec_bytes(t));
+        memcpy(d, values, (size_t)t->value_words * sizeof(uint64_t));
+        d[t->value_words + 1] = t->timeout_ns;
+        d[t->value_words] = nfc_now_ns() + t->timeout_ns;
+        return d;
+    }
     struct records *r = records_of(t);
     if (r != NULL && 2 * (r->used + 1) > r->cap && grow(r, t->value_words) != 0)
         return NULL;
@@ -75,7 +85,7 @@ void *nfc_data_new(const struct nfc_table *t, const uint64_t *values)
         return NULL;
     memcpy(d, values, (size_t)t->value_words * sizeof(uint64_t));
     d[t->value_words + 1] = t->timeout_ns;
-    d[t->value_words] = t->state ? nfc_now_ns() + t->timeout_ns : 1;
+    d[t->value_words] = 1;
     if (at != NULL) {
         *at = d;
         r->used++;
