@@ -3,6 +3,7 @@
     .venv/bin/python bench/bench_cost.py --write    # calibrate, write the profile's figures and the table
     .venv/bin/python bench/bench_cost.py            # the same, writing neither (--json PATH: the table)
     .venv/bin/python bench/bench_cost.py --quick    # one round
+    .venv/bin/python bench/bench_cost.py --only insert --base TREE   # one program, this tree against TREE's
 
 Calibration: small ``.nfp`` programs, one per operation kind the generator emits (Ethernet + IPv4
 parse and forward; the same with extra field assignments; a CRC-16; two pushes; six headers parsed; one
@@ -290,6 +291,7 @@ class Case:
     pcap: Path
     example: bool = False
     ports: tuple[int, int] | None = None  # the logical ports of DPDK ports 0 and 1 (the server's --ports)
+    tree: Path = ROOT  # the checkout whose nfc builds it (--base: another)
 
 
 def exact_entries(keys: list[int], n: int, path: Path) -> None:
@@ -395,10 +397,10 @@ def vpn_cases(tmp: Path, vms: list[int]) -> list[Case]:
 # ---- measuring ---------------------------------------------------------------------------------------
 
 
-def build_nfc(nfp: Path, out: Path) -> Path:
+def build_nfc(nfp: Path, out: Path, tree: Path = ROOT) -> Path:
     """bench_l3fwd's build with ``--allow-overcommit`` (the VPN gateway and the CGN do not fit
     their deployment's NICs on servers alone; their cost per packet is what is measured here)."""
-    return build_l3fwd_style(nfp, out, "--allow-overcommit", "--no-verify")
+    return build_l3fwd_style(nfp, out, "--allow-overcommit", "--no-verify", tree=tree)
 
 
 def program(case: Case, binary: Path, core: int, prefix: str) -> Program:
@@ -432,7 +434,8 @@ def measure(cs: list[Case], tmp: Path, args: argparse.Namespace,
     for i, c in enumerate(cs):
         log(f"building {c.name}")
         try:
-            progs[c.name] = program(c, build_nfc(c.nfp, tmp / f"build{i}"), args.core, f"nfcc{os.getpid()}-{i}")
+            progs[c.name] = program(c, build_nfc(c.nfp, tmp / f"build{i}", c.tree), args.core,
+                                    f"nfcc{os.getpid()}-{i}")
         except RuntimeError as e:
             out[c.name].error = str(e)
     runs = start(list(progs.values()), tmp)
@@ -595,13 +598,30 @@ def log(msg: str) -> None:
     print(f"[bench_cost {time.strftime('%H:%M:%S')}] {msg}", flush=True)
 
 
+def with_base(cs: list[Case], base: Path) -> list[Case]:
+    """Each case followed by its twin built by the checkout ``base`` (measured right after it)."""
+    return [x for c in cs for x in (c, dataclasses.replace(c, name=f"{c.name} (base)", tree=base))]
+
+
+def base_ratios(cs: list[Case], got: dict[str, Measured]) -> dict[str, dict[str, float | None]]:
+    """Per case, its ns/packet, its base twin's and the ratio (this tree / base: below 1 is faster)."""
+    out: dict[str, dict[str, float | None]] = {}
+    for c in cs:
+        a, b = got[c.name].ns(), got[f"{c.name} (base)"].ns()
+        out[c.name] = {"ns": a, "base_ns": b, "ratio": round(a / b, 3) if a and b else None}
+    print("\nns/packet per CPU-second, this tree against --base (same rounds):")
+    for name, r in out.items():
+        print(f"  {name}: {r['ns'] or 0:.1f} against {r['base_ns'] or 0:.1f}: {r['ratio']}")
+    return out
+
+
 def run(args: argparse.Namespace, tmp: Path) -> int:
-    cs = cases(tmp)
-    got = measure(cs, tmp, args, log)
+    cs = [c for c in cases(tmp) if not args.only or c.name in args.only.split(",")]
+    got = measure(with_base(cs, Path(args.base).resolve()) if args.base else cs, tmp, args, log)
     ns = {c.name: got[c.name].ns() for c in cs}
     calib = {c.name: v for c in cs if not c.example and (v := ns[c.name]) is not None}
     this_run: dict[str, object] = {}
-    if len(calib) == len([c for c in cs if not c.example]):
+    if set(calib) == set(calibration_sources()):
         new = calibrate(calib, {c.name: terms(c.nfp, c.pipeline) for c in cs if not c.example}, profile_costs())
         print("\nmeasured costs (ns): " + ", ".join(f"{k} {v}" for k, (v, _) in new.items()))
         # how the model does on this machine with its own costs (what --write would record)
@@ -619,7 +639,8 @@ def run(args: argparse.Namespace, tmp: Path) -> int:
     print(render(rows))
     data = {"command": " ".join(["bench/bench_cost.py", *sys.argv[1:]]), "date": datetime.date.today().isoformat(),
             "rounds": args.rounds, "window_s": args.window, "core": args.core, "costs": profile_costs(), "rows": rows,
-            "not_measured": NOT_MEASURED, "this_run": this_run}
+            "not_measured": NOT_MEASURED, "this_run": this_run,
+            "base": base_ratios(cs, got) if args.base else None}
     out = Path(args.json) if args.json else RESULTS if args.write else None
     if out is not None:  # the recorded table only with the figures it was predicted from (--write)
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -644,7 +665,11 @@ def main() -> int:
     ap.add_argument("--start-timeout", type=float, default=300.0)
     ap.add_argument("--write", action="store_true", help="write the measured costs into " + str(PROFILE.name))
     ap.add_argument("--json", help="where the table goes (with --write, by default bench/results/cost_table.json)")
+    ap.add_argument("--only", help="only these programs (names, comma-separated: the calibration's, e.g. insert)")
+    ap.add_argument("--base", help="also each program as the nfc of this checkout builds it, in the same rounds")
     args = ap.parse_args()
+    if args.write and (args.only or args.base):
+        ap.error("--write calibrates from every program of this tree: not with --only or --base")
     if args.quick:
         args.rounds = 1
     signal.signal(signal.SIGTERM, on_sigterm)

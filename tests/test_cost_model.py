@@ -318,3 +318,13 @@ def test_a_classifier_costs_ternary_to_ternary_16k_by_its_size(tmp_path: Path, s
     source = bench_cost.calibration_sources()["ternary_1k"].replace("size = 1K", f"size = {size}")
     cost = {"stmt": 1.0, "ternary": 10.0, "ternary_16k": 30.0}
     assert stage_ns(source, "work", cost, tmp_path) == FORWARD_OF_A_RESULT + ns
+
+
+def test_with_base_puts_each_program_beside_its_twin_from_the_other_checkout(tmp_path: Path) -> None:
+    """--base: each case's twin, built by the other checkout, is measured right after it."""
+    a = bench_cost.Case("a", tmp_path / "a.nfp", "forward", tmp_path / "e", tmp_path / "p")
+    b = dataclasses.replace(a, name="b")
+    got = bench_cost.with_base([a, b], tmp_path / "base")
+    assert [(c.name, c.tree) for c in got] == [("a", bench_cost.ROOT), ("a (base)", tmp_path / "base"),
+                                               ("b", bench_cost.ROOT), ("b (base)", tmp_path / "base")]
+    assert all(c.nfp == a.nfp for c in got[:2])
