@@ -42,6 +42,17 @@ static struct retire_list retired[RTE_MAX_LCORE];
  * perf).  A list holds at most NFC_REC_KEEP records; a thread that is no lcore uses malloc. */
 #define NFC_REC_KEEP 4096
 
+/* Under ASan a listed record is poisoned, as freed memory is: a reader still holding a record
+ * released before its grace period is caught while the record waits on the list. */
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define REC_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
+#define REC_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)
+#else
+#define REC_POISON(p, n) ((void)(p), (void)(n))
+#define REC_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
 struct rec_list {
     void *head;
     uint32_t n;
@@ -55,6 +66,7 @@ static uint64_t *rec_alloc(const struct nfc_table *t)
     struct rec_list *l = lcore < RTE_MAX_LCORE ? &kept_recs[lcore][t - nfc_tables] : NULL;
     if (l != NULL && l->head != NULL) {
         void *r = l->head;
+        REC_UNPOISON(r, nfc_state_rec_bytes(t));
         l->head = *(void **)r;
         l->n--;
         return r;
@@ -70,6 +82,7 @@ static void rec_free(const struct nfc_table *t, void *rec)
         *(void **)rec = l->head;
         l->head = rec;
         l->n++;
+        REC_POISON(rec, nfc_state_rec_bytes(t));
         return;
     }
     free(rec);
