@@ -179,3 +179,41 @@ def test_entries_loaded_from_a_file_are_whole_records_the_lcores_reuse(server, t
     got = [(TAG.unpack_from(d)[0], bytes(d[TAG.size:])) for d, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
     assert got == want
     assert counters["tables"]["conns"]["entries"] == FLOWS and counters["tables"]["conns"]["misses"] == 0
+
+
+def test_a_loaded_mapping_that_holds_no_port_is_refreshed(tmp_path, monkeypatch):
+    """examples/cgnat.nfp with one UDP mapping in both of its state tables from the entries file:
+    an outbound packet hits `nat_out` and refreshes `nat_in`, a `holds_ports` table whose loaded
+    record holds no port (its slot is NULL: nfc_state_touch_held must not follow it).  Each packet
+    leaves translated, as scapy reads it, on the route's port."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import RawPcapReader
+
+    from runtime.server_proc import ServerProcess, eal_args
+
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+    out = tmp_path / "build"
+    r = nfc_cli("build", "examples/cgnat.nfp", "--target", "dpdk", "--allow-overcommit", "-o", str(out), "--no-verify")
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = subprocess.run(["make", "-C", str(out / "server"), "nf-san"], capture_output=True, text=True)
+    assert m.returncode == 0, m.stderr[-3000:]
+    (tmp_path / "entries.txt").write_text("subnet_to_external 0x0a000000/8 : 0xcb007101\n"
+                                          "upstream_routes 0/0 : 24 0x020000000099\n"
+                                          "nat_out 0x0a000001 5000 17 : 40000\n"
+                                          "nat_in 0xcb007101 40000 17 : 0x0a000001 5000\n")
+    frames = [bytes(Ether(dst="02:00:00:00:00:01") / IP(src="10.0.0.1", dst="198.51.100.7", ttl=9)
+                    / UDP(sport=5000, dport=53) / bytes(i)) for i in range(3)]
+    write_pcap(tmp_path / "in.pcap", [TAG.pack(0) + f for f in frames])
+    dev = f"net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}"
+    extra = ["--tagged", "--entries", str(tmp_path / "entries.txt")]
+    with ServerProcess(out / "server" / "nf-san", eal=eal_args("0", 1024), live=False, extra=extra,
+                       attach=[dev]) as srv:
+        srv.control.start()
+        counters = srv.wait()
+    assert "AddressSanitizer" not in srv.stderr and "runtime error" not in srv.stderr, srv.stderr[-3000:]
+    got = [(TAG.unpack_from(d)[0], Ether(bytes(d[TAG.size:]))) for d, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    assert [p for p, _ in got] == [24, 24, 24], counters["drops"]
+    for _, e in got:
+        assert (e[IP].src, e[UDP].sport, e[IP].dst, e[IP].ttl) == ("203.0.113.1", 40000, "198.51.100.7", 8)
+    assert counters["tables"]["nat_out"]["hits"] == 3

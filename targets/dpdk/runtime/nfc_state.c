@@ -45,6 +45,13 @@ static struct retire_list retired[RTE_MAX_LCORE];
 /* Under ASan a listed record is poisoned, as freed memory is: a reader still holding a record
  * released before its grace period is caught while the record waits on the list. */
 #if defined(__SANITIZE_ADDRESS__)
+#define NFC_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer) /* clang before 2025 says it only so */
+#define NFC_ASAN 1
+#endif
+#endif
+#ifdef NFC_ASAN
 #include <sanitizer/asan_interface.h>
 #define REC_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
 #define REC_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION(p, n)

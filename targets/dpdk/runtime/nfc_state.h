@@ -63,12 +63,15 @@ static inline void nfc_hold_until(uint64_t *slot, uint64_t until)
         ;
 }
 
-/* The same for an entry that holds a port: the port is held as long. */
+/* The same for an entry that holds a port: the port is held as long (an entry the entries file
+ * loaded holds none: its slot is NULL). */
 static inline void nfc_state_touch_held(uint64_t *v, unsigned n)
 {
     uint64_t until = nfc_now_ns() + v[n + 1];
     __atomic_store_n(&v[n], until, __ATOMIC_RELAXED);
-    nfc_hold_until((uint64_t *)(uintptr_t)v[n + 2], until);
+    uint64_t *slot = (uint64_t *)(uintptr_t)v[n + 2];
+    if (slot != NULL)
+        nfc_hold_until(slot, until);
 }
 
 /* Link j of record v of switch-cached state t := key (the key a `refresh` of its hit arm
