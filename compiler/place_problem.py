@@ -76,8 +76,7 @@ def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec,
     c = spec.cost
     total = sum(_use_ns(u.op, c) for u in _uses(prog, stage))
     total += sum(c.get("push", 1.0) - c.get("stmt", 1.0) for s in walk_stmts(stage.body) if isinstance(s, ir.Push))
-    total += sum(_lookup_ns(prog.tables[s.state], c) + _relookup_ns(prog.tables[s.state], c)
-                 for s in walk_stmts(stage.body) if isinstance(s, ir.Refresh))
+    total += sum(_alone_ns(prog.tables[s.state], c) for s in walk_stmts(stage.body) if isinstance(s, ir.Refresh))
     before = _written_before(prog, stage, on_server)
     # stage by stage (a profile with the stage_major op, an order-free program), a key an earlier
     # stage wrote is looked up in bulk at this stage's entry: only a key written in this stage
@@ -88,10 +87,10 @@ def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec,
     written = set(before)
     for unit in stage_units(prog, stage):
         for t in unit.tables:
-            once = _lookup_ns(prog.tables[t], c)
             if prog.tables[t].is_state:  # nfc_state_find, alone: never in the burst's bulk lookup
-                total += once + _relookup_ns(prog.tables[t], c)
+                total += _alone_ns(prog.tables[t], c)
                 continue
+            once = _lookup_ns(prog.tables[t], c)
             rekeyed = any(expr_reads(k.expr) & written for k in prog.tables[t].keys)
             total += once + (once + _relookup_ns(prog.tables[t], c) if rekeyed else 0.0)
         written |= unit.writes
@@ -134,14 +133,21 @@ def _relookup_ns(t: ir.Table, c: dict[str, float]) -> float:
     return c.get(key, 0.0) * _log_between(t.size, 65536, 1e6)
 
 
+def _alone_ns(t: ir.Table, c: dict[str, float]) -> float:
+    """A lookup of ``t`` alone, not in a burst's bulk lookup (a data-plane state's: nfc_state_find)."""
+    return _lookup_ns(t, c) + _relookup_ns(t, c)
+
+
 def _lookup_ns(t: ir.Table, c: dict[str, float]) -> float:
     if t.match == "exact":
         lo, hi = c.get("exact_1m", 19.0), c.get("exact_16m", 23.0)
         return lo + (hi - lo) * _log_between(t.size, 1e6, 16e6)
     if t.match == "lpm":
         return c.get("lpm", 6.0)
-    lo = c.get("ternary", 40.0)  # rte_acl classify of 1K rules, of 16K (log-interpolated; flat outside)
-    return lo + (c.get("ternary_16k", lo) - lo) * _log_between(t.size, 1e3, 16e3)
+    # rte_acl classify of 1K rules, of 16K: log-interpolated, extrapolated above (a classifier's
+    # tries deepen with its rules), flat below
+    lo = c.get("ternary", 40.0)
+    return lo + (c.get("ternary_16k", lo) - lo) * max(0.0, math.log2(max(t.size, 1) / 1e3) / 4)
 
 
 def depends(a: Unit, b: Unit) -> bool:
