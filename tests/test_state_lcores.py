@@ -142,8 +142,29 @@ def test_lcores_hammering_the_same_keys_never_read_a_freed_or_torn_record(tmp_pa
                         "--log-level=error", "-l", "0,1", "--", "500"], capture_output=True, text=True, timeout=120,
                        env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})
     assert r.returncode == 0 and r.stdout.startswith("ok "), r.stdout + r.stderr[-3000:]
-    inserts, lookups, hits = map(int, r.stdout.split()[1:])
+    inserts, lookups, hits, live, held = map(int, r.stdout.split()[1:])
     assert inserts == lookups > 10_000 and 0 < hits < lookups  # expired halves miss, the rest hit
+    assert live == held <= 8
+
+
+def test_lcores_sweeping_a_full_table_never_read_a_freed_or_torn_record(tmp_path):
+    """tests/c/state_check.c with 4,096 keys on a table of 1,024, half expiring at once and half
+    after 50 us: the table is full and each lcore's inserts sweep expired entries (nfc_state.c,
+    sweep) while the other looks them up and reads their records, and removes some itself.
+    Under ASan a swept record or key slot freed before the other lcore's grace period is a
+    use-after-free or a double free; at the end the table's count of its entries is what it
+    holds, within its size."""
+    harness = sanitized_harness(ROOT / "tests/c/state_check.c",
+                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"],
+                                tmp_path / "state_check")
+    r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
+                        "--log-level=error", "-l", "0,1", "--", "500", "4096", "50000"], capture_output=True,
+                       text=True, timeout=120, env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
+                                                    "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0 and r.stdout.startswith("ok "), r.stdout + r.stderr[-3000:]
+    inserts, lookups, hits, live, held = map(int, r.stdout.split()[1:])
+    assert inserts == lookups > 10_000 and 0 < hits < lookups
+    assert live == held <= 1024
 
 
 def test_entries_loaded_from_a_file_are_whole_records_the_lcores_reuse(server, tmp_path, monkeypatch):
@@ -181,11 +202,13 @@ def test_entries_loaded_from_a_file_are_whole_records_the_lcores_reuse(server, t
     assert counters["tables"]["conns"]["entries"] == FLOWS and counters["tables"]["conns"]["misses"] == 0
 
 
-def test_a_loaded_mapping_that_holds_no_port_is_refreshed(tmp_path, monkeypatch):
-    """examples/cgnat.nfp with one UDP mapping in both of its state tables from the entries file:
-    an outbound packet hits `nat_out` and refreshes `nat_in`, a `holds_ports` table whose loaded
-    record holds no port (its slot is NULL: nfc_state_touch_held must not follow it).  Each packet
-    leaves translated, as scapy reads it, on the route's port."""
+def test_a_loaded_mapping_holds_its_port_and_is_refreshed(tmp_path, monkeypatch):
+    """examples/cgnat.nfp with one UDP mapping, external port 1024, in both of its state tables
+    from the entries file: its outbound packets hit `nat_out` and refresh `nat_in`, the
+    `holds_ports` table, whose loaded record holds the port its key names (nfc_state_loaded), as
+    the reference's entries do (compiler/interp/state.py, `_hold`).  So a new flow's packet gets
+    the lowest port nothing holds, 1025, not the loaded mapping's (before any packet of the
+    mapping has refreshed it).  Under ASan; scapy reads each translation and the route's port."""
     from scapy.layers.inet import IP, UDP
     from scapy.layers.l2 import Ether
     from scapy.utils import RawPcapReader
@@ -200,10 +223,11 @@ def test_a_loaded_mapping_that_holds_no_port_is_refreshed(tmp_path, monkeypatch)
     assert m.returncode == 0, m.stderr[-3000:]
     (tmp_path / "entries.txt").write_text("subnet_to_external 0x0a000000/8 : 0xcb007101\n"
                                           "upstream_routes 0/0 : 24 0x020000000099\n"
-                                          "nat_out 0x0a000001 5000 17 : 40000\n"
-                                          "nat_in 0xcb007101 40000 17 : 0x0a000001 5000\n")
-    frames = [bytes(Ether(dst="02:00:00:00:00:01") / IP(src="10.0.0.1", dst="198.51.100.7", ttl=9)
-                    / UDP(sport=5000, dport=53) / bytes(i)) for i in range(3)]
+                                          "nat_out 0x0a000001 5000 17 : 1024\n"
+                                          "nat_in 0xcb007101 1024 17 : 0x0a000001 5000\n")
+    flows = [("10.0.0.2", 6000)] + [("10.0.0.1", 5000)] * 3  # the new flow first: no refresh has held 1024 yet
+    frames = [bytes(Ether(dst="02:00:00:00:00:01") / IP(src=src, dst="198.51.100.7", ttl=9)
+                    / UDP(sport=sport, dport=53) / bytes(i)) for i, (src, sport) in enumerate(flows)]
     write_pcap(tmp_path / "in.pcap", [TAG.pack(0) + f for f in frames])
     dev = f"net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}"
     extra = ["--tagged", "--entries", str(tmp_path / "entries.txt")]
@@ -213,7 +237,77 @@ def test_a_loaded_mapping_that_holds_no_port_is_refreshed(tmp_path, monkeypatch)
         counters = srv.wait()
     assert "AddressSanitizer" not in srv.stderr and "runtime error" not in srv.stderr, srv.stderr[-3000:]
     got = [(TAG.unpack_from(d)[0], Ether(bytes(d[TAG.size:]))) for d, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
-    assert [p for p, _ in got] == [24, 24, 24], counters["drops"]
-    for _, e in got:
-        assert (e[IP].src, e[UDP].sport, e[IP].dst, e[IP].ttl) == ("203.0.113.1", 40000, "198.51.100.7", 8)
-    assert counters["tables"]["nat_out"]["hits"] == 3
+    assert [p for p, _ in got] == [24, 24, 24, 24], counters["drops"]
+    assert [(e[IP].src, e[UDP].sport, e[IP].dst, e[IP].ttl) for _, e in got] == \
+        [("203.0.113.1", 1025, "198.51.100.7", 8)] + [("203.0.113.1", 1024, "198.51.100.7", 8)] * 3
+    assert counters["tables"]["nat_out"]["hits"] == 3 and counters["tables"]["nat_out"]["misses"] == 1
+
+
+# A state table of 8 entries that fills with short-lived flows (1 us) and then gets long-lived ones
+# (100 s: `timeout 100`); TTL 1 marks filler packets, dropped before the lookup, that let time pass.
+_SWEPT = """import "std/headers.nfp";
+packet { eth: ethernet; ipv4: ipv4; }
+parser l3 {
+  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: ip; default: drop(not_ipv4); } }
+  state ip { extract ipv4; transition accept; }
+}
+ports all = [0..15];
+pipeline forward { ports = all; parser = l3; stages = [work]; traffic = 100%; }
+state flows { key { ipv4.src: exact; } value { n: bit<8>; } size = 8; timeout = 1us; }
+stage work {
+  if (ipv4.ttl == 1) { drop(filler); }
+  lookup flows {
+    hit(f) { forward(2); }
+    miss {
+      if (ipv4.ttl == 9) { insert flows { n = 1; } timeout 100; } else { insert flows { n = 1; } }
+      forward(1);
+    }
+  }
+}
+"""
+
+
+def test_a_full_state_table_sweeps_its_expired_entries(tmp_path, monkeypatch):
+    """A table full of expired entries (flows that never came back: no lookup removed them)
+    takes new flows, as the reference's does: its insert into a full table removes the expired
+    ones first (compiler/interp/state.py, state_insert; nfc_state.c, sweep).  A table full of
+    live entries still refuses them.  Eight short flows fill the table and expire while filler
+    passes; eight long flows are then inserted; two more find the table full of live entries;
+    after more filler the ten come back: the eight hit, the two miss again.  Each packet's port
+    is the reference interpreter's (packets 1 us apart: the reference's clock); under ASan,
+    which would catch a swept record read after its release."""
+    from scapy.layers.inet import IP, UDP
+    from scapy.layers.l2 import Ether
+    from scapy.utils import RawPcapReader
+
+    from compiler.interp import Interpreter
+    from runtime.server_proc import ServerProcess, eal_args
+
+    monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
+    (tmp_path / "swept.nfp").write_text(_SWEPT)
+    out = tmp_path / "build"
+    r = nfc_cli("build", str(tmp_path / "swept.nfp"), "--target", "dpdk", "-o", str(out), "--no-verify")
+    assert r.returncode == 0, r.stderr[-3000:]
+    m = subprocess.run(["make", "-C", str(out / "server"), "nf-san"], capture_output=True, text=True)
+    assert m.returncode == 0, m.stderr[-3000:]
+
+    def pkt(src: str, ttl: int) -> bytes:
+        return bytes(Ether(dst="02:00:00:00:00:01") / IP(src=src, dst="192.0.2.1", ttl=ttl) / UDP())
+
+    filler = [pkt("10.9.9.9", 1)] * 300  # well over 1 us of work on any machine
+    short = [pkt(f"10.0.0.{i}", 64) for i in range(8)]
+    long = [pkt(f"10.0.1.{i}", 9) for i in range(10)]
+    frames = short + filler + long + filler + long
+    spec = Interpreter(compile_file(str(tmp_path / "swept.nfp")).program)
+    want = [o.port for i, f in enumerate(frames) if (o := spec.process(f, 0, i * 1e-6)).kind == "forward"]
+    assert want == [1] * 8 + [1] * 10 + [2] * 8 + [1] * 2  # what the scenario means, read off the reference
+    write_pcap(tmp_path / "in.pcap", [TAG.pack(0) + f for f in frames])
+    dev = f"net_pcap0,rx_pcap={tmp_path / 'in.pcap'},tx_pcap={tmp_path / 'out.pcap'}"
+    with ServerProcess(out / "server" / "nf-san", eal=eal_args("0", 1024), live=False, extra=["--tagged"],
+                       attach=[dev]) as srv:
+        srv.control.start()
+        counters = srv.wait()
+    assert "AddressSanitizer" not in srv.stderr and "runtime error" not in srv.stderr, srv.stderr[-3000:]
+    got = [TAG.unpack_from(d)[0] for d, _ in RawPcapReader(str(tmp_path / "out.pcap"))]
+    assert got == want, counters["tables"]["flows"]
+    assert counters["tables"]["flows"]["hits"] == 8 and counters["tables"]["flows"]["entries"] == 8

@@ -354,6 +354,8 @@ def _table_desc(x: _Ctx, t: ir.Table) -> c.Init:
         ("nlinks", str(len(links))), ("link_table", "{" + ", ".join(str(x.tindex[y]) for y in links) + "}"
                                        if links else "{0}"),
         *((("lpm_stride1", str(_lpm_stride1(t))),) if lpm else ()),
+        *((("holds_ports", "1"), ("held_key", "{" + ", ".join(map(str, t.holds_ports)) + "}"))
+          if t.holds_ports is not None else ()),
     ), f"table {t.name}, {_src(t.span)}")
 
 

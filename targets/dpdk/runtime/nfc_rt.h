@@ -461,6 +461,8 @@ struct nfc_table {
     uint8_t value_words;
     uint64_t timeout_ns; /* state: the default idle timeout */
     uint8_t refresh;     /* state: a hit restarts the entry's idle timer (the .nfp's `refresh`) */
+    uint8_t holds_ports; /* state: its entries hold alloc_port's ports (the .nfp's `holds_ports`), */
+    uint8_t held_key[2]; /* the port of address key field held_key[0] and port key field held_key[1] */
     /* a switch-cached state: the state tables the `refresh` statements of its lookup's hit arm
      * refresh (nfc_state.h, "links"), and where each one's link sits in a record (set by
      * nfc_tables_init, as link_words: the words after the expiry, timeout and port slot) */
@@ -478,6 +480,13 @@ struct nfc_table {
     struct nfc_acl *classifier;             /* ACL: the rules as the lookups see them (RCU) */
     struct nfc_acl_order *acl_order;        /* ACL: the order rules were added in (control thread only) */
     struct rte_hash *pins;                  /* a switch-cached state: the entries pinned (nfc_state.c) */
+    /* state, under the table's writer lock (nfc_state.c): its entries (at most cap; h has room
+     * for more, the key slots of removed entries waiting for their grace period), and the sweep
+     * of a full table: its cursor, the earliest expiry it has seen in this round and one no
+     * entry expires before (as of the last whole round, lowered by every insert since) */
+    uint32_t live;
+    uint32_t sweep_next;
+    uint64_t sweep_low, next_expiry;
 };
 
 /* Implemented by the generated nf.c */
@@ -557,7 +566,8 @@ void nfc_rcu_online(unsigned lcore);
 void nfc_rcu_quiescent(unsigned lcore);
 void nfc_rcu_offline(unsigned lcore);
 /* Implemented by nfc_values.c: an entry's data word for `values` (NULL: out of memory, unless
- * the values are inline), its release, and the values it holds. */
+ * the values are inline) in a control-plane table (a state's: nfc_state_loaded), its release,
+ * and the values it holds. */
 void *nfc_data_new(const struct nfc_table *t, const uint64_t *values);
 void nfc_data_free(const struct nfc_table *t, void *data);
 void nfc_values_of(const struct nfc_table *t, const void *data, uint64_t *values);

@@ -36,10 +36,11 @@ static struct retire_list retired[RTE_MAX_LCORE];
 
 /* ---- records: per lcore and table, those it released, kept for its next inserts ------------ */
 
-/* A table's records are all of one size (nfc_state_rec_bytes): a record an lcore releases goes on its list for that table (linked through the
- * record's first word) and its next insert takes it, without malloc.  An aligned_alloc and a
- * free per new flow were ~18 % of a churned flow's cost (bench/bench_cost.py's insert program,
- * perf).  A list holds at most NFC_REC_KEEP records; a thread that is no lcore uses malloc. */
+/* A table's records are all of one size (nfc_state_rec_bytes): a record an lcore releases goes
+ * on its list for that table (linked through the record's first word) and its next insert takes
+ * it, without malloc.  An aligned_alloc and a free per new flow were ~18 % of a churned flow's
+ * cost (bench/bench_cost.py's insert program, perf).  A list holds at most NFC_REC_KEEP
+ * records; a thread that is no lcore uses malloc. */
 #define NFC_REC_KEEP 4096
 
 /* Under ASan a listed record is poisoned, as freed memory is: a reader still holding a record
@@ -166,6 +167,7 @@ int nfc_state_expire(struct nfc_table *t, const uint8_t *key, const void *rec)
     kept = pinned(t, key);
     if (!kept && rte_hash_lookup_data(t->h, key, &now) >= 0 && now == rec)
         pos = rte_hash_del_key(t->h, key);
+    t->live -= pos >= 0;
     rte_spinlock_unlock(lock);
     if (pos >= 0)
         retire(t, (void *)(uintptr_t)rec, pos);
@@ -176,32 +178,82 @@ static uint64_t *port_time(uint64_t addr, uint64_t port);
 static void ports_hold(uint64_t *slot, uint64_t until);
 static uint64_t *held_slot(const struct nfc_table *t, const uint64_t *v);
 
+/* ---- the sweep of a full table --------------------------------------------------------------
+ * An insert of a new key into a full table (cap live entries) first removes expired entries, as
+ * the reference's does (compiler/interp/state.py, state_insert): a table of flows that never
+ * came back (an expired entry is otherwise removed only by a lookup of its key) would refuse
+ * every new flow.  The insert looks at the next SWEEP_BATCH entries from the sweep's cursor
+ * (rte_hash_iterate: a deletion moves no other entry of a table without extendable buckets)
+ * and removes the expired ones not pinned, so its cost is bounded and a round of the table is
+ * spread over the inserts that find it full.  The removed entries' key slots wait for their
+ * grace period; h has room for them (nfc_state_slots), so the insert that swept takes a slot at
+ * once.  A round's earliest unexpired expiry, lowered by every insert since, is `next_expiry`:
+ * before it nothing has expired and a full table refuses the insert without looking (a refresh
+ * only moves an expiry later; an entry the cuckoo moved behind the cursor during a round is
+ * missed, and swept in the next).  The reference removes every expired entry at once; this
+ * removes only those of the batch, so an insert into a full table whose expired entries are
+ * rarer than one in SWEEP_BATCH may be refused where the reference's is not. */
+#define SWEEP_BATCH 256u
+
+/* Under t's writer lock: the batch's expired entries removed into gone[] (retired by the
+ * caller once the lock is released); how many. */
+static unsigned sweep(struct nfc_table *t, uint64_t now, struct retired *gone)
+{
+    const void *key;
+    void *d;
+    unsigned n = 0;
+    for (unsigned seen = 0; seen < SWEEP_BATCH; seen++) {
+        if (rte_hash_iterate(t->h, &key, &d, &t->sweep_next) < 0) { /* a whole round */
+            t->next_expiry = t->sweep_low;
+            t->sweep_low = UINT64_MAX;
+            t->sweep_next = 0;
+            break;
+        }
+        uint64_t until = nfc_state_expiry(d, t->value_words);
+        int32_t pos = until <= now && !pinned(t, key) ? rte_hash_del_key(t->h, key) : -1;
+        if (pos >= 0)
+            gone[n++] = (struct retired){0, t, d, pos};
+        else if (until < t->sweep_low) /* a pinned entry's too: looked at again until unpinned */
+            t->sweep_low = until;
+    }
+    t->live -= n;
+    return n;
+}
+
 /* Publish a record for key: values, then the expiry and the timeout; `slot` (or NULL) the
  * time of the port the entry holds, set to its expiry once it is in the table. */
 static int insert(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns,
                   uint64_t *slot)
 {
-    unsigned n = t->value_words;
     uint64_t *v = rec_alloc(t);
     if (v == NULL)
         return -1;
-    memcpy(v, values, n * sizeof *v);
-    memset(v + n + 3, 0, t->link_words * sizeof *v); /* no link yet */
-    v[n + 2] = (uintptr_t)slot;
-    v[n + 1] = timeout_ns;
-    v[n] = nfc_now_ns() + timeout_ns;
+    nfc_state_rec_init(t, v, values, timeout_ns, slot);
+    uint64_t until = v[t->value_words], now = until - timeout_ns; /* when the record was made */
     rte_spinlock_t *lock = &writer[t - nfc_tables];
+    struct retired gone[SWEEP_BATCH];
+    unsigned swept = 0;
     void *old = NULL;
     rte_spinlock_lock(lock);
     int had = rte_hash_lookup_data(t->h, key, &old) >= 0;
-    int added = rte_hash_add_key_data(t->h, key, v) >= 0; /* an existing key's data is swapped atomically */
+    if (!had && t->live >= t->cap && t->next_expiry <= now)
+        swept = sweep(t, now, gone);
+    /* an existing key's data is swapped atomically */
+    int added = (had || t->live < t->cap) && rte_hash_add_key_data(t->h, key, v) >= 0;
+    if (added) {
+        t->live += !had;
+        t->next_expiry = until < t->next_expiry ? until : t->next_expiry;
+        t->sweep_low = until < t->sweep_low ? until : t->sweep_low;
+    }
     rte_spinlock_unlock(lock);
+    for (unsigned i = 0; i < swept; i++)
+        retire(t, gone[i].rec, gone[i].pos);
     if (!added)
         rec_free(t, v); /* never published; a port given out for it stays held, as the reference's does */
     else if (had)
         retire(t, old, -1);
     if (added && slot != NULL)
-        ports_hold(slot, v[n]);
+        ports_hold(slot, v[t->value_words]);
     return 0;
 }
 
@@ -215,6 +267,18 @@ int nfc_state_insert_held(struct nfc_table *t, const uint8_t *key, const uint64_
 {
     uint64_t *slot = port_time(addr, port);
     return slot != NULL ? insert(t, key, values, timeout_ns, slot) : -1;
+}
+
+void *nfc_state_loaded(struct nfc_table *t, const uint64_t *keys, const uint64_t *values)
+{
+    uint64_t *slot = t->holds_ports ? port_time(keys[t->held_key[0]], keys[t->held_key[1]]) : NULL;
+    uint64_t *v = t->holds_ports && slot == NULL ? NULL : aligned_alloc(64, nfc_state_rec_bytes(t));
+    if (v == NULL)
+        return NULL;
+    nfc_state_rec_init(t, v, values, t->timeout_ns, slot);
+    if (slot != NULL)
+        ports_hold(slot, v[t->value_words]);
+    return v;
 }
 
 /* ---- port pools of a carrier-grade NAT --------------------------------------------------------

@@ -42,6 +42,28 @@ static inline size_t nfc_state_rec_bytes(const struct nfc_table *t)
     return (((size_t)t->value_words + 3 + t->link_words) * sizeof(uint64_t) + 63) & ~(size_t)63;
 }
 
+/* Record v of state table t := values, expiring timeout_ns after now, holding the port whose
+ * time is `slot` (or none: NULL), no link yet: how every record starts, an lcore's insert or an
+ * entry the entries file loads (nfc_state.c). */
+static inline void nfc_state_rec_init(const struct nfc_table *t, uint64_t *v, const uint64_t *values,
+                                      uint64_t timeout_ns, uint64_t *slot)
+{
+    unsigned n = t->value_words;
+    memcpy(v, values, n * sizeof *v);
+    memset(v + n + 3, 0, t->link_words * sizeof *v);
+    v[n + 2] = (uintptr_t)slot;
+    v[n + 1] = timeout_ns;
+    v[n] = nfc_now_ns() + timeout_ns;
+}
+
+/* Key slots of state table t's rte_hash: its cap entries, and room for those of removed entries
+ * until their grace period has passed (nfc_state.c: a full table's insert removes expired entries
+ * and takes a slot at once). */
+static inline uint32_t nfc_state_slots(const struct nfc_table *t)
+{
+    return t->cap + t->cap / 8 + 64;
+}
+
 static inline uint64_t nfc_state_expiry(const uint64_t *v, unsigned n)
 {
     return __atomic_load_n(&v[n], __ATOMIC_RELAXED);
@@ -63,15 +85,12 @@ static inline void nfc_hold_until(uint64_t *slot, uint64_t until)
         ;
 }
 
-/* The same for an entry that holds a port: the port is held as long (an entry the entries file
- * loaded holds none: its slot is NULL). */
+/* The same for an entry that holds a port: the port is held as long. */
 static inline void nfc_state_touch_held(uint64_t *v, unsigned n)
 {
     uint64_t until = nfc_now_ns() + v[n + 1];
     __atomic_store_n(&v[n], until, __ATOMIC_RELAXED);
-    uint64_t *slot = (uint64_t *)(uintptr_t)v[n + 2];
-    if (slot != NULL)
-        nfc_hold_until(slot, until);
+    nfc_hold_until((uint64_t *)(uintptr_t)v[n + 2], until);
 }
 
 /* Link j of record v of switch-cached state t := key (the key a `refresh` of its hit arm
@@ -114,6 +133,12 @@ int nfc_state_insert(struct nfc_table *t, const uint8_t *key, const uint64_t *va
  * `addr` until it expires (then alloc_port may give the port out again). */
 int nfc_state_insert_held(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns,
                           uint64_t addr, uint64_t port);
+
+/* The record of an entry the entries file loads into state table t (keys: its key fields'
+ * values, as nfc_entry_add takes them), before forwarding starts: values, the table's timeout
+ * from now, and in the state that holds ports the port its key names, held until it expires as
+ * an insert's is (so alloc_port does not give it to another flow); NULL: no memory. */
+void *nfc_state_loaded(struct nfc_table *t, const uint64_t *keys, const uint64_t *values);
 
 /* The lowest port >= 1024 of external address ext_ip that nothing holds (given out by an
  * earlier call and held for ever, unless an entry of the state that holds ports took it and

@@ -125,7 +125,10 @@ int nfc_tables_init(void)
         t->cap = t->state ? (t->size < NFC_TABLE_CAP ? t->size : NFC_TABLE_CAP)
                           : (t->size < NFC_GROW_FROM ? t->size : NFC_GROW_FROM);
         t->cap = t->cap < 8 ? 8 : t->cap;
-        t->h = hash_new(t, i, t->cap);
+        t->h = hash_new(t, i, t->state ? nfc_state_slots(t) : t->cap);
+        t->live = t->sweep_next = 0;
+        t->sweep_low = UINT64_MAX;
+        t->next_expiry = 0;
         if (t->h == NULL) {
             fprintf(stderr, "nfc: cannot create table %s (%u entries): %s\n", t->name, t->cap,
                     rte_strerror(rte_errno));
@@ -234,7 +237,7 @@ static void copy_position(struct nfc_state_copy *r, uint64_t now_ns)
     void *key, *data;
     if (rte_hash_get_key_with_position(t->h, pos, &key) != 0 || rte_hash_lookup_data(t->h, key, &data) != pos)
         return;
-    if (nfc_state_expiry(data, t->value_words) <= now_ns) /* expired: the next packet of it deletes it */
+    if (nfc_state_expiry(data, t->value_words) <= now_ns) /* expired: the next packet of it, or a sweep, deletes it */
         return;
     uint64_t *rec = r->out + (size_t)r->n * stride_of(t);
     nfc_values_of(t, data, rec + nfc_key_fields(t, key, rec));
@@ -589,7 +592,9 @@ int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *val
     int present = rte_hash_lookup_data(t->h, key, &old) >= 0;
     if (present && !replace)
         return NFC_E_EXISTS;
-    void *d = nfc_data_new(t, values);
+    if (t->state && !present && t->live >= t->cap)
+        return NFC_E_FULL; /* h has room beyond cap, for the slots of removed entries */
+    void *d = t->state ? nfc_state_loaded(t, keys, values) : nfc_data_new(t, values);
     if (d == NULL && !t->inline_values)
         return NFC_E_NO_MEMORY;
     if (!present)
@@ -601,6 +606,8 @@ int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *val
             plen_ref(t, keys, -1);
         return st;
     }
+    if (t->state && !present)
+        t->live++; /* before forwarding starts: no lcore writes t */
     struct nfc_acl *gone = NULL;
     uint8_t *one[1] = {key};
     if (t->acl && nfc_acl_apply(t, present ? NFC_OP_MODIFY : NFC_OP_ADD, one, 1, &gone) != NFC_OK) {

@@ -1,7 +1,7 @@
 /* nfc server runtime: an entry's data word (struct nfc_table in nfc_rt.h).  Values that fit
  * are packed into the word itself.  Otherwise the word points at a record: the values, then
- * two words.  A data-plane state entry has a record of its own (its expiry changes as it is
- * hit: the words are the expiry and the timeout).  Control-plane entries with equal values
+ * two words.  A data-plane state entry has a record of its own, made by nfc_state.c (its layout
+ * is in nfc_state.h) and freed here.  Control-plane entries with equal values
  * share one record (the first extra word counts its entries): a FIB's million routes lead
  * to a few next hops, whose records stay in cache, where a record per route would be a
  * cache miss per packet and 32 bytes a route.  Records are never changed once shared, only
@@ -61,16 +61,6 @@ void *nfc_data_new(const struct nfc_table *t, const uint64_t *values)
         for (int i = 0, shift = 0; i < t->nvalues; shift += t->value_width[i], i++)
             packed |= values[i] << shift;
         return (void *)(uintptr_t)packed;
-    }
-    if (t->state) { /* a record as an lcore's insert makes it (nfc_state.h): no port, no link yet */
-        uint64_t *d = aligned_alloc(64, nfc_state_rec_bytes(t));
-        if (d == NULL)
-            return NULL;
-        memset(d, 0, nfc_state_rec_bytes(t));
-        memcpy(d, values, (size_t)t->value_words * sizeof(uint64_t));
-        d[t->value_words + 1] = t->timeout_ns;
-        d[t->value_words] = nfc_now_ns() + t->timeout_ns;
-        return d;
     }
     struct records *r = records_of(t);
     if (r != NULL && 2 * (r->used + 1) > r->cap && grow(r, t->value_words) != 0)

@@ -84,6 +84,8 @@ struct nfc_table nfc_tables[2] = {
         .refresh = 0,
         .nlinks = 0,
         .link_table = {0},
+        .holds_ports = 1,
+        .held_key = {0, 1},
     },
 };
 
