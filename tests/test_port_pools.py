@@ -50,3 +50,9 @@ def test_a_whole_pool_is_given_out_in_order_and_an_expired_port_inside_it_comes_
 
 def test_every_address_has_a_pool_of_its_own(steps):
     assert steps["addresses"] == [300]
+
+
+def test_an_entry_loaded_from_the_entries_file_holds_the_port_its_key_names(steps):
+    """nfc_state_loaded reads the address and port fields from the line's key words, past a
+    128-bit field that takes two: the port is held, so alloc_port gives the next one."""
+    assert steps["loaded"] == [1, 1025]

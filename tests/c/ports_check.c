@@ -20,14 +20,20 @@
 #define MS 1000000ull
 #define ADDR_A 0xC6336401ull
 #define ADDR_B 0xC6336402ull
+#define ADDR_C 0xC6336403ull
 
 /* what nfc_tables.c and nfc_rt.h expect of a generated program: the state that holds ports,
- * keyed (address, port) as the CGN's nat_in is (less its protocol) */
-struct nfc_table nfc_tables[1] = {{
-    .name = "nat_in", .src = "ports_check.c", .size = 1 << 17, .nkeys = 2, .nvalues = 1, .lpm = -1, .state = 1,
-    .key_bytes = 8, .key_width = {32, 16}, .value_width = {32}, .timeout_ns = 1000000000ull,
-}};
-const int nfc_ntables = 1;
+ * keyed (address, port) as the CGN's nat_in is (less its protocol); and one whose key has a
+ * 128-bit field (two words of an entries-file line's keys) before the address and the port */
+struct nfc_table nfc_tables[2] = {
+    {.name = "nat_in", .src = "ports_check.c", .size = 1 << 17, .nkeys = 2, .nvalues = 1, .lpm = -1, .state = 1,
+     .key_bytes = 8, .key_width = {32, 16}, .value_width = {32}, .timeout_ns = 1000000000ull,
+     .holds_ports = 1, .held_key = {0, 1}},
+    {.name = "wide", .src = "ports_check.c", .size = 1024, .nkeys = 3, .nvalues = 1, .lpm = -1, .state = 1,
+     .key_bytes = 24, .key_width = {128, 32, 16}, .value_width = {32}, .timeout_ns = 1000000000ull,
+     .holds_ports = 1, .held_key = {1, 2}},
+};
+const int nfc_ntables = 2;
 const char nfc_program[] = "ports_check";
 struct nfc_stats nfc_stats[RTE_MAX_LCORE];
 
@@ -103,7 +109,16 @@ int main(int argc, char **argv)
     sleep_ms(30);
     uint64_t back = nfc_alloc_port(ADDR_B);
     uint64_t none = nfc_alloc_port(ADDR_B);
-    printf("step full %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", in_order, full, still, back, none);
+    printf("step full %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 " %" PRIu64 "\n", in_order, full, still, back,
+           none);
+
+    /* an entry the entries file loads holds the port its key names, until it expires (1 s):
+     * the lowest free port of the address is the next one */
+    uint64_t keys[4] = {0x20010db800000000ull, 7, ADDR_C, 1024}, v[1] = {1};
+    void *loaded = nfc_state_loaded(&nfc_tables[1], keys, v);
+    uint64_t beside = nfc_alloc_port(ADDR_C);
+    printf("step loaded %d %" PRIu64 "\n", loaded != NULL, beside);
+    free(loaded);
 
     /* 300 addresses, each its own pool */
     uint64_t own = 0;

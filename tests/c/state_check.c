@@ -8,10 +8,13 @@
  * other (v1 == v0 ^ MAGIC), half the keys with a timeout of 0 so that the next lookup finds
  * them expired and removes them, the others LIVE_NS (default 1 s); every lookup reads the
  * record it found.  With more keys than the table holds and a short LIVE_NS, the table is full
- * and its inserts sweep expired entries (nfc_state.c) while the other lcore reads them.  A record freed while another lcore could
- * still read it is a heap-use-after-free for ASan; a torn or mixed record fails the check.
- * Each lcore passes a quiescent state every QUIESCE operations, as the forwarding loop does
- * between bursts.  Prints "ok INSERTS LOOKUPS HITS" or "bad N" and exits 0 / 1. */
+ * and its inserts sweep expired entries (nfc_state.c) while the other lcore reads them.  A
+ * record freed while another lcore could still read it is a heap-use-after-free for ASan; a
+ * torn or mixed record fails the check.  Each lcore passes a quiescent state every QUIESCE
+ * operations, as the forwarding loop does between bursts.  Prints "ok INSERTS LOOKUPS HITS
+ * LIVE HELD SWEPT" (the table's count of its entries, the entries it holds, the entries its
+ * sweeps removed) or "bad N" and exits 0 / 1.  Key 0 (all zero bytes) is among the keys
+ * (tests/c/zero_key_check.c). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -98,7 +101,8 @@ int main(int argc, char **argv)
     if (wrong)
         printf("bad %" PRIu64 "\n", wrong);
     else
-        printf("ok %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u\n", ins, look, hit, nfc_tables[0].live, held);
+        printf("ok %" PRIu64 " %" PRIu64 " %" PRIu64 " %u %u %" PRIu64 "\n", ins, look, hit, nfc_tables[0].live, held,
+               nfc_tables[0].swept);
     rte_eal_cleanup();
     return wrong ? 1 : 0;
 }

@@ -218,6 +218,8 @@ static void nfc_counters_text(struct text *t)
             nfc_tables[i].name, sum.hits[i], sum.misses[i],
             nfc_tables[i].state ? (int)__atomic_load_n(&nfc_tables[i].live, __ATOMIC_RELAXED) /* not the slots waiting */
             : nfc_tables[i].h != NULL ? rte_hash_count(nfc_tables[i].h) : 0);
+        if (nfc_tables[i].state) /* expired entries a full table's inserts removed (nfc_state.c, sweep) */
+            put(t, ", \"swept\": %" PRIu64, __atomic_load_n(&nfc_tables[i].swept, __ATOMIC_RELAXED));
         if (nfc_tables[i].lpm >= 0) /* the trie's memory: its roots and tables (nfc_lpm.c), of 2^16 and 2^8 entries */
             put(t, ", \"trie_bytes\": %" PRIu64 ", \"trie_tables\": [%" PRIu64 ", %" PRIu64 "], \"trie_stride1\": %u",
                 nfc_lpm_bytes(&nfc_tables[i].trie), nfc_tables[i].trie.tables[1], nfc_tables[i].trie.tables[0],

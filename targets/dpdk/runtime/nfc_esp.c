@@ -61,6 +61,7 @@ static struct rte_hash *hash_of(const char *name, uint32_t entries, uint32_t key
         .entries = entries,
         .key_len = key_len,
         .hash_func = rte_hash_crc,
+        .hash_func_init_val = nfc_hash_seed(key_len),
         .socket_id = (int)rte_socket_id(),
         .extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF,
     };

@@ -206,6 +206,7 @@ int nfc_lpm_init(struct nfc_lpm *l, unsigned w, unsigned off, unsigned len_off, 
         .entries = 1u << 16,
         .key_len = key_bytes,
         .hash_func = rte_hash_crc,
+        .hash_func_init_val = nfc_hash_seed(key_bytes),
         .socket_id = (int)rte_socket_id(),
         .extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE,
     };

@@ -10,6 +10,7 @@
 #include <rte_byteorder.h>
 #include <rte_cycles.h>
 #include <rte_hash.h>
+#include <rte_hash_crc.h>
 #include <rte_mbuf.h>
 
 /* The packet model's slots, sized for the program by the generated nfc_prog.h (header
@@ -230,6 +231,23 @@ static inline uint64_t nfc_mask(unsigned w)
 typedef unsigned __int128 nfc_u128;
 #define NFC_MAX_WIDTH 128
 #define NFC_U128(hi, lo) (((nfc_u128)(hi) << 64) | (nfc_u128)(lo))
+
+/* The init value of rte_hash_crc for an rte_hash of keys of key_len bytes (every rte_hash of
+ * the runtime: nfc_tables.c, nfc_lpm.c, nfc_esp.c).  DPDK 22.11's rte_hash mistakes the all-zero
+ * key for an empty bucket slot when that key's 16-bit signature is 0, as rte_hash_crc's of zeros
+ * is with an init value of 0: a writer's search for the key (search_and_update) stops at an
+ * empty slot, compares the key with the reserved key slot 0 (zeros), and reports it absent, so
+ * an add of the present key makes a second entry, and lookups still find the first (a state
+ * record retired twice, tests/c/zero_key_check.c).  An empty slot's signature is 0 (a delete
+ * clears it), so an init value that gives the all-zero key a signature other than 0 avoids it. */
+static inline uint32_t nfc_hash_seed(uint32_t key_len)
+{
+    static const uint64_t zeros[32]; /* longer than any key */
+    uint32_t seed = 0x9e3779b9u;
+    while (key_len <= sizeof zeros && (rte_hash_crc(zeros, key_len, seed) >> 16) == 0)
+        seed++;
+    return seed;
+}
 
 static inline unsigned nfc_words(unsigned w)
 {
@@ -480,13 +498,16 @@ struct nfc_table {
     struct nfc_acl *classifier;             /* ACL: the rules as the lookups see them (RCU) */
     struct nfc_acl_order *acl_order;        /* ACL: the order rules were added in (control thread only) */
     struct rte_hash *pins;                  /* a switch-cached state: the entries pinned (nfc_state.c) */
-    /* state, under the table's writer lock (nfc_state.c): its entries (at most cap; h has room
-     * for more, the key slots of removed entries waiting for their grace period), and the sweep
-     * of a full table: its cursor, the earliest expiry it has seen in this round and one no
-     * entry expires before (as of the last whole round, lowered by every insert since) */
+    /* state, written under the table's writer lock (nfc_state.c): its entries (at most cap; h
+     * has room for more, the key slots of removed entries waiting for their grace period), and
+     * the sweep of a full table: its cursor, the earliest expiry it has seen in this round, one
+     * no unpinned entry expires before (as of the last whole round, lowered by every insert
+     * and unpin since), no batch before sweep_after (a batch that found nothing: SWEEP_DUTY),
+     * and the entries it removed (the counters' `swept`) */
     uint32_t live;
     uint32_t sweep_next;
-    uint64_t sweep_low, next_expiry;
+    uint64_t sweep_low, next_expiry, sweep_after;
+    uint64_t swept;
 };
 
 /* Implemented by the generated nf.c */

@@ -167,7 +167,8 @@ int nfc_state_expire(struct nfc_table *t, const uint8_t *key, const void *rec)
     kept = pinned(t, key);
     if (!kept && rte_hash_lookup_data(t->h, key, &now) >= 0 && now == rec)
         pos = rte_hash_del_key(t->h, key);
-    t->live -= pos >= 0;
+    if (pos >= 0) /* (relaxed atomics: the control thread reads it for the counters) */
+        __atomic_store_n(&t->live, t->live - 1, __ATOMIC_RELAXED);
     rte_spinlock_unlock(lock);
     if (pos >= 0)
         retire(t, (void *)(uintptr_t)rec, pos);
@@ -190,10 +191,16 @@ static uint64_t *held_slot(const struct nfc_table *t, const uint64_t *v);
  * once.  A round's earliest unexpired expiry, lowered by every insert since, is `next_expiry`:
  * before it nothing has expired and a full table refuses the insert without looking (a refresh
  * only moves an expiry later; an entry the cuckoo moved behind the cursor during a round is
- * missed, and swept in the next).  The reference removes every expired entry at once; this
- * removes only those of the batch, so an insert into a full table whose expired entries are
- * rarer than one in SWEEP_BATCH may be refused where the reference's is not. */
+ * missed until the round after `next_expiry`, which may be as late as the other entries'
+ * earliest expiry).  A pinned entry does not count (it does not expire: its unpin lowers
+ * `next_expiry`, pin_drop).  A batch that removes nothing holds off the next one for
+ * SWEEP_DUTY - 1 times as long as it took, so a full table whose expired entries are sparse (or
+ * just past their expiry, before the cursor gets there) costs the lcore at most 1/SWEEP_DUTY of
+ * its time in sweeps.  The reference removes every expired entry at once; this removes only
+ * those of the batches, so an insert into a full table whose expired entries are rarer than
+ * one in SWEEP_BATCH may be refused where the reference's is not. */
 #define SWEEP_BATCH 256u
+#define SWEEP_DUTY 8u
 
 /* Under t's writer lock: the batch's expired entries removed into gone[] (retired by the
  * caller once the lock is released); how many. */
@@ -201,22 +208,30 @@ static unsigned sweep(struct nfc_table *t, uint64_t now, struct retired *gone)
 {
     const void *key;
     void *d;
-    unsigned n = 0;
-    for (unsigned seen = 0; seen < SWEEP_BATCH; seen++) {
-        if (rte_hash_iterate(t->h, &key, &d, &t->sweep_next) < 0) { /* a whole round */
+    unsigned n = 0, wrapped = 0;
+    for (unsigned seen = 0; seen < SWEEP_BATCH;) {
+        if (rte_hash_iterate(t->h, &key, &d, &t->sweep_next) < 0) { /* a whole round: on from the start */
             t->next_expiry = t->sweep_low;
             t->sweep_low = UINT64_MAX;
             t->sweep_next = 0;
-            break;
+            if (wrapped++)
+                break;
+            continue;
         }
+        seen++;
         uint64_t until = nfc_state_expiry(d, t->value_words);
-        int32_t pos = until <= now && !pinned(t, key) ? rte_hash_del_key(t->h, key) : -1;
+        if (until > now) {
+            t->sweep_low = until < t->sweep_low ? until : t->sweep_low;
+            continue;
+        }
+        int32_t pos = pinned(t, key) ? -1 : rte_hash_del_key(t->h, key);
         if (pos >= 0)
             gone[n++] = (struct retired){0, t, d, pos};
-        else if (until < t->sweep_low) /* a pinned entry's too: looked at again until unpinned */
-            t->sweep_low = until;
     }
-    t->live -= n;
+    __atomic_store_n(&t->live, t->live - n, __ATOMIC_RELAXED);
+    __atomic_store_n(&t->swept, t->swept + n, __ATOMIC_RELAXED);
+    if (n == 0)
+        t->sweep_after = now + (nfc_now_ns() - now) * (SWEEP_DUTY - 1);
     return n;
 }
 
@@ -236,12 +251,12 @@ static int insert(struct nfc_table *t, const uint8_t *key, const uint64_t *value
     void *old = NULL;
     rte_spinlock_lock(lock);
     int had = rte_hash_lookup_data(t->h, key, &old) >= 0;
-    if (!had && t->live >= t->cap && t->next_expiry <= now)
+    if (!had && t->live >= t->cap && t->next_expiry <= now && t->sweep_after <= now)
         swept = sweep(t, now, gone);
     /* an existing key's data is swapped atomically */
     int added = (had || t->live < t->cap) && rte_hash_add_key_data(t->h, key, v) >= 0;
     if (added) {
-        t->live += !had;
+        __atomic_store_n(&t->live, t->live + !had, __ATOMIC_RELAXED);
         t->next_expiry = until < t->next_expiry ? until : t->next_expiry;
         t->sweep_low = until < t->sweep_low ? until : t->sweep_low;
     }
@@ -269,9 +284,20 @@ int nfc_state_insert_held(struct nfc_table *t, const uint8_t *key, const uint64_
     return slot != NULL ? insert(t, key, values, timeout_ns, slot) : -1;
 }
 
+/* The word of key field f in the keys nfc_entry_add takes (nfc_words each: a field over 64 bits
+ * takes two). */
+static unsigned key_word(const struct nfc_table *t, unsigned f)
+{
+    unsigned w = 0;
+    for (unsigned i = 0; i < f; i++)
+        w += nfc_words(t->key_width[i]);
+    return w;
+}
+
 void *nfc_state_loaded(struct nfc_table *t, const uint64_t *keys, const uint64_t *values)
 {
-    uint64_t *slot = t->holds_ports ? port_time(keys[t->held_key[0]], keys[t->held_key[1]]) : NULL;
+    uint64_t *slot = t->holds_ports ? port_time(keys[key_word(t, t->held_key[0])], keys[key_word(t, t->held_key[1])])
+                                    : NULL;
     uint64_t *v = t->holds_ports && slot == NULL ? NULL : aligned_alloc(64, nfc_state_rec_bytes(t));
     if (v == NULL)
         return NULL;
@@ -432,7 +458,7 @@ static struct rte_hash *pins_of(struct nfc_table *t)
     snprintf(name, sizeof name, "nfc_pins_%d", (int)(t - nfc_tables));
     struct rte_hash_parameters params = {
         .name = name,
-        .entries = t->cap < PIN_CAP ? t->cap : PIN_CAP,
+        .entries = t->cap < 8 ? 8 : t->cap < PIN_CAP ? t->cap : PIN_CAP, /* rte_hash's least: 8 */
         .key_len = t->key_bytes,
         .socket_id = (int)rte_socket_id(),
         .extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY,
@@ -499,7 +525,16 @@ static void pin_drop(struct nfc_table *t, const uint8_t *key, int own)
     rte_hash_del_key(t->pins, key);
     free(p);
     void *d = NULL;
-    if (rte_hash_lookup_data(t->h, key, &d) >= 0 && holds_ports(t, d)) {
+    int found = rte_hash_lookup_data(t->h, key, &d) >= 0;
+    if (found) { /* it may expire now: a sweep's bound comes down to it */
+        rte_spinlock_t *lock = &writer[t - nfc_tables];
+        uint64_t until = nfc_state_expiry(d, t->value_words);
+        rte_spinlock_lock(lock);
+        t->next_expiry = until < t->next_expiry ? until : t->next_expiry;
+        t->sweep_low = until < t->sweep_low ? until : t->sweep_low;
+        rte_spinlock_unlock(lock);
+    }
+    if (found && holds_ports(t, d)) {
         /* the port held until the entry's expiry again; a refresh between the read of the
          * expiry and the store found the port held for ever and left it: read again */
         ports_hold(held_slot(t, d), nfc_state_expiry(d, t->value_words));

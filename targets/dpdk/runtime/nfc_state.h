@@ -2,9 +2,9 @@
  * shared by every forwarding lcore (issue 13, "state on every core").
  *
  * A state table is a lock-free rte_hash (RW_CONCURRENCY_LF): lookups take no lock, so a
- * flow's packets may come in on any lcore.  Its writers (insert, and the removal of an
- * expired entry by the packet that finds it) are the forwarding lcores, one at a time under
- * the table's spinlock; a record (the values, then the expiry and the timeout in ns) is
+ * flow's packets may come in on any lcore.  Its writers (insert, the removal of an expired
+ * entry by the packet that finds it, and an insert's sweep of a full table: nfc_state.c) are
+ * the forwarding lcores, one at a time under the table's spinlock; a record (the values, then the expiry and the timeout in ns) is
  * never changed once published except for its expiry, a single word, so a reader sees whole
  * values.  An insert publishes a new record; the record it replaces, or the record and key
  * slot of a removed entry, are freed once every lcore has passed a quiescent state (the
@@ -33,8 +33,8 @@
  * switch, which refreshes nothing on the server, is replayed as the same refreshes (TOUCH).
  * The key is the one of the entry's last hit on the server: seed 002's CGN refreshes the
  * mapping's other half, whose key the entry determines. */
-/* The bytes of every record of state table t, whoever makes it (an lcore's insert, nfc_state.c;
- * the control channel's ADD, nfc_values.c): the values, the expiry, the timeout, the port slot
+/* The bytes of every record of state table t, whoever makes it (an lcore's insert, or the
+ * entries file's line: nfc_state_loaded): the values, the expiry, the timeout, the port slot
  * and the links, in whole 64-byte lines (lcores refreshing the expiries of different flows
  * never write one line). */
 static inline size_t nfc_state_rec_bytes(const struct nfc_table *t)
@@ -125,8 +125,9 @@ static inline int nfc_state_find(struct nfc_table *t, const uint8_t *key, void *
 }
 
 /* Entry key := the table's value_words `values`, expiring timeout_ns after now (a new record; a
- * record it replaces is retired).  0; -1: no memory for the record.  A full table keeps its
- * entries and the insert is lost, as a full hash table does. */
+ * record it replaces is retired).  0; -1: no memory for the record.  A new key in a full table
+ * first sweeps expired entries (nfc_state.c); if it is still full the insert is lost, as the
+ * reference's is. */
 int nfc_state_insert(struct nfc_table *t, const uint8_t *key, const uint64_t *values, uint64_t timeout_ns);
 
 /* nfc_state_insert into the state that holds ports: the entry holds port `port` of address

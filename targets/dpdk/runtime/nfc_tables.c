@@ -84,6 +84,7 @@ static struct rte_hash *hash_new(const struct nfc_table *t, int i, uint32_t entr
     params.entries = entries;
     params.key_len = t->key_bytes;
     params.hash_func = rte_hash_crc;
+    params.hash_func_init_val = nfc_hash_seed(t->key_bytes);
     params.socket_id = (int)rte_socket_id();
     /* lock-free readers; one writer at a time: the control thread (control-plane tables) or
      * a forwarding lcore holding the table's lock (data-plane state, nfc_state.c) */
@@ -124,11 +125,12 @@ int nfc_tables_init(void)
          * control-plane tables start small and grow with what is loaded (put) */
         t->cap = t->state ? (t->size < NFC_TABLE_CAP ? t->size : NFC_TABLE_CAP)
                           : (t->size < NFC_GROW_FROM ? t->size : NFC_GROW_FROM);
-        t->cap = t->cap < 8 ? 8 : t->cap;
+        if (!t->state && t->cap < 8) /* rte_hash's least; a state's h has room beyond cap anyway */
+            t->cap = 8;
         t->h = hash_new(t, i, t->state ? nfc_state_slots(t) : t->cap);
         t->live = t->sweep_next = 0;
         t->sweep_low = UINT64_MAX;
-        t->next_expiry = 0;
+        t->next_expiry = t->sweep_after = t->swept = 0;
         if (t->h == NULL) {
             fprintf(stderr, "nfc: cannot create table %s (%u entries): %s\n", t->name, t->cap,
                     rte_strerror(rte_errno));
@@ -607,7 +609,7 @@ int nfc_entry_add(struct nfc_table *t, const uint64_t *keys, const uint64_t *val
         return st;
     }
     if (t->state && !present)
-        t->live++; /* before forwarding starts: no lcore writes t */
+        t->live++; /* before forwarding starts: no lcore writes t (a rejected line stops the server) */
     struct nfc_acl *gone = NULL;
     uint8_t *one[1] = {key};
     if (t->acl && nfc_acl_apply(t, present ? NFC_OP_MODIFY : NFC_OP_ADD, one, 1, &gone) != NFC_OK) {
