@@ -21,7 +21,6 @@
 
 #include <rte_eal.h>
 #include <rte_hash.h>
-#include <rte_hash_crc.h>
 
 #include "nfc_rt.h"
 
@@ -91,9 +90,7 @@ int main(int argc, char **argv)
     unsigned stride1 = (unsigned)atoi(argv[used + 3]);
     OFF = VRFS;
     LEN_OFF = OFF + W;
-    struct rte_hash_parameters params = {.name = "rules", .entries = 1 << 16, .key_len = KEY_BYTES,
-                                         .hash_func = rte_hash_crc, .socket_id = 0};
-    rules = rte_hash_create(&params);
+    rules = nfc_hash_new("rules", 1 << 16, KEY_BYTES, 0); /* seeded: VRF 0's default route is the zero key */
     if (rules == NULL || nfc_lpm_init(&trie, W, OFF, LEN_OFF, KEY_BYTES, (int)VRFS, stride1, "check") != 0) {
         fprintf(stderr, "lpm_check: set-up failed\n");
         return 1;

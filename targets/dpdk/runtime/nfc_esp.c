@@ -8,7 +8,6 @@
 #include <rte_bus_vdev.h>
 #include <rte_cryptodev.h>
 #include <rte_hash.h>
-#include <rte_hash_crc.h>
 #include <rte_lcore.h>
 #include <rte_spinlock.h>
 
@@ -56,16 +55,7 @@ static int fail(const char *what)
 
 static struct rte_hash *hash_of(const char *name, uint32_t entries, uint32_t key_len)
 {
-    struct rte_hash_parameters params = {
-        .name = name,
-        .entries = entries,
-        .key_len = key_len,
-        .hash_func = rte_hash_crc,
-        .hash_func_init_val = nfc_hash_seed(key_len),
-        .socket_id = (int)rte_socket_id(),
-        .extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF,
-    };
-    return rte_hash_create(&params);
+    return nfc_hash_new(name, entries, key_len, RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF);
 }
 
 /* Device d configured with one queue pair and started, its sessions from *pool (made here). */

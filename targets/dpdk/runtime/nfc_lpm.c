@@ -19,7 +19,6 @@
 #include <sys/mman.h>
 
 #include <rte_hash.h>
-#include <rte_hash_crc.h>
 
 #include "nfc_rt.h"
 
@@ -201,16 +200,8 @@ int nfc_lpm_init(struct nfc_lpm *l, unsigned w, unsigned off, unsigned len_off, 
         l->direct = calloc((size_t)1 << (len_off - w), sizeof *l->direct);
         return l->direct == NULL ? -ENOMEM : 0;
     }
-    struct rte_hash_parameters params = {
-        .name = name,
-        .entries = 1u << 16,
-        .key_len = key_bytes,
-        .hash_func = rte_hash_crc,
-        .hash_func_init_val = nfc_hash_seed(key_bytes),
-        .socket_id = (int)rte_socket_id(),
-        .extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE,
-    };
-    l->vrfs = rte_hash_create(&params);
+    l->vrfs = nfc_hash_new(name, 1u << 16, key_bytes,
+                           RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF | RTE_HASH_EXTRA_FLAGS_EXT_TABLE);
     return l->vrfs == NULL ? -ENOMEM : 0;
 }
 

@@ -233,7 +233,7 @@ typedef unsigned __int128 nfc_u128;
 #define NFC_U128(hi, lo) (((nfc_u128)(hi) << 64) | (nfc_u128)(lo))
 
 /* The init value of rte_hash_crc for an rte_hash of keys of key_len bytes (every rte_hash of
- * the runtime: nfc_tables.c, nfc_lpm.c, nfc_esp.c).  DPDK 22.11's rte_hash mistakes the all-zero
+ * the runtime: nfc_hash_new below).  DPDK 22.11's rte_hash mistakes the all-zero
  * key for an empty bucket slot when that key's 16-bit signature is 0, as rte_hash_crc's of zeros
  * is with an init value of 0: a writer's search for the key (search_and_update) stops at an
  * empty slot, compares the key with the reserved key slot 0 (zeros), and reports it absent, so
@@ -247,6 +247,23 @@ static inline uint32_t nfc_hash_seed(uint32_t key_len)
     while (key_len <= sizeof zeros && (rte_hash_crc(zeros, key_len, seed) >> 16) == 0)
         seed++;
     return seed;
+}
+
+/* Every rte_hash of the runtime, made here so that none misses the seed: `entries` keys of
+ * key_len bytes on this lcore's socket, hashed by rte_hash_crc; extra_flag says who may read
+ * and write at once (RTE_HASH_EXTRA_FLAGS_*).  NULL with rte_errno set when it cannot be made. */
+static inline struct rte_hash *nfc_hash_new(const char *name, uint32_t entries, uint32_t key_len, uint8_t extra_flag)
+{
+    struct rte_hash_parameters params = {
+        .name = name,
+        .entries = entries,
+        .key_len = key_len,
+        .hash_func = rte_hash_crc,
+        .hash_func_init_val = nfc_hash_seed(key_len),
+        .socket_id = (int)rte_socket_id(),
+        .extra_flag = extra_flag,
+    };
+    return rte_hash_create(&params);
 }
 
 static inline unsigned nfc_words(unsigned w)

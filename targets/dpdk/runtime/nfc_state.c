@@ -202,6 +202,14 @@ static uint64_t *held_slot(const struct nfc_table *t, const uint64_t *v);
 #define SWEEP_BATCH 256u
 #define SWEEP_DUTY 8u
 
+/* Under t's writer lock: an entry that expires at `until` (made, refreshed or unpinned) brings
+ * the sweep's bounds down to it. */
+static void lower_bounds(struct nfc_table *t, uint64_t until)
+{
+    t->next_expiry = until < t->next_expiry ? until : t->next_expiry;
+    t->sweep_low = until < t->sweep_low ? until : t->sweep_low;
+}
+
 /* Under t's writer lock: the batch's expired entries removed into gone[] (retired by the
  * caller once the lock is released); how many. */
 static unsigned sweep(struct nfc_table *t, uint64_t now, struct retired *gone)
@@ -257,8 +265,7 @@ static int insert(struct nfc_table *t, const uint8_t *key, const uint64_t *value
     int added = (had || t->live < t->cap) && rte_hash_add_key_data(t->h, key, v) >= 0;
     if (added) {
         __atomic_store_n(&t->live, t->live + !had, __ATOMIC_RELAXED);
-        t->next_expiry = until < t->next_expiry ? until : t->next_expiry;
-        t->sweep_low = until < t->sweep_low ? until : t->sweep_low;
+        lower_bounds(t, until);
     }
     rte_spinlock_unlock(lock);
     for (unsigned i = 0; i < swept; i++)
@@ -456,14 +463,9 @@ static struct rte_hash *pins_of(struct nfc_table *t)
         return t->pins;
     char name[RTE_HASH_NAMESIZE];
     snprintf(name, sizeof name, "nfc_pins_%d", (int)(t - nfc_tables));
-    struct rte_hash_parameters params = {
-        .name = name,
-        .entries = t->cap < 8 ? 8 : t->cap < PIN_CAP ? t->cap : PIN_CAP, /* rte_hash's least: 8 */
-        .key_len = t->key_bytes,
-        .socket_id = (int)rte_socket_id(),
-        .extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY,
-    };
-    __atomic_store_n(&t->pins, rte_hash_create(&params), __ATOMIC_RELEASE);
+    uint32_t entries = t->cap < 8 ? 8 : t->cap < PIN_CAP ? t->cap : PIN_CAP; /* rte_hash's least: 8 */
+    __atomic_store_n(&t->pins, nfc_hash_new(name, entries, t->key_bytes, RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY),
+                     __ATOMIC_RELEASE);
     return t->pins;
 }
 
@@ -530,8 +532,7 @@ static void pin_drop(struct nfc_table *t, const uint8_t *key, int own)
         rte_spinlock_t *lock = &writer[t - nfc_tables];
         uint64_t until = nfc_state_expiry(d, t->value_words);
         rte_spinlock_lock(lock);
-        t->next_expiry = until < t->next_expiry ? until : t->next_expiry;
-        t->sweep_low = until < t->sweep_low ? until : t->sweep_low;
+        lower_bounds(t, until);
         rte_spinlock_unlock(lock);
     }
     if (found && holds_ports(t, d)) {

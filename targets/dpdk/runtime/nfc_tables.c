@@ -18,7 +18,6 @@
 #include <rte_branch_prediction.h>
 #include <rte_errno.h>
 #include <rte_hash.h>
-#include <rte_hash_crc.h>
 #include <rte_lcore.h>
 #include <rte_malloc.h>
 #include <rte_pause.h>
@@ -78,18 +77,9 @@ static struct rte_hash *hash_new(const struct nfc_table *t, int i, uint32_t entr
     static unsigned made;
     char name[RTE_HASH_NAMESIZE];
     snprintf(name, sizeof name, "nfc_%d_%u", i, made++);
-    struct rte_hash_parameters params;
-    memset(&params, 0, sizeof params);
-    params.name = name;
-    params.entries = entries;
-    params.key_len = t->key_bytes;
-    params.hash_func = rte_hash_crc;
-    params.hash_func_init_val = nfc_hash_seed(t->key_bytes);
-    params.socket_id = (int)rte_socket_id();
     /* lock-free readers; one writer at a time: the control thread (control-plane tables) or
      * a forwarding lcore holding the table's lock (data-plane state, nfc_state.c) */
-    params.extra_flag = RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF;
-    return rte_hash_create(&params);
+    return nfc_hash_new(name, entries, t->key_bytes, RTE_HASH_EXTRA_FLAGS_RW_CONCURRENCY_LF);
 }
 
 int nfc_tables_init(void)
