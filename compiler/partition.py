@@ -261,7 +261,8 @@ def _placement(prog: ir.Program, targets: TargetSet, lay: Layout, quality: Optim
     crossing = sum(p.traffic for p in prog.pipelines if server_ns[p.name] > 0)
     crossing += sum((1 - x.hit_rate) * prog.pipeline_of(x.stage).traffic for x in misses)
     cores = weighted * targets.rate_pps / 1e9
-    memory = sum(server_bytes(t) for t in prog.tables.values() if _on_server(prog, t.name, segment))
+    memory = 0 if srv is None else sum(server_bytes(t, srv) for t in prog.tables.values()
+                                       if _on_server(prog, t.name, segment))
     depth = max((u.last + 1 for u in lay.units), default=0)
     return Placement(dict(segment), lay.units, dict(lay.cache), server_ns, weighted, cores, memory, depth,
                      quality.proved, elapsed, misses, crossing, quality)

@@ -39,7 +39,7 @@ def _spec(t: TargetSpec | None) -> dict[str, Any] | None:
             "resources": dict(sorted(t.resources.items()))}
 
 
-def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | None,
+def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | None, srv: TargetSpec | None,
                  sharded: dict[str, tuple[int, ...]]) -> dict[str, Any]:
     stage = next((s for s in prog.stages.values() for u in stage_units(prog, s) if t.name in u.tables
                   and s.name in pl.segment), None)  # a stage in no pipeline (W001) is placed nowhere
@@ -63,8 +63,8 @@ def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | 
         units = [u for u in pl.units if t.name in u.tables]
         out["switch"] = {"entries": entries, "sram_blocks": b.sram, "tcam_blocks": b.tcam,
                          "mau_stages": [units[0].first, units[0].last] if units else None}
-    if where.on_server:
-        out["server"] = {"entries": t.size, "memory_bytes": server_bytes(t)}
+    if where.on_server and srv is not None:
+        out["server"] = {"entries": t.size, "memory_bytes": server_bytes(t, srv)}
         if t.name in sharded:  # each server holds the entries of its share of these key fields
             out["server"]["shard_fields"] = list(sharded[t.name])
     if t.idle_limits is not None and where is TablePlacement.CACHED:  # the cache manager's policy
@@ -108,7 +108,7 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
                     "server_ports": list(ts.server_ports),
                     "shard": _shard(prog, pl, ts) if sw and srv else None},
         "stages": stages,
-        "tables": [_table_entry(prog, t, pl, sw, sharded) for t in prog.tables.values()],
+        "tables": [_table_entry(prog, t, pl, sw, srv, sharded) for t in prog.tables.values()],
         "objects": _objects(prog, pl),
         "bridges": [b.to_json() for b in c.bridges],
         "resources": {"switch": switch_res, "server": server_res},

@@ -60,6 +60,7 @@ class TargetSpec:
     ops: frozenset[str]
     resources: dict[str, float] = field(hash=False)
     cost: dict[str, float] = field(hash=False)
+    memory: dict[str, float] = field(hash=False, default_factory=dict)  # a server's table layout (resources.py)
     source: str = ""
     aliases: tuple[str, ...] = ()  # --target names for "this kind of target": the deployment's, else this one
     register_cells: tuple[int, ...] = ()  # the register cell widths a stateful ALU keeps (): any
@@ -103,6 +104,7 @@ def _spec(data: dict[str, Any], source: str) -> TargetSpec:
         resources={k: float(v) for k, v in data.get("resources", {}).items()},
         register_cells=tuple(int(w) for w in data["capabilities"].get("register_cells", ())),
         cost={k: float(v) for k, v in data.get("cost", {}).items()},
+        memory={k: float(v) for k, v in data.get("memory", {}).items()},
         source=source,
         aliases=tuple(t.get("aliases", ())),
     )

@@ -12,9 +12,13 @@ Model (per table; docs/partitioner.md explains it and its limits):
 * registers: ``size x width`` bits of SRAM; counters 64 bits per index (packets + bytes);
   meters 128 bits per index.
 
-On a server, memory is bytes: a hash table slot costs the key padded to 16 bytes
-plus the value, with 1/0.9 load-factor headroom; LPM as DIR-24-8 (rte_lpm) costs a
-fixed 64 MiB plus 4 bytes per route.
+On a server, memory is bytes, from the layout the server profile's ``[memory]`` gives
+(``server_memory``; stdlib/targets/dpdk_server.toml describes the DPDK runtime's, and
+tests/test_server_memory.py checks it against the heap the server reports): the ``rte_hash`` of
+the table's keys at the capacity its entries need (a control-plane table grows as it is loaded,
+a data-plane state has its size and room for removed keys), value records when the values do
+not fit the hash's data word, an LPM table's trie or a ternary table's classifier, and, while
+a control-plane table grows, the copy it is growing from.
 """
 
 from __future__ import annotations
@@ -25,7 +29,8 @@ from dataclasses import dataclass
 from compiler import ir
 from compiler.profiles import TargetSpec
 
-__all__ = ["ENTRY_OVERHEAD_BITS", "Blocks", "entries_per_unit", "register_blocks", "server_bytes", "table_blocks"]
+__all__ = ["ENTRY_OVERHEAD_BITS", "Blocks", "ServerMemory", "acl_chunks", "entries_per_unit", "register_blocks",
+           "server_bytes", "server_key_bytes", "server_memory", "table_blocks"]
 
 ENTRY_OVERHEAD_BITS = 4
 
@@ -80,10 +85,88 @@ def register_blocks(width: int, size: int, spec: TargetSpec) -> int:
     return _sram_blocks(size, width, spec)
 
 
-def server_bytes(t: ir.Table) -> int:
+@dataclass(frozen=True, slots=True)
+class ServerMemory:
+    """Bytes of one table on a server, by what holds them."""
+
+    hash: int  # the rte_hash of its keys at the capacity its entries need (the DPDK heap)
+    records: int  # value records the data words point to (one per entry at most)
+    search: int  # an LPM table's trie; a ternary / range table's classifier (rte_acl's context)
+    growing: int  # the capacity a control-plane table grew from, held while its entries are copied
+
+    @property
+    def total(self) -> int:
+        return self.hash + self.records + self.search + self.growing
+
+
+def server_key_bytes(t: ir.Table, unit: int) -> int:
+    """The bytes of the table's hash key on a server, in ``unit``-byte steps: the key fields (an
+    LPM table: and the prefix length byte); a ternary or range table's rule (a word, then a word
+    per 32-bit chunk of its fields: values, masks / prefix lengths / high bounds, priority)."""
+    raw = 8 + 8 * acl_chunks(t) if _acl(t) else (t.key_bits + (8 if t.match == "lpm" else 0) + 7) // 8
+    return max(unit, -(-raw // unit) * unit)
+
+
+def _acl(t: ir.Table) -> bool:
+    return t.match in ("ternary", "range")
+
+
+def acl_chunks(t: ir.Table) -> int:
+    """The 32-bit chunks of a ternary or range table's key fields (rte_acl's fields)."""
+    return sum((k.expr.width + 31) // 32 for k in t.keys)
+
+
+def _pow2(n: int) -> int:
+    return 1 << max(0, n - 1).bit_length()
+
+
+def _hash_bytes(entries: int, key_bytes: int, m: dict[str, float]) -> int:
+    """An rte_hash of ``entries`` keys: its buckets, its key slots, its ring of free slots."""
+    buckets = max(1, _pow2(entries) // int(m["hash_bucket_slots"]))
+    align = int(m["hash_key_align"])
+    slot = -(-(int(m["hash_key_header"]) + key_bytes) // align) * align
+    return buckets * int(m["hash_bucket_bytes"]) + (entries + 1) * slot + _pow2(entries + 1) * int(m["hash_ring_slot"])
+
+
+def _capacities(size: int, m: dict[str, float]) -> tuple[int, int]:
+    """(capacity, the one before it: 0 if none) of a control-plane table loaded with ``size``
+    entries: it starts at min(size, grow_from), at least 8, and grows while above 7/8 full; a
+    step above the most one rte_hash holds grows only to what the entries need."""
+    need = size + size // 7 + 1
+    cap, before = max(8, min(size, int(m["grow_from"]))), 0
+    while cap < need:
+        cap, before = cap * int(m["grow_by"]), cap
+    return (need if cap > m["hash_max_entries"] else cap), before
+
+
+def server_memory(t: ir.Table, spec: TargetSpec) -> ServerMemory:
+    """The memory of table ``t`` on server ``spec`` with its ``size`` entries loaded."""
+    m = spec.memory
+    key = server_key_bytes(t, int(m["key_unit"]))
+    words = sum(-(-v.width // 64) for v in t.values)
+    header = int(m["malloc_overhead"])
+    if t.is_state:
+        cap = min(t.size, int(m["state_max"]))
+        line = int(m["state_record_align"])
+        record = -(-(words + int(m["state_record_words"])) * 8 // line) * line + header
+        slots = cap + int(cap * m["state_room"]) + int(m["state_room_add"])
+        return ServerMemory(_hash_bytes(slots, key, m), cap * record, 0, 0)
+    cap, before = _capacities(t.size, m)
+    lpm = t.match == "lpm"
+    room = m["inline_value_bits"] if not lpm else (
+        m["inline_lpm6_value_bits"] if any(k.match == "lpm" and k.expr.width > 64 for k in t.keys)
+        else m["inline_lpm_value_bits"])
+    records = 0 if t.value_bits <= room else t.size * ((words + int(m["record_words"])) * 8 + header)
+    search = 0
+    if lpm:
+        per_route = m["lpm_vrf_route_bytes"] if len(t.keys) > 1 else m["lpm_route_bytes"]
+        search = int(m["lpm_root_bytes"]) + t.size * int(per_route)
+    elif _acl(t):
+        search = t.size * int(m["acl_rule_bytes"] + m["acl_chunk_bytes"] * acl_chunks(t))
+    growing = _hash_bytes(before, key, m) if before else 0
+    return ServerMemory(_hash_bytes(cap, key, m), records, search, growing)
+
+
+def server_bytes(t: ir.Table, spec: TargetSpec) -> int:
     """Bytes of server memory for the full table (see module docstring)."""
-    if t.match == "lpm" and len(t.keys) == 1 and t.keys[0].expr.width <= 32:
-        return 64 * 2**20 + 4 * t.size
-    key_bytes = max(16, math.ceil(t.key_bits / 8 / 16) * 16)
-    value_bytes = math.ceil(t.value_bits / 8) + 8
-    return math.ceil(t.size * (key_bytes + value_bytes) / 0.9)
+    return server_memory(t, spec).total

@@ -120,9 +120,9 @@ def server_load(prog: ir.Program, pl: Placement, ts: TargetSet,
     even = prog.deployment is not None and prog.deployment.shard is not None and prog.deployment.shard.method == "hash"
 
     def held(t: ir.Table) -> int:  # bytes of t on each server: a hash spreads it evenly, a range maybe not
-        return -(-server_bytes(t) // ts.carrying) if t.name in sharded and even else server_bytes(t)
+        return -(-server_bytes(t, srv) // ts.carrying) if t.name in sharded and even else server_bytes(t, srv)
 
-    saved = sum(server_bytes(t) - held(t) for t in server_tables(prog, pl))
+    saved = sum(server_bytes(t, srv) - held(t) for t in server_tables(prog, pl))
     memory = Margin(ServerResource.MEMORY, pl.server_memory_bytes - saved,
                     int(srv.resources.get("memory_gib", 0) * 2**30), "bytes",
                     _largest(Part(PartKind.TABLE, t.name, t.span, held(t)) for t in server_tables(prog, pl)))

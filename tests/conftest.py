@@ -190,6 +190,18 @@ def nfc_cli(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=ROOT)
 
 
+# The head of a small test program: Ethernet + IPv4 parsed, one pipeline of stage `work` on ports 0-15.
+L3_HEAD = """import "std/headers.nfp";
+packet { eth: ethernet; ipv4: ipv4; }
+parser l3 {
+  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: ip; default: drop(not_ipv4); } }
+  state ip { extract ipv4; transition accept; }
+}
+ports all = [0..15];
+pipeline forward { ports = all; parser = l3; stages = [work]; traffic = 100%; }
+"""
+
+
 def build_with_server(source: str, out: Path, *extra: str) -> Path:
     """``nfc build SOURCE -o OUT --no-verify EXTRA...`` and ``make`` of its server program."""
     r = nfc_cli("build", source, "-o", str(out), "--no-verify", *extra)

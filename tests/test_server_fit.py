@@ -4,19 +4,27 @@ the deployment's rate is E081 at the table, stage or deployment, naming the reso
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 import subprocess
 import sys
+import tempfile
 import tomllib
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from compiler.manifest import ServerResource, load_plan
 from compiler.pipeline import compile_program
+from compiler.profiles import load_profiles
+from compiler.resources import server_bytes
 from lang import Diagnostics, SourceMap, load
-from tests.conftest import ROOT
+from tests.conftest import ROOT, compile_file
 
 CORPUS = ROOT / "tests" / "corpus"
 
@@ -73,10 +81,17 @@ def test_allow_overcommit_builds_with_a_warning(case: str, tmp_path: Path) -> No
 
 def test_notes_say_what_would_fit(tmp_path: Path) -> None:
     r = _nfc("build", "tests/corpus/server_memory.nfp", "-o", str(tmp_path / "out"), "--no-verify")
-    # 4G entries x (16-byte key slot + 16-byte value + 8) / 90 % load = 165.6 GiB; 64 GiB hold 1.55G of them
-    assert "the server tables need 165.6 GiB, a box server has 64.0 GiB" in r.stderr
-    assert "table 'flows' would fit with size <= 1546188226 entries" in r.stderr
-    assert "'memory = 166GiB;' in target 'box'" in r.stderr
+    # The DPDK runtime's layout (docs/partitioner.md): 4G entries of a 32-bit key (16 bytes) need
+    # 4G + 4G/7 + 1 = 4,571,428,572 slots, above rte_hash's 2^30 steps, so that many: 2^33 / 8
+    # buckets of 64 bytes (64 GiB), a 32-byte key slot each and one (136.24 GiB), a ring of 2^33
+    # 4-byte slots (32 GiB); the capacity it grew from, 1024 x 4^11 = 2^32 (32 + 128 + 32 GiB);
+    # a record of the two 64-bit values, two words and malloc's 16 bytes per entry (178.81 GiB)
+    assert "the server tables need 603.1 GiB, a box server has 64.0 GiB" in r.stderr
+    # the largest size whose 7/8 mark fits a capacity of 1024 x 4^9 = 2^28 (size + size/7 + 1 <=
+    # 2^28): 12 + 3 (the 2^26 it grew from) + 10.5 GiB of records; one more entry takes 2^30 slots
+    # (48 + 12 + 10.5 GiB), more than 64
+    assert "table 'flows' would fit with size <= 234881023 entries" in r.stderr
+    assert "'memory = 604GiB;' in target 'box'" in r.stderr
     r = _nfc("build", "tests/corpus/server_cores.nfp", "-o", str(tmp_path / "out"), "--no-verify")
     assert "costliest: stage 'route'" in r.stderr and "stage 'classify'" in r.stderr
     # the rate that fits is the offered one scaled by cores available / cores needed
@@ -131,7 +146,11 @@ def test_report_shows_every_margin(tmp_path: Path) -> None:
     assert rows["tofino1 MAU stages"] == ["7", "12", "5 (42%)"]
     assert rows["tofino1 SRAM blocks"] == ["68", "960", "892 (93%)"]
     assert rows["tofino1 TCAM blocks"] == ["125", "288", "163 (57%)"]
-    assert rows["server memory (each pe_server)"] == ["525.6 MiB", "64.0 GiB", "63.5 GiB (99%)"]
+    # overlay_routes, 16M entries of a 16-byte key and inline values (docs/partitioner.md): 16M +
+    # 16M/7 + 1 slots need a capacity of 1024 x 4^8 = 2^26: 2^23 buckets of 64 bytes (512 MiB),
+    # 2^26 + 1 key slots of 32 bytes (2 GiB), a ring of 2^27 4-byte slots (512 MiB), and the 2^24
+    # it grew from (768 MiB): 3.75 GiB
+    assert rows["server memory (each pe_server)"] == ["3.8 GiB", "64.0 GiB", "60.2 GiB (94%)"]
     # half the 15 Mpps (customer -> cloud) x the profile's ns/packet of overlay_route on the server: I/O +
     # bridge, the 16M-entry lookup once (its key meta.customer is written by a switch stage and arrives in
     # the bridge, before the burst's bulk lookup: no re-lookup; docs/server.md, "Cost model"), 3 statements,
@@ -142,3 +161,24 @@ def test_report_shows_every_margin(tmp_path: Path) -> None:
     assert rows["switch-server links (1 x pe_server)"] == ["30.72 Gbit/s", "40.00 Gbit/s", "9.28 Gbit/s (23%)"]
     plan = json.loads((out / "plan.json").read_text())
     assert plan["resources"]["server"]["overcommitted"] == []
+
+
+
+@functools.cache
+def _dpdk_tables() -> dict[str, Any]:
+    """The tables of tests/test_server_memory.py's program, each of one kind the server lays out."""
+    from tests.test_server_memory import SIZES, _write
+
+    with tempfile.TemporaryDirectory() as tmp:
+        return dict(compile_file(str(_write(Path(tmp), "model", SIZES)), "dpdk").program.tables)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.sampled_from(["hosts", "pairs", "routes", "acl", "flows"]), st.integers(0, 2**32), st.integers(1, 2**31))
+def test_a_tables_server_memory_never_falls_as_its_size_grows(name: str, size: int, more: int) -> None:
+    """check-server-fit's 'would fit with size <=' searches the sizes by halves, which needs the
+    memory of a table to grow with its size (capacities in steps of four, a state table's cap,
+    the fallback above rte_hash's 2^30)."""
+    spec = load_profiles()["dpdk_server"]
+    t = _dpdk_tables()[name]
+    assert server_bytes(replace(t, size=size), spec) <= server_bytes(replace(t, size=size + more), spec)

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_cli, sanitized_harness
+from tests.conftest import HAVE_DPDK, L3_HEAD, ROOT, compile_file, nfc_cli, sanitized_harness
 from tests.packet_fuzz import write_pcap
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
@@ -245,15 +245,7 @@ def test_a_loaded_mapping_holds_its_port_and_is_refreshed(tmp_path, monkeypatch)
 
 # A state table of 8 entries that fills with short-lived flows (1 us) and then gets long-lived ones
 # (100 s: `timeout 100`); TTL 1 marks filler packets, dropped before the lookup, that let time pass.
-_SWEPT = """import "std/headers.nfp";
-packet { eth: ethernet; ipv4: ipv4; }
-parser l3 {
-  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: ip; default: drop(not_ipv4); } }
-  state ip { extract ipv4; transition accept; }
-}
-ports all = [0..15];
-pipeline forward { ports = all; parser = l3; stages = [work]; traffic = 100%; }
-state flows { key { ipv4.src: exact; } value { n: bit<8>; } size = 8; timeout = 1us; }
+_SWEPT = L3_HEAD + """state flows { key { ipv4.src: exact; } value { n: bit<8>; } size = 8; timeout = 1us; }
 stage work {
   if (ipv4.ttl == 1) { drop(filler); }
   lookup flows {

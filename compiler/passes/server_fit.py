@@ -14,7 +14,7 @@ on.  Without a server the pass does nothing.
 
 Before: ``table flows { ... size = 4G; }`` (32-bit key, 128-bit value) on one ``box`` of 64 GiB
 After:  ``error[E081]: table 'flows' does not fit in server memory: the server tables need
-165.6 GiB, a box server has 64.0 GiB ...`` (``tests/corpus/server_memory.nfp``)
+603.1 GiB, a box server has 64.0 GiB ...`` (``tests/corpus/server_memory.nfp``)
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ from compiler.analysis import stage_units
 from compiler.explain import max_entries
 from compiler.passes.capabilities import can_run
 from compiler.placement import Placement
-from compiler.profiles import TargetSet
+from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import server_bytes
 from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load
 from compiler.shard import sharded_tables
@@ -126,7 +126,7 @@ def _memory(prog: ir.Program, load: ServerLoad, ts: TargetSet) -> _Finding:
            f"{fmt_bytes(int(top.amount))}: {t.size} entries, {t.match} match, {t.key_bits}-bit key, "
            f"{t.value_bits}-bit value)")
     notes = [_short(m, "on each server, which holds every server table in full"), *_users(m, "largest")]
-    fit = _max_server_entries(t, int(m.available - (m.needed - top.amount)))
+    fit = _max_server_entries(t, srv, int(m.available - (m.needed - top.amount)))
     if fit > 0:
         notes.append(f"table '{t.name}' would fit with size <= {fit} entries")
     gib = math.ceil(m.needed / 2**30)
@@ -140,14 +140,14 @@ def _memory(prog: ir.Program, load: ServerLoad, ts: TargetSet) -> _Finding:
     return _Finding(msg, t.span, tuple(notes))
 
 
-def _max_server_entries(t: ir.Table, budget: int) -> int:
+def _max_server_entries(t: ir.Table, srv: TargetSpec, budget: int) -> int:
     """The largest entry count of ``t`` whose server copy fits in ``budget`` bytes."""
-    if server_bytes(replace(t, size=0)) > budget:
+    if server_bytes(replace(t, size=0), srv) > budget:
         return 0
     lo, hi = 0, t.size
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if server_bytes(replace(t, size=mid)) <= budget else (lo, mid - 1)
+        lo, hi = (mid, hi) if server_bytes(replace(t, size=mid), srv) <= budget else (lo, mid - 1)
     return lo
 
 

@@ -40,8 +40,8 @@ def choose_shard(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> tu
         keys: tuple[ir.Expr, ...] = tuple(dict.fromkeys(
             k.expr for k in t.keys
             if k.match == "exact" and isinstance(k.expr, ir.MetaField) and ("meta", k.expr.name) in written))
-        if keys and (best is None or server_bytes(t) > best[0]):
-            best = (server_bytes(t), t, keys)
+        if keys and (best is None or server_bytes(t, targets.server) > best[0]):
+            best = (server_bytes(t, targets.server), t, keys)
     if best is None:
         return prog, targets
     _size, table, chosen = best

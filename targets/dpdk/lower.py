@@ -48,6 +48,7 @@ from compiler.passes.validity import (
     reachable_states,
 )
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
+from compiler.resources import acl_chunks, server_key_bytes
 from targets.c import syntax as c
 from targets.c.printer import string_literal
 from targets.c.unused import names_used, void_unused_params
@@ -60,6 +61,7 @@ MAX_TABLES = 64  # NFC_MAX_TABLES
 MAX_FIELDS = 16  # NFC_MAX_FIELDS
 PUNT_BASE = 128  # NFC_PUNT_BASE: the codes of punt reasons (drop reasons are 1..127)
 MAX_KEY = 64  # NFC_MAX_KEY: key bytes
+KEY_UNIT = 16  # rte_hash keys in 16-byte units (its compare functions); the profile's [memory] key_unit
 MAX_LINKS = 4  # NFC_MAX_LINKS: state tables a switch-cached state's hit arm refreshes
 ACL_CHUNKS = (MAX_KEY - 8) // 8  # 32-bit chunks of a ternary / range key whose rule key fits MAX_KEY
 _MATCH = {"exact": "NFC_M_EXACT", "lpm": "NFC_M_LPM", "ternary": "NFC_M_TERNARY", "range": "NFC_M_RANGE"}
@@ -377,14 +379,10 @@ def _acl(t: ir.Table) -> bool:
     return t.match in ("ternary", "range")
 
 
-def _acl_chunks(t: ir.Table) -> int:
-    return sum((k.expr.width + 31) // 32 for k in t.keys)
-
-
 def _lookup_bytes(t: ir.Table) -> int:
     """The key a lookup builds: an ACL table's is rte_acl's input (nfc_acl.h), a zero byte, three
     of padding, then each field right-aligned in 32-bit chunks; else the table's key."""
-    return 4 + 4 * _acl_chunks(t) if _acl(t) else _key_bytes(t)
+    return 4 + 4 * acl_chunks(t) if _acl(t) else _key_bytes(t)
 
 
 def _lpm_key(t: ir.Table) -> tuple[int, int] | None:
@@ -418,10 +416,8 @@ def _lpm_stride1(t: ir.Table) -> int:
 
 
 def _key_bytes(t: ir.Table) -> int:
-    """The bytes of the table's rte_hash key: the key fields (an LPM table: and the prefix
-    length); an ACL table's rule (values, masks / prefix lengths / high bounds, priority)."""
-    raw = 8 + 8 * _acl_chunks(t) if _acl(t) else (t.key_bits + (8 if _lpm_key(t) else 0) + 7) // 8
-    return max(16, (raw + 15) // 16 * 16)
+    """The bytes of the table's rte_hash key."""
+    return server_key_bytes(t, KEY_UNIT)
 
 
 # ---- bridge in / out ---------------------------------------------------------------------------
