@@ -17,20 +17,23 @@ On a server, memory is bytes, from the layout the server profile's ``[memory]`` 
 tests/test_server_memory.py checks it against the heap the server reports): the ``rte_hash`` of
 the table's keys at the capacity its entries need (a control-plane table grows as it is loaded,
 a data-plane state has its size and room for removed keys), value records when the values do
-not fit the hash's data word, an LPM table's trie or a ternary table's classifier, and, while
-a control-plane table grows, the copy it is growing from.
+not fit the hash's data word, an LPM table's trie or a ternary table's classifier.  Not
+counted: while a control-plane table grows by ADDs over the control channel, the copy it grows
+from (a quarter of the new capacity, one table at a time; the entries file sizes each table in
+one step from its first 1,024 slots).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from compiler import ir
 from compiler.profiles import TargetSpec
 
 __all__ = ["ENTRY_OVERHEAD_BITS", "Blocks", "ServerMemory", "acl_chunks", "entries_per_unit", "register_blocks",
-           "server_bytes", "server_key_bytes", "server_memory", "table_blocks"]
+           "server_bytes", "server_capacity", "server_key_bytes", "server_memory",
+           "server_share_bytes", "table_blocks"]
 
 ENTRY_OVERHEAD_BITS = 4
 
@@ -92,11 +95,10 @@ class ServerMemory:
     hash: int  # the rte_hash of its keys at the capacity its entries need (the DPDK heap)
     records: int  # value records the data words point to (one per entry at most)
     search: int  # an LPM table's trie; a ternary / range table's classifier (rte_acl's context)
-    growing: int  # the capacity a control-plane table grew from, held while its entries are copied
 
     @property
     def total(self) -> int:
-        return self.hash + self.records + self.search + self.growing
+        return self.hash + self.records + self.search
 
 
 def server_key_bytes(t: ir.Table, unit: int) -> int:
@@ -128,15 +130,15 @@ def _hash_bytes(entries: int, key_bytes: int, m: dict[str, float]) -> int:
     return buckets * int(m["hash_bucket_bytes"]) + (entries + 1) * slot + _pow2(entries + 1) * int(m["hash_ring_slot"])
 
 
-def _capacities(size: int, m: dict[str, float]) -> tuple[int, int]:
-    """(capacity, the one before it: 0 if none) of a control-plane table loaded with ``size``
-    entries: it starts at min(size, grow_from), at least 8, and grows while above 7/8 full; a
-    step above the most one rte_hash holds grows only to what the entries need."""
-    need = size + size // 7 + 1
-    cap, before = max(8, min(size, int(m["grow_from"]))), 0
-    while cap < need:
-        cap, before = cap * int(m["grow_by"]), cap
-    return (need if cap > m["hash_max_entries"] else cap), before
+def server_capacity(size: int, spec: TargetSpec) -> int:
+    """The rte_hash capacity of a control-plane table loaded with ``size`` entries: it starts at
+    min(size, grow_from), at least 8, and grows grow_by times while above 7/8 full.  Above
+    ``hash_max_entries`` (rte_hash's most) no server can hold the table."""
+    m = spec.memory
+    cap = max(8, min(size, int(m["grow_from"])))
+    while cap < size + size // 7 + 1:
+        cap *= int(m["grow_by"])
+    return cap
 
 
 def server_memory(t: ir.Table, spec: TargetSpec) -> ServerMemory:
@@ -150,8 +152,8 @@ def server_memory(t: ir.Table, spec: TargetSpec) -> ServerMemory:
         line = int(m["state_record_align"])
         record = -(-(words + int(m["state_record_words"])) * 8 // line) * line + header
         slots = cap + int(cap * m["state_room"]) + int(m["state_room_add"])
-        return ServerMemory(_hash_bytes(slots, key, m), cap * record, 0, 0)
-    cap, before = _capacities(t.size, m)
+        return ServerMemory(_hash_bytes(slots, key, m), cap * record, 0)
+    cap = server_capacity(t.size, spec)
     lpm = t.match == "lpm"
     room = m["inline_value_bits"] if not lpm else (
         m["inline_lpm6_value_bits"] if any(k.match == "lpm" and k.expr.width > 64 for k in t.keys)
@@ -163,10 +165,19 @@ def server_memory(t: ir.Table, spec: TargetSpec) -> ServerMemory:
         search = int(m["lpm_root_bytes"]) + t.size * int(per_route)
     elif _acl(t):
         search = t.size * int(m["acl_rule_bytes"] + m["acl_chunk_bytes"] * acl_chunks(t))
-    growing = _hash_bytes(before, key, m) if before else 0
-    return ServerMemory(_hash_bytes(cap, key, m), records, search, growing)
+    return ServerMemory(_hash_bytes(cap, key, m), records, search)
 
 
 def server_bytes(t: ir.Table, spec: TargetSpec) -> int:
     """Bytes of server memory for the full table (see module docstring)."""
     return server_memory(t, spec).total
+
+
+def server_share_bytes(t: ir.Table, spec: TargetSpec, servers: int) -> int:
+    """Bytes of table ``t`` on each of ``servers`` servers that share its entries evenly: a
+    control-plane table grows to its share; a state table's hash is made at its full size on
+    each (the forwarding cores that insert cannot grow it), only its records are shared."""
+    if servers <= 1:
+        return server_bytes(t, spec)
+    share = server_memory(replace(t, size=-(-t.size // servers)), spec)
+    return server_memory(t, spec).hash + share.records if t.is_state else share.total

@@ -33,7 +33,7 @@ from compiler.place_problem import crossing_ns
 from compiler.place_problem import server_stages as placed_on_server
 from compiler.placement import Placement, Segment
 from compiler.profiles import TargetSet, TargetSpec
-from compiler.resources import server_bytes
+from compiler.resources import server_bytes, server_share_bytes
 from lang.diagnostics import Span
 
 __all__ = ["Margin", "Part", "PartKind", "ServerLoad", "fmt_bytes", "server_load", "server_tables"]
@@ -120,7 +120,7 @@ def server_load(prog: ir.Program, pl: Placement, ts: TargetSet,
     even = prog.deployment is not None and prog.deployment.shard is not None and prog.deployment.shard.method == "hash"
 
     def held(t: ir.Table) -> int:  # bytes of t on each server: a hash spreads it evenly, a range maybe not
-        return -(-server_bytes(t, srv) // ts.carrying) if t.name in sharded and even else server_bytes(t, srv)
+        return server_share_bytes(t, srv, ts.carrying if t.name in sharded and even else 1)
 
     saved = sum(server_bytes(t, srv) - held(t) for t in server_tables(prog, pl))
     memory = Margin(ServerResource.MEMORY, pl.server_memory_bytes - saved,

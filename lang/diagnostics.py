@@ -95,6 +95,7 @@ CODES: dict[str, str] = {
     "W084": "declared servers carry no traffic (no 'shard by')",
     "W085": "a shard key the switch does not set before a cut",
     "W086": "several servers and no shard by: the compiler chose the keys",
+    "W087": "a state table bigger than a server's state tables hold",
     "W080": "placement not proved optimal (time limit or scalable search)",
 }
 

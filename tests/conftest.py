@@ -202,6 +202,34 @@ pipeline forward { ports = all; parser = l3; stages = [work]; traffic = 100%; }
 """
 
 
+# A program with a table of each kind the server lays out (tests/test_server_memory.py), sized by
+# write_sized: an exact table, a two-field exact one with 80-bit values, an LPM, a two-field
+# ternary and a data-plane state table.
+MEMORY_PROGRAM = L3_HEAD + """table hosts { key { ipv4.dst: exact; } value { port: bit<9>; } size = HOSTS; }
+table pairs { key { ipv4.src: exact; ipv4.dst: exact; } value { mac: bit<48>; tag: bit<32>; } size = PAIRS; }
+table routes { key { ipv4.dst: lpm; } value { port: bit<9>; } size = ROUTES; }
+table acl { key { ipv4.src: ternary; ipv4.dst: ternary; } value { port: bit<9>; } size = ACL; }
+state flows { key { ipv4.src: exact; } value { n: bit<8>; } size = FLOWS; timeout = 1s; }
+stage work {
+  lookup flows { hit(f) { } miss { insert flows { n = 1; } } }
+  lookup pairs { hit(w) { eth.dst = w.mac; } miss { } }
+  lookup acl { hit(a) { forward(a.port); } miss { } }
+  lookup routes { hit(r) { forward(r.port); } miss { } }
+  lookup hosts { hit(h) { forward(h.port); } miss { drop(no_route); } }
+}
+"""
+MEMORY_SIZES = {"HOSTS": 5000, "PAIRS": 3000, "ROUTES": 2000, "ACL": 4000, "FLOWS": 100_000}
+
+
+def write_sized(tmp: Path, name: str, sizes: dict[str, int]) -> Path:
+    """MEMORY_PROGRAM with its tables at ``sizes``, written to tmp/NAME.nfp."""
+    src = MEMORY_PROGRAM
+    for k, v in sizes.items():
+        src = src.replace(k, str(v))
+    (tmp / f"{name}.nfp").write_text(src)
+    return tmp / f"{name}.nfp"
+
+
 def build_with_server(source: str, out: Path, *extra: str) -> Path:
     """``nfc build SOURCE -o OUT --no-verify EXTRA...`` and ``make`` of its server program."""
     r = nfc_cli("build", source, "-o", str(out), "--no-verify", *extra)

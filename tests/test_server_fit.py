@@ -24,7 +24,7 @@ from compiler.pipeline import compile_program
 from compiler.profiles import load_profiles
 from compiler.resources import server_bytes
 from lang import Diagnostics, SourceMap, load
-from tests.conftest import ROOT, compile_file
+from tests.conftest import L3_HEAD, MEMORY_SIZES, ROOT, compile_file, write_sized
 
 CORPUS = ROOT / "tests" / "corpus"
 
@@ -82,16 +82,16 @@ def test_allow_overcommit_builds_with_a_warning(case: str, tmp_path: Path) -> No
 def test_notes_say_what_would_fit(tmp_path: Path) -> None:
     r = _nfc("build", "tests/corpus/server_memory.nfp", "-o", str(tmp_path / "out"), "--no-verify")
     # The DPDK runtime's layout (docs/partitioner.md): 4G entries of a 32-bit key (16 bytes) need
-    # 4G + 4G/7 + 1 = 4,571,428,572 slots, above rte_hash's 2^30 steps, so that many: 2^33 / 8
-    # buckets of 64 bytes (64 GiB), a 32-byte key slot each and one (136.24 GiB), a ring of 2^33
-    # 4-byte slots (32 GiB); the capacity it grew from, 1024 x 4^11 = 2^32 (32 + 128 + 32 GiB);
-    # a record of the two 64-bit values, two words and malloc's 16 bytes per entry (178.81 GiB)
-    assert "the server tables need 603.1 GiB, a box server has 64.0 GiB" in r.stderr
-    # the largest size whose 7/8 mark fits a capacity of 1024 x 4^9 = 2^28 (size + size/7 + 1 <=
-    # 2^28): 12 + 3 (the 2^26 it grew from) + 10.5 GiB of records; one more entry takes 2^30 slots
-    # (48 + 12 + 10.5 GiB), more than 64
-    assert "table 'flows' would fit with size <= 234881023 entries" in r.stderr
-    assert "'memory = 604GiB;' in target 'box'" in r.stderr
+    # 4G + 4G/7 + 1 slots, a capacity of 1024 x 4^12 = 2^34 (more than rte_hash's 2^30: W087 says
+    # no server holds it; the figure is what the layout would take): 2^31 buckets of 64 bytes
+    # (128 GiB), 2^34 + 1 key slots of 32 bytes (512 GiB), a ring of 2^35 4-byte slots (128 GiB),
+    # and a record of the two 64-bit values, two words and malloc's 16 bytes per entry (178.81 GiB)
+    assert "warning[W087]: table 'flows' holds at most 939,524,095 entries on a box server" in r.stderr
+    assert "the server tables need 946.8 GiB, a box server has 64.0 GiB" in r.stderr
+    # up to 939,524,095 entries (size + size/7 + 1 <= 2^30) take a capacity of 2^30: 8 + 32 + 8 GiB
+    # (and 32 bytes: the reserved key slot), and 48 bytes a record: 64 GiB less that, over 48
+    assert "table 'flows' would fit with size <= 357913940 entries" in r.stderr
+    assert "'memory = 947GiB;' in target 'box'" in r.stderr
     r = _nfc("build", "tests/corpus/server_cores.nfp", "-o", str(tmp_path / "out"), "--no-verify")
     assert "costliest: stage 'route'" in r.stderr and "stage 'classify'" in r.stderr
     # the rate that fits is the offered one scaled by cores available / cores needed
@@ -148,9 +148,8 @@ def test_report_shows_every_margin(tmp_path: Path) -> None:
     assert rows["tofino1 TCAM blocks"] == ["125", "288", "163 (57%)"]
     # overlay_routes, 16M entries of a 16-byte key and inline values (docs/partitioner.md): 16M +
     # 16M/7 + 1 slots need a capacity of 1024 x 4^8 = 2^26: 2^23 buckets of 64 bytes (512 MiB),
-    # 2^26 + 1 key slots of 32 bytes (2 GiB), a ring of 2^27 4-byte slots (512 MiB), and the 2^24
-    # it grew from (768 MiB): 3.75 GiB
-    assert rows["server memory (each pe_server)"] == ["3.8 GiB", "64.0 GiB", "60.2 GiB (94%)"]
+    # 2^26 + 1 key slots of 32 bytes (2 GiB), a ring of 2^27 4-byte slots (512 MiB): 3 GiB
+    assert rows["server memory (each pe_server)"] == ["3.0 GiB", "64.0 GiB", "61.0 GiB (95%)"]
     # half the 15 Mpps (customer -> cloud) x the profile's ns/packet of overlay_route on the server: I/O +
     # bridge, the 16M-entry lookup once (its key meta.customer is written by a switch stage and arrives in
     # the bridge, before the burst's bulk lookup: no re-lookup; docs/server.md, "Cost model"), 3 statements,
@@ -166,11 +165,9 @@ def test_report_shows_every_margin(tmp_path: Path) -> None:
 
 @functools.cache
 def _dpdk_tables() -> dict[str, Any]:
-    """The tables of tests/test_server_memory.py's program, each of one kind the server lays out."""
-    from tests.test_server_memory import SIZES, _write
-
+    """The tables of tests/conftest.py's MEMORY_PROGRAM, each of one kind the server lays out."""
     with tempfile.TemporaryDirectory() as tmp:
-        return dict(compile_file(str(_write(Path(tmp), "model", SIZES)), "dpdk").program.tables)
+        return dict(compile_file(str(write_sized(Path(tmp), "model", MEMORY_SIZES)), "dpdk").program.tables)
 
 
 @settings(max_examples=200, deadline=None)
@@ -182,3 +179,23 @@ def test_a_tables_server_memory_never_falls_as_its_size_grows(name: str, size: i
     spec = load_profiles()["dpdk_server"]
     t = _dpdk_tables()[name]
     assert server_bytes(replace(t, size=size), spec) <= server_bytes(replace(t, size=size + more), spec)
+
+
+@pytest.mark.parametrize("size, warned", [("1Mi", False), ("1048577", True), ("4M", True)])
+def test_a_state_table_bigger_than_the_server_holds_is_a_warning(size: str, warned: bool, tmp_path: Path) -> None:
+    """W087: the DPDK server makes a data-plane state table at min(size, 2^20) entries (its
+    forwarding cores insert and cannot grow it: NFC_TABLE_CAP, the profile's state_max), so a
+    bigger size is a table that refuses flows the program's author counted on."""
+    src = tmp_path / "conn.nfp"
+    src.write_text(L3_HEAD + f"state flows {{ key {{ ipv4.src: exact; }} value {{ n: bit<8>; }} size = {size}; "
+                   "timeout = 1s; }\nstage work { lookup flows { hit(f) { forward(1); } miss { "
+                   "insert flows { n = 1; } forward(2); } } }\n")
+    r = _nfc("build", str(src), "--target", "dpdk", "-o", str(tmp_path / "out"), "--no-verify")
+    assert r.returncode == 0, r.stderr
+    if not warned:
+        assert "W087" not in r.stderr and "warning" not in r.stderr, r.stderr
+        return
+    n = 1048577 if size == "1048577" else 4_000_000
+    assert (f"conn.nfp:9:1: warning[W087]: state table 'flows' holds at most 1,048,576 entries on a dpdk_server "
+            f"server, not the {n:,} its size asks for") in r.stderr, r.stderr
+    assert "declare 'size = 1048576;'" in r.stderr

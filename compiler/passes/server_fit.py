@@ -14,7 +14,7 @@ on.  Without a server the pass does nothing.
 
 Before: ``table flows { ... size = 4G; }`` (32-bit key, 128-bit value) on one ``box`` of 64 GiB
 After:  ``error[E081]: table 'flows' does not fit in server memory: the server tables need
-603.1 GiB, a box server has 64.0 GiB ...`` (``tests/corpus/server_memory.nfp``)
+946.8 GiB, a box server has 64.0 GiB ...`` (``tests/corpus/server_memory.nfp``)
 """
 
 from __future__ import annotations
@@ -28,8 +28,8 @@ from compiler.explain import max_entries
 from compiler.passes.capabilities import can_run
 from compiler.placement import Placement
 from compiler.profiles import TargetSet, TargetSpec
-from compiler.resources import server_bytes
-from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load
+from compiler.resources import server_bytes, server_capacity
+from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load, server_tables
 from compiler.shard import sharded_tables
 from lang.diagnostics import Diagnostics, Span
 
@@ -49,9 +49,11 @@ class _Finding:
 def check_server_fit(prog: ir.Program, pl: Placement, ts: TargetSet, allow_overcommit: bool,
                      diags: Diagnostics) -> ServerLoad | None:
     """The server load of the placement; E081 (W081 when over-commitment is allowed) per resource short."""
-    load = server_load(prog, pl, ts, sharded_tables(prog, pl, ts))
+    sharded = sharded_tables(prog, pl, ts)
+    load = server_load(prog, pl, ts, sharded)
     if load is None:
         return None
+    _table_caps(prog, pl, ts, sharded, diags)
     for margin, explain in ((load.memory, _memory), (load.cores, _cores), (load.link, _link)):
         if margin.fits:
             continue
@@ -62,6 +64,38 @@ def check_server_fit(prog: ir.Program, pl: Placement, ts: TargetSet, allow_overc
             diags.error("E081", f.message, f.span,
                         (*f.notes, f"or build with {OVERCOMMIT_FLAG} to over-commit the servers anyway"), f.related)
     return load
+
+
+def _table_caps(prog: ir.Program, pl: Placement, ts: TargetSet, sharded: dict[str, tuple[int, ...]],
+                diags: Diagnostics) -> None:
+    """W087 at a server table whose entries on a server are more than a server table holds (the
+    profile's ``[memory]``): a data-plane state table is made at ``state_max`` entries (the
+    forwarding cores insert into it and do not stop to grow it), and an insert into it full of
+    live entries is refused; a control-plane table is one rte_hash of at most
+    ``hash_max_entries`` slots kept below 7/8 full, and an add beyond is refused (FULL)."""
+    srv = ts.server
+    if srv is None or "state_max" not in srv.memory:
+        return
+    slots = int(srv.memory["hash_max_entries"])
+    lo, hi = 0, slots  # the most entries a control-plane table takes: its capacity within the slots
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        lo, hi = (mid, hi) if server_capacity(mid, srv) <= slots else (lo, mid - 1)
+    for t in server_tables(prog, pl):
+        # a server's entries: its share when the servers share the packets (data-plane state)
+        # or the table's key fields (compiler/shard.py)
+        servers = ts.carrying if t.name in sharded or (t.is_state and ts.sharded) else 1
+        share, most = -(-t.size // servers), int(srv.memory["state_max"]) if t.is_state else lo
+        if share <= most:
+            continue
+        where = f"on each of {servers}" if servers > 1 else "on a"
+        why = ("the server makes it at that size, and an insert into it full of live entries is refused"
+               if t.is_state else "one rte_hash, kept below 7/8 full, and an add beyond it is refused (FULL)")
+        cap = " (make CFLAGS=\"-O2 -march=native -DNFC_TABLE_CAP=N\")" if t.is_state else ""
+        diags.warning("W087", f"{'state ' if t.is_state else ''}table '{t.name}' holds at most {most:,} entries "
+                      f"{where} {srv.name} server, not the {share:,} its size asks for: {why}", t.span,
+                      (f"declare 'size = {most * servers};' to say so, or shard it over more servers" +
+                       (f", or build the server with a bigger cap{cap}" if t.is_state else ""),))
 
 
 def _short(m: Margin, shown: str) -> str:
