@@ -21,7 +21,8 @@ from compiler import ir
 from lang.diagnostics import Diagnostics, Span
 from lang.loader import STDLIB
 
-__all__ = ["PROFILE_DIR", "TargetSet", "TargetSpec", "load_profiles", "resolve_targets"]
+__all__ = ["PROFILE_DIR", "SERVER_MEMORY", "ProfileError", "TargetSet", "TargetSpec", "load_profiles",
+           "resolve_targets"]
 
 PROFILE_DIR = STDLIB / "targets"
 # Source property -> (resource key, unit conversions accepted)
@@ -91,8 +92,23 @@ class TargetSet:
         return tuple(t for t in (self.switch, self.server) if t is not None)
 
 
+# what a server profile's [memory] describes: the layout of its tables (compiler/resources.py)
+SERVER_MEMORY = ("hash_bucket_bytes", "hash_bucket_slots", "hash_key_header", "hash_key_align", "hash_ring_slot",
+                 "hash_max_entries", "key_unit", "inline_value_bits", "inline_lpm_value_bits",
+                 "inline_lpm6_value_bits", "record_words", "state_record_words", "state_record_align",
+                 "malloc_overhead", "grow_from", "grow_by", "state_max", "state_room", "state_room_add",
+                 "lpm_root_bytes", "lpm_route_bytes", "lpm_vrf_route_bytes", "acl_rule_bytes", "acl_chunk_bytes")
+
+
+class ProfileError(ValueError):
+    """A shipped target profile that lacks what its kind needs."""
+
+
 def _spec(data: dict[str, Any], source: str) -> TargetSpec:
     t = data["target"]
+    lacking = [k for k in SERVER_MEMORY if k not in data.get("memory", {})] if t["kind"] == "server" else []
+    if lacking:
+        raise ProfileError(f"{source}: a server profile's [memory] lacks {', '.join(lacking)}")
     return TargetSpec(
         name=t["name"],
         kind=t["kind"],

@@ -26,14 +26,15 @@ one step from its first 1,024 slots).
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from compiler import ir
 from compiler.profiles import TargetSpec
 
-__all__ = ["ENTRY_OVERHEAD_BITS", "Blocks", "ServerMemory", "acl_chunks", "entries_per_unit", "register_blocks",
-           "server_bytes", "server_capacity", "server_key_bytes", "server_memory",
-           "server_share_bytes", "table_blocks"]
+__all__ = ["ENTRY_OVERHEAD_BITS", "Blocks", "ServerMemory", "acl_chunks", "acl_table", "entries_per_unit",
+           "register_blocks", "server_bytes", "server_capacity", "server_key_bytes", "server_memory",
+           "server_share_bytes", "table_blocks", "values_inline"]
 
 ENTRY_OVERHEAD_BITS = 4
 
@@ -105,12 +106,23 @@ def server_key_bytes(t: ir.Table, unit: int) -> int:
     """The bytes of the table's hash key on a server, in ``unit``-byte steps: the key fields (an
     LPM table: and the prefix length byte); a ternary or range table's rule (a word, then a word
     per 32-bit chunk of its fields: values, masks / prefix lengths / high bounds, priority)."""
-    raw = 8 + 8 * acl_chunks(t) if _acl(t) else (t.key_bits + (8 if t.match == "lpm" else 0) + 7) // 8
+    raw = 8 + 8 * acl_chunks(t) if acl_table(t) else (t.key_bits + (8 if t.match == "lpm" else 0) + 7) // 8
     return max(unit, -(-raw // unit) * unit)
 
 
-def _acl(t: ir.Table) -> bool:
+def acl_table(t: ir.Table) -> bool:
+    """A ternary or range key field: the server classifies the table with rte_acl."""
     return t.match in ("ternary", "range")
+
+
+def values_inline(t: ir.Table, memory: Mapping[str, float]) -> bool:
+    """A control-plane table whose values fit the data word the server keeps them in (the
+    profile's ``[memory]`` inline rooms: 64 bits; an LPM table's trie keeps 56, 55 in a trie of
+    a field over 64 bits); others get a record each."""
+    lpm = next((k for k in t.keys if k.match == "lpm"), None) if t.match == "lpm" else None
+    room = memory["inline_value_bits"] if lpm is None else (
+        memory["inline_lpm6_value_bits"] if lpm.expr.width > 64 else memory["inline_lpm_value_bits"])
+    return not t.is_state and t.value_bits <= room
 
 
 def acl_chunks(t: ir.Table) -> int:
@@ -130,15 +142,19 @@ def _hash_bytes(entries: int, key_bytes: int, m: dict[str, float]) -> int:
     return buckets * int(m["hash_bucket_bytes"]) + (entries + 1) * slot + _pow2(entries + 1) * int(m["hash_ring_slot"])
 
 
+def _room(n: int) -> int:
+    """The capacity that keeps ``n`` entries below 7/8 full (the runtime's room_for)."""
+    return n + n // 7 + 1
+
+
 def server_capacity(size: int, spec: TargetSpec) -> int:
-    """The rte_hash capacity of a control-plane table loaded with ``size`` entries: it starts at
-    min(size, grow_from), at least 8, and grows grow_by times while above 7/8 full.  Above
-    ``hash_max_entries`` (rte_hash's most) no server can hold the table."""
+    """The rte_hash capacity of a control-plane table loaded with ``size`` entries in one step
+    (its entries file): it starts with room for ``size`` below 7/8 full, at most grow_from, at
+    least 8, and grows grow_by times, or straight to the room ``size`` needs when that is more.
+    Above ``hash_max_entries`` (rte_hash's most) no server can hold the table."""
     m = spec.memory
-    cap = max(8, min(size, int(m["grow_from"])))
-    while cap < size + size // 7 + 1:
-        cap *= int(m["grow_by"])
-    return cap
+    cap = max(8, min(_room(size), int(m["grow_from"])))
+    return cap if cap >= _room(size) else max(_room(size), cap * int(m["grow_by"]))
 
 
 def server_memory(t: ir.Table, spec: TargetSpec) -> ServerMemory:
@@ -154,16 +170,12 @@ def server_memory(t: ir.Table, spec: TargetSpec) -> ServerMemory:
         slots = cap + int(cap * m["state_room"]) + int(m["state_room_add"])
         return ServerMemory(_hash_bytes(slots, key, m), cap * record, 0)
     cap = server_capacity(t.size, spec)
-    lpm = t.match == "lpm"
-    room = m["inline_value_bits"] if not lpm else (
-        m["inline_lpm6_value_bits"] if any(k.match == "lpm" and k.expr.width > 64 for k in t.keys)
-        else m["inline_lpm_value_bits"])
-    records = 0 if t.value_bits <= room else t.size * ((words + int(m["record_words"])) * 8 + header)
+    records = 0 if values_inline(t, m) else t.size * ((words + int(m["record_words"])) * 8 + header)
     search = 0
-    if lpm:
+    if t.match == "lpm":
         per_route = m["lpm_vrf_route_bytes"] if len(t.keys) > 1 else m["lpm_route_bytes"]
         search = int(m["lpm_root_bytes"]) + t.size * int(per_route)
-    elif _acl(t):
+    elif acl_table(t):
         search = t.size * int(m["acl_rule_bytes"] + m["acl_chunk_bytes"] * acl_chunks(t))
     return ServerMemory(_hash_bytes(cap, key, m), records, search)
 

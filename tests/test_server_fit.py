@@ -81,17 +81,19 @@ def test_allow_overcommit_builds_with_a_warning(case: str, tmp_path: Path) -> No
 
 def test_notes_say_what_would_fit(tmp_path: Path) -> None:
     r = _nfc("build", "tests/corpus/server_memory.nfp", "-o", str(tmp_path / "out"), "--no-verify")
-    # The DPDK runtime's layout (docs/partitioner.md): 4G entries of a 32-bit key (16 bytes) need
-    # 4G + 4G/7 + 1 slots, a capacity of 1024 x 4^12 = 2^34 (more than rte_hash's 2^30: W087 says
-    # no server holds it; the figure is what the layout would take): 2^31 buckets of 64 bytes
-    # (128 GiB), 2^34 + 1 key slots of 32 bytes (512 GiB), a ring of 2^35 4-byte slots (128 GiB),
-    # and a record of the two 64-bit values, two words and malloc's 16 bytes per entry (178.81 GiB)
+    # The DPDK runtime's layout (docs/partitioner.md): 4,000,000,000 entries of a 32-bit key (16
+    # bytes) loaded in one step need 4e9 + 4e9/7 + 1 = 4,571,428,572 slots, the capacity they get
+    # (more than rte_hash's 2^30: W087 says no server holds it; the figure is what the layout would
+    # take): 2^33 / 8 = 2^30 buckets of 64 bytes (64 GiB), 4,571,428,573 key slots of 32 bytes
+    # (136.24 GiB), a ring of 2^33 4-byte slots (32 GiB), and a record of the two 64-bit values,
+    # two words and malloc's 16 bytes, 48 bytes per entry (178.81 GiB)
     assert "warning[W087]: table 'flows' holds at most 939,524,095 entries on a box server" in r.stderr
-    assert "the server tables need 946.8 GiB, a box server has 64.0 GiB" in r.stderr
-    # up to 939,524,095 entries (size + size/7 + 1 <= 2^30) take a capacity of 2^30: 8 + 32 + 8 GiB
-    # (and 32 bytes: the reserved key slot), and 48 bytes a record: 64 GiB less that, over 48
-    assert "table 'flows' would fit with size <= 357913940 entries" in r.stderr
-    assert "'memory = 947GiB;' in target 'box'" in r.stderr
+    assert "the server tables need 411.1 GiB, a box server has 64.0 GiB" in r.stderr
+    # 660,206,120 entries take a capacity of 754,521,281 (buckets for 2^30: 8 GiB, a ring of 2^30
+    # slots: 4 GiB), 754,521,282 key slots of 32 bytes and 48 bytes a record: 68,719,476,672
+    # bytes, 64 short of 64 GiB; one entry more adds a record and a key slot (80)
+    assert "table 'flows' would fit with size <= 660206120 entries" in r.stderr
+    assert "'memory = 412GiB;' in target 'box'" in r.stderr
     r = _nfc("build", "tests/corpus/server_cores.nfp", "-o", str(tmp_path / "out"), "--no-verify")
     assert "costliest: stage 'route'" in r.stderr and "stage 'classify'" in r.stderr
     # the rate that fits is the offered one scaled by cores available / cores needed
@@ -146,10 +148,11 @@ def test_report_shows_every_margin(tmp_path: Path) -> None:
     assert rows["tofino1 MAU stages"] == ["7", "12", "5 (42%)"]
     assert rows["tofino1 SRAM blocks"] == ["68", "960", "892 (93%)"]
     assert rows["tofino1 TCAM blocks"] == ["125", "288", "163 (57%)"]
-    # overlay_routes, 16M entries of a 16-byte key and inline values (docs/partitioner.md): 16M +
-    # 16M/7 + 1 slots need a capacity of 1024 x 4^8 = 2^26: 2^23 buckets of 64 bytes (512 MiB),
-    # 2^26 + 1 key slots of 32 bytes (2 GiB), a ring of 2^27 4-byte slots (512 MiB): 3 GiB
-    assert rows["server memory (each pe_server)"] == ["3.0 GiB", "64.0 GiB", "61.0 GiB (95%)"]
+    # overlay_routes, 16M = 16,000,000 entries of a 16-byte key and inline values
+    # (docs/partitioner.md), loaded in one step: 16M + 16M/7 + 1 = 18,285,715 slots, the capacity
+    # they get: 2^25 / 8 = 2^22 buckets of 64 bytes (256 MiB), 18,285,716 key slots of 32 bytes
+    # (558.04 MiB), a ring of 2^25 4-byte slots (128 MiB): 942.0 MiB
+    assert rows["server memory (each pe_server)"] == ["942.0 MiB", "64.0 GiB", "63.1 GiB (99%)"]
     # half the 15 Mpps (customer -> cloud) x the profile's ns/packet of overlay_route on the server: I/O +
     # bridge, the 16M-entry lookup once (its key meta.customer is written by a switch stage and arrives in
     # the bridge, before the burst's bulk lookup: no re-lookup; docs/server.md, "Cost model"), 3 statements,

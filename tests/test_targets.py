@@ -9,7 +9,7 @@ import pytest
 
 from compiler.interp import Interpreter
 from compiler.placement import Direction
-from compiler.profiles import load_profiles
+from compiler.profiles import ProfileError, load_profiles
 from lang import CompileError
 from tests.conftest import ROOT, compile_file, compile_ir, write
 
@@ -39,6 +39,18 @@ def test_profiles_carry_their_sources():
     assert (t1.res("stages"), t1.res("sram_blocks"), t1.res("tcam_blocks")) == (12, 80, 24)
     assert "crypto" not in t1.ops and "crypto" in profiles["dpdk_server"].ops
     assert profiles["tofino2"].res("stages") == 20
+
+
+def test_a_server_profile_without_its_table_layout_is_named(tmp_path):
+    """A server profile's [memory] is the layout the memory model and the generator read: one
+    that lacks a key is refused when the profiles load, naming the file and the keys."""
+    shipped = (ROOT / "stdlib/targets/dpdk_server.toml").read_text()
+    (tmp_path / "srv.toml").write_text(shipped.replace("key_unit = 16\n", "").replace("grow_by = 4\n", ""))
+    with pytest.raises(ProfileError, match=r"stdlib/targets/srv\.toml: a server profile's \[memory\] lacks "
+                                           r"key_unit, grow_by$"):
+        load_profiles(tmp_path)
+    (tmp_path / "srv.toml").write_text(shipped)
+    assert load_profiles(tmp_path)["dpdk_server"].memory["key_unit"] == 16
 
 
 def test_unknown_target_property_is_E060(tmp_path):

@@ -14,7 +14,7 @@ on.  Without a server the pass does nothing.
 
 Before: ``table flows { ... size = 4G; }`` (32-bit key, 128-bit value) on one ``box`` of 64 GiB
 After:  ``error[E081]: table 'flows' does not fit in server memory: the server tables need
-946.8 GiB, a box server has 64.0 GiB ...`` (``tests/corpus/server_memory.nfp``)
+411.1 GiB, a box server has 64.0 GiB ...`` (``tests/corpus/server_memory.nfp``)
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from compiler.manifest import Plan
 from compiler.placed import Placed
 from targets.c.printer import print_unit
 from targets.dpdk.lower import lower_server
+from targets.generator import GeneratorError
 
 __all__ = ["COPIED", "RUNTIME", "DpdkGenerator"]
 
@@ -36,8 +37,10 @@ class DpdkGenerator:
         # a burst runs stage by stage only where the server's profile says so (its stage_major op):
         # the cost model prices it that way on the same condition
         srv = placed.targets.server
-        server = lower_server(placed.program, placed.placement, placed.bridges, software=plan.switch is None,
-                              stage_major=srv is not None and "stage_major" in srv.ops)
+        if srv is None:
+            raise GeneratorError("a build without a server target", None)
+        server = lower_server(placed.program, placed.placement, placed.bridges, srv.memory,
+                              software=plan.switch is None, stage_major="stage_major" in srv.ops)
         (folder / "nf.c").write_text(print_unit(server.nf))
         (folder / "nfc_prog.h").write_text(print_unit(server.sizes))
         for name in COPIED.values():

@@ -17,7 +17,7 @@ value with 0 that always holds or fails.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import assert_never
@@ -48,7 +48,7 @@ from compiler.passes.validity import (
     reachable_states,
 )
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
-from compiler.resources import acl_chunks, server_key_bytes
+from compiler.resources import acl_chunks, acl_table, server_key_bytes, values_inline
 from targets.c import syntax as c
 from targets.c.printer import string_literal
 from targets.c.unused import names_used, void_unused_params
@@ -61,7 +61,6 @@ MAX_TABLES = 64  # NFC_MAX_TABLES
 MAX_FIELDS = 16  # NFC_MAX_FIELDS
 PUNT_BASE = 128  # NFC_PUNT_BASE: the codes of punt reasons (drop reasons are 1..127)
 MAX_KEY = 64  # NFC_MAX_KEY: key bytes
-KEY_UNIT = 16  # rte_hash keys in 16-byte units (its compare functions); the profile's [memory] key_unit
 MAX_LINKS = 4  # NFC_MAX_LINKS: state tables a switch-cached state's hit arm refreshes
 ACL_CHUNKS = (MAX_KEY - 8) // 8  # 32-bit chunks of a ternary / range key whose rule key fits MAX_KEY
 _MATCH = {"exact": "NFC_M_EXACT", "lpm": "NFC_M_LPM", "ternary": "NFC_M_TERNARY", "range": "NFC_M_RANGE"}
@@ -105,6 +104,7 @@ class _Ctx:
     prog: ir.Program
     placement: Placement
     bridges: tuple[Bridge, ...]
+    memory: Mapping[str, float]  # the server profile's [memory]: the key unit, the values kept inline
     inst: dict[str, int] = field(default_factory=dict)
     meta: dict[str, int] = field(default_factory=dict)  # name -> its first slot in p->meta
     nmeta: int = 0  # slots of p->meta used (a field over 64 bits takes two)
@@ -175,12 +175,14 @@ class Server:
     sizes: c.Unit
 
 
-def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...],
+def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...], memory: Mapping[str, float],
                  software: bool = False, stage_major: bool = False) -> Server:
-    """``software``: no switch; packets arrive raw on logical ports and run whole pipelines.
+    """``memory``: the server profile's ``[memory]`` (the tables' key unit and the values kept
+    in the data word, which the compiler's memory model reads too).
+    ``software``: no switch; packets arrive raw on logical ports and run whole pipelines.
     ``stage_major``: the target runs an order-free program's bursts stage by stage (its profile's
     ``stage_major`` op); without it every program runs packet by packet."""
-    x = _Ctx(prog, placement, bridges, software=software)
+    x = _Ctx(prog, placement, bridges, memory, software=software)
     _check_instances(prog)
     x.inst = {i.name: k for k, i in enumerate(prog.instances)}
     x.reasons = {r: i + 1 for i, r in enumerate(drop_reasons(prog))}
@@ -194,7 +196,7 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     if len(tables) > MAX_TABLES:
         raise Unsupported(f"more than {MAX_TABLES} tables on the server", tables[MAX_TABLES].span)
     for t in tables:
-        _check_table(t)
+        _check_table(x, t)
     x.tindex = {t.name: i for i, t in enumerate(tables)}
     for b in bridges:  # every metadata slot exists before nfc_from_switch sizes its memset
         for bf in b.fields:
@@ -266,7 +268,7 @@ def _sizes(x: _Ctx) -> c.Unit:
 def _kept(x: _Ctx, t: ir.Table) -> bool:
     """Whether nfc_prefetch keeps the bulk lookup's answers of server table ``t`` per packet (its
     rule in nfc_rt.h, with the generator's bounds PRE_TABLES and PRE_KEY)."""
-    return x.tindex[t.name] < PRE_TABLES and not t.is_state and _lookup_bytes(t) <= PRE_KEY
+    return x.tindex[t.name] < PRE_TABLES and not t.is_state and _lookup_bytes(x, t) <= PRE_KEY
 
 
 def _kept_key_bytes(x: _Ctx) -> list[int]:
@@ -276,7 +278,7 @@ def _kept_key_bytes(x: _Ctx) -> list[int]:
     sizes = [0] * len(x.tindex)
     for t in x.prog.tables.values():
         if t.name in x.tindex and _kept(x, t):
-            sizes[x.tindex[t.name]] = _lookup_bytes(t)  # what nfc_prefetch builds in pre_key
+            sizes[x.tindex[t.name]] = _lookup_bytes(x, t)  # what nfc_prefetch builds in pre_key
     while sizes and sizes[-1] == 0:
         sizes.pop()
     return sizes
@@ -299,15 +301,14 @@ def _stage_tables(prog: ir.Program, st: ir.Stage) -> list[str]:
     return list(dict.fromkeys(looked_up + written))  # each once: HELLO names a table by its index
 
 
-def _check_table(t: ir.Table) -> None:
+def _check_table(x: _Ctx, t: ir.Table) -> None:
     if t.is_state and t.match != "exact":
         raise Unsupported("non-exact data-plane state", t.span)
     if any(k.expr.width > MAX_WIDTH for k in t.keys) or any(v.width > MAX_WIDTH for v in t.values):
         raise Unsupported(f"fields wider than {MAX_WIDTH} bits", t.span)
-    if len(t.keys) > MAX_FIELDS or len(t.values) > MAX_FIELDS or _key_bytes(t) > MAX_KEY:
-        raise Unsupported(f"more than {MAX_FIELDS} key or value fields, or keys over {MAX_KEY} bytes"
-                          + (f" (a ternary or range table's rules: {ACL_CHUNKS} chunks of 32 bits)" if _acl(t) else ""),
-                          t.span)
+    if len(t.keys) > MAX_FIELDS or len(t.values) > MAX_FIELDS or _key_bytes(x, t) > MAX_KEY:
+        rules = f" (a ternary or range table's rules: {ACL_CHUNKS} chunks of 32 bits)" if acl_table(t) else ""
+        raise Unsupported(f"more than {MAX_FIELDS} key or value fields, or keys over {MAX_KEY} bytes{rules}", t.span)
     wide = next((k for k in t.keys if k.match == "range" and k.expr.width > 32), None)
     if wide is not None:
         raise Unsupported(f"range fields over 32 bits on the server ({wide.name} is bit<{wide.expr.width}>)", t.span)
@@ -316,7 +317,7 @@ def _check_table(t: ir.Table) -> None:
 def _tracked(x: _Ctx, t: ir.Table) -> bool:
     """The server samples the hits of a table the switch caches (nfc_hits.h): its lookups here
     are the switch's misses, the candidates for promotion.  Keys over NFC_HITS_KEY bytes are not."""
-    return (not x.software and not _acl(t) and _key_bytes(t) <= HITS_KEY
+    return (not x.software and not acl_table(t) and _key_bytes(x, t) <= HITS_KEY
             and any(m.table == t.name for m in x.placement.misses))
 
 
@@ -347,9 +348,9 @@ def _table_desc(x: _Ctx, t: ir.Table) -> c.Init:
     return c.Init((
         ("name", f'"{t.name}"'), ("src", f'"{_src(t.span)}"'), ("size", f"{size}u"),
         ("nkeys", str(len(t.keys))), ("nvalues", str(len(t.values))), ("lpm", str(lpm[0] if lpm else -1)),
-        ("acl", "1" if _acl(t) else "0"), ("match", "{" + ", ".join(_MATCH[k.match] for k in t.keys) + "}"),
-        ("state", "1" if t.is_state else "0"), ("inline_values", "1" if _inline(t) else "0"),
-        ("tracked", "1" if tracked else "0"), ("key_bytes", str(_key_bytes(t))),
+        ("acl", "1" if acl_table(t) else "0"), ("match", "{" + ", ".join(_MATCH[k.match] for k in t.keys) + "}"),
+        ("state", "1" if t.is_state else "0"), ("inline_values", "1" if values_inline(t, x.memory) else "0"),
+        ("tracked", "1" if tracked else "0"), ("key_bytes", str(_key_bytes(x, t))),
         ("key_width", "{" + ", ".join(str(k.expr.width) for k in t.keys) + "}"),
         ("value_width", "{" + ", ".join(str(v.width) for v in t.values) + "}" if t.values else "{0}"),
         ("timeout_ns", f"{timeout_ns_of(t)}ull"), ("refresh", "1" if t.is_state and t.hints.refresh else "0"),
@@ -361,34 +362,20 @@ def _table_desc(x: _Ctx, t: ir.Table) -> c.Init:
     ), f"table {t.name}, {_src(t.span)}")
 
 
-def _inline(t: ir.Table) -> bool:
-    """Control-plane tables whose values fit in 64 bits keep them in rte_hash's data word (56
-    bits for an LPM table: its trie's entries keep the word in 56 bits, 55 in a trie of an LPM
-    field over 64 bits, nfc_lpm.h)."""
-    lpm = _lpm_key(t)
-    room = 64 if lpm is None else 55 if lpm[1] > 64 else 56
-    return not t.is_state and sum(v.width for v in t.values) <= room
-
-
 def _table(x: _Ctx, t: ir.Table) -> c.Expr:
     return c.Name(f"&nfc_tables[{x.tindex[t.name]}]")
 
 
-def _acl(t: ir.Table) -> bool:
-    """A ternary or range key field: rte_acl classifies the table (nfc_acl.h)."""
-    return t.match in ("ternary", "range")
-
-
-def _lookup_bytes(t: ir.Table) -> int:
+def _lookup_bytes(x: _Ctx, t: ir.Table) -> int:
     """The key a lookup builds: an ACL table's is rte_acl's input (nfc_acl.h), a zero byte, three
     of padding, then each field right-aligned in 32-bit chunks; else the table's key."""
-    return 4 + 4 * acl_chunks(t) if _acl(t) else _key_bytes(t)
+    return 4 + 4 * acl_chunks(t) if acl_table(t) else _key_bytes(x, t)
 
 
 def _lpm_key(t: ir.Table) -> tuple[int, int] | None:
     """(bit offset, width) of the LPM field in the key, if the table has one (an ACL table's LPM
     field is a mask of its rules, not a trie: None)."""
-    if _acl(t):
+    if acl_table(t):
         return None
     off = 0
     for k in t.keys:
@@ -415,9 +402,9 @@ def _lpm_stride1(t: ir.Table) -> int:
     return 8 if vrf_bits and t.size >> min(vrf_bits, 63) < SMALL_VRF_ROUTES else 16
 
 
-def _key_bytes(t: ir.Table) -> int:
+def _key_bytes(x: _Ctx, t: ir.Table) -> int:
     """The bytes of the table's rte_hash key."""
-    return server_key_bytes(t, KEY_UNIT)
+    return server_key_bytes(t, int(x.memory["key_unit"]))
 
 
 # ---- bridge in / out ---------------------------------------------------------------------------
@@ -1193,7 +1180,7 @@ def _object_desc(name: str, span: Span, kind: str, size: int, width: int, data: 
 
 def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     t = x.prog.tables[s.table]
-    size = _lookup_bytes(t)
+    size = _lookup_bytes(x, t)
     x.temps += 1
     num = x.temps  # this lookup's names: the key and values (and nested lookups) take more temps
     key, data = f"key{num}", f"hit{num}"
@@ -1216,7 +1203,7 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
         out += [*_key(x, t, key, size), c.Decl("void *", data, c.Name("NULL"))]
     v = c.Name(f"v{num}")
     hit: list[c.Stmt]
-    if _inline(t):  # the values packed into the data word itself: no second memory access
+    if values_inline(t, x.memory):  # the values packed into the data word itself: no second memory access
         hit = [c.Decl("uint64_t", v.name, c.Cast("uint64_t", c.Cast("uintptr_t", c.Name(data))))]
         shift = 0
         for f in t.values:
@@ -1245,7 +1232,7 @@ def _lookup(x: _Ctx, s: ir.Lookup) -> list[c.Stmt]:
     found: c.Expr
     if as_taken:
         found = c.Name(f"found{num}")
-    elif _acl(t):  # maybe classified with the burst's other packets
+    elif acl_table(t):  # maybe classified with the burst's other packets
         found = c.Call("nfc_acl_lookup", (c.Name("p"), c.Int(x.tindex[t.name], ""), c.Name(key), c.Int(size, "u"),
                                           c.Name(f"&{data}")))
     elif not t.is_state:  # maybe answered by the burst's bulk lookup
@@ -1262,7 +1249,7 @@ def _as_prefetched(x: _Ctx, t: ir.Table) -> bool:
     a control-plane table whose answers are kept (not one whose hits are sampled: that needs the
     key), its key a function of the packet that no statement lowered before it in this cut
     writes.  Then the kept answer is the lookup's, with no key built or compared."""
-    if not _kept(x, t) or _acl(t) or _tracked(x, t):
+    if not _kept(x, t) or acl_table(t) or _tracked(x, t):
         return False
     if any(isinstance(n, ir.ExternCall | ir.RegRead | ir.CounterOp) for k in t.keys for n in walk_expr(k.expr)):
         return False
@@ -1284,10 +1271,10 @@ def _key_fields(x: _Ctx, t: ir.Table) -> list[tuple[int, int, c.Expr]]:
     """The key fields as ``_pack`` takes them: (bit offset, width, value); an ACL table's in
     rte_acl's layout (_lookup_bytes)."""
     fields: list[tuple[int, int, c.Expr]] = []
-    off = 32 if _acl(t) else 0
+    off = 32 if acl_table(t) else 0
     for k in t.keys:
         w = k.expr.width
-        slot = 32 * ((w + 31) // 32) if _acl(t) else w
+        slot = 32 * ((w + 31) // 32) if acl_table(t) else w
         fields.append((off + slot - w, w, _expr(x, k.expr)))
         off += slot
     return fields
@@ -1303,7 +1290,7 @@ def _touch(t: ir.Table, record: c.Expr) -> c.Stmt:
 def _refresh(x: _Ctx, s: ir.Refresh) -> c.Stmt:
     """The current key's live entry, if any, restarts its idle timer."""
     t = x.prog.tables[s.state]
-    size = _key_bytes(t)
+    size = _key_bytes(x, t)
     x.temps += 1
     key, data = f"key{x.temps}", f"hit{x.temps}"
     found = c.Call("nfc_state_find", (_table(x, t), c.Name(key), c.Name(f"&{data}")))
@@ -1326,7 +1313,7 @@ def _insert(x: _Ctx, s: ir.Insert) -> c.Stmt:
     """Create or replace the entry of the current key: its values and timeout (ns) to
     nfc_state_insert (nfc_state.h), which every forwarding lcore may call."""
     t = x.prog.tables[s.state]
-    size = _key_bytes(t)
+    size = _key_bytes(x, t)
     x.temps += 1
     key, v = f"key{x.temps}", f"v{x.temps}"
     given = dict(s.values)
@@ -1559,7 +1546,7 @@ def _key_fill(x: _Ctx, t: ir.Table, using: list[_Cut], cuts: int,
     x.must = frozenset.intersection(*(must for must, _ in valid)) if valid else frozenset()
     mays = [may for _, may in valid]
     x.may = frozenset().union(*(m for m in mays if m is not None)) if mays and None not in mays else None
-    fill = _pack(x, "key", _lookup_bytes(t), _key_fields(x, t))
+    fill = _pack(x, "key", _lookup_bytes(x, t), _key_fields(x, t))
     x.must, x.may = frozenset(), None
     fill = [*x.hoisted, *fill, c.Return(c.Int(0, ""))]
     if len(using) < cuts:

@@ -35,8 +35,9 @@
 #ifndef NFC_TABLE_CAP /* data-plane state tables hold min(size estimate, NFC_TABLE_CAP) entries */
 #define NFC_TABLE_CAP (1u << 20)
 #endif
-/* control-plane tables start with room for min(size estimate, NFC_GROW_FROM) entries and grow
- * NFC_GROW_BY times whenever they are 7/8 full, as far as memory goes (nfc_tables.c) */
+/* control-plane tables start with room for their size estimate below 7/8 full, at most
+ * NFC_GROW_FROM entries, and grow NFC_GROW_BY times whenever they are 7/8 full, or straight to
+ * what a batch or an entries file needs when that is more, as far as memory goes (nfc_tables.c) */
 #define NFC_GROW_FROM 1024u
 #define NFC_GROW_BY 4u
 

@@ -72,6 +72,13 @@ static int trie_init(struct nfc_table *t)
 }
 
 /* Table i's rte_hash of `entries` keys; each one of a table has a name of its own. */
+/* The capacity that keeps n control-plane entries below 7/8 full (rte_hash's cuckoo inserts
+ * fail more often above it). */
+static uint64_t room_for(uint64_t n)
+{
+    return n > UINT32_MAX ? (uint64_t)UINT32_MAX + 1 : n + n / 7 + 1;
+}
+
 static struct rte_hash *hash_new(const struct nfc_table *t, int i, uint32_t entries)
 {
     static unsigned made;
@@ -114,7 +121,7 @@ int nfc_tables_init(void)
         /* data-plane state: its declared size (its writer, the lcore, cannot grow it);
          * control-plane tables start small and grow with what is loaded (put) */
         t->cap = t->state ? (t->size < NFC_TABLE_CAP ? t->size : NFC_TABLE_CAP)
-                          : (t->size < NFC_GROW_FROM ? t->size : NFC_GROW_FROM);
+                          : (uint32_t)(room_for(t->size) < NFC_GROW_FROM ? room_for(t->size) : NFC_GROW_FROM);
         if (!t->state && t->cap < 8) /* rte_hash's least; a state's h has room beyond cap anyway */
             t->cap = 8;
         t->h = hash_new(t, i, t->state ? nfc_state_slots(t) : t->cap);
@@ -509,19 +516,19 @@ static int rebuild(struct nfc_table *t, uint32_t cap)
 }
 
 /* Room for at least n entries in control-plane table t, kept below 7/8 full: the capacity
- * grows NFC_GROW_BY times per step, or only as far as n needs (and memory allows) when the
- * full step does not fit.  A capacity that could not be had is remembered (t->no_room), so a
- * table at the edge of memory is not copied, nor its allocation tried, once per add. */
+ * grows NFC_GROW_BY times, or to what n needs when that is more (a batch or an entries file
+ * sized in one step: 1M entries take a capacity of 1.14M, not 4M), or only as far as n needs
+ * (and memory allows) when the full step does not fit.  A capacity that could not be had is
+ * remembered (t->no_room), so a table at the edge of memory is not copied, nor its allocation
+ * tried, once per add. */
 static int reserve(struct nfc_table *t, uint64_t n)
 {
-    uint64_t need = n + n / 7 + 1;
+    uint64_t need = room_for(n);
     if (t->state || need <= t->cap)
         return 0;
     if (need > UINT32_MAX || (t->no_room != 0 && need >= t->no_room))
         return -1;
-    uint64_t cap = t->cap;
-    while (cap < need)
-        cap *= NFC_GROW_BY;
+    uint64_t cap = (uint64_t)t->cap * NFC_GROW_BY > need ? (uint64_t)t->cap * NFC_GROW_BY : need;
     if (cap > UINT32_MAX || (t->no_room != 0 && cap >= t->no_room) || rebuild(t, (uint32_t)cap) != 0) {
         if (cap != need && rebuild(t, (uint32_t)need) == 0)
             return 0;
