@@ -96,8 +96,14 @@ class TargetSet:
 SERVER_MEMORY = ("hash_bucket_bytes", "hash_bucket_slots", "hash_key_header", "hash_key_align", "hash_ring_slot",
                  "hash_max_entries", "key_unit", "inline_value_bits", "inline_lpm_value_bits",
                  "inline_lpm6_value_bits", "record_words", "state_record_words", "state_record_align",
-                 "malloc_overhead", "grow_from", "grow_by", "state_max", "state_room", "state_room_add",
+                 "malloc_overhead", "grow_from", "grow_by", "state_max", "state_room_div", "state_room_add",
                  "lpm_root_bytes", "lpm_route_bytes", "lpm_vrf_route_bytes", "acl_rule_bytes", "acl_chunk_bytes")
+
+
+# what the runtime can take of them (nfc_rt.h, nfc_lpm.h: a data word of 64 bits, a trie's of 56, 55)
+_MEMORY_RANGES = {"grow_from": (8, 2**30), "grow_by": (2, 1024), "state_room_div": (1, 2**20),
+                  "inline_value_bits": (0, 64), "inline_lpm_value_bits": (0, 56), "inline_lpm6_value_bits": (0, 55),
+                  "key_unit": (1, 64), "state_max": (8, 2**30)}
 
 
 class ProfileError(ValueError):
@@ -106,9 +112,14 @@ class ProfileError(ValueError):
 
 def _spec(data: dict[str, Any], source: str) -> TargetSpec:
     t = data["target"]
-    lacking = [k for k in SERVER_MEMORY if k not in data.get("memory", {})] if t["kind"] == "server" else []
+    memory = data.get("memory", {})
+    lacking = [k for k in SERVER_MEMORY if k not in memory] if t["kind"] == "server" else []
     if lacking:
         raise ProfileError(f"{source}: a server profile's [memory] lacks {', '.join(lacking)}")
+    bad = [f"{k} = {memory[k]} (the runtime takes {lo}..{hi})" for k, (lo, hi) in _MEMORY_RANGES.items()
+           if k in memory and not lo <= memory[k] <= hi]
+    if bad:
+        raise ProfileError(f"{source}: {'; '.join(bad)}")
     return TargetSpec(
         name=t["name"],
         kind=t["kind"],

@@ -18,9 +18,8 @@ tests/test_server_memory.py checks it against the heap the server reports): the 
 the table's keys at the capacity its entries need (a control-plane table grows as it is loaded,
 a data-plane state has its size and room for removed keys), value records when the values do
 not fit the hash's data word, an LPM table's trie or a ternary table's classifier.  Not
-counted: while a control-plane table grows by ADDs over the control channel, the copy it grows
-from (a quarter of the new capacity, one table at a time; the entries file sizes each table in
-one step from its first 1,024 slots).
+counted: while a control-plane table grows, the copy it grows from (one table at a time; the
+entries file sizes each table in one step from its first slots, at most 1,024).
 """
 
 from __future__ import annotations
@@ -147,14 +146,13 @@ def _room(n: int) -> int:
     return n + n // 7 + 1
 
 
-def server_capacity(size: int, spec: TargetSpec) -> int:
-    """The rte_hash capacity of a control-plane table loaded with ``size`` entries in one step
-    (its entries file): it starts with room for ``size`` below 7/8 full, at most grow_from, at
-    least 8, and grows grow_by times, or straight to the room ``size`` needs when that is more.
-    Above ``hash_max_entries`` (rte_hash's most) no server can hold the table."""
-    m = spec.memory
-    cap = max(8, min(_room(size), int(m["grow_from"])))
-    return cap if cap >= _room(size) else max(_room(size), cap * int(m["grow_by"]))
+def server_capacity(size: int) -> int:
+    """The rte_hash capacity of a control-plane table loaded with its ``size`` entries: room
+    for them below 7/8 full, at least 8, whether the entries file loads them in one step or
+    ADDs do (the runtime's growth steps stop at that room while the table is within its size;
+    fewer entries take no more).  Above ``hash_max_entries`` (rte_hash's most) no server can
+    hold the table."""
+    return max(8, _room(size))
 
 
 def server_memory(t: ir.Table, spec: TargetSpec) -> ServerMemory:
@@ -167,9 +165,9 @@ def server_memory(t: ir.Table, spec: TargetSpec) -> ServerMemory:
         cap = min(t.size, int(m["state_max"]))
         line = int(m["state_record_align"])
         record = -(-(words + int(m["state_record_words"])) * 8 // line) * line + header
-        slots = cap + int(cap * m["state_room"]) + int(m["state_room_add"])
+        slots = cap + cap // int(m["state_room_div"]) + int(m["state_room_add"])
         return ServerMemory(_hash_bytes(slots, key, m), cap * record, 0)
-    cap = server_capacity(t.size, spec)
+    cap = server_capacity(t.size)
     records = 0 if values_inline(t, m) else t.size * ((words + int(m["record_words"])) * 8 + header)
     search = 0
     if t.match == "lpm":

@@ -112,8 +112,15 @@ def server_runtime_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder = tmp_path_factory.mktemp("server_runtime")
     for f in (ROOT / "targets/dpdk/runtime").iterdir():
         shutil.copyfile(f, folder / f.name)
-    # no program's sizes: nfc_rt.h's defaults (the objects taken do not lay out struct nfc_pkt)
-    (folder / "nfc_prog.h").write_text("/* the runtime's default packet model sizes */\n")
+    # no program's sizes: nfc_rt.h's defaults (the objects taken do not lay out struct nfc_pkt);
+    # the tables' layout, as every build's, from the server profile
+    from compiler.profiles import load_profiles
+    from targets.c import syntax as c
+    from targets.c.printer import print_unit
+    from targets.dpdk.lower import runtime_layout
+
+    layout = runtime_layout(load_profiles()["dpdk_server"].memory)
+    (folder / "nfc_prog.h").write_text(print_unit(c.Unit("the runtime's default packet model sizes", layout)))
     objects = [f"{c.stem}.o" for c in folder.glob("nfc_*.c") if c.name != "nfc_bench.c"]
     r = subprocess.run(["make", "-j2", "-C", str(folder), *objects], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-3000:]

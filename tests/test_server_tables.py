@@ -13,7 +13,7 @@ import subprocess
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pytest
@@ -138,6 +138,48 @@ def test_routes_added_replaced_and_deleted_over_the_control_channel_forward_as_t
     assert sum(sum(c.values()) for c in want[0].values()) > 300  # most packets found a route
 
 
+def test_tables_grow_as_the_server_profile_says(built: Built, tmp_path: Path) -> None:
+    """The generator hands the server profile's [memory] to the runtime (nfc_prog.h), the layout
+    the compiler's memory model prices: with grow_from 64 and grow_by 2 instead of 1,024 and 4,
+    allowed_src (size 64K) starts with room for 64 entries, a batch of 100 takes it to 128 (two
+    times 64 is more than the 115 that 100 need below 7/8 full), a batch of 200 more straight to
+    the 343 that 300 need (more than two times 128), and every entry is there.  port_vrf (size
+    64) starts at 64 too; 60 entries take it to 74, the room of its size (64 + 64/7 + 1), not
+    128; 10 more, past its size, to two times 74."""
+    from nfc._build_dir import open_placed
+    from targets.dpdk.generator import DpdkGenerator
+
+    out = tmp_path / "build"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(SOURCE), "--target", "dpdk", "-o", str(out),
+                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    plan, placed = open_placed(out)
+    assert placed.targets.server is not None
+    spec = replace(placed.targets.server, memory={**placed.targets.server.memory, "grow_from": 64, "grow_by": 2})
+    DpdkGenerator().emit(replace(placed, targets=replace(placed.targets, server=spec)), plan, out)
+    m = subprocess.run(["make", "-C", str(out / "server"), "nf"], capture_output=True, text=True)
+    assert m.returncode == 0, m.stderr[-3000:]
+    sources = random.Random(6).sample(range(1 << 24, 1 << 25), 300)
+    capacity: list[int] = []
+
+    def load(ch: ControlChannel) -> None:
+        capacity.append(ch.tables["allowed_src"].capacity)
+        for batch in (sources[:100], sources[100:]):
+            ch.write("add", "allowed_src", [[1, s] for s in batch])
+            with ControlChannel(ch.path) as again:  # HELLO again
+                capacity.append(again.tables["allowed_src"].capacity)
+        assert sorted(r[1] for r in ch.dump("allowed_src")) == sorted(sources)
+        capacity.append(ch.tables["port_vrf"].capacity)
+        for ports in (range(60), range(60, 70)):
+            ch.write("add", "port_vrf", [[p, 1] for p in ports])
+            with ControlChannel(ch.path) as again:
+                capacity.append(again.tables["port_vrf"].capacity)
+        assert sorted(r[0] for r in ch.dump("port_vrf")) == list(range(70))
+
+    _run(Built(out / "server" / "nf", built.spec), load, [], tmp_path)
+    assert capacity == [64, 128, 343, 64, 74, 148]
+
+
 def test_exact_table_grows_past_its_start_size_and_keeps_every_entry(built: Built, tmp_path: Path) -> None:
     """allowed_src (size 64K) starts with room for 1,024 entries (NFC_GROW_FROM) and grows
     as 5,000 are added in batches: every entry is still there, in the program's own dump and
@@ -147,6 +189,7 @@ def test_exact_table_grows_past_its_start_size_and_keeps_every_entry(built: Buil
     capacity: list[int] = []
 
     def load(ch: ControlChannel) -> None:
+        assert ch.tables["port_vrf"].capacity == 74  # size 64 and room for it below 7/8 full
         ch.write("add", "port_vrf", [[1, 1]])
         ch.write("add", "routes", [[1, 0, 0, 3, 0x020000000003, 0]])
         assert ch.tables["allowed_src"].capacity == 1024

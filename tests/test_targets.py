@@ -49,6 +49,9 @@ def test_a_server_profile_without_its_table_layout_is_named(tmp_path):
     with pytest.raises(ProfileError, match=r"stdlib/targets/srv\.toml: a server profile's \[memory\] lacks "
                                            r"key_unit, grow_by$"):
         load_profiles(tmp_path)
+    (tmp_path / "srv.toml").write_text(shipped.replace("inline_lpm_value_bits = 56", "inline_lpm_value_bits = 64"))
+    with pytest.raises(ProfileError, match=r"inline_lpm_value_bits = 64 \(the runtime takes 0\.\.56\)$"):
+        load_profiles(tmp_path)
     (tmp_path / "srv.toml").write_text(shipped)
     assert load_profiles(tmp_path)["dpdk_server"].memory["key_unit"] == 16
 

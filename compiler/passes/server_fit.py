@@ -80,7 +80,7 @@ def _table_caps(prog: ir.Program, pl: Placement, ts: TargetSet, sharded: dict[st
     lo, hi = 0, slots  # the most entries a control-plane table takes: its capacity within the slots
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if server_capacity(mid, srv) <= slots else (lo, mid - 1)
+        lo, hi = (mid, hi) if server_capacity(mid) <= slots else (lo, mid - 1)
     for t in server_tables(prog, pl):
         # a server's entries: its share when the servers share the packets (data-plane state)
         # or the table's key fields (compiler/shard.py)

@@ -76,7 +76,8 @@ def _item(i: c.Include | c.Define | c.Global | c.Func) -> list[str]:
         case c.Include():
             return [f"#include {i.header}"]
         case c.Define():
-            return [f"#define {i.name} {i.value}" + (f" {comment(i.comment)}" if i.comment else "")]
+            line = f"#define {i.name} {i.value}" + (f" {comment(i.comment)}" if i.comment else "")
+            return [f"#ifndef {i.name}", line, "#endif"] if i.overridable else [line]
         case c.Global() if isinstance(i.init, tuple):
             above = [comment(i.comment)] if i.comment else []
             rows = []

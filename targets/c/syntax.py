@@ -168,11 +168,13 @@ class Init:
 
 @dataclass(frozen=True, slots=True)
 class Define:
-    """``#define NAME value``, with a comment after it."""
+    """``#define NAME value``, with a comment after it; ``overridable``: only where NAME is not
+    defined yet (a ``-DNAME=...`` of the build wins)."""
 
     name: str
     value: str
     comment: str = ""
+    overridable: bool = False
 
 
 @dataclass(frozen=True, slots=True)

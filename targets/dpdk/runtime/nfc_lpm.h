@@ -35,6 +35,8 @@
 #define NFC_LPM_DATA ((1ull << 55) - 1) /* a table's address in an NFC_LPM_EXT entry */
 #define NFC_LPM_DEPTH_SHIFT(bits) ((bits) > 64 ? 55u : 56u)
 #define NFC_LPM_BITS(w) ((w) <= 32 ? 32u : (w) <= 64 ? 64u : 128u)
+_Static_assert(NFC_INLINE_LPM_BITS <= NFC_LPM_DEPTH_SHIFT(32) && NFC_INLINE_LPM6_BITS <= NFC_LPM_DEPTH_SHIFT(128),
+               "the server profile's [memory] inline_lpm_value_bits / inline_lpm6_value_bits: a trie's word keeps 56 / 55");
 #define NFC_LPM_DIRECT_BITS 20 /* VRF fields of up to this many bits index an array of roots */
 
 struct nfc_lpm_root {

@@ -32,14 +32,43 @@
  * path reads contiguous bytes, so a frame received over several 2 KiB segments is copied into
  * one first (nfc_burst.h), and an output too big for a 2 KiB mbuf is written into one */
 #define NFC_MBUF_ROOM (NFC_MAX_PKT + RTE_PKTMBUF_HEADROOM)
-#ifndef NFC_TABLE_CAP /* data-plane state tables hold min(size estimate, NFC_TABLE_CAP) entries */
+/* The tables' layout: nfc_prog.h has the server profile's ([memory] in
+ * stdlib/targets/dpdk_server.toml, which the compiler's memory model reads); these are its
+ * values, for a build without nfc_prog.h.  Data-plane state tables hold min(size estimate,
+ * NFC_TABLE_CAP) entries, with room for NFC_TABLE_CAP / NFC_STATE_ROOM_DIV + NFC_STATE_ROOM_ADD
+ * removed keys (nfc_state_slots); control-plane tables start with room for their size estimate
+ * below 7/8 full, at most NFC_GROW_FROM entries, and grow NFC_GROW_BY times whenever they are
+ * 7/8 full, or straight to what a batch or an entries file needs when that is more, as far as
+ * memory goes (nfc_tables.c); values of at most NFC_INLINE_BITS (an LPM table's: _LPM_BITS,
+ * _LPM6_BITS for a field over 64 bits) are kept in the data word (the generated table's
+ * inline_values). */
+#ifndef NFC_TABLE_CAP
 #define NFC_TABLE_CAP (1u << 20)
 #endif
-/* control-plane tables start with room for their size estimate below 7/8 full, at most
- * NFC_GROW_FROM entries, and grow NFC_GROW_BY times whenever they are 7/8 full, or straight to
- * what a batch or an entries file needs when that is more, as far as memory goes (nfc_tables.c) */
+#ifndef NFC_GROW_FROM
 #define NFC_GROW_FROM 1024u
+#endif
+#ifndef NFC_GROW_BY
 #define NFC_GROW_BY 4u
+#endif
+#ifndef NFC_STATE_ROOM_DIV
+#define NFC_STATE_ROOM_DIV 8u
+#endif
+#ifndef NFC_STATE_ROOM_ADD
+#define NFC_STATE_ROOM_ADD 64u
+#endif
+#ifndef NFC_INLINE_BITS
+#define NFC_INLINE_BITS 64
+#endif
+#ifndef NFC_INLINE_LPM_BITS
+#define NFC_INLINE_LPM_BITS 56
+#endif
+#ifndef NFC_INLINE_LPM6_BITS
+#define NFC_INLINE_LPM6_BITS 55
+#endif
+_Static_assert(NFC_GROW_FROM >= 8 && NFC_GROW_BY >= 2 && NFC_STATE_ROOM_DIV >= 1,
+               "the server profile's [memory] grow_from, grow_by, state_room_div");
+_Static_assert(NFC_INLINE_BITS <= 64, "the server profile's [memory] inline_value_bits: a data word has 64");
 
 enum { NFC_CONTINUE = 0 };
 /* nfc_run's codes from here up are punts (a punt reason each), below it drops */

@@ -61,7 +61,7 @@ static inline void nfc_state_rec_init(const struct nfc_table *t, uint64_t *v, co
  * and takes a slot at once). */
 static inline uint32_t nfc_state_slots(const struct nfc_table *t)
 {
-    return t->cap + t->cap / 8 + 64;
+    return t->cap + t->cap / NFC_STATE_ROOM_DIV + NFC_STATE_ROOM_ADD;
 }
 
 static inline uint64_t nfc_state_expiry(const uint64_t *v, unsigned n)

@@ -71,7 +71,6 @@ static int trie_init(struct nfc_table *t)
                         name);
 }
 
-/* Table i's rte_hash of `entries` keys; each one of a table has a name of its own. */
 /* The capacity that keeps n control-plane entries below 7/8 full (rte_hash's cuckoo inserts
  * fail more often above it). */
 static uint64_t room_for(uint64_t n)
@@ -79,6 +78,7 @@ static uint64_t room_for(uint64_t n)
     return n > UINT32_MAX ? (uint64_t)UINT32_MAX + 1 : n + n / 7 + 1;
 }
 
+/* Table i's rte_hash of `entries` keys; each one of a table has a name of its own. */
 static struct rte_hash *hash_new(const struct nfc_table *t, int i, uint32_t entries)
 {
     static unsigned made;
@@ -515,12 +515,14 @@ static int rebuild(struct nfc_table *t, uint32_t cap)
     return 0;
 }
 
-/* Room for at least n entries in control-plane table t, kept below 7/8 full: the capacity
- * grows NFC_GROW_BY times, or to what n needs when that is more (a batch or an entries file
- * sized in one step: 1M entries take a capacity of 1.14M, not 4M), or only as far as n needs
- * (and memory allows) when the full step does not fit.  A capacity that could not be had is
- * remembered (t->no_room), so a table at the edge of memory is not copied, nor its allocation
- * tried, once per add. */
+/* Room for at least n entries in control-plane table t, kept below 7/8 full.  The capacity
+ * grows NFC_GROW_BY times, but not past the room of the table's declared size while n is
+ * within it (filled to its size, by ADDs or by the entries file, a table ends at
+ * room_for(size): 1M entries take a capacity of 1.14M, not 4M), and straight to what n needs
+ * when that is more (a batch or an entries file sized in one step).  A capacity memory could
+ * not give is remembered (t->no_room) and half the headroom above what n needs is tried, down
+ * to that alone, so that a table at the edge of memory is neither copied once per add nor its
+ * failing allocation tried again. */
 static int reserve(struct nfc_table *t, uint64_t n)
 {
     uint64_t need = room_for(n);
@@ -528,14 +530,21 @@ static int reserve(struct nfc_table *t, uint64_t n)
         return 0;
     if (need > UINT32_MAX || (t->no_room != 0 && need >= t->no_room))
         return -1;
-    uint64_t cap = (uint64_t)t->cap * NFC_GROW_BY > need ? (uint64_t)t->cap * NFC_GROW_BY : need;
-    if (cap > UINT32_MAX || (t->no_room != 0 && cap >= t->no_room) || rebuild(t, (uint32_t)cap) != 0) {
-        if (cap != need && rebuild(t, (uint32_t)need) == 0)
-            return 0;
-        t->no_room = (uint32_t)need;
-        return -1;
+    uint64_t cap = (uint64_t)t->cap * NFC_GROW_BY, full = room_for(t->size);
+    if (need <= full && cap > full)
+        cap = full;
+    if (cap < need)
+        cap = need;
+    for (;;) {
+        if (cap <= UINT32_MAX && (t->no_room == 0 || cap < t->no_room)) {
+            if (rebuild(t, (uint32_t)cap) == 0)
+                return 0;
+            t->no_room = (uint32_t)cap;
+        }
+        if (cap == need)
+            return -1;
+        cap = need + (cap - need) / 2;
     }
-    return 0;
 }
 
 int nfc_table_reserve(struct nfc_table *t, uint64_t n)
