@@ -103,7 +103,7 @@ SERVER_MEMORY = ("hash_bucket_bytes", "hash_bucket_slots", "hash_key_header", "h
 # what the runtime can take of them (nfc_rt.h, nfc_lpm.h: a data word of 64 bits, a trie's of 56, 55)
 _MEMORY_RANGES = {"grow_from": (8, 2**30), "grow_by": (2, 1024), "state_room_div": (1, 2**20),
                   "inline_value_bits": (0, 64), "inline_lpm_value_bits": (0, 56), "inline_lpm6_value_bits": (0, 55),
-                  "key_unit": (1, 64), "state_max": (8, 2**30)}
+                  "key_unit": (1, 64), "state_max": (8, 2**30), "state_room_add": (0, 2**20)}
 
 
 class ProfileError(ValueError):

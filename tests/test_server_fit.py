@@ -177,8 +177,8 @@ def _dpdk_tables() -> dict[str, Any]:
 @given(st.sampled_from(["hosts", "pairs", "routes", "acl", "flows"]), st.integers(0, 2**32), st.integers(1, 2**31))
 def test_a_tables_server_memory_never_falls_as_its_size_grows(name: str, size: int, more: int) -> None:
     """check-server-fit's 'would fit with size <=' searches the sizes by halves, which needs the
-    memory of a table to grow with its size (capacities in steps of four, a state table's cap,
-    the fallback above rte_hash's 2^30)."""
+    memory of a table to grow with its size (capacities with room below 7/8 full, at least 8,
+    a state table's cap)."""
     spec = load_profiles()["dpdk_server"]
     t = _dpdk_tables()[name]
     assert server_bytes(replace(t, size=size), spec) <= server_bytes(replace(t, size=size + more), spec)

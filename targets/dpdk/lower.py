@@ -8,7 +8,7 @@ pipeline (for a cache-miss bridge: the cached stage against the full table);
 (checksums recomputed) and the payload.  Header fields are read and written in place with
 bit accessors, reads of an invalid header give 0 and writes to one do nothing, exactly as
 the reference semantics says.  Exact-match tables are ``rte_hash`` tables (keys padded to
-16 bytes); constructs not supported yet raise ``Unsupported``.  Whatever the program, the
+the server profile's ``key_unit``); constructs not supported yet raise ``Unsupported``.  Whatever the program, the
 C builds under ``-Wall -Wextra -Werror`` (``tests/test_c_warnings.py``): no unused parameter,
 variable, label or function, no read of a buffer being filled, no comparison of an unsigned
 value with 0 that always holds or fails.

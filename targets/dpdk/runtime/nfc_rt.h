@@ -38,7 +38,7 @@
  * NFC_TABLE_CAP) entries, with room for NFC_TABLE_CAP / NFC_STATE_ROOM_DIV + NFC_STATE_ROOM_ADD
  * removed keys (nfc_state_slots); control-plane tables start with room for their size estimate
  * below 7/8 full, at most NFC_GROW_FROM entries, and grow NFC_GROW_BY times whenever they are
- * 7/8 full, or straight to what a batch or an entries file needs when that is more, as far as
+ * 7/8 full (not past the room of their size while within it), or straight to what a batch or an entries file needs when that is more, as far as
  * memory goes (nfc_tables.c); values of at most NFC_INLINE_BITS (an LPM table's: _LPM_BITS,
  * _LPM6_BITS for a field over 64 bits) are kept in the data word (the generated table's
  * inline_values). */
