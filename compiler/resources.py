@@ -32,7 +32,7 @@ from compiler import ir
 from compiler.profiles import TargetSpec
 
 __all__ = ["ENTRY_OVERHEAD_BITS", "Blocks", "ServerMemory", "acl_chunks", "acl_table", "entries_per_unit",
-           "register_blocks", "server_bytes", "server_capacity", "server_key_bytes", "server_memory",
+           "entries_share", "register_blocks", "server_bytes", "server_capacity", "server_key_bytes", "server_memory",
            "server_share_bytes", "table_blocks", "values_inline"]
 
 ENTRY_OVERHEAD_BITS = 4
@@ -183,11 +183,17 @@ def server_bytes(t: ir.Table, spec: TargetSpec) -> int:
     return server_memory(t, spec).total
 
 
+def entries_share(size: int, servers: int) -> int:
+    """The entries each of ``servers`` servers holds of ``size`` spread evenly over them (rounded
+    up): what the server generator sizes such a table for, as the memory model prices it."""
+    return -(-size // max(1, servers))
+
+
 def server_share_bytes(t: ir.Table, spec: TargetSpec, servers: int) -> int:
     """Bytes of table ``t`` on each of ``servers`` servers that share its entries evenly: a
     control-plane table grows to its share; a state table's hash is made at its full size on
     each (the forwarding cores that insert cannot grow it), only its records are shared."""
     if servers <= 1:
         return server_bytes(t, spec)
-    share = server_memory(replace(t, size=-(-t.size // servers)), spec)
+    share = server_memory(replace(t, size=entries_share(t.size, servers)), spec)
     return server_memory(t, spec).hash + share.records if t.is_state else share.total

@@ -8,8 +8,9 @@ pipelines, cache misses), largest first, so a diagnostic can name the culprit.
 
 The model (docs/partitioner.md, "Server resources"):
 
-* memory is per server: every server holds every server table in full (nothing shards a
-  table across servers), so the sum of the server tables must fit one server's memory;
+* memory is per server: every server holds every server table in full, except a table the
+  servers split (``spread``: its share), so the sum of what each holds must fit one server's
+  memory;
 * cores and link bandwidth are shared: the offered ``rate`` spreads over all servers, so
   the need is compared with cores × servers and link × servers;
 * link: the packets that visit a server cross the link both ways at the profile's
@@ -36,7 +37,7 @@ from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import server_bytes, server_share_bytes
 from lang.diagnostics import Span
 
-__all__ = ["Margin", "Part", "PartKind", "ServerLoad", "fmt_bytes", "server_load", "server_tables"]
+__all__ = ["Margin", "Part", "PartKind", "ServerLoad", "fmt_bytes", "server_load", "server_tables", "spread"]
 
 
 class PartKind(enum.Enum):
@@ -117,10 +118,10 @@ def server_load(prog: ir.Program, pl: Placement, ts: TargetSet,
     mean_bytes = srv.cost.get("mean_packet_bytes", 512)
     sharded = sharded or {}
 
-    even = prog.deployment is not None and prog.deployment.shard is not None and prog.deployment.shard.method == "hash"
+    over = spread(prog, ts, sharded)
 
-    def held(t: ir.Table) -> int:  # bytes of t on each server: a hash spreads it evenly, a range maybe not
-        return server_share_bytes(t, srv, ts.carrying if t.name in sharded and even else 1)
+    def held(t: ir.Table) -> int:  # bytes of t on each server
+        return server_share_bytes(t, srv, over.get(t.name, 1))
 
     saved = sum(server_bytes(t, srv) - held(t) for t in server_tables(prog, pl))
     memory = Margin(ServerResource.MEMORY, pl.server_memory_bytes - saved,
@@ -133,6 +134,15 @@ def server_load(prog: ir.Program, pl: Placement, ts: TargetSet,
                   _largest(_link_parts(prog, pl, ts.rate_pps * mean_bytes * 8 / 1e9)))
     return ServerLoad(srv, ts.carrying, ts.rate_pps, mean_bytes, ts.switch is not None, memory, cores, link,
                       unsharded=ts.switch is not None and not ts.sharded, sharded=sharded)
+
+
+def spread(prog: ir.Program, ts: TargetSet, sharded: Iterable[str]) -> dict[str, int]:
+    """Over how many servers each table of ``sharded`` (compiler/shard.py) spreads its entries
+    evenly: every server that carries traffic when a hash picks a packet's server; 1 when a
+    range does (one server may be given them all).  The memory model prices a server's share of
+    such a table (``server_share_bytes``) and the server generator sizes the table for it."""
+    even = prog.deployment is not None and prog.deployment.shard is not None and prog.deployment.shard.method == "hash"
+    return {t: ts.carrying if even else 1 for t in sharded}
 
 
 def _largest(parts: Iterable[Part]) -> tuple[Part, ...]:

@@ -237,9 +237,11 @@ class LiveDataPlane:
                 return
             if addr[2] == PACKET_OUTGOING:
                 continue
-            with self._lock:
-                link.back += 1
-            self._deliver(self.switch.inject(link.port, data))
+            try:
+                self._deliver(self.switch.inject(link.port, data))
+            finally:  # counted once delivered: ``settle`` must not end while it is on its way out
+                with self._lock:
+                    link.back += 1
 
     def _poll(self, link: _Link) -> dict[str, Any] | None:
         """A server's counters (what it handled kept for when it is gone); None if it is gone."""

@@ -35,7 +35,6 @@ import os
 import random
 import re
 import struct
-import subprocess
 import sys
 import tempfile
 import time
@@ -61,7 +60,7 @@ from runtime.control import ControlChannel
 from runtime.entries import load_entries
 from runtime.errors import RuntimeApiError
 from runtime.server_proc import ServerProcess, eal_args
-from tests.conftest import ROOT, entry_json, learn_entries, loaded_spec, nfc_cli, reference_outputs
+from tests.conftest import ROOT, entry_json, learn_entries, loaded_spec, nfc_cli, reference_outputs, run_make
 from tests.fuzz import Fuzzer
 
 __all__ = ["Batch", "Case", "NotBuilt", "Verdict", "build_case", "check", "ddmin", "fuzz", "main", "make_batch",
@@ -119,7 +118,7 @@ def build_case(example: str, target: str, folder: Path, sanitized: bool = True) 
     if r.returncode != 0:
         raise NotBuilt(next((line for line in r.stderr.splitlines() if "error[" in line), r.stderr[-500:]))
     if sanitized:
-        r = subprocess.run(["make", "-C", str(out / "server"), "nf-san"], capture_output=True, text=True)
+        r = run_make(out / "server", "nf-san")
         if r.returncode != 0:
             raise RuntimeError(f"make nf-san for {example} --target {target} failed:\n{r.stderr[-3000:]}")
     plan = load_plan(out)

@@ -27,7 +27,7 @@ from runtime.cache import CachePolicy
 from runtime.cache_manager import BLUEBIRD, CacheManager, IdleLimits, Managers, StepReport
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, ROOT, compile_file
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, run_make
 from tests.packet_fuzz import write_pcap
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
@@ -50,7 +50,7 @@ def _running(tmp_path: Path, hot: dict[int, int]) -> Iterator[tuple[SwitchModel,
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
+    assert run_make(out / "server").returncode == 0
     c = compile_file(str(PROGRAM))
     ref = SwitchReference(c.program, c.placement, c.bridges, c.targets.server_ports)
     write_pcap(tmp_path / "in.pcap", [ref.process(_frame(d), 1).data for d, n in hot.items() for _ in range(n)])

@@ -28,7 +28,7 @@ from runtime.goal import GoalStore
 from runtime.p4runtime import SwitchClient, SwitchUpdate
 from runtime.server_proc import ServerProcess
 from runtime.steering import steer_all
-from tests.conftest import HAVE_DPDK, ROOT, build_with_server
+from tests.conftest import HAVE_DPDK, ROOT, build_with_server, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -43,7 +43,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
+    assert run_make(out / "server").returncode == 0
     return out
 
 

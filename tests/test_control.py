@@ -18,7 +18,7 @@ import pytest
 from runtime.control import OP, REQ, ControlChannel
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, ROOT
+from tests.conftest import HAVE_DPDK, ROOT, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -29,7 +29,7 @@ def _build(tmp_path_factory, example: str, target: str = "tofino+dpdk"):
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", f"examples/{example}.nfp", "--target", target,
                         "--allow-overcommit", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]
     return out
 

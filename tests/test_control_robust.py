@@ -31,7 +31,7 @@ import pytest
 from runtime.control import OP, REP, REQ, ControlChannel, ControlRefused
 from runtime.errors import InvalidEntry
 from runtime.server_proc import ServerProcess, eal_args
-from tests.conftest import HAVE_DPDK, ROOT
+from tests.conftest import HAVE_DPDK, ROOT, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -105,7 +105,7 @@ def nf_san(tmp_path_factory: pytest.TempPathFactory) -> Path:
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(out / "churn.nfp"), "--target", "dpdk",
                         "-o", str(out / "build")], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr[-3000:]
-    r = subprocess.run(["make", "-C", str(out / "build/server"), "nf-san"], capture_output=True, text=True)
+    r = run_make(out / "build/server", "nf-san")
     assert r.returncode == 0, r.stderr[-3000:]
     return out / "build/server/nf-san"
 

@@ -29,7 +29,7 @@ from scapy.layers.vxlan import VXLAN
 from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -165,7 +165,7 @@ def _build(tmp: Path, target: str) -> Path:
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "--target", target,
                         "--allow-overcommit", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
+    assert run_make(out / "server").returncode == 0
     return out
 
 
@@ -206,7 +206,7 @@ def test_an_injected_vni_bug_in_generated_c_is_caught(builds, tmp_path):
     patched, n = re.subn(r"(p->meta\[\d+\] = )(p->res\[\d+\] & 0xffffffull);", r"\1(\2) + 1u;", text, count=1)
     assert n == 1, "the generated VNI assignment changed shape: update this test's pattern"
     nf_c.write_text(patched)
-    assert subprocess.run(["make", "-C", str(broken / "server")], capture_output=True).returncode == 0
+    assert run_make(broken / "server").returncode == 0
     tables, inputs = _inputs(7)
     inputs = {CUSTOMER: inputs[CUSTOMER][:100]}
     want = _reference(tables, inputs, "tofino+dpdk")

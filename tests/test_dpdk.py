@@ -18,7 +18,7 @@ from scapy.utils import RawPcapReader, RawPcapWriter
 from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server_ref import ServerReference
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
@@ -49,7 +49,7 @@ def built(tmp_path_factory):
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    r = run_make(out / "server")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
     return out
 
@@ -64,7 +64,7 @@ def test_every_artifact_in_the_plan_exists_and_the_server_builds_from_out_alone(
         assert (built / rel).is_file(), key
     alone = tmp_path / "server"  # the server folder copied anywhere builds by itself
     shutil.copytree(built / "server", alone, ignore=shutil.ignore_patterns("nf", "nf-san", "nf-bench", "*.o"))
-    r = subprocess.run(["make", "-C", str(alone)], capture_output=True, text=True)
+    r = subprocess.run(["make", "-j2", "-C", str(alone)], capture_output=True, text=True)  # built, not taken
     assert r.returncode == 0 and "warning" not in r.stderr, r.stderr[-2000:]
 
 
@@ -72,7 +72,7 @@ def test_every_artifact_in_the_plan_exists_and_the_server_builds_from_out_alone(
 def test_server_program_equals_the_reference(built, tmp_path, binary):
     """nf-san: the same program under ASan + UBSan; nothing is read past a packet's end."""
     if binary == "nf-san":
-        r = subprocess.run(["make", "-C", str(built / "server"), "nf-san"], capture_output=True, text=True)
+        r = run_make(built / "server", "nf-san")
         assert r.returncode == 0, r.stderr[-3000:]
     c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
     switch = SwitchModel.from_build(built)
@@ -112,7 +112,7 @@ def test_bluebird_cache_miss_path_on_the_server(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/bluebird_tor.nfp", "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]
     c = compile_file(str(ROOT / "examples/bluebird_tor.nfp"))
     switch = SwitchModel.from_build(out)
@@ -144,7 +144,7 @@ def test_dsr_lpm_miss_path_matches_the_reference(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/dsr_router.nfp", "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]
     c = compile_file(str(ROOT / "examples/dsr_router.nfp"))
     switch = SwitchModel.from_build(out)
@@ -193,7 +193,7 @@ def test_target_dpdk_alone_gives_the_reference_outputs(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "--target", "dpdk",
                         "--allow-overcommit", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]
     spec = Interpreter(compile_file(str(ROOT / "examples/vpn_gateway.nfp"), "dpdk", allow_overcommit=True).program)
     rows = {"overlay_routes": [((7, 42, 0xC0A8010A), (0xAC100505, 5000)), ((7, 43, 0xC0A8010A), (0xAC100506, 5001))],
@@ -253,7 +253,7 @@ def test_cgnat_state_on_the_server(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/cgnat.nfp", "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]
     c = compile_file(str(ROOT / "examples/cgnat.nfp"))
     switch = SwitchModel.from_build(out)

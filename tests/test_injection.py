@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.conftest import HAVE_DPDK, ROOT
+from tests.conftest import HAVE_DPDK, ROOT, run_make
 
 # the directory "evil*" makes "*/" appear in every "/* … path … */" comment; the file name closes
 # a C string and would define a constructor; "\N" breaks a Python string; the line break a // comment
@@ -42,5 +42,5 @@ def test_a_hostile_source_path_stays_a_name(tmp_path):
         ast.parse(api.read_text())
     if not HAVE_DPDK:
         pytest.skip("DPDK (libdpdk-dev) missing: the C part is checked where python3 build.py setup installed it")
-    r = subprocess.run(["make", "-C", str(out / "server"), "nf"], capture_output=True, text=True)
+    r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]

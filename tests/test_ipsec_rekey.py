@@ -27,7 +27,7 @@ from scapy.layers.l2 import Ether
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
 from runtime.steering import steer_all
-from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch
+from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch, run_make
 from tests.oracles import ip2int, mac2int
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
@@ -80,7 +80,7 @@ def built(tmp_path_factory):
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/ipsec_gateway.nfp", "-o", str(out),
                         "--no-verify"], capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
+    assert run_make(out / "server").returncode == 0
     return out
 
 

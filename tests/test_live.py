@@ -21,7 +21,7 @@ from scapy.utils import rdpcap, wrpcap
 
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
-from tests.conftest import HAVE_DPDK, NH_MAC, ROOT, P4RuntimeSwitch, expected_vxlan
+from tests.conftest import HAVE_DPDK, NH_MAC, ROOT, P4RuntimeSwitch, expected_vxlan, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
@@ -37,7 +37,7 @@ def test_entries_change_while_traffic_flows(tmp_path):
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    assert subprocess.run(["make", "-C", str(out / "server")], capture_output=True).returncode == 0
+    assert run_make(out / "server").returncode == 0
     sw = P4RuntimeSwitch(out)
     try:
         with LiveDataPlane(out / "server/nf", sw.p4rt, sw.model.server_ports[0]) as live:

@@ -28,7 +28,7 @@ from runtime.entries import load_entries, parse_value
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.p4runtime import ClientTls, SwitchClient
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, ROOT
+from tests.conftest import HAVE_DPDK, ROOT, run_make
 from tests.p4rt_helpers import make_pki
 
 needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
@@ -39,7 +39,7 @@ def _build(tmp: Path, example: str) -> Path:
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", f"examples/{example}.nfp", "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-2000:]
     return out
 

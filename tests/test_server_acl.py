@@ -26,7 +26,7 @@ from runtime.api import Runtime
 from runtime.control import OP, REQ, VERSION
 from runtime.errors import EntryExists, EntryNotFound, InvalidEntry
 from runtime.server_proc import ServerProcess, eal_args
-from tests.conftest import HAVE_DPDK, build_with_server
+from tests.conftest import HAVE_DPDK, build_with_server, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -37,7 +37,7 @@ FULL = 0xFFFFFFFF
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = build_with_server("tests/corpus/acl_ternary.nfp", tmp_path_factory.mktemp("acl") / "out", "--target", "dpdk")
-    r = subprocess.run(["make", "-C", str(out / "server"), "nf-san"], capture_output=True, text=True)
+    r = run_make(out / "server", "nf-san")
     assert r.returncode == 0, r.stderr[-3000:]
     return out
 

@@ -19,7 +19,7 @@ from scapy.layers.l2 import Ether
 
 from emulator.switchmodel import SwitchReference
 from runtime.errors import RuntimeApiError
-from tests.conftest import HAVE_DPDK, ROOT, compile_file
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, run_make
 from tests.packet_fuzz import write_pcap
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
@@ -36,7 +36,7 @@ def built(tmp_path_factory):
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", src, "-o", str(out), "--no-verify"],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["make", "-C", str(out / "server"), "nf-san"], capture_output=True, text=True)
+    r = run_make(out / "server", "nf-san")
     assert r.returncode == 0, r.stderr[-3000:]
     return out, compile_file(src)
 

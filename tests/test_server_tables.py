@@ -24,7 +24,7 @@ from scapy.utils import RawPcapReader, RawPcapWriter
 from compiler.interp import Entry, Interpreter, Match
 from runtime.control import ControlChannel
 from runtime.server_proc import ServerProcess, eal_args
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, reference_outputs
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, reference_outputs, run_make, sanitized_harness
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
@@ -46,7 +46,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(SOURCE), "--target", "dpdk", "-o", str(out)],
                        capture_output=True, text=True, cwd=ROOT)
     assert r.returncode == 0, r.stderr
-    r = subprocess.run(["make", "-C", str(out / "server"), "nf-san"], capture_output=True, text=True)
+    r = run_make(out / "server", "nf-san")
     assert r.returncode == 0, r.stderr[-3000:]
     return Built(out / "server" / "nf-san", Interpreter(compile_file(str(SOURCE), "dpdk").program))
 
@@ -157,7 +157,7 @@ def test_tables_grow_as_the_server_profile_says(built: Built, tmp_path: Path) ->
     assert placed.targets.server is not None
     spec = replace(placed.targets.server, memory={**placed.targets.server.memory, "grow_from": 64, "grow_by": 2})
     DpdkGenerator().emit(replace(placed, targets=replace(placed.targets, server=spec)), plan, out)
-    m = subprocess.run(["make", "-C", str(out / "server"), "nf"], capture_output=True, text=True)
+    m = run_make(out / "server")
     assert m.returncode == 0, m.stderr[-3000:]
     sources = random.Random(6).sample(range(1 << 24, 1 << 25), 300)
     capacity: list[int] = []
@@ -178,6 +178,21 @@ def test_tables_grow_as_the_server_profile_says(built: Built, tmp_path: Path) ->
 
     _run(Built(out / "server" / "nf", built.spec), load, [], tmp_path)
     assert capacity == [64, 128, 343, 64, 74, 148]
+
+
+def test_a_table_full_below_seven_eighths_doubles_its_buckets(tmp_path: Path) -> None:
+    """tests/c/cuckoo_check.c: 17 keys that share both their rte_hash buckets (16 slots) in a
+    size-64 table (74 slots, 16 buckets): the 17th finds no place below 7/8 full.  The table is
+    rebuilt with twice the buckets, a capacity of 129 (one more than 128, the power of two DPDK
+    rounds 74 to), and takes the key; not the fourfold step past its size (296)."""
+    harness = sanitized_harness(ROOT / "tests/c/cuckoo_check.c",
+                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"],
+                                tmp_path / "cuckoo_check")
+    r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
+                        "--log-level=error", "-l", "0"], capture_output=True, text=True, timeout=120,
+                       env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0 and r.stdout.startswith("ok "), r.stdout + r.stderr[-3000:]
+    assert [int(v) for v in r.stdout.split()[1:]] == [74, 129, 17, 0]
 
 
 def test_exact_table_grows_past_its_start_size_and_keeps_every_entry(built: Built, tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
 from compiler.manifest import load_plan
+from compiler.resources import entries_share, server_capacity
 from compiler.shard import server_state
 from lang import Diagnostics
 from lang.parser import parse_text
@@ -30,6 +31,7 @@ from lang.printer import print_module
 from nfc._build_dir import open_build
 from runtime import carry
 from runtime.api import Runtime
+from runtime.control import ControlChannel
 from runtime.entries import load_entries
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry, RuntimeApiError
 from runtime.fleet import ServerFleet, merge_counters
@@ -385,6 +387,34 @@ def test_a_split_table_puts_each_entry_on_the_server_its_packets_reach(fleet):
     rt.table("inbound_sa").add(**_IN_SA)
     tables = rt.server.counters()["tables"]  # a split table's entries add up, a replicated one's do not
     assert (tables["outbound_sa"]["entries"], tables["inbound_sa"]["entries"]) == (2, 1)
+
+
+@needs_dpdk
+def test_a_split_table_is_sized_for_each_servers_share(ipsec):
+    """outbound_sa (size 64000) is split by tunnel over two GPNs, so each holds about 32,000: each
+    server sizes it for that share, as the memory model prices it.  Loaded by ADDs of 1,000 with
+    40,000 tunnels (each GPN's share by the independent CRC, about 20,000: past the 16,384-slot
+    step that holds 14,336), a GPN's table grows to room for 32,000 below 7/8 full, 32,000 + 32,000 // 7
+    + 1 = 36,572 slots, and no further; sized for the whole 64,000 it went on to 65,536."""
+    shares = [sum(_gpn(t) == g for t in range(40_000)) for g in (0, 1)]
+    assert all(14_336 < n <= 32_000 for n in shares), shares
+    plan = {t["name"]: t for t in json.loads((ipsec / "plan.json").read_text())["tables"]}
+    with ServerProcess(ipsec / "server/nf", ["net_null0"]) as a, ServerProcess(ipsec / "server/nf", ["net_null0"]) as b:
+        rt = Runtime.connect(ipsec, control=[a.socket, b.socket])
+        try:
+            assert plan["outbound_sa"]["size"] == 64_000
+            for first in range(0, 40_000, 1_000):  # batches each within the step: the growth steps take them
+                rt.table("outbound_sa").add_many([{**_SA, "meta_tunnel": t, "seq_index": t}
+                                                  for t in range(first, first + 1_000)])
+            grown = []
+            for gpn in (a, b):
+                with ControlChannel(gpn.socket) as again:  # HELLO again: the capacities now
+                    grown.append(again.tables["outbound_sa"].capacity)
+            assert [gpn.control.counters()["tables"]["outbound_sa"]["entries"] for gpn in (a, b)] == shares
+        finally:
+            rt.close()
+    assert grown == [36_572, 36_572]
+    assert server_capacity(entries_share(64_000, 2)) == 36_572  # what the model prices each GPN for
 
 
 @needs_dpdk

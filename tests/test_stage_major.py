@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import subprocess
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -18,7 +17,7 @@ from compiler.interp import Entry, Interpreter, Match
 from compiler.manifest import load_plan
 from compiler.placed import load_placed
 from targets.dpdk.generator import DpdkGenerator
-from tests.conftest import HAVE_DPDK, build_with_server, compile_file, entry_json, nfc_run, reference_outputs
+from tests.conftest import HAVE_DPDK, build_with_server, compile_file, entry_json, nfc_run, reference_outputs, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (python3 build.py setup)")
 
@@ -112,7 +111,7 @@ def test_a_server_whose_profile_lacks_stage_major_runs_packet_by_packet(tmp_path
     DpdkGenerator().emit(less, load_plan(out), out)
     nf = (out / "server/nf.c").read_text()
     assert re.search(r"const int nfc_phases = (\d+);", nf).group(1) == "0"
-    m = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
+    m = run_make(out / "server")
     assert m.returncode == 0, m.stderr[-3000:]
     want, got = _reference_and_server(src, out, REKEYED_ENTRIES, tmp_path / "run")
     assert got == want

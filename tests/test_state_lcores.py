@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HAVE_DPDK, L3_HEAD, ROOT, compile_file, nfc_cli, sanitized_harness
+from tests.conftest import HAVE_DPDK, L3_HEAD, ROOT, compile_file, nfc_cli, run_make, sanitized_harness
 from tests.packet_fuzz import write_pcap
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
@@ -35,7 +35,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
     out = tmp_path_factory.mktemp("flow_state") / "build"
     r = nfc_cli("build", "tests/corpus/flow_state.nfp", "--target", "dpdk", "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr[-3000:]
-    m = subprocess.run(["make", "-C", str(out / "server"), "nf-san"], capture_output=True, text=True)
+    m = run_make(out / "server", "nf-san")
     assert m.returncode == 0, m.stderr[-3000:]
     return out / "server" / "nf-san", compile_file(str(ROOT / "tests/corpus/flow_state.nfp"))
 
@@ -219,7 +219,7 @@ def test_a_loaded_mapping_holds_its_port_and_is_refreshed(tmp_path, monkeypatch)
     out = tmp_path / "build"
     r = nfc_cli("build", "examples/cgnat.nfp", "--target", "dpdk", "--allow-overcommit", "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr[-3000:]
-    m = subprocess.run(["make", "-C", str(out / "server"), "nf-san"], capture_output=True, text=True)
+    m = run_make(out / "server", "nf-san")
     assert m.returncode == 0, m.stderr[-3000:]
     (tmp_path / "entries.txt").write_text("subnet_to_external 0x0a000000/8 : 0xcb007101\n"
                                           "upstream_routes 0/0 : 24 0x020000000099\n"
@@ -280,7 +280,7 @@ def test_a_full_state_table_sweeps_its_expired_entries(tmp_path, monkeypatch):
     out = tmp_path / "build"
     r = nfc_cli("build", str(tmp_path / "swept.nfp"), "--target", "dpdk", "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr[-3000:]
-    m = subprocess.run(["make", "-C", str(out / "server"), "nf-san"], capture_output=True, text=True)
+    m = run_make(out / "server", "nf-san")
     assert m.returncode == 0, m.stderr[-3000:]
 
     def pkt(src: str, ttl: int) -> bytes:

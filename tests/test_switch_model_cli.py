@@ -24,7 +24,7 @@ from scapy.utils import rdpcap, wrpcap
 from runtime.entries import EntriesError, load_entries
 from runtime.errors import ChannelError
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
-from tests.conftest import HAVE_DPDK, ROOT
+from tests.conftest import HAVE_DPDK, ROOT, run_make
 from tests.p4rt_helpers import listening, make_pki
 
 ENTRIES = """
@@ -192,7 +192,7 @@ def test_live_run_serves_mutual_tls_and_loads_its_own_entries(vpn, pki, serving,
     (over a private socket, holding no client certificate), while on the TCP endpoint a
     client without a certificate is refused and one with a certificate of the client CA
     reads what was loaded."""
-    assert subprocess.run(["make", "-C", str(vpn / "server")], capture_output=True).returncode == 0
+    assert run_make(vpn / "server").returncode == 0
     (tmp_path / "e.json").write_text(json.dumps({"underlay_routes": [
         {"match": {"outer_ipv4_dst": "172.16.0.0/16"}, "values": {"port": 21, "next_hop_mac": "02:00:00:00:00:99"}}]}))
     wrpcap(str(tmp_path / "in.pcap"), [Ether() / IP() / UDP()])

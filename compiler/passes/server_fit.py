@@ -28,7 +28,7 @@ from compiler.explain import max_entries
 from compiler.passes.capabilities import can_run
 from compiler.placement import Placement
 from compiler.profiles import TargetSet, TargetSpec
-from compiler.resources import server_bytes, server_capacity
+from compiler.resources import entries_share, server_bytes, server_capacity
 from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load, server_tables
 from compiler.shard import sharded_tables
 from lang.diagnostics import Diagnostics, Span
@@ -85,7 +85,7 @@ def _table_caps(prog: ir.Program, pl: Placement, ts: TargetSet, sharded: dict[st
         # a server's entries: its share when the servers share the packets (data-plane state)
         # or the table's key fields (compiler/shard.py)
         servers = ts.carrying if t.name in sharded or (t.is_state and ts.sharded) else 1
-        share, most = -(-t.size // servers), int(srv.memory["state_max"]) if t.is_state else lo
+        share, most = entries_share(t.size, servers), int(srv.memory["state_max"]) if t.is_state else lo
         if share <= most:
             continue
         where = f"on each of {servers}" if servers > 1 else "on a"

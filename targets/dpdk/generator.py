@@ -9,6 +9,8 @@ from pathlib import Path
 
 from compiler.manifest import Plan
 from compiler.placed import Placed
+from compiler.server_load import spread
+from compiler.shard import sharded_tables
 from targets.c.printer import print_unit
 from targets.dpdk.lower import lower_server
 from targets.generator import GeneratorError
@@ -39,7 +41,10 @@ class DpdkGenerator:
         srv = placed.targets.server
         if srv is None:
             raise GeneratorError("a build without a server target", None)
-        server = lower_server(placed.program, placed.placement, placed.bridges, srv.memory,
+        # a table the shards split evenly is sized for this server's share, as the memory model prices it
+        shares = spread(placed.program, placed.targets,
+                        sharded_tables(placed.program, placed.placement, placed.targets))
+        server = lower_server(placed.program, placed.placement, placed.bridges, srv.memory, shares,
                               software=plan.switch is None, stage_major="stage_major" in srv.ops)
         (folder / "nf.c").write_text(print_unit(server.nf))
         (folder / "nfc_prog.h").write_text(print_unit(server.sizes))

@@ -48,7 +48,7 @@ from compiler.passes.validity import (
     reachable_states,
 )
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
-from compiler.resources import acl_chunks, acl_table, server_key_bytes, values_inline
+from compiler.resources import acl_chunks, acl_table, entries_share, server_key_bytes, values_inline
 from targets.c import syntax as c
 from targets.c.printer import string_literal
 from targets.c.unused import names_used, void_unused_params
@@ -105,6 +105,7 @@ class _Ctx:
     placement: Placement
     bridges: tuple[Bridge, ...]
     memory: Mapping[str, float]  # the server profile's [memory]: the key unit, the values kept inline
+    shares: Mapping[str, int]  # a table the servers split evenly -> over how many (others: all on each)
     inst: dict[str, int] = field(default_factory=dict)
     meta: dict[str, int] = field(default_factory=dict)  # name -> its first slot in p->meta
     nmeta: int = 0  # slots of p->meta used (a field over 64 bits takes two)
@@ -176,13 +177,15 @@ class Server:
 
 
 def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...], memory: Mapping[str, float],
-                 software: bool = False, stage_major: bool = False) -> Server:
+                 shares: Mapping[str, int], software: bool = False, stage_major: bool = False) -> Server:
     """``memory``: the server profile's ``[memory]`` (the tables' key unit and the values kept
     in the data word, which the compiler's memory model reads too).
+    ``shares``: the tables whose entries the servers split evenly, and over how many
+    (compiler/server_load.py ``spread``): each is sized for its share of the entries.
     ``software``: no switch; packets arrive raw on logical ports and run whole pipelines.
     ``stage_major``: the target runs an order-free program's bursts stage by stage (its profile's
     ``stage_major`` op); without it every program runs packet by packet."""
-    x = _Ctx(prog, placement, bridges, memory, software=software)
+    x = _Ctx(prog, placement, bridges, memory, shares, software=software)
     _check_instances(prog)
     x.inst = {i.name: k for k, i in enumerate(prog.instances)}
     x.reasons = {r: i + 1 for i, r in enumerate(drop_reasons(prog))}
@@ -361,7 +364,8 @@ def _links(x: _Ctx, t: ir.Table) -> list[str]:
 def _table_desc(x: _Ctx, t: ir.Table) -> c.Init:
     """A table's entry in nfc_tables[]: what nfc_tables.c needs to create it and check entries."""
     lpm = [i for i, k in enumerate(t.keys) if k.match == "lpm"] if _lpm_key(t) else []  # an ACL's LPM field: a mask
-    size = min(t.size, 0xFFFFFFFF)  # a uint32_t; the capacity is min(size, NFC_TABLE_CAP) anyway
+    # what this server holds (a uint32_t): the runtime sizes the table for it
+    size = min(entries_share(t.size, x.shares.get(t.name, 1)), 0xFFFFFFFF)
     tracked, links = _tracked(x, t), _links(x, t)
     return c.Init((
         ("name", f'"{t.name}"'), ("src", f'"{_src(t.span)}"'), ("size", f"{size}u"),

@@ -493,8 +493,9 @@ static void grace_period(void);
 
 /* Control-plane table t in an rte_hash of capacity `cap`: the entries copied (the same data
  * words), the new one published, the old one freed after a grace period, so the lcores forward
- * on throughout.  0, or -1 (no memory) with nothing changed.  Key positions change: nothing may
- * hold one of the old table (a delete not yet freed) across this. */
+ * on throughout.  0, or with nothing changed -1 (no memory) or -2 (a copy found the new table
+ * full: its cuckoo paths ran out, which a bigger table may not).  Key positions change: nothing
+ * may hold one of the old table (a delete not yet freed) across this. */
 static int rebuild(struct nfc_table *t, uint32_t cap)
 {
     struct rte_hash *old = t->h, *h = hash_new(t, (int)(t - nfc_tables), cap);
@@ -506,13 +507,33 @@ static int rebuild(struct nfc_table *t, uint32_t cap)
     while (rte_hash_iterate(old, &key, &data, &next) >= 0)
         if (rte_hash_add_key_data(h, key, data) < 0) {
             rte_hash_free(h);
-            return -1;
+            return -2;
         }
     __atomic_store_n(&t->h, h, __ATOMIC_RELEASE);
     t->cap = cap;
     grace_period();
     rte_hash_free(old);
     return 0;
+}
+
+/* Table t rebuilt at capacity `cap`, or, where memory cannot give that, at half the headroom
+ * above `need`, down to `need` alone (0, or -1 with nothing changed). */
+static int grow(struct nfc_table *t, uint64_t cap, uint64_t need)
+{
+    if (need > UINT32_MAX || (t->no_room != 0 && need >= t->no_room))
+        return -1;
+    for (;;) {
+        if (cap <= UINT32_MAX && (t->no_room == 0 || cap < t->no_room)) {
+            int st = rebuild(t, (uint32_t)cap);
+            if (st == 0)
+                return 0;
+            if (st == -1) /* memory, not the cuckoo paths of one try */
+                t->no_room = (uint32_t)cap;
+        }
+        if (cap == need)
+            return -1;
+        cap = need + (cap - need) / 2;
+    }
 }
 
 /* Room for at least n entries in control-plane table t, kept below 7/8 full.  The capacity
@@ -528,23 +549,22 @@ static int reserve(struct nfc_table *t, uint64_t n)
     uint64_t need = room_for(n);
     if (t->state || need <= t->cap)
         return 0;
-    if (need > UINT32_MAX || (t->no_room != 0 && need >= t->no_room))
-        return -1;
     uint64_t cap = (uint64_t)t->cap * NFC_GROW_BY, full = room_for(t->size);
     if (need <= full && cap > full)
         cap = full;
-    if (cap < need)
-        cap = need;
-    for (;;) {
-        if (cap <= UINT32_MAX && (t->no_room == 0 || cap < t->no_room)) {
-            if (rebuild(t, (uint32_t)cap) == 0)
-                return 0;
-            t->no_room = (uint32_t)cap;
-        }
-        if (cap == need)
-            return -1;
-        cap = need + (cap - need) / 2;
-    }
+    return grow(t, cap < need ? need : cap, need);
+}
+
+/* Control-plane table t, whose rte_hash found no place for a key below 7/8 full (its cuckoo
+ * paths ran out: rare), with twice the buckets: DPDK makes a table's buckets from the power of
+ * two at or above its capacity, so one more than that power doubles them.  Not the fourfold
+ * step past the declared size, which reserve would take at a table sized for it. */
+static int regrow(struct nfc_table *t)
+{
+    uint64_t pow2 = 8;
+    while (pow2 < t->cap)
+        pow2 <<= 1;
+    return grow(t, pow2 + 1, pow2 + 1);
 }
 
 int nfc_table_reserve(struct nfc_table *t, uint64_t n)
@@ -563,8 +583,8 @@ static int put(struct nfc_table *t, const uint8_t *key, void *data, int fresh, i
     if (fresh && may_grow)
         reserve(t, (uint64_t)count + 1);
     int st = rte_hash_add_key_data(t->h, key, data); /* not grown: there may still be room */
-    if (st == -ENOSPC && fresh && may_grow && reserve(t, (uint64_t)t->cap + 1) == 0)
-        st = rte_hash_add_key_data(t->h, key, data); /* full below 7/8 (cuckoo): one step more */
+    if (st == -ENOSPC && fresh && may_grow && regrow(t) == 0)
+        st = rte_hash_add_key_data(t->h, key, data); /* full below 7/8 (cuckoo): twice the buckets */
     if (st >= 0)
         return NFC_OK;
     if (t->lpm >= 0) /* only a new key can find the table full */

@@ -47,7 +47,7 @@ struct nfc_table nfc_tables[1] = {
     {
         .name = "vrf_fib",
         .src = "examples/dsr_router.nfp:119",
-        .size = 10000000u,
+        .size = 2500000u,
         .nkeys = 2,
         .nvalues = 2,
         .lpm = 1,

@@ -68,7 +68,7 @@ struct nfc_table nfc_tables[2] = {
     {
         .name = "outbound_sa",
         .src = "examples/ipsec_gateway.nfp:166",
-        .size = 64000u,
+        .size = 32000u,
         .nkeys = 1,
         .nvalues = 5,
         .lpm = -1,
