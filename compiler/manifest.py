@@ -31,7 +31,8 @@ __all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse"
 #    resources.server.servers_carrying
 # 6: targets.shard.bucket_bits (the buckets the runtime moves between servers)
 # 7: objects[].monotonic, objects[].cells_from (registers a move carries forward)
-PLAN_VERSION = 7
+# 8: tables[].server.share (a table the servers split evenly: over how many, each one's entries and bytes)
+PLAN_VERSION = 8
 
 
 class PlanError(ValueError):
@@ -97,6 +98,8 @@ class TableInfo:
     server_bytes: int = 0  # the full table's memory on each server (0: not on a server)
     idle_limits: tuple[tuple[float, float], ...] | None = None  # a cache's (occupancy, seconds), fullest first
     shard_fields: tuple[int, ...] = ()  # the key fields that are the shard keys: each server holds its share
+    share_servers: int = 1  # split evenly over this many servers (shard by hash): each holds and is sized for
+    share_bytes: int = 0  # its share, of these bytes (0: each server holds the whole table)
     lpm: int | None = field(init=False, default=None)  # the index of the LPM key field, if any
 
     def __post_init__(self) -> None:  # asked once per entry the runtime writes: computed once
@@ -392,6 +395,7 @@ def _shard(s: dict[str, Any] | None) -> ShardInfo | None:
 
 def _table(t: dict[str, Any]) -> TableInfo:
     sw, mau = t.get("switch") or {}, (t.get("switch") or {}).get("mau_stages")
+    share = (t.get("server") or {}).get("share") or {}
     return TableInfo(t["name"], t["kind"], t["match"], int(t["size"]), TablePlacement(t["placement"]), t.get("stage"),
                      t["source"], tuple(FieldInfo(k["name"], int(k["width"]), k["match"]) for k in t["keys"]),
                      tuple(FieldInfo(v["name"], int(v["width"]), secret=bool(v.get("secret"))) for v in t["values"]),
@@ -399,7 +403,8 @@ def _table(t: dict[str, Any]) -> TableInfo:
                      (int(mau[0]), int(mau[1])) if mau else None, int((t.get("server") or {}).get("memory_bytes", 0)),
                      tuple((float(x["occupancy"]), float(x["seconds"])) for x in t["idle_limits"])
                      if "idle_limits" in t else None,
-                     tuple(int(i) for i in (t.get("server") or {}).get("shard_fields", ())))
+                     tuple(int(i) for i in (t.get("server") or {}).get("shard_fields", ())),
+                     int(share.get("servers", 1)), int(share.get("memory_bytes", 0)))
 
 
 def _stage(s: dict[str, Any]) -> StageInfo:

@@ -20,7 +20,7 @@ from compiler.pipeline import Compilation
 from compiler.place_problem import server_stages
 from compiler.placement import OBJECTIVES, Placement, Segment
 from compiler.profiles import TargetSet, TargetSpec
-from compiler.resources import server_bytes, table_blocks
+from compiler.resources import entries_share, server_bytes, server_share_bytes, table_blocks
 from compiler.server_load import ServerLoad
 from compiler.shard import monotonic_cells, server_state, steering
 
@@ -40,7 +40,7 @@ def _spec(t: TargetSpec | None) -> dict[str, Any] | None:
 
 
 def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | None, srv: TargetSpec | None,
-                 sharded: dict[str, tuple[int, ...]]) -> dict[str, Any]:
+                 load: ServerLoad | None) -> dict[str, Any]:
     stage = next((s for s in prog.stages.values() for u in stage_units(prog, s) if t.name in u.tables
                   and s.name in pl.segment), None)  # a stage in no pipeline (W001) is placed nowhere
     where = TablePlacement.UNUSED
@@ -65,8 +65,12 @@ def _table_entry(prog: ir.Program, t: ir.Table, pl: Placement, sw: TargetSpec | 
                          "mau_stages": [units[0].first, units[0].last] if units else None}
     if where.on_server and srv is not None:
         out["server"] = {"entries": t.size, "memory_bytes": server_bytes(t, srv)}
-        if t.name in sharded:  # each server holds the entries of its share of these key fields
-            out["server"]["shard_fields"] = list(sharded[t.name])
+        if load is not None and t.name in load.sharded:  # each server holds the entries of its share
+            out["server"]["shard_fields"] = list(load.sharded[t.name])  # of these key fields
+            n = load.spread.get(t.name, 1)
+            if n > 1:  # spread evenly: what each server is sized for and holds
+                out["server"]["share"] = {"servers": n, "entries": entries_share(t.size, n),
+                                          "memory_bytes": server_share_bytes(t, srv, n)}
     if t.idle_limits is not None and where is TablePlacement.CACHED:  # the cache manager's policy
         out["idle_limits"] = [{"occupancy": occ, "seconds": sec} for occ, sec in t.idle_limits]
     return out
@@ -97,7 +101,6 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
             "tcam_capacity": int(sw.res("stages") * sw.res("tcam_blocks")),
         }
     server_res = _server_resources(pl, c.server_load)
-    sharded = c.server_load.sharded if c.server_load is not None else {}
     return {
         "plan_version": PLAN_VERSION,
         "source": prog.file,
@@ -108,7 +111,7 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
                     "server_ports": list(ts.server_ports),
                     "shard": _shard(prog, pl, ts) if sw and srv else None},
         "stages": stages,
-        "tables": [_table_entry(prog, t, pl, sw, srv, sharded) for t in prog.tables.values()],
+        "tables": [_table_entry(prog, t, pl, sw, srv, c.server_load) for t in prog.tables.values()],
         "objects": _objects(prog, pl),
         "bridges": [b.to_json() for b in c.bridges],
         "resources": {"switch": switch_res, "server": server_res},

@@ -91,13 +91,14 @@ def _gap_section(s: SolverInfo) -> list[str]:
 
 def _tables_section(plan: Plan) -> list[str]:
     rows = []
-    shares = len(plan.shard.shares) if plan.shard is not None else 1
     for t in plan.tables:
         on_sw = t.on_switch and plan.switch is not None
         mau = t.mau_stages
         memory = fmt_bytes(t.server_bytes) if t.on_server else ""
         if t.on_server and t.shard_fields:  # each server holds its share of the entries
-            memory += f" / {shares} (sharded by {', '.join(t.keys[i].name for i in t.shard_fields)})"
+            by = ", ".join(t.keys[i].name for i in t.shard_fields)
+            memory = (f"{fmt_bytes(t.share_bytes)} on each of {t.share_servers} (sharded by {by})" if t.share_bytes
+                      else f"{memory} (sharded by range of {by}: a server may hold all)")
         rows.append([t.name, t.match, f"{t.size:,}", t.placement.value, f"{t.switch_entries:,}" if on_sw else "",
                      str(t.sram_blocks) if on_sw else "", str(t.tcam_blocks) if on_sw else "",
                      f"{mau[0]}..{mau[1]}" if on_sw and mau else "", memory])

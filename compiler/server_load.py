@@ -94,6 +94,7 @@ class ServerLoad:
     link: Margin  # Gbit/s one way, all servers that carry traffic
     unsharded: bool = False  # behind a switch without shard by: one server carries it all
     sharded: dict[str, tuple[int, ...]] = field(default_factory=dict)  # compiler/shard.py sharded_tables
+    spread: dict[str, int] = field(default_factory=dict)  # of those, over how many servers evenly (``spread``)
 
 
     @property
@@ -133,7 +134,7 @@ def server_load(prog: ir.Program, pl: Placement, ts: TargetSet,
                   srv.resources.get("link_gbps", 0) * ts.carrying, "Gbit/s",
                   _largest(_link_parts(prog, pl, ts.rate_pps * mean_bytes * 8 / 1e9)))
     return ServerLoad(srv, ts.carrying, ts.rate_pps, mean_bytes, ts.switch is not None, memory, cores, link,
-                      unsharded=ts.switch is not None and not ts.sharded, sharded=sharded)
+                      unsharded=ts.switch is not None and not ts.sharded, sharded=sharded, spread=over)
 
 
 def spread(prog: ir.Program, ts: TargetSet, sharded: Iterable[str]) -> dict[str, int]:

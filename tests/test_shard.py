@@ -11,6 +11,7 @@ item 5, the first part of issue 16).
 from __future__ import annotations
 
 import json
+import re
 import time
 from collections import Counter
 from dataclasses import replace
@@ -24,6 +25,7 @@ from scapy.layers.l2 import Ether
 
 from compiler.manifest import load_plan
 from compiler.resources import entries_share, server_capacity
+from compiler.server_load import fmt_bytes
 from compiler.shard import server_state
 from lang import Diagnostics
 from lang.parser import parse_text
@@ -358,7 +360,32 @@ def test_plan_json_splits_the_tables_keyed_by_the_shard_key(ipsec):
     tables = {t["name"]: t for t in json.loads((ipsec / "plan.json").read_text())["tables"]}
     assert tables["outbound_sa"]["server"]["shard_fields"] == [0]  # meta.tunnel
     assert "shard_fields" not in tables["inbound_sa"]["server"]  # esp.spi: every GPN holds it
-    assert "/ 2 (sharded by meta_tunnel)" in (ipsec / "report.txt").read_text()
+    share = tables["outbound_sa"]["server"]["share"]  # a hash spreads it: each GPN sized for half
+    assert (share["servers"], share["entries"]) == (2, 32_000)
+    assert 0 < share["memory_bytes"] < tables["outbound_sa"]["server"]["memory_bytes"]
+    assert "share" not in tables["inbound_sa"]["server"]
+    report = (ipsec / "report.txt").read_text()
+    assert f"{fmt_bytes(share['memory_bytes'])} on each of 2 (sharded by meta_tunnel)" in report
+    read = load_plan(ipsec).table("outbound_sa")
+    assert (read.share_servers, read.share_bytes) == (2, share["memory_bytes"])
+
+
+def test_a_table_split_by_a_range_is_counted_whole_on_each_server(tmp_path):
+    """By a range of tunnels one GPN may be given every tunnel: outbound_sa is still split (each
+    entry goes to one GPN) but each is sized and counted for the whole table."""
+    src = tmp_path / "ipsec.nfp"
+    text = (ROOT / "examples/ipsec_gateway.nfp").read_text()
+    assert "shard by hash(meta.tunnel);" in text
+    src.write_text(text.replace("shard by hash(meta.tunnel);", "shard by range(meta.tunnel);"))
+    r = nfc_cli("build", str(src), "-o", str(tmp_path / "out"), "--no-verify")
+    assert r.returncode == 0, r.stderr
+    tables = {t["name"]: t for t in json.loads((tmp_path / "out/plan.json").read_text())["tables"]}
+    assert tables["outbound_sa"]["server"]["shard_fields"] == [0] and "share" not in tables["outbound_sa"]["server"]
+    full = fmt_bytes(tables["outbound_sa"]["server"]["memory_bytes"])
+    report = (tmp_path / "out/report.txt").read_text()
+    assert f"{full} (sharded by range of meta_tunnel: a server may hold all)" in report
+    sized = re.search(r'\.name = "outbound_sa",.*?\.size = (\d+)u', (tmp_path / "out/server/nf.c").read_text(), re.S)
+    assert sized is not None and int(sized[1]) == 64_000
 
 
 @needs_dpdk
