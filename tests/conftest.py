@@ -144,6 +144,19 @@ def sanitized_harness(source: Path, runtime: list[str], out: Path) -> Path:
     return out
 
 
+TABLES_RUNTIME = ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"]  # what nfc_tables.c needs
+
+
+def run_harness(harness: Path, lcores: str = "0", *args: str) -> subprocess.CompletedProcess[str]:
+    """A sanitized harness (``sanitized_harness``) run on ``lcores`` with DPDK in 256 MB of
+    ordinary memory and no devices; ``args`` after ``--``; a leak is no failure, any other
+    report is."""
+    return subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
+                           "--log-level=error", "-l", lcores, *(("--", *args) if args else ())],
+                          capture_output=True, text=True, timeout=120,
+                          env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})
+
+
 def write(tmp_path: Path, text: str) -> str:
     """``text`` as ``tmp_path/t.nfp``; its path."""
     p = tmp_path / "t.nfp"

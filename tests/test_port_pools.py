@@ -8,11 +8,9 @@ behaviour against seed 002 §3 with the reference."""
 
 from __future__ import annotations
 
-import subprocess
-
 import pytest
 
-from tests.conftest import HAVE_DPDK, ROOT, sanitized_harness
+from tests.conftest import HAVE_DPDK, ROOT, TABLES_RUNTIME, run_harness, sanitized_harness
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -21,10 +19,8 @@ pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missin
 def steps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, list[int]]:
     out = tmp_path_factory.mktemp("ports") / "ports_check"
     harness = sanitized_harness(ROOT / "tests/c/ports_check.c",
-                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"], out)
-    r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
-                        "--log-level=error", "-l", "0"], capture_output=True, text=True, timeout=120,
-                       env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})
+                                TABLES_RUNTIME, out)
+    r = run_harness(harness, "0")
     assert r.returncode == 0, r.stdout + r.stderr[-3000:]
     return {line.split()[1]: [int(x) for x in line.split()[2:]] for line in r.stdout.splitlines()
             if line.startswith("step ")}

@@ -19,7 +19,7 @@ from scapy.layers.l2 import Ether
 
 from emulator.switchmodel import SwitchReference
 from runtime.errors import RuntimeApiError
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, run_make
+from tests.conftest import HAVE_DPDK, ROOT, compile_file, run_harness, run_make
 from tests.packet_fuzz import write_pcap
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
@@ -98,9 +98,7 @@ def test_a_writer_lapping_its_log_loses_samples_but_never_miscounts_one(tmp_path
     harness = sanitized_harness(ROOT / "tests/c/hits_check.c",
                                 ["nfc_hits.c", "nfc_tables.c", "nfc_state.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"],
                                 tmp_path / "hits_check")
-    r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
-                        "--log-level=error", "-l", "0,1", "--", "2000000"], capture_output=True, text=True,
-                       timeout=120, env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})
+    r = run_harness(harness, "0,1", "2000000")
     assert r.returncode == 0 and r.stdout.startswith("ok "), r.stdout + r.stderr[-3000:]
     counted, lost, bad = map(int, r.stdout.split()[1:])
     assert counted + lost == 2_000_000 and bad == 0 and counted > 0

@@ -24,7 +24,16 @@ from scapy.utils import RawPcapReader, RawPcapWriter
 from compiler.interp import Entry, Interpreter, Match
 from runtime.control import ControlChannel
 from runtime.server_proc import ServerProcess, eal_args
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, reference_outputs, run_make, sanitized_harness
+from tests.conftest import (
+    HAVE_DPDK,
+    ROOT,
+    TABLES_RUNTIME,
+    compile_file,
+    reference_outputs,
+    run_harness,
+    run_make,
+    sanitized_harness,
+)
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
@@ -186,11 +195,9 @@ def test_a_table_full_below_seven_eighths_doubles_its_buckets(tmp_path: Path) ->
     rebuilt with twice the buckets, a capacity of 129 (one more than 128, the power of two DPDK
     rounds 74 to), and takes the key; not the fourfold step past its size (296)."""
     harness = sanitized_harness(ROOT / "tests/c/cuckoo_check.c",
-                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"],
+                                TABLES_RUNTIME,
                                 tmp_path / "cuckoo_check")
-    r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
-                        "--log-level=error", "-l", "0"], capture_output=True, text=True, timeout=120,
-                       env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})
+    r = run_harness(harness, "0")
     assert r.returncode == 0 and r.stdout.startswith("ok "), r.stdout + r.stderr[-3000:]
     assert [int(v) for v in r.stdout.split()[1:]] == [74, 129, 17, 0]
 

@@ -15,13 +15,22 @@ from __future__ import annotations
 import json
 import random
 import struct
-import subprocess
 from collections import Counter
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import HAVE_DPDK, L3_HEAD, ROOT, compile_file, nfc_cli, run_make, sanitized_harness
+from tests.conftest import (
+    HAVE_DPDK,
+    L3_HEAD,
+    ROOT,
+    TABLES_RUNTIME,
+    compile_file,
+    nfc_cli,
+    run_harness,
+    run_make,
+    sanitized_harness,
+)
 from tests.packet_fuzz import write_pcap
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
@@ -136,11 +145,9 @@ def test_lcores_hammering_the_same_keys_never_read_a_freed_or_torn_record(tmp_pa
     slot freed before the other lcore's grace period is a use-after-free or a double free, an
     insert racing another a mixed record (each checks its own values)."""
     harness = sanitized_harness(ROOT / "tests/c/state_check.c",
-                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"],
+                                TABLES_RUNTIME,
                                 tmp_path / "state_check")
-    r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
-                        "--log-level=error", "-l", "0,1", "--", "500"], capture_output=True, text=True, timeout=120,
-                       env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})
+    r = run_harness(harness, "0,1", "500")
     assert r.returncode == 0 and r.stdout.startswith("ok "), r.stdout + r.stderr[-3000:]
     inserts, lookups, hits, live, held, swept = map(int, r.stdout.split()[1:])
     assert inserts == lookups > 10_000 and 0 < hits < lookups  # expired halves miss, the rest hit
@@ -155,12 +162,9 @@ def test_lcores_sweeping_a_full_table_never_read_a_freed_or_torn_record(tmp_path
     use-after-free or a double free; at the end the table's count of its entries is what it
     holds, within its size."""
     harness = sanitized_harness(ROOT / "tests/c/state_check.c",
-                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"],
+                                TABLES_RUNTIME,
                                 tmp_path / "state_check")
-    r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
-                        "--log-level=error", "-l", "0,1", "--", "500", "4096", "50000"], capture_output=True,
-                       text=True, timeout=120, env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1",
-                                                    "PATH": "/usr/bin:/bin"})
+    r = run_harness(harness, "0,1", "500", "4096", "50000")
     assert r.returncode == 0 and r.stdout.startswith("ok "), r.stdout + r.stderr[-3000:]
     inserts, lookups, hits, live, held, swept = map(int, r.stdout.split()[1:])
     assert inserts == lookups > 10_000 and 0 < hits < lookups
@@ -313,10 +317,8 @@ def test_the_all_zero_key_is_one_entry(tmp_path):
     the key's removal then finds the stale one (a record already retired).  nfc_hash_seed gives
     the key another signature: after its removal the key misses and the table is empty."""
     harness = sanitized_harness(ROOT / "tests/c/zero_key_check.c",
-                                ["nfc_state.c", "nfc_tables.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"],
+                                TABLES_RUNTIME,
                                 tmp_path / "zero_key_check")
-    r = subprocess.run([str(harness), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
-                        "--log-level=error", "-l", "0"], capture_output=True, text=True, timeout=120,
-                       env={"ASAN_OPTIONS": "detect_leaks=0:abort_on_error=1", "PATH": "/usr/bin:/bin"})
+    r = run_harness(harness, "0")
     assert r.returncode == 0 and r.stdout.startswith("ok "), r.stdout + r.stderr[-3000:]
     assert r.stdout.split()[1:] == ["0", "0"]
