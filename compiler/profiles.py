@@ -96,14 +96,16 @@ class TargetSet:
 SERVER_MEMORY = ("hash_bucket_bytes", "hash_bucket_slots", "hash_key_header", "hash_key_align", "hash_ring_slot",
                  "hash_max_entries", "key_unit", "inline_value_bits", "inline_lpm_value_bits",
                  "inline_lpm6_value_bits", "record_words", "state_record_words", "state_record_align",
-                 "malloc_overhead", "grow_from", "grow_by", "state_max", "state_room_div", "state_room_add",
-                 "lpm_root_bytes", "lpm_route_bytes", "lpm_vrf_route_bytes", "acl_rule_bytes", "acl_chunk_bytes")
+                 "malloc_overhead", "grow_from", "grow_by", "grow_past_div", "state_max", "state_room_div",
+                 "state_room_add", "lpm_root_bytes", "lpm_route_bytes", "lpm_vrf_route_bytes", "acl_rule_bytes",
+                 "acl_chunk_bytes")
 
 
 # what the runtime can take of them (nfc_rt.h, nfc_lpm.h: a data word of 64 bits, a trie's of 56, 55)
-_MEMORY_RANGES = {"grow_from": (8, 2**30), "grow_by": (2, 1024), "state_room_div": (1, 2**20),
-                  "inline_value_bits": (0, 64), "inline_lpm_value_bits": (0, 56), "inline_lpm6_value_bits": (0, 55),
-                  "key_unit": (1, 64), "state_max": (8, 2**30), "state_room_add": (0, 2**20)}
+_MEMORY_RANGES = {"grow_from": (8, 2**30), "grow_by": (2, 1024), "grow_past_div": (1, 1024),
+                  "state_room_div": (1, 2**20), "inline_value_bits": (0, 64), "inline_lpm_value_bits": (0, 56),
+                  "inline_lpm6_value_bits": (0, 55), "key_unit": (1, 64), "state_max": (8, 2**30),
+                  "state_room_add": (0, 2**20)}
 
 
 class ProfileError(ValueError):

@@ -97,8 +97,12 @@ def _tables_section(plan: Plan) -> list[str]:
         memory = fmt_bytes(t.server_bytes) if t.on_server else ""
         if t.on_server and t.shard_fields:  # each server holds its share of the entries
             by = ", ".join(t.keys[i].name for i in t.shard_fields)
-            memory = (f"{fmt_bytes(t.share_bytes)} on each of {t.share_servers} (sharded by {by})" if t.share_bytes
-                      else f"{memory} (sharded by range of {by}: a server may hold all)")
+            if t.share_bytes:
+                memory = f"{fmt_bytes(t.share_bytes)} on each of {t.share_servers} (sharded by {by})"
+            elif plan.shard is not None and plan.shard.by == "range":
+                memory += f" (sharded by range of {by}: a server may hold all)"
+            else:  # one server carries the traffic
+                memory += f" (sharded by {by})"
         rows.append([t.name, t.match, f"{t.size:,}", t.placement.value, f"{t.switch_entries:,}" if on_sw else "",
                      str(t.sram_blocks) if on_sw else "", str(t.tcam_blocks) if on_sw else "",
                      f"{mau[0]}..{mau[1]}" if on_sw and mau else "", memory])

@@ -103,7 +103,8 @@ class ServerLoad:
 
 
 def server_tables(prog: ir.Program, pl: Placement) -> list[ir.Table]:
-    """The tables the servers hold in full: those of server stages and every switch-cached table."""
+    """The tables the servers hold (in full, or a split one's share): those of server stages and
+    every switch-cached table."""
     on_server = {t for p in prog.pipelines for s in p.stages if pl.segment[s] is Segment.SERVER
                  for u in stage_units(prog, prog.stages[s]) for t in u.tables}
     return [t for t in prog.tables.values() if t.hints.cache or t.name in on_server]

@@ -91,6 +91,7 @@ class _Link:
     dropped: int = 0  # of those, dropped or punted
     lost: int = 0  # sent to programs of this port that went away before handling them, or before one started
     starting: bool = False  # its program is being replaced: what arrives meanwhile is lost, not sent
+    program: int = 0  # which of the port's programs runs (replace counts them): a late packet is its sender's
     last: dict[str, Any] = field(default_factory=dict)  # its program's counters as it last said them
 
     def unaccounted(self) -> int:
@@ -193,6 +194,7 @@ class LiveDataPlane:
             link.lost += link.unaccounted()  # sent to it, neither back nor dropped there
             self._retired.append(final if "forwarded" in final else link.last)
             link.sent = link.back = link.handled = link.dropped = 0
+            link.program += 1
             link.last = {}
         try:
             link.server = self._start(link)
@@ -237,11 +239,14 @@ class LiveDataPlane:
                 return
             if addr[2] == PACKET_OUTGOING:
                 continue
+            with self._lock:
+                program = link.program
             try:
                 self._deliver(self.switch.inject(link.port, data))
-            finally:  # counted once delivered: ``settle`` must not end while it is on its way out
-                with self._lock:
-                    link.back += 1
+            finally:  # counted once delivered: ``settle`` must not end while it is on its way out;
+                with self._lock:  # not for the program replacing its sender (its counts start at 0)
+                    if link.program == program:
+                        link.back += 1
 
     def _poll(self, link: _Link) -> dict[str, Any] | None:
         """A server's counters (what it handled kept for when it is gone); None if it is gone."""

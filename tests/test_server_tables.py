@@ -149,12 +149,14 @@ def test_routes_added_replaced_and_deleted_over_the_control_channel_forward_as_t
 
 def test_tables_grow_as_the_server_profile_says(built: Built, tmp_path: Path) -> None:
     """The generator hands the server profile's [memory] to the runtime (nfc_prog.h), the layout
-    the compiler's memory model prices: with grow_from 64 and grow_by 2 instead of 1,024 and 4,
+    the compiler's memory model prices: with grow_from 64, grow_by 2 and grow_past_div 2 instead
+    of 1,024, 4 and 4,
     allowed_src (size 64K) starts with room for 64 entries, a batch of 100 takes it to 128 (two
     times 64 is more than the 115 that 100 need below 7/8 full), a batch of 200 more straight to
     the 343 that 300 need (more than two times 128), and every entry is there.  port_vrf (size
     64) starts at 64 too; 60 entries take it to 74, the room of its size (64 + 64/7 + 1), not
-    128; 10 more, past its size, to two times 74."""
+    128; 10 more, past its size, to 74 + 74/2 = 111 (not two times 74: past its size a table
+    grows by 1/grow_past_div)."""
     from nfc._build_dir import open_placed
     from targets.dpdk.generator import DpdkGenerator
 
@@ -164,7 +166,8 @@ def test_tables_grow_as_the_server_profile_says(built: Built, tmp_path: Path) ->
     assert r.returncode == 0, r.stderr
     plan, placed = open_placed(out)
     assert placed.targets.server is not None
-    spec = replace(placed.targets.server, memory={**placed.targets.server.memory, "grow_from": 64, "grow_by": 2})
+    layout = {"grow_from": 64, "grow_by": 2, "grow_past_div": 2}
+    spec = replace(placed.targets.server, memory={**placed.targets.server.memory, **layout})
     DpdkGenerator().emit(replace(placed, targets=replace(placed.targets, server=spec)), plan, out)
     m = run_make(out / "server")
     assert m.returncode == 0, m.stderr[-3000:]
@@ -186,7 +189,7 @@ def test_tables_grow_as_the_server_profile_says(built: Built, tmp_path: Path) ->
         assert sorted(r[0] for r in ch.dump("port_vrf")) == list(range(70))
 
     _run(Built(out / "server" / "nf", built.spec), load, [], tmp_path)
-    assert capacity == [64, 128, 343, 64, 74, 148]
+    assert capacity == [64, 128, 343, 64, 74, 111]
 
 
 def test_a_table_full_below_seven_eighths_doubles_its_buckets(tmp_path: Path) -> None:

@@ -418,29 +418,38 @@ def test_a_split_table_puts_each_entry_on_the_server_its_packets_reach(fleet):
 
 @needs_dpdk
 def test_a_split_table_is_sized_for_each_servers_share(ipsec):
-    """outbound_sa (size 64000) is split by tunnel over two GPNs, so each holds about 32,000: each
-    server sizes it for that share, as the memory model prices it.  Loaded by ADDs of 1,000 with
-    40,000 tunnels (each GPN's share by the independent CRC, about 20,000: past the 16,384-slot
-    step that holds 14,336), a GPN's table grows to room for 32,000 below 7/8 full, 32,000 + 32,000 // 7
-    + 1 = 36,572 slots, and no further; sized for the whole 64,000 it went on to 65,536."""
-    shares = [sum(_gpn(t) == g for t in range(40_000)) for g in (0, 1)]
-    assert all(14_336 < n <= 32_000 for n in shares), shares
+    """outbound_sa (size 64000) is split by tunnel over two GPNs: each server sizes it for its
+    share, 32,000, as the memory model prices it.  Loaded by ADDs of 1,000 with all 64,000
+    tunnels (32,000 on each GPN by the independent CRC), a GPN's table grows to room for 32,000
+    below 7/8 full, 32,000 + 32,000 // 7 + 1 = 36,572 slots (sized for the whole 64,000 it went on
+    to 65,536).  1,000 tunnels more take each past its share, by a quarter (grow_past_div 4):
+    36,572 + 9,143 = 45,715 (the fourfold step took it to 146,288)."""
     plan = {t["name"]: t for t in json.loads((ipsec / "plan.json").read_text())["tables"]}
+    assert plan["outbound_sa"]["size"] == 64_000
+
+    def grown(a: ServerProcess, b: ServerProcess, end: int) -> list[int]:
+        """Each GPN's capacity, with tunnels [0, end) loaded: each holds those the CRC gives it."""
+        capacity = []
+        for gpn in (a, b):
+            with ControlChannel(gpn.socket) as again:  # HELLO again: the capacities now
+                capacity.append(again.tables["outbound_sa"].capacity)
+        assert [gpn.control.counters()["tables"]["outbound_sa"]["entries"] for gpn in (a, b)] == \
+            [sum(_gpn(t) == g for t in range(end)) for g in (0, 1)]
+        return capacity
+
     with ServerProcess(ipsec / "server/nf", ["net_null0"]) as a, ServerProcess(ipsec / "server/nf", ["net_null0"]) as b:
         rt = Runtime.connect(ipsec, control=[a.socket, b.socket])
         try:
-            assert plan["outbound_sa"]["size"] == 64_000
-            for first in range(0, 40_000, 1_000):  # batches each within the step: the growth steps take them
-                rt.table("outbound_sa").add_many([{**_SA, "meta_tunnel": t, "seq_index": t}
-                                                  for t in range(first, first + 1_000)])
-            grown = []
-            for gpn in (a, b):
-                with ControlChannel(gpn.socket) as again:  # HELLO again: the capacities now
-                    grown.append(again.tables["outbound_sa"].capacity)
-            assert [gpn.control.counters()["tables"]["outbound_sa"]["entries"] for gpn in (a, b)] == shares
+            at = []
+            for firsts in (range(0, 64_000, 1_000), range(64_000, 65_000, 1_000)):  # batches within a step
+                for first in firsts:
+                    rt.table("outbound_sa").add_many([{**_SA, "meta_tunnel": t, "seq_index": t % 64_000}
+                                                      for t in range(first, first + 1_000)])  # 64K cells: 64,000
+                at.append(grown(a, b, firsts.stop))
         finally:
             rt.close()
-    assert grown == [36_572, 36_572]
+    assert [sum(_gpn(t) == g for t in range(64_000)) for g in (0, 1)] == [32_000, 32_000]
+    assert at == [[36_572, 36_572], [45_715, 45_715]]
     assert server_capacity(entries_share(64_000, 2)) == 36_572  # what the model prices each GPN for
 
 

@@ -28,8 +28,8 @@ from compiler.explain import max_entries
 from compiler.passes.capabilities import can_run
 from compiler.placement import Placement
 from compiler.profiles import TargetSet, TargetSpec
-from compiler.resources import entries_share, server_bytes, server_capacity
-from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load, server_tables
+from compiler.resources import entries_share, server_capacity, server_share_bytes
+from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load, server_tables, spread
 from compiler.shard import sharded_tables
 from lang.diagnostics import Diagnostics, Span
 
@@ -81,10 +81,11 @@ def _table_caps(prog: ir.Program, pl: Placement, ts: TargetSet, sharded: dict[st
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if server_capacity(mid) <= slots else (lo, mid - 1)
+    over = spread(prog, ts, sharded)
     for t in server_tables(prog, pl):
         # a server's entries: its share when the servers share the packets (data-plane state)
-        # or the table's key fields (compiler/shard.py)
-        servers = ts.carrying if t.name in sharded or (t.is_state and ts.sharded) else 1
+        # or a hash spreads the table's key fields (compiler/shard.py); a range may give one all
+        servers = (ts.carrying if ts.sharded else 1) if t.is_state else over.get(t.name, 1)
         share, most = entries_share(t.size, servers), int(srv.memory["state_max"]) if t.is_state else lo
         if share <= most:
             continue
@@ -159,8 +160,9 @@ def _memory(prog: ir.Program, load: ServerLoad, ts: TargetSet) -> _Finding:
            f"a {srv.name} server has {fmt_bytes(int(m.available))} (this table alone needs "
            f"{fmt_bytes(int(top.amount))}: {t.size} entries, {t.match} match, {t.key_bits}-bit key, "
            f"{t.value_bits}-bit value)")
-    notes = [_short(m, "on each server, which holds every server table in full"), *_users(m, "largest")]
-    fit = _max_server_entries(t, srv, int(m.available - (m.needed - top.amount)))
+    notes = [_short(m, "on each server, which holds every server table in full (a split one: its share)"),
+             *_users(m, "largest")]
+    fit = _max_server_entries(t, srv, int(m.available - (m.needed - top.amount)), load.spread.get(t.name, 1))
     if fit > 0:
         notes.append(f"table '{t.name}' would fit with size <= {fit} entries")
     gib = math.ceil(m.needed / 2**30)
@@ -174,14 +176,15 @@ def _memory(prog: ir.Program, load: ServerLoad, ts: TargetSet) -> _Finding:
     return _Finding(msg, t.span, tuple(notes))
 
 
-def _max_server_entries(t: ir.Table, srv: TargetSpec, budget: int) -> int:
-    """The largest entry count of ``t`` whose server copy fits in ``budget`` bytes."""
-    if server_bytes(replace(t, size=0), srv) > budget:
+def _max_server_entries(t: ir.Table, srv: TargetSpec, budget: int, servers: int) -> int:
+    """The largest entry count of ``t`` whose server copy (its share, spread over ``servers``)
+    fits in ``budget`` bytes."""
+    if server_share_bytes(replace(t, size=0), srv, servers) > budget:
         return 0
     lo, hi = 0, t.size
     while lo < hi:
         mid = (lo + hi + 1) // 2
-        lo, hi = (mid, hi) if server_bytes(replace(t, size=mid), srv) <= budget else (lo, mid - 1)
+        lo, hi = (mid, hi) if server_share_bytes(replace(t, size=mid), srv, servers) <= budget else (lo, mid - 1)
     return lo
 
 

@@ -280,6 +280,7 @@ def runtime_layout(m: Mapping[str, float]) -> tuple[c.Define, ...]:
         c.Define("NFC_STATE_ROOM_ADD", f"{int(m['state_room_add'])}u", "and this many more"),
         c.Define("NFC_GROW_FROM", f"{int(m['grow_from'])}u", "a control-plane table's first room, at most"),
         c.Define("NFC_GROW_BY", f"{int(m['grow_by'])}u", "and its growth step"),
+        c.Define("NFC_GROW_PAST_DIV", f"{int(m['grow_past_div'])}u", "past its size: 1/this of its capacity more"),
         c.Define("NFC_INLINE_BITS", str(int(m["inline_value_bits"])), "values kept in the data word, at most"),
         c.Define("NFC_INLINE_LPM_BITS", str(int(m["inline_lpm_value_bits"])), "in an LPM trie's word"),
         c.Define("NFC_INLINE_LPM6_BITS", str(int(m["inline_lpm6_value_bits"])), "in a trie of a field over 64 bits"),

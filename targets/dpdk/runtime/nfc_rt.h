@@ -38,7 +38,8 @@
  * NFC_TABLE_CAP) entries, with room for NFC_TABLE_CAP / NFC_STATE_ROOM_DIV + NFC_STATE_ROOM_ADD
  * removed keys (nfc_state_slots); control-plane tables start with room for their size estimate
  * below 7/8 full, at most NFC_GROW_FROM entries, and grow NFC_GROW_BY times whenever they are
- * 7/8 full (not past the room of their size while within it), or straight to what a batch or an entries file needs when that is more, as far as
+ * 7/8 full (not past the room of their size while within it; past it, by 1/NFC_GROW_PAST_DIV
+ * of their capacity), or straight to what a batch or an entries file needs when that is more, as far as
  * memory goes (nfc_tables.c); values of at most NFC_INLINE_BITS (an LPM table's: _LPM_BITS,
  * _LPM6_BITS for a field over 64 bits) are kept in the data word (the generated table's
  * inline_values). */
@@ -50,6 +51,9 @@
 #endif
 #ifndef NFC_GROW_BY
 #define NFC_GROW_BY 4u
+#endif
+#ifndef NFC_GROW_PAST_DIV
+#define NFC_GROW_PAST_DIV 4u
 #endif
 #ifndef NFC_STATE_ROOM_DIV
 #define NFC_STATE_ROOM_DIV 8u
@@ -66,8 +70,8 @@
 #ifndef NFC_INLINE_LPM6_BITS
 #define NFC_INLINE_LPM6_BITS 55
 #endif
-_Static_assert(NFC_GROW_FROM >= 8 && NFC_GROW_BY >= 2 && NFC_STATE_ROOM_DIV >= 1,
-               "the server profile's [memory] grow_from, grow_by, state_room_div");
+_Static_assert(NFC_GROW_FROM >= 8 && NFC_GROW_BY >= 2 && NFC_GROW_PAST_DIV >= 1 && NFC_STATE_ROOM_DIV >= 1,
+               "the server profile's [memory] grow_from, grow_by, grow_past_div, state_room_div");
 _Static_assert(NFC_INLINE_BITS <= 64, "the server profile's [memory] inline_value_bits: a data word has 64");
 
 enum { NFC_CONTINUE = 0 };

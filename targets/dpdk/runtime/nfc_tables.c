@@ -517,7 +517,8 @@ static int rebuild(struct nfc_table *t, uint32_t cap)
 }
 
 /* Table t rebuilt at capacity `cap`, or, where memory cannot give that, at half the headroom
- * above `need`, down to `need` alone (0, or -1 with nothing changed). */
+ * above `need`, down to `need` alone (0, or -1 with nothing changed; a full table's next add
+ * then doubles its buckets: regrow). */
 static int grow(struct nfc_table *t, uint64_t cap, uint64_t need)
 {
     if (need > UINT32_MAX || (t->no_room != 0 && need >= t->no_room))
@@ -527,8 +528,9 @@ static int grow(struct nfc_table *t, uint64_t cap, uint64_t need)
             int st = rebuild(t, (uint32_t)cap);
             if (st == 0)
                 return 0;
-            if (st == -1) /* memory, not the cuckoo paths of one try */
-                t->no_room = (uint32_t)cap;
+            if (st == -2) /* a copy found no place: a smaller table finds none either */
+                return -1;
+            t->no_room = (uint32_t)cap;
         }
         if (cap == need)
             return -1;
@@ -539,8 +541,10 @@ static int grow(struct nfc_table *t, uint64_t cap, uint64_t need)
 /* Room for at least n entries in control-plane table t, kept below 7/8 full.  The capacity
  * grows NFC_GROW_BY times, but not past the room of the table's declared size while n is
  * within it (filled to its size, by ADDs or by the entries file, a table ends at
- * room_for(size): 1M entries take a capacity of 1.14M, not 4M), and straight to what n needs
- * when that is more (a batch or an entries file sized in one step).  A capacity memory could
+ * room_for(size): 1M entries take a capacity of 1.14M, not 4M); past its size (an estimate,
+ * or this server's share of a split table, which a hash spreads only about evenly) by
+ * 1/NFC_GROW_PAST_DIV of it, a geometric step still; and straight to what n needs when that is
+ * more (a batch or an entries file sized in one step).  A capacity memory could
  * not give is remembered (t->no_room) and half the headroom above what n needs is tried, down
  * to that alone, so that a table at the edge of memory is neither copied once per add nor its
  * failing allocation tried again. */
@@ -549,7 +553,8 @@ static int reserve(struct nfc_table *t, uint64_t n)
     uint64_t need = room_for(n);
     if (t->state || need <= t->cap)
         return 0;
-    uint64_t cap = (uint64_t)t->cap * NFC_GROW_BY, full = room_for(t->size);
+    uint64_t full = room_for(t->size);
+    uint64_t cap = need <= full ? (uint64_t)t->cap * NFC_GROW_BY : (uint64_t)t->cap + t->cap / NFC_GROW_PAST_DIV;
     if (need <= full && cap > full)
         cap = full;
     return grow(t, cap < need ? need : cap, need);

@@ -12,6 +12,7 @@
 #define NFC_STATE_ROOM_ADD 64u /* and this many more */
 #define NFC_GROW_FROM 1024u /* a control-plane table's first room, at most */
 #define NFC_GROW_BY 4u /* and its growth step */
+#define NFC_GROW_PAST_DIV 4u /* past its size: 1/this of its capacity more */
 #define NFC_INLINE_BITS 64 /* values kept in the data word, at most */
 #define NFC_INLINE_LPM_BITS 56 /* in an LPM trie's word */
 #define NFC_INLINE_LPM6_BITS 55 /* in a trie of a field over 64 bits */
