@@ -31,11 +31,12 @@ from dataclasses import dataclass, replace
 from compiler import ir
 from compiler.profiles import TargetSpec
 
-__all__ = ["ENTRY_OVERHEAD_BITS", "Blocks", "ServerMemory", "acl_chunks", "acl_table", "entries_per_unit",
-           "entries_share", "register_blocks", "server_bytes", "server_capacity", "server_key_bytes", "server_memory",
-           "server_share_bytes", "table_blocks", "values_inline"]
+__all__ = ["BUCKET_BITS", "ENTRY_OVERHEAD_BITS", "Blocks", "ServerMemory", "acl_chunks", "acl_table",
+           "entries_per_unit", "entries_share", "register_blocks", "server_bytes", "server_capacity",
+           "server_key_bytes", "server_memory", "server_share_bytes", "table_blocks", "values_inline"]
 
 ENTRY_OVERHEAD_BITS = 4
+BUCKET_BITS = 8  # a shard's selector splits into at most 2^8 buckets, whole to each server (compiler/shard.py)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,9 +185,14 @@ def server_bytes(t: ir.Table, spec: TargetSpec) -> int:
 
 
 def entries_share(size: int, servers: int) -> int:
-    """The entries each of ``servers`` servers holds of ``size`` spread evenly over them (rounded
-    up): what the server generator sizes such a table for, as the memory model prices it."""
-    return -(-size // max(1, servers))
+    """The entries the most loaded of ``servers`` servers holds of ``size`` that a hash spreads
+    over them: server i of n starts with the buckets [i * B / n, (i + 1) * B / n) of B, so the
+    most loaded has ceil(B / n) (3 servers: 86 of 256, not a third), each bucket about size / B
+    entries (rounded up).  What the server generator sizes such a table for, as the memory model
+    prices it."""
+    n, buckets = max(1, servers), 1 << BUCKET_BITS
+    most = -(-buckets // n) if n <= buckets else 1
+    return -(-size * most // buckets)
 
 
 def server_share_bytes(t: ir.Table, spec: TargetSpec, servers: int) -> int:

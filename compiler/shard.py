@@ -22,6 +22,7 @@ from compiler import ir
 from compiler.analysis import stage_objects, stmt_exprs, stmt_writes, walk_expr, walk_stmts
 from compiler.placement import Placement, Segment
 from compiler.profiles import TargetSet
+from compiler.resources import BUCKET_BITS
 from compiler.server_load import server_tables
 
 __all__ = ["BUCKET_BITS", "ServerState", "Steering", "monotonic_cells", "monotonic_reads", "monotonic_strays",
@@ -29,7 +30,6 @@ __all__ = ["BUCKET_BITS", "ServerState", "Steering", "monotonic_cells", "monoton
 
 HASH = "crc16"
 HASH_BITS = 16
-BUCKET_BITS = 8  # at most 256 buckets: the most servers a deployment may shard over
 
 
 @dataclass(frozen=True, slots=True)

@@ -264,10 +264,11 @@ def run_make(folder: Path, target: str = "nf") -> subprocess.CompletedProcess[st
     settings, gets a copy of that program instead: the suite builds the same examples many
     times, and gcc makes the same program from the same sources and flags."""
     made = {"nf", "nf-san", "nf-bench"}
-    h = hashlib.sha256(f"{target}\0{os.environ.get('CC')}\0{os.environ.get('CFLAGS')}".encode())
-    for f in sorted(folder.iterdir()):
+    settings = (os.environ.get(v) for v in ("CC", "CFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH"))
+    h = hashlib.sha256("\0".join([target, *map(str, settings)]).encode())
+    for f in sorted(folder.rglob("*")):
         if f.is_file() and f.name not in made and f.suffix != ".o":
-            h.update(f"\0{f.name}\0".encode() + f.read_bytes())
+            h.update(f"\0{f.relative_to(folder)}\0".encode() + f.read_bytes())
     kept = _MADE / h.hexdigest()
     cmd = ["make", "-j2", "-C", str(folder), target]
     if kept.exists():

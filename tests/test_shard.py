@@ -388,6 +388,30 @@ def test_a_table_split_by_a_range_is_counted_whole_on_each_server(tmp_path):
     assert sized is not None and int(sized[1]) == 64_000
 
 
+def test_a_table_split_over_three_servers_is_sized_for_the_most_loaded(tmp_path):
+    """Three GPNs split 256 buckets 85 / 85 / 86 (the steering the switch is given: plan.json's
+    shares); with 64,000 tunnels over every bucket alike (250 each) the third GPN holds 21,500,
+    and that, not a third (21,334), is what each GPN's outbound_sa is sized and priced for."""
+    src = tmp_path / "ipsec.nfp"
+    text = (ROOT / "examples/ipsec_gateway.nfp").read_text()
+    assert "servers = [gpn, gpn];\n  server_ports = [32..33];" in text
+    src.write_text(text.replace("servers = [gpn, gpn];\n  server_ports = [32..33];",
+                                "servers = [gpn, gpn, gpn];\n  server_ports = [32..34];"))
+    r = nfc_cli("build", str(src), "-o", str(tmp_path / "out"), "--no-verify")
+    assert r.returncode == 0, r.stderr
+    plan = json.loads((tmp_path / "out/plan.json").read_text())
+    shard = plan["targets"]["shard"]
+    shift = shard["selector_bits"] - shard["bucket_bits"]
+    buckets = [(s["last"] + 1 - s["first"]) >> shift for s in shard["shares"]]
+    assert sorted(buckets) == [85, 85, 86]
+    most = max(buckets) * 64_000 // (1 << shard["bucket_bits"])
+    assert most == 21_500
+    share = {t["name"]: t for t in plan["tables"]}["outbound_sa"]["server"]["share"]
+    assert (share["servers"], share["entries"]) == (3, most)
+    sized = re.search(r'\.name = "outbound_sa",.*?\.size = (\d+)u', (tmp_path / "out/server/nf.c").read_text(), re.S)
+    assert sized is not None and int(sized[1]) == most
+
+
 @needs_dpdk
 def test_a_split_table_puts_each_entry_on_the_server_its_packets_reach(fleet):
     """outbound_sa is keyed by meta.tunnel, the shard key: tunnel 9's SA only on GPN 0,

@@ -20,6 +20,7 @@ After:  ``error[E081]: table 'flows' does not fit in server memory: the server t
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from compiler import ir
@@ -29,7 +30,7 @@ from compiler.passes.capabilities import can_run
 from compiler.placement import Placement
 from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import entries_share, server_capacity, server_share_bytes
-from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load, server_tables, spread
+from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load, server_tables
 from compiler.shard import sharded_tables
 from lang.diagnostics import Diagnostics, Span
 
@@ -53,7 +54,7 @@ def check_server_fit(prog: ir.Program, pl: Placement, ts: TargetSet, allow_overc
     load = server_load(prog, pl, ts, sharded)
     if load is None:
         return None
-    _table_caps(prog, pl, ts, sharded, diags)
+    _table_caps(prog, pl, ts, load.spread, diags)
     for margin, explain in ((load.memory, _memory), (load.cores, _cores), (load.link, _link)):
         if margin.fits:
             continue
@@ -66,13 +67,13 @@ def check_server_fit(prog: ir.Program, pl: Placement, ts: TargetSet, allow_overc
     return load
 
 
-def _table_caps(prog: ir.Program, pl: Placement, ts: TargetSet, sharded: dict[str, tuple[int, ...]],
-                diags: Diagnostics) -> None:
+def _table_caps(prog: ir.Program, pl: Placement, ts: TargetSet, over: Mapping[str, int], diags: Diagnostics) -> None:
     """W087 at a server table whose entries on a server are more than a server table holds (the
     profile's ``[memory]``): a data-plane state table is made at ``state_max`` entries (the
     forwarding cores insert into it and do not stop to grow it), and an insert into it full of
     live entries is refused; a control-plane table is one rte_hash of at most
-    ``hash_max_entries`` slots kept below 7/8 full, and an add beyond is refused (FULL)."""
+    ``hash_max_entries`` slots kept below 7/8 full, and an add beyond is refused (FULL).  ``over``:
+    over how many servers each split table spreads (``ServerLoad.spread``)."""
     srv = ts.server
     if srv is None or "state_max" not in srv.memory:
         return
@@ -81,7 +82,6 @@ def _table_caps(prog: ir.Program, pl: Placement, ts: TargetSet, sharded: dict[st
     while lo < hi:
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if server_capacity(mid) <= slots else (lo, mid - 1)
-    over = spread(prog, ts, sharded)
     for t in server_tables(prog, pl):
         # a server's entries: its share when the servers share the packets (data-plane state)
         # or a hash spreads the table's key fields (compiler/shard.py); a range may give one all
