@@ -1,0 +1,117 @@
+"""Instructions a packet in the server's burst (issue 13): the VPN gateway's server part run by
+nf-bench under valgrind's callgrind, which counts every instruction the forwarding loop's
+``nfc_burst`` (targets/dpdk/runtime/nfc_burst.h: bridge decode, parse, lookups, the stage,
+output) executes, its own and with the calls it makes (the bulk lookups), per packet processed.
+
+A count is exact and the same run after run, where a timing on a shared machine swings by tens
+of percent: ``--base TREE`` builds the same program with another checkout's nfc and runtime (a
+``git worktree`` of another commit) and prints the two counts and their ratio, so a change to
+the generated code or the runtime is measured by what it removes.  Instructions are not time
+(a cache miss costs many cycles in one instruction), so the timed benchmarks
+(bench_dpdk.py, bench_l3fwd.py) still decide; on 2026-11-29 the burst ran about 2.2
+instructions a cycle (docs/server.md, "Counting instructions instead of timing them").
+
+    .venv/bin/python bench/bench_instructions.py                 # this tree (~1 minute)
+    .venv/bin/python bench/bench_instructions.py --base TREE     # and TREE, with the ratio
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from bench.bench_dpdk import COMMON, TABLE, Workload  # noqa: E402
+
+VPN = "examples/vpn_gateway.nfp"
+# -g: nothing else changes in the code, and callgrind needs only the symbols; -B: every object
+# rebuilt with these flags
+CFLAGS = "-O2 -march=native -g"
+
+
+def build(tree: Path, out: Path) -> Path:
+    """``nfc build`` of the VPN gateway by ``tree``'s nfc and its ``make nf-bench``."""
+    venv = tree / ".venv" / "bin" / "python"
+    python = str(venv) if venv.exists() else sys.executable
+    r = subprocess.run([python, "-m", "nfc.cli", "build", VPN, "--target", "tofino+dpdk", "--no-verify", "-o",
+                        str(out)], cwd=tree, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"nfc build ({tree}) failed:\n{r.stderr[-2000:]}")
+    r = subprocess.run(["make", "-C", str(out / "server"), "-B", "-j2", "nf-bench", f"CFLAGS={CFLAGS}"],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        raise SystemExit(f"make nf-bench ({tree}) failed:\n{r.stderr[-2000:]}")
+    return out / "server" / "nf-bench"
+
+
+def burst_rows(annotated: str) -> list[int]:
+    """The instruction counts of the rows of functions named nfc_burst* in callgrind_annotate's
+    listing (``N  file:function [object]``; a function GCC cloned, as ``nfc_burst.constprop.0``,
+    counts under its clone).  With -g's line tables a function is a row per source file its code
+    came from (nfc_burst.h, nfc_rt.h, nf.c, ...): its own count is their sum, and in the
+    inclusive listing the row of its own file (the largest) holds what it called too."""
+    row = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?\S*?:nfc_burst\S*", re.M)  # N (P%) file:function
+    rows = [int(m[1].replace(",", "")) for m in row.finditer(annotated)]
+    if not rows:
+        raise SystemExit("no nfc_burst function in the profile: the compiler inlined it into its caller")
+    return rows
+
+
+def count(binary: Path, work: Workload, entries: int, size: int, ms: int, tmp: Path) -> dict[str, float]:
+    pcap, plen = work.pcap(entries, size)
+    out = tmp / f"cg.{binary.parent.parent.name}.out"
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(binary), "--no-huge", "-m", "512",
+           *COMMON, "-l", "1", f"--vdev=net_null0,size={plen}", "--", "--entries", str(work.entries_file(entries)),
+           "--packets", str(pcap), "--table", TABLE, "--ms", str(ms), "--reps", "1", "--iters", "1000"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not lines or not lines[-1].startswith("{"):
+        raise SystemExit(f"nf-bench under valgrind failed ({r.returncode}): {r.stderr[-1500:]}")
+    res = json.loads(lines[-1])
+    packets = int(res["nfc_processed"])
+    if packets == 0 or res["nfc_forwarded"] != packets:
+        raise SystemExit(f"packets not forwarded: {lines[-1][:300]}")
+    listing = {incl: subprocess.run(["callgrind_annotate", f"--inclusive={incl}", "--threshold=100", "--auto=no",
+                                     str(out)], capture_output=True, text=True, check=True).stdout
+               for incl in ("no", "yes")}
+    own, with_calls = sum(burst_rows(listing["no"])), max(burst_rows(listing["yes"]))
+    return {"packets": packets, "own": own / packets, "with_calls": with_calls / packets}
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--base", type=Path, help="another checkout (e.g. a git worktree of another commit)")
+    ap.add_argument("--entries", type=int, default=1, help="overlay_routes entries (default 1)")
+    ap.add_argument("--size", type=int, default=64, help="customer frame bytes (default 64)")
+    ap.add_argument("--ms", type=int, default=300, help="milliseconds of each nf-bench mode (under valgrind)")
+    ap.add_argument("--quick", action="store_true", help="as without (build.py bench --quick)")
+    args = ap.parse_args()
+    if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
+        print("valgrind is not installed (apt-get install valgrind): nothing measured")
+        return 0
+    with tempfile.TemporaryDirectory(prefix="nfc-instr-") as tmpdir:
+        tmp = Path(tmpdir)
+        work = Workload(tmp, 65536)
+        trees = [("this", ROOT)] + ([("base", args.base.resolve())] if args.base else [])
+        got = {name: count(build(tree, tmp / name), work, args.entries, args.size, args.ms, tmp)
+               for name, tree in trees}
+    print(f"VPN gateway server part, {args.entries} entries, {args.size} B frames: instructions a packet in "
+          "nfc_burst (own; with the calls it makes), callgrind")
+    for name, c in got.items():
+        print(f"  {name:<5} {c['own']:8.1f}  {c['with_calls']:8.1f}   ({c['packets']:,.0f} packets)")
+    if "base" in got:
+        print(f"  this / base: {got['this']['own'] / got['base']['own']:.3f} own, "
+              f"{got['this']['with_calls'] / got['base']['with_calls']:.3f} with calls")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
