@@ -30,36 +30,40 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.bench_dpdk import COMMON, TABLE, Workload  # noqa: E402
+from compiler.manifest import load_plan  # noqa: E402
 
 VPN = "examples/vpn_gateway.nfp"
-# -g: nothing else changes in the code, and callgrind needs only the symbols; -B: every object
-# rebuilt with these flags
-CFLAGS = "-O2 -march=native -g"
+# -g: nothing else changes in the code (callgrind reads its line tables); not -march=native:
+# valgrind 3.19 cannot run AVX-512, which a native build uses where the CPU has it
+CFLAGS = "-O2 -march=x86-64-v3 -g"
 
 
 def build(tree: Path, out: Path) -> Path:
     """``nfc build`` of the VPN gateway by ``tree``'s nfc and its ``make nf-bench``."""
     venv = tree / ".venv" / "bin" / "python"
     python = str(venv) if venv.exists() else sys.executable
-    r = subprocess.run([python, "-m", "nfc.cli", "build", VPN, "--target", "tofino+dpdk", "--no-verify", "-o",
-                        str(out)], cwd=tree, capture_output=True, text=True)
+    r = subprocess.run([python, "-m", "nfc.cli", "build", str(ROOT / VPN), "--target", "tofino+dpdk", "--no-verify",
+                        "-o", str(out)], cwd=tree, capture_output=True, text=True)  # this tree's source: its packets
     if r.returncode != 0:
         raise SystemExit(f"nfc build ({tree}) failed:\n{r.stderr[-2000:]}")
-    r = subprocess.run(["make", "-C", str(out / "server"), "-B", "-j2", "nf-bench", f"CFLAGS={CFLAGS}"],
+    server = load_plan(out).path(out, "server_makefile").parent
+    r = subprocess.run(["make", "-C", str(server), "-B", "-j2", "nf-bench", f"CFLAGS={CFLAGS}"],
                        capture_output=True, text=True)
     if r.returncode != 0:
         raise SystemExit(f"make nf-bench ({tree}) failed:\n{r.stderr[-2000:]}")
-    return out / "server" / "nf-bench"
+    return server / "nf-bench"
 
 
-def burst_rows(annotated: str) -> list[int]:
+def burst_rows(annotated: str) -> dict[str, int]:
     """The instruction counts of the rows of functions named nfc_burst* in callgrind_annotate's
     listing (``N  file:function [object]``; a function GCC cloned, as ``nfc_burst.constprop.0``,
     counts under its clone).  With -g's line tables a function is a row per source file its code
-    came from (nfc_burst.h, nfc_rt.h, nf.c, ...): its own count is their sum, and in the
-    inclusive listing the row of its own file (the largest) holds what it called too."""
-    row = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?\S*?:nfc_burst\S*", re.M)  # N (P%) file:function
-    rows = [int(m[1].replace(",", "")) for m in row.finditer(annotated)]
+    came from (nfc_burst.h, nfc_rt.h, nf.c, ...): its own count is their sum.  In the inclusive
+    listing the row its callers name (file and function of the call's target) is given the
+    whole cost of every call to it, the other rows only their own: the largest row is the
+    function with what it called (their sum would count it twice)."""
+    row = re.compile(r"^\s*([\d,]+)\s+(?:\([^)]*\)\s+)?(\S*?):nfc_burst\S*", re.M)  # N (P%) file:function
+    rows = {Path(m[2]).name: int(m[1].replace(",", "")) for m in row.finditer(annotated)}
     if not rows:
         raise SystemExit("no nfc_burst function in the profile: the compiler inlined it into its caller")
     return rows
@@ -71,7 +75,10 @@ def count(binary: Path, work: Workload, entries: int, size: int, ms: int, tmp: P
     cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(binary), "--no-huge", "-m", "512",
            *COMMON, "-l", "1", f"--vdev=net_null0,size={plen}", "--", "--entries", str(work.entries_file(entries)),
            "--packets", str(pcap), "--table", TABLE, "--ms", str(ms), "--reps", "1", "--iters", "1000"]
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    except subprocess.TimeoutExpired:
+        raise SystemExit("nf-bench under valgrind did not end within 30 minutes") from None
     lines = r.stdout.strip().splitlines()
     if r.returncode != 0 or not lines or not lines[-1].startswith("{"):
         raise SystemExit(f"nf-bench under valgrind failed ({r.returncode}): {r.stderr[-1500:]}")
@@ -79,11 +86,17 @@ def count(binary: Path, work: Workload, entries: int, size: int, ms: int, tmp: P
     packets = int(res["nfc_processed"])
     if packets == 0 or res["nfc_forwarded"] != packets:
         raise SystemExit(f"packets not forwarded: {lines[-1][:300]}")
-    listing = {incl: subprocess.run(["callgrind_annotate", f"--inclusive={incl}", "--threshold=100", "--auto=no",
-                                     str(out)], capture_output=True, text=True, check=True).stdout
-               for incl in ("no", "yes")}
-    own, with_calls = sum(burst_rows(listing["no"])), max(burst_rows(listing["yes"]))
-    return {"packets": packets, "own": own / packets, "with_calls": with_calls / packets}
+    listing = {}
+    for incl in ("no", "yes"):
+        a = subprocess.run(["callgrind_annotate", f"--inclusive={incl}", "--threshold=100", "--auto=no", str(out)],
+                           capture_output=True, text=True)
+        if a.returncode != 0:
+            raise SystemExit(f"callgrind_annotate failed ({a.returncode}): {a.stderr[-1500:]}")
+        listing[incl] = a.stdout
+    files = burst_rows(listing["no"])
+    return {"packets": packets, "own": sum(files.values()) / packets,
+            "with_calls": max(burst_rows(listing["yes"]).values()) / packets,
+            **{f"in {name}": n / packets for name, n in files.items() if n >= packets}}
 
 
 def main() -> int:
@@ -92,8 +105,11 @@ def main() -> int:
     ap.add_argument("--entries", type=int, default=1, help="overlay_routes entries (default 1)")
     ap.add_argument("--size", type=int, default=64, help="customer frame bytes (default 64)")
     ap.add_argument("--ms", type=int, default=300, help="milliseconds of each nf-bench mode (under valgrind)")
-    ap.add_argument("--quick", action="store_true", help="as without (build.py bench --quick)")
+    ap.add_argument("--quick", action="store_true", help="100 ms a mode (build.py bench --quick): the count is "
+                    "the same, over fewer packets")
     args = ap.parse_args()
+    if args.quick:
+        args.ms = 100
     if shutil.which("valgrind") is None or shutil.which("callgrind_annotate") is None:
         print("valgrind is not installed (apt-get install valgrind): nothing measured")
         return 0
@@ -106,7 +122,8 @@ def main() -> int:
     print(f"VPN gateway server part, {args.entries} entries, {args.size} B frames: instructions a packet in "
           "nfc_burst (own; with the calls it makes), callgrind")
     for name, c in got.items():
-        print(f"  {name:<5} {c['own']:8.1f}  {c['with_calls']:8.1f}   ({c['packets']:,.0f} packets)")
+        where = ", ".join(f"{k.removeprefix('in ')} {v:.1f}" for k, v in c.items() if k.startswith("in "))
+        print(f"  {name:<5} {c['own']:8.1f}  {c['with_calls']:8.1f}   ({c['packets']:,.0f} packets; own: {where})")
     if "base" in got:
         print(f"  this / base: {got['this']['own'] / got['base']['own']:.3f} own, "
               f"{got['this']['with_calls'] / got['base']['with_calls']:.3f} with calls")

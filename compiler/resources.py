@@ -33,7 +33,8 @@ from compiler.profiles import TargetSpec
 
 __all__ = ["BUCKET_BITS", "ENTRY_OVERHEAD_BITS", "Blocks", "ServerMemory", "acl_chunks", "acl_table",
            "entries_per_unit", "entries_share", "register_blocks", "server_bytes", "server_capacity",
-           "server_key_bytes", "server_memory", "server_share_bytes", "table_blocks", "values_inline"]
+           "server_key_bytes", "server_memory", "server_share_bytes", "size_for_share", "table_blocks",
+           "values_inline"]
 
 ENTRY_OVERHEAD_BITS = 4
 BUCKET_BITS = 8  # a shard's selector splits into at most 2^8 buckets, whole to each server (compiler/shard.py)
@@ -190,9 +191,21 @@ def entries_share(size: int, servers: int) -> int:
     most loaded has ceil(B / n) (3 servers: 86 of 256, not a third), each bucket about size / B
     entries (rounded up).  What the server generator sizes such a table for, as the memory model
     prices it."""
-    n, buckets = max(1, servers), 1 << BUCKET_BITS
-    most = -(-buckets // n) if n <= buckets else 1
+    most, buckets = _most_buckets(servers)
     return -(-size * most // buckets)
+
+
+def size_for_share(entries: int, servers: int) -> int:
+    """The largest size whose share (``entries_share``) on ``servers`` servers is at most
+    ``entries``: what a table split so may declare when one server holds ``entries``."""
+    most, buckets = _most_buckets(servers)
+    return entries * buckets // most
+
+
+def _most_buckets(servers: int) -> tuple[int, int]:
+    """(the buckets of the most loaded of ``servers`` servers, the buckets in all)."""
+    n, buckets = max(1, servers), 1 << BUCKET_BITS
+    return (-(-buckets // n) if n <= buckets else 1), buckets
 
 
 def server_share_bytes(t: ir.Table, spec: TargetSpec, servers: int) -> int:

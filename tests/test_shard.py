@@ -24,7 +24,7 @@ from scapy.layers.inet import IP, TCP
 from scapy.layers.l2 import Ether
 
 from compiler.manifest import load_plan
-from compiler.resources import entries_share, server_capacity
+from compiler.resources import entries_share, server_capacity, size_for_share
 from compiler.server_load import fmt_bytes
 from compiler.shard import server_state
 from lang import Diagnostics
@@ -390,13 +390,16 @@ def test_a_table_split_by_a_range_is_counted_whole_on_each_server(tmp_path):
 
 def test_a_table_split_over_three_servers_is_sized_for_the_most_loaded(tmp_path):
     """Three GPNs split 256 buckets 85 / 85 / 86 (the steering the switch is given: plan.json's
-    shares); with 64,000 tunnels over every bucket alike (250 each) the third GPN holds 21,500,
-    and that, not a third (21,334), is what each GPN's outbound_sa is sized and priced for."""
+    shares); with 64,001 tunnels over every bucket alike the third GPN holds 86 / 256 of them,
+    21,501 rounded up, and that, not a third (21,334), is what each GPN's outbound_sa is sized
+    and priced for.  The largest size that the hint of W087 names for a share is the inverse."""
     src = tmp_path / "ipsec.nfp"
     text = (ROOT / "examples/ipsec_gateway.nfp").read_text()
-    assert "servers = [gpn, gpn];\n  server_ports = [32..33];" in text
-    src.write_text(text.replace("servers = [gpn, gpn];\n  server_ports = [32..33];",
-                                "servers = [gpn, gpn, gpn];\n  server_ports = [32..34];"))
+    servers = "servers = [gpn, gpn];\n  server_ports = [32..33];"
+    assert servers in text and text.count("seq_index: bit<16>;  // this SA's slot of sa_seq\n  }\n  size = 64K;") == 1
+    src.write_text(text.replace(servers, "servers = [gpn, gpn, gpn];\n  server_ports = [32..34];").replace(
+        "seq_index: bit<16>;  // this SA's slot of sa_seq\n  }\n  size = 64K;",
+        "seq_index: bit<16>;  // this SA's slot of sa_seq\n  }\n  size = 64001;"))
     r = nfc_cli("build", str(src), "-o", str(tmp_path / "out"), "--no-verify")
     assert r.returncode == 0, r.stderr
     plan = json.loads((tmp_path / "out/plan.json").read_text())
@@ -404,12 +407,17 @@ def test_a_table_split_over_three_servers_is_sized_for_the_most_loaded(tmp_path)
     shift = shard["selector_bits"] - shard["bucket_bits"]
     buckets = [(s["last"] + 1 - s["first"]) >> shift for s in shard["shares"]]
     assert sorted(buckets) == [85, 85, 86]
-    most = max(buckets) * 64_000 // (1 << shard["bucket_bits"])
-    assert most == 21_500
-    share = {t["name"]: t for t in plan["tables"]}["outbound_sa"]["server"]["share"]
+    table = {t["name"]: t for t in plan["tables"]}["outbound_sa"]
+    assert table["size"] == 64_001
+    most = -(-max(buckets) * table["size"] // (1 << shard["bucket_bits"]))
+    assert most == 21_501
+    share = table["server"]["share"]
     assert (share["servers"], share["entries"]) == (3, most)
     sized = re.search(r'\.name = "outbound_sa",.*?\.size = (\d+)u', (tmp_path / "out/server/nf.c").read_text(), re.S)
     assert sized is not None and int(sized[1]) == most
+    for n in (1, 2, 3, 5, 7, 256):
+        size = size_for_share(most, n)
+        assert entries_share(size, n) <= most < entries_share(size + 1, n)
 
 
 @needs_dpdk

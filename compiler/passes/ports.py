@@ -21,7 +21,7 @@ from dataclasses import replace
 from compiler import ir
 from compiler.analysis import walk_expr, walk_stmts
 from compiler.profiles import TargetSet
-from compiler.shard import BUCKET_BITS
+from compiler.resources import BUCKET_BITS
 from lang.diagnostics import Diagnostics, Span
 
 __all__ = ["check_ports"]

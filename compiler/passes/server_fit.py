@@ -29,7 +29,7 @@ from compiler.explain import max_entries
 from compiler.passes.capabilities import can_run
 from compiler.placement import Placement
 from compiler.profiles import TargetSet, TargetSpec
-from compiler.resources import entries_share, server_capacity, server_share_bytes
+from compiler.resources import entries_share, server_capacity, server_share_bytes, size_for_share
 from compiler.server_load import Margin, Part, PartKind, ServerLoad, fmt_bytes, server_load, server_tables
 from compiler.shard import sharded_tables
 from lang.diagnostics import Diagnostics, Span
@@ -95,7 +95,7 @@ def _table_caps(prog: ir.Program, pl: Placement, ts: TargetSet, over: Mapping[st
         cap = " (make CFLAGS=\"-O2 -march=native -DNFC_TABLE_CAP=N\")" if t.is_state else ""
         diags.warning("W087", f"{'state ' if t.is_state else ''}table '{t.name}' holds at most {most:,} entries "
                       f"{where} {srv.name} server, not the {share:,} its size asks for: {why}", t.span,
-                      (f"declare 'size = {most * servers};' to say so, or shard it over more servers" +
+                      (f"declare 'size = {size_for_share(most, servers)};' to say so, or shard it over more servers" +
                        (f", or build the server with a bigger cap{cap}" if t.is_state else ""),))
 
 

@@ -17,7 +17,7 @@
 #include "nfc_rt.h"
 
 #define NFC_BURST 32
-/* the packets ahead of the one parsed whose first bytes are prefetched (l3fwd: 3) */
+/* the packets ahead of the one parsed whose first bytes are prefetched (l3fwd: 3; not tuned) */
 #define NFC_PREFETCH_AHEAD 4
 _Static_assert(NFC_BURST <= NFC_ESP_BURST, "nfc_esp_burst takes whole bursts");
 
