@@ -159,13 +159,15 @@ def memory_mb(n: int) -> int:
 
 
 def run_bench(binary: Path, work: Workload, n: int, size: int, huge: bool, vdev: str, args: argparse.Namespace,
-              ) -> dict[str, Any] | str:
+              wrap: tuple[str, ...] = ()) -> dict[str, Any] | str:
+    """nf-bench's results (args: lcore, ms, reps, iters), or why there are none; ``wrap``: a
+    command nf-bench runs under (bench_instructions.py: valgrind)."""
     pcap, plen = work.pcap(n, size)
     dev = f"net_null0,size={plen}" if vdev == "null" else "net_ring0"
     eal = ["--in-memory" if huge else "--no-huge", "-m", str(memory_mb(n)), *COMMON, "-l", str(args.lcore),
            f"--vdev={dev}"]
-    cmd = [str(binary), *eal, "--", "--entries", str(work.entries_file(n)), "--packets", str(pcap), "--table", TABLE,
-           "--ms", str(args.ms), "--reps", str(args.reps), "--iters", str(args.iters)]
+    cmd = [*wrap, str(binary), *eal, "--", "--entries", str(work.entries_file(n)), "--packets", str(pcap),
+           "--table", TABLE, "--ms", str(args.ms), "--reps", str(args.reps), "--iters", str(args.iters)]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
     except subprocess.TimeoutExpired:

@@ -18,7 +18,6 @@ instructions a cycle (docs/server.md, "Counting instructions instead of timing t
 from __future__ import annotations
 
 import argparse
-import json
 import re
 import shutil
 import subprocess
@@ -29,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_dpdk import COMMON, TABLE, Workload  # noqa: E402
-from compiler.manifest import load_plan  # noqa: E402
+from bench.bench_dpdk import Workload, run_bench  # noqa: E402
+from bench.bench_l3fwd import build_nfc  # noqa: E402
 
 VPN = "examples/vpn_gateway.nfp"
 # -g: nothing else changes in the code (callgrind reads its line tables); not -march=native:
@@ -39,19 +38,13 @@ CFLAGS = "-O2 -march=x86-64-v3 -g"
 
 
 def build(tree: Path, out: Path) -> Path:
-    """``nfc build`` of the VPN gateway by ``tree``'s nfc and its ``make nf-bench``."""
-    venv = tree / ".venv" / "bin" / "python"
-    python = str(venv) if venv.exists() else sys.executable
-    r = subprocess.run([python, "-m", "nfc.cli", "build", str(ROOT / VPN), "--target", "tofino+dpdk", "--no-verify",
-                        "-o", str(out)], cwd=tree, capture_output=True, text=True)  # this tree's source: its packets
-    if r.returncode != 0:
-        raise SystemExit(f"nfc build ({tree}) failed:\n{r.stderr[-2000:]}")
-    server = load_plan(out).path(out, "server_makefile").parent
-    r = subprocess.run(["make", "-C", str(server), "-B", "-j2", "nf-bench", f"CFLAGS={CFLAGS}"],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit(f"make nf-bench ({tree}) failed:\n{r.stderr[-2000:]}")
-    return server / "nf-bench"
+    """``nfc build`` of this tree's VPN gateway by ``tree``'s nfc (the packets are this tree's)
+    and its ``make -B nf-bench`` with CFLAGS."""
+    try:
+        return build_nfc(ROOT / VPN, out, "--no-verify", tree=tree, target="tofino+dpdk",
+                         make=("-B", f"CFLAGS={CFLAGS}", "nf-bench"))
+    except RuntimeError as e:
+        raise SystemExit(f"{tree}: {e}") from None
 
 
 def burst_rows(annotated: str) -> dict[str, int]:
@@ -70,22 +63,12 @@ def burst_rows(annotated: str) -> dict[str, int]:
 
 
 def count(binary: Path, work: Workload, entries: int, size: int, ms: int, tmp: Path) -> dict[str, float]:
-    pcap, plen = work.pcap(entries, size)
     out = tmp / f"cg.{binary.parent.parent.name}.out"
-    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(binary), "--no-huge", "-m", "512",
-           *COMMON, "-l", "1", f"--vdev=net_null0,size={plen}", "--", "--entries", str(work.entries_file(entries)),
-           "--packets", str(pcap), "--table", TABLE, "--ms", str(ms), "--reps", "1", "--iters", "1000"]
-    try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
-    except subprocess.TimeoutExpired:
-        raise SystemExit("nf-bench under valgrind did not end within 30 minutes") from None
-    lines = r.stdout.strip().splitlines()
-    if r.returncode != 0 or not lines or not lines[-1].startswith("{"):
-        raise SystemExit(f"nf-bench under valgrind failed ({r.returncode}): {r.stderr[-1500:]}")
-    res = json.loads(lines[-1])
+    res = run_bench(binary, work, entries, size, False, "null", argparse.Namespace(lcore=1, ms=ms, reps=1, iters=1000),
+                    wrap=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"))
+    if isinstance(res, str):
+        raise SystemExit(f"nf-bench under valgrind: {res}")
     packets = int(res["nfc_processed"])
-    if packets == 0 or res["nfc_forwarded"] != packets:
-        raise SystemExit(f"packets not forwarded: {lines[-1][:300]}")
     listing = {}
     for incl in ("no", "yes"):
         a = subprocess.run(["callgrind_annotate", f"--inclusive={incl}", "--threshold=100", "--auto=no", str(out)],

@@ -110,20 +110,22 @@ def last_lines(r: subprocess.CompletedProcess[str], n: int = 4) -> str:
     return "\n".join((r.stdout + r.stderr).strip().splitlines()[-n:])
 
 
-def build_nfc(nfp: Path, out: Path, *extra: str, tree: Path = ROOT) -> Path:
-    """``nfc build NFP --target dpdk EXTRA...`` and the server's ``make nf`` as its Makefile has it;
-    ``tree``: the checkout whose nfc builds it (its own virtualenv's Python if it has one)."""
+def build_nfc(nfp: Path, out: Path, *extra: str, tree: Path = ROOT, target: str = "dpdk",
+              make: tuple[str, ...] = ("nf",)) -> Path:
+    """``nfc build NFP --target TARGET EXTRA...`` and the server's ``make MAKE...`` (default
+    ``nf``, as its Makefile has it; the last word is the program returned); ``tree``: the checkout
+    whose nfc builds it (its own virtualenv's Python if it has one)."""
     venv = tree / ".venv" / "bin" / "python"
     python = str(venv) if venv.exists() else sys.executable
-    r = subprocess.run([python, "-m", "nfc.cli", "build", str(nfp), "--target", "dpdk", *extra, "-o", str(out)],
+    r = subprocess.run([python, "-m", "nfc.cli", "build", str(nfp), "--target", target, *extra, "-o", str(out)],
                        cwd=tree, capture_output=True, text=True)
     if r.returncode != 0:
         raise RuntimeError(f"nfc build {nfp.name} failed: {last_lines(r, 1)}")
     server = load_plan(out).path(out, "server_makefile").parent
-    r = subprocess.run(["make", "-C", str(server), "-j2", "nf"], capture_output=True, text=True)
+    r = subprocess.run(["make", "-C", str(server), "-j2", *make], capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError(f"make nf ({nfp.name}) failed:\n{last_lines(r)}")
-    return server / "nf"
+        raise RuntimeError(f"make {' '.join(make)} ({nfp.name}) failed:\n{last_lines(r)}")
+    return server / make[-1]
 
 
 # ---- the rows: routes x memory ----------------------------------------------------------------------

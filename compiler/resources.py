@@ -204,8 +204,8 @@ def size_for_share(entries: int, servers: int) -> int:
 
 def _most_buckets(servers: int) -> tuple[int, int]:
     """(the buckets of the most loaded of ``servers`` servers, the buckets in all)."""
-    n, buckets = max(1, servers), 1 << BUCKET_BITS
-    return (-(-buckets // n) if n <= buckets else 1), buckets
+    buckets = 1 << BUCKET_BITS
+    return -(-buckets // max(1, servers)), buckets
 
 
 def server_share_bytes(t: ir.Table, spec: TargetSpec, servers: int) -> int:
