@@ -485,16 +485,28 @@ def _decode(x: _Ctx, b: Bridge) -> list[c.Stmt]:
                          c.If(c.Bin("<", c.Name("len"), c.Int(b.bytes, "u")),
                               (c.Return(c.Int(x.reasons["bad_bridge"], "")),)),
                          c.Decl("uint32_t", "off", c.Int(b.bytes, "u"))]
-    for i, inst in enumerate(b.valid_bits):  # valid on every path to the cut: a clear bit is a bad bridge
-        if inst in b.required:
-            out.append(c.If(c.Un("!", _get(c.Name("data"), 8 + i, 1)), (c.Return(c.Int(x.reasons["bad_bridge"], "")),)))
+    required = [i for i, inst in enumerate(b.valid_bits) if inst in b.required]
+    if required:  # valid on every path to the cut: a clear bit is a bad bridge (their bits tested at once)
+        width = required[-1] + 1
+        mask = sum(1 << (width - 1 - i) for i in required)
+        bits = _get(c.Name("data"), 8, width)
+        clear = c.Un("!", bits) if width == 1 else c.Bin("!=", c.Bin("&", bits, c.Int(mask, "u")), c.Int(mask, "u"))
+        out.append(c.If(clear, (c.Return(c.Int(x.reasons["bad_bridge"], "")),)))
     for f in b.fields:
         out += _store_field(x, f.name, f.width, _get(c.Name("data"), f.offset, f.width))
+    # the required headers before the first that may be absent are at fixed offsets: one length
+    # check for them all (a packet too short for any of them is dropped as truncated either way)
+    lead = list(itertools.takewhile(lambda inst: inst in b.required, b.valid_bits))
+    if lead:
+        total = sum(x.prog.header_of(inst).bits // 8 for inst in lead)
+        out.append(c.If(c.Bin(">", c.Bin("+", c.Name("off"), c.Int(total, "u")), c.Name("len")),
+                        (c.Return(c.Int(x.reasons["truncated"], "")),)))
     for i, inst in enumerate(b.valid_bits):
         k = x.inst[inst]
         size = x.prog.header_of(inst).bits // 8
-        copy = (c.If(c.Bin(">", c.Bin("+", c.Name("off"), c.Int(size, "u")), c.Name("len")),
-                     (c.Return(c.Int(x.reasons["truncated"], "")),)),
+        fits = () if i < len(lead) else (c.If(c.Bin(">", c.Bin("+", c.Name("off"), c.Int(size, "u")), c.Name("len")),
+                                               (c.Return(c.Int(x.reasons["truncated"], "")),)),)
+        copy = (*fits,
                 _point(k),
                 c.Assign(c.Name(f"p->valid[{k}]"), c.Int(1, "")),
                 c.Assign(c.Name("off"), c.Bin("+", c.Name("off"), c.Int(size, "u"))))

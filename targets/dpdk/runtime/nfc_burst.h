@@ -20,6 +20,7 @@
 /* the packets ahead of the one parsed whose first bytes are prefetched (l3fwd: 3; not tuned) */
 #define NFC_PREFETCH_AHEAD 4
 _Static_assert(NFC_BURST <= NFC_ESP_BURST, "nfc_esp_burst takes whole bursts");
+_Static_assert(NFC_BURST <= NFC_PREFETCH_BURST, "nfc_prefetch takes whole bursts");
 
 /* The DPDK port a processed packet leaves by (-1: none), given the port it came in on. */
 typedef int (*nfc_out_port_fn)(uint16_t in_port, const struct nfc_pkt *p);
@@ -103,29 +104,23 @@ __attribute__((flatten)) static inline void nfc_burst(struct rte_mbuf **in, uint
         }
     }
     for (uint16_t i = 0; i < n; i++) {
-        int c = code[i];
-        out[i] = NULL;
-        to[i] = -1;
-        if (c < 0) { /* a multi-segment frame that could not be made one */
-            rte_pktmbuf_free(in[i]);
-            st->drops[0]++;
-            continue;
-        }
+        int c = code[i]; /* < 0: a multi-segment frame that could not be made one */
         if (c == NFC_CONTINUE && nfc_uses_esp && pkt[i].esp_failed)
             c = nfc_crypto_drop;
-        if (c != NFC_CONTINUE) {
-            st->drops[c & 0xff]++;
-        } else if ((to[i] = out_port(port, &pkt[i])) < 0) {
-            st->no_port++;
-        } else {
-            out[i] = nfc_output(in[i], &pkt[i], pool, room, jumbo, scratch); /* consumes in[i] */
-            if (out[i] != NULL)
-                st->forwarded++;
-            else
-                st->drops[0]++;
+        int dst = c == NFC_CONTINUE ? out_port(port, &pkt[i]) : -1;
+        struct rte_mbuf *o = dst >= 0 ? nfc_output(in[i], &pkt[i], pool, room, jumbo, scratch) : NULL; /* consumes in[i] */
+        out[i] = o;
+        to[i] = dst;
+        if (o != NULL) {
+            st->forwarded++;
             continue;
         }
-        rte_pktmbuf_free(in[i]);
+        if (dst < 0)
+            rte_pktmbuf_free(in[i]);
+        if (c == NFC_CONTINUE && dst < 0)
+            st->no_port++;
+        else /* 0: no mbuf to send on */
+            st->drops[c > 0 ? c & 0xff : 0]++;
     }
 }
 

@@ -666,7 +666,8 @@ extern struct nfc_stats nfc_stats[];
 static inline uint16_t nfc_new_room(struct rte_mempool *pool)
 {
     uint16_t room = rte_pktmbuf_data_room_size(pool);
-    return (uint16_t)(room - RTE_MIN(room, (uint16_t)RTE_PKTMBUF_HEADROOM)); /* a new mbuf's tailroom */
+    room = (uint16_t)(room - RTE_MIN(room, (uint16_t)RTE_PKTMBUF_HEADROOM)); /* a new mbuf's tailroom */
+    return (uint16_t)RTE_MIN(room, NFC_MAX_PKT); /* and no packet is over NFC_MAX_PKT: one compare a packet */
 }
 
 static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p, struct rte_mempool *pool,
@@ -682,8 +683,10 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
     }
     uint8_t *buf = (uint8_t *)m->buf_addr;
     uint32_t plen = p->payload_len;
-    if (plen <= NFC_MAX_PKT && RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1 && p->payload >= buf &&
-        p->payload + plen <= buf + m->buf_len) {
+    /* the payload's offset in m's buffer: over buf_len when it is elsewhere (ESP's buffer), as
+     * the unsigned difference wraps when it is in front */
+    uintptr_t pay = (uintptr_t)p->payload - (uintptr_t)buf;
+    if (RTE_MBUF_DIRECT(m) && rte_mbuf_refcnt_read(m) == 1 && pay <= m->buf_len && plen <= m->buf_len - pay) {
         const uint8_t *first = nfc_headers_in_place(p);
         if (first != NULL) { /* unmoved headers stay; the checksums and the bridge are written */
             /* the bridge written straight in front of the headers when it fits there (built aside
@@ -691,7 +694,7 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
              * stall); written or not, nothing below reads those bytes */
             uint32_t at = (uint32_t)(first - buf), b = nfc_bridge_out(p, (uint8_t *)(uintptr_t)first, at);
             uint32_t len = b + (uint32_t)(p->payload - first) + plen;
-            if (len > 0 && b <= at && len <= room && len <= NFC_MAX_PKT) {
+            if (len > 0 && b <= at && len <= room) {
                 nfc_finish_in_place(p);
                 /* no rte_pktmbuf_reset: m is one direct segment of ours (next, nb_segs and
                  * tx_offload as a fresh mbuf has them); what the receive side set (ol_flags'
@@ -705,9 +708,9 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
         /* the bridge and headers built aside (they may overlap where they go), then written in
          * front of the payload */
         p->payload_len = 0;
-        uint32_t n = nfc_to_switch(p, out, NFC_MAX_PKT - plen);
+        uint32_t n = plen <= NFC_MAX_PKT ? nfc_to_switch(p, out, NFC_MAX_PKT - plen) : 0;
         p->payload_len = plen;
-        uint32_t at = (uint32_t)(p->payload - buf);
+        uint32_t at = (uint32_t)pay;
         if (n > 0 && n <= at && n + plen <= room) {
             rte_pktmbuf_reset(m);
             m->data_off = (uint16_t)(at - n);
@@ -743,13 +746,15 @@ static inline struct rte_mbuf *nfc_output(struct rte_mbuf *m, struct nfc_pkt *p,
 #ifndef NFC_ACL_PER_PACKET
 #define NFC_ACL_PER_PACKET 0 /* 1: no classification per burst (bench/bench_acl.py's baseline) */
 #endif
-#define NFC_PREFETCH_BURST 32
-/* Two keys of `bytes` bytes (a multiple of 8: an exact table's rte_hash key) are equal; inline
- * (a libc memcmp call would cost what the lookup it saves does). */
-static inline int nfc_key_eq(const uint8_t *a, const uint8_t *b, unsigned bytes)
+#define NFC_PREFETCH_BURST 32 /* the most packets nfc_prefetch takes (a burst: NFC_BURST) */
+/* Two keys of NFC_PRE_KEY bytes are equal (inline and unrolled: a libc memcmp call, or a loop
+ * over a table's key_bytes, would cost what the lookup it saves does).  A kept key's bytes past
+ * its table's key_bytes are never written, so they stay as the static packet arrays start them
+ * (zero) and compare equal; were they not, two equal keys would only be looked up twice. */
+static inline int nfc_key_eq(const uint8_t *a, const uint8_t *b)
 {
     uint64_t diff = 0;
-    for (unsigned i = 0; i < bytes; i += 8) {
+    for (unsigned i = 0; i < NFC_PRE_KEY; i += 8) {
         uint64_t x, y;
         memcpy(&x, a + i, 8);
         memcpy(&y, b + i, 8);
@@ -758,6 +763,7 @@ static inline int nfc_key_eq(const uint8_t *a, const uint8_t *b, unsigned bytes)
     return diff == 0;
 }
 
+/* n <= NFC_PREFETCH_BURST: the burst's packets are looked up in one bulk call per table. */
 static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned n, int phase)
 {
     for (unsigned i = 0; phase > 0 && i < n; i++)
@@ -774,59 +780,48 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
         /* a run of packets with one key (an exact table: keyed by the ingress port, say) is
          * looked up once, its first packet's answer kept for the others */
         int runs = keep && !tab->acl && tab->lpm < 0;
-        for (unsigned from = 0; from < n;) {
-            uint8_t keys[NFC_PREFETCH_BURST][NFC_MAX_KEY];
-            const void *kp[NFC_PREFETCH_BURST];
-            void *data[NFC_PREFETCH_BURST];
-            unsigned who[NFC_PREFETCH_BURST];
-            uint64_t hits = 0, again = 0; /* again, bit i: packet start + i has the key of the one before */
-            unsigned k = 0, start = from;
-            int keyed = 0; /* the packet before has a key here */
-            for (; from < n && k < NFC_PREFETCH_BURST && from - start < 64; from++) {
-                /* a key whose answer is kept is built where it is kept: no copy (a libc memcpy of
-                 * key_bytes per packet and table) */
-                uint8_t *kb = keep ? pkts[from].pre_key[t] : keys[k];
-                int has = codes[from] == NFC_CONTINUE &&
-                          (phase < 0 ? nfc_bench_key(t, &pkts[from], kb) : nfc_stage_key(phase, t, &pkts[from], kb)) == 0;
-                if (has && runs && keyed && nfc_key_eq(kb, kp[k - 1], tab->key_bytes)) {
-                    again |= 1ull << (from - start);
-                } else if (has) {
-                    kp[k] = kb;
-                    who[k++] = from;
-                }
-                keyed = has;
+        uint8_t keys[NFC_PREFETCH_BURST][NFC_MAX_KEY];
+        const void *kp[NFC_PREFETCH_BURST];
+        void *data[NFC_PREFETCH_BURST];
+        int8_t of[NFC_PREFETCH_BURST]; /* packet i's lookup, kp[of[i]]; -1: it has no key here */
+        uint64_t hits = 0;
+        unsigned k = 0;
+        const uint8_t *last = NULL; /* the key of the packet before, if it has one */
+        for (unsigned i = 0; i < n && i < NFC_PREFETCH_BURST; i++) {
+            /* a key whose answer is kept is built where it is kept: no copy (a libc memcpy of
+             * key_bytes per packet and table) */
+            uint8_t *kb = keep ? pkts[i].pre_key[t] : keys[k];
+            int has = codes[i] == NFC_CONTINUE &&
+                      (phase < 0 ? nfc_bench_key(t, &pkts[i], kb) : nfc_stage_key(phase, t, &pkts[i], kb)) == 0;
+            if (!has) {
+                of[i] = -1;
+                last = NULL;
+            } else if (runs && last != NULL && nfc_key_eq(kb, last)) {
+                of[i] = (int8_t)(k - 1);
+            } else {
+                of[i] = (int8_t)k;
+                kp[k++] = last = kb;
             }
-            if (k == 0)
-                continue;
-            if (tab->acl) /* one rte_acl_classify for the burst's keys */
-                nfc_acl_find_bulk(&tab->classifier, (const uint8_t *const *)kp, k, data, &hits);
-            else if (tab->lpm >= 0)
-                nfc_lpm_find_bulk(&tab->trie, (const uint8_t *const *)kp, k, data, &hits);
-            else if (rte_hash_lookup_bulk_data(tab->h, kp, k, &hits, data) < 0)
-                continue;
-            for (unsigned j = 0; !tab->inline_values && j < k; j++)
-                if ((hits >> j) & 1) /* the values record the stage reads (a miss of its own) */
-                    rte_prefetch0(data[j]);
-            for (unsigned j = 0; keep && j < k; j++) {
-                struct nfc_pkt *p = &pkts[who[j]];
-                p->pre_hit[t] = (uint8_t)((hits >> j) & 1);
-                p->pre_data[t] = data[j];
-                p->pre_ok |= 1u << t;
-            }
-            /* in order: the one before has it, carried in registers (reading back what the packet
-             * before was just given waited on store forwarding at every packet) */
-            uint8_t last_hit = 0;
-            void *last_data = NULL;
-            for (unsigned i = start, j = 0; again != 0 && i < from; i++)
-                if ((again >> (i - start)) & 1) {
-                    pkts[i].pre_hit[t] = last_hit;
-                    pkts[i].pre_data[t] = last_data;
-                    pkts[i].pre_ok |= 1u << t;
-                } else if (j < k && who[j] == i) {
-                    last_hit = (uint8_t)((hits >> j) & 1);
-                    last_data = data[j++];
-                }
         }
+        if (k == 0)
+            continue;
+        if (tab->acl) /* one rte_acl_classify for the burst's keys */
+            nfc_acl_find_bulk(&tab->classifier, (const uint8_t *const *)kp, k, data, &hits);
+        else if (tab->lpm >= 0)
+            nfc_lpm_find_bulk(&tab->trie, (const uint8_t *const *)kp, k, data, &hits);
+        else if (rte_hash_lookup_bulk_data(tab->h, kp, k, &hits, data) < 0)
+            continue;
+        for (unsigned j = 0; !tab->inline_values && j < k; j++)
+            if ((hits >> j) & 1) /* the values record the stage reads (a miss of its own) */
+                rte_prefetch0(data[j]);
+        /* each packet's answer read from the bulk call's arrays (reading back what the packet
+         * before was just given waited on store forwarding at every packet) */
+        for (unsigned i = 0; keep && i < n && i < NFC_PREFETCH_BURST; i++)
+            if (of[i] >= 0) {
+                pkts[i].pre_hit[t] = (uint8_t)((hits >> of[i]) & 1);
+                pkts[i].pre_data[t] = data[of[i]];
+                pkts[i].pre_ok |= 1u << t;
+            }
     }
 }
 

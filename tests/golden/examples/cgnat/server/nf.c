@@ -448,21 +448,15 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         uint32_t off = 2u;
-        if (!nfc_get(data, 8u, 1u)) {
+        if ((nfc_get(data, 8u, 2u) & 3u) != 3u) {
             return 1;
         }
-        if (!nfc_get(data, 9u, 1u)) {
-            return 1;
-        }
-        if ((off + 0xeu) > len) {
+        if ((off + 0x22u) > len) {
             return 0x10;
         }
         p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[0] = 1;
         off = off + 0xeu;
-        if ((off + 0x14u) > len) {
-            return 0x10;
-        }
         p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[1] = 1;
         off = off + 0x14u;
@@ -500,24 +494,18 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         uint32_t off = 0xcu;
-        if (!nfc_get(data, 8u, 1u)) {
-            return 1;
-        }
-        if (!nfc_get(data, 9u, 1u)) {
+        if ((nfc_get(data, 8u, 2u) & 3u) != 3u) {
             return 1;
         }
         p->meta[0] = nfc_get(data, 0xdu, 0x20u);
         p->meta[1] = nfc_get(data, 0x2du, 0x10u);
         p->meta[3] = nfc_get(data, 0x3du, 0x20u);
-        if ((off + 0xeu) > len) {
+        if ((off + 0x22u) > len) {
             return 0x10;
         }
         p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[0] = 1;
         off = off + 0xeu;
-        if ((off + 0x14u) > len) {
-            return 0x10;
-        }
         p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[1] = 1;
         off = off + 0x14u;

@@ -326,22 +326,16 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         uint32_t off = 3u;
-        if (!nfc_get(data, 8u, 1u)) {
-            return 1;
-        }
-        if (!nfc_get(data, 9u, 1u)) {
+        if ((nfc_get(data, 8u, 2u) & 3u) != 3u) {
             return 1;
         }
         p->meta[0] = nfc_get(data, 0xau, 0xeu);
-        if ((off + 0xeu) > len) {
+        if ((off + 0x22u) > len) {
             return 0x10;
         }
         p->hdr[6] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[6] = 1;
         off = off + 0xeu;
-        if ((off + 0x14u) > len) {
-            return 0x10;
-        }
         p->hdr[7] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[7] = 1;
         off = off + 0x14u;

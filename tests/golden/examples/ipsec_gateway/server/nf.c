@@ -487,30 +487,18 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         uint32_t off = 2u;
-        if (!nfc_get(data, 8u, 1u)) {
+        if ((nfc_get(data, 8u, 3u) & 7u) != 7u) {
             return 1;
         }
-        if (!nfc_get(data, 9u, 1u)) {
-            return 1;
-        }
-        if (!nfc_get(data, 0xau, 1u)) {
-            return 1;
-        }
-        if ((off + 0xeu) > len) {
+        if ((off + 0x2au) > len) {
             return 0x12;
         }
         p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[0] = 1;
         off = off + 0xeu;
-        if ((off + 0x14u) > len) {
-            return 0x12;
-        }
         p->hdr[1] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[1] = 1;
         off = off + 0x14u;
-        if ((off + 8u) > len) {
-            return 0x12;
-        }
         p->hdr[2] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[2] = 1;
         off = off + 8u;
@@ -524,22 +512,16 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
             return 1;
         }
         uint32_t off = 4u;
-        if (!nfc_get(data, 8u, 1u)) {
-            return 1;
-        }
-        if (!nfc_get(data, 9u, 1u)) {
+        if ((nfc_get(data, 8u, 2u) & 3u) != 3u) {
             return 1;
         }
         p->meta[0] = nfc_get(data, 0xau, 0x10u);
-        if ((off + 0xeu) > len) {
+        if ((off + 0x22u) > len) {
             return 0x12;
         }
         p->hdr[0] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[0] = 1;
         off = off + 0xeu;
-        if ((off + 0x14u) > len) {
-            return 0x12;
-        }
         p->hdr[3] = (uint8_t *)((uintptr_t)(data + off));
         p->valid[3] = 1;
         off = off + 0x14u;
