@@ -330,7 +330,7 @@ int main(int argc, char **argv)
     /* packets/s */
     int io = rte_eth_dev_count_avail() > 0;
     if (io) {
-        pool = rte_pktmbuf_pool_create("bench_mbufs", 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
+        pool = nfc_mbuf_pool("bench_mbufs", 8191, 256, RTE_MBUF_DEFAULT_BUF_SIZE, (int)rte_socket_id());
         if (pool == NULL || start_port() != 0) {
             fprintf(stderr, "nf-bench: cannot set up the port: %s\n", rte_strerror(rte_errno));
             return 1;

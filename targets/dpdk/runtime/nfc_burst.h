@@ -11,7 +11,10 @@
 #ifndef NFC_BURST_H
 #define NFC_BURST_H
 
+#include <rte_eal.h>
+#include <rte_errno.h>
 #include <rte_mbuf.h>
+#include <rte_mbuf_pool_ops.h>
 
 #include "nfc_esp.h"
 #include "nfc_rt.h"
@@ -21,6 +24,37 @@
 #define NFC_PREFETCH_AHEAD 4
 _Static_assert(NFC_BURST <= NFC_ESP_BURST, "nfc_esp_burst takes whole bursts");
 _Static_assert(NFC_BURST <= NFC_PREFETCH_BURST, "nfc_prefetch takes whole bursts");
+
+/* A pool of n mbufs of `room` data bytes, as rte_pktmbuf_pool_create makes it, except that
+ * where IOVA is the virtual address (always without hugepages) the mbufs are packed end to
+ * end (RTE_MEMPOOL_F_NO_IOVA_CONTIG: one may span two pages, and a device still sees it
+ * contiguous).  rte_pktmbuf_pool_create keeps each one within a page: without hugepages that
+ * is one 2.3 KiB mbuf per 4 KiB page, every mbuf at the same offset in its page, so a burst's
+ * 32 mbuf headers, and their frames' first lines, all fall in one L1 set of 8 ways and evict
+ * each other between the receive, the parse and the output.  NULL: rte_errno says why. */
+static inline struct rte_mempool *nfc_mbuf_pool(const char *name, unsigned n, unsigned cache, uint16_t room,
+                                                int socket)
+{
+    if (rte_eal_iova_mode() != RTE_IOVA_VA)
+        return rte_pktmbuf_pool_create(name, n, cache, 0, room, socket);
+    struct rte_pktmbuf_pool_private priv = {.mbuf_data_room_size = room, .mbuf_priv_size = 0};
+    struct rte_mempool *mp = rte_mempool_create_empty(name, n, (unsigned)sizeof(struct rte_mbuf) + room, cache,
+                                                      sizeof priv, socket, RTE_MEMPOOL_F_NO_IOVA_CONTIG);
+    if (mp == NULL)
+        return NULL;
+    int err = rte_mempool_set_ops_byname(mp, rte_mbuf_best_mempool_ops(), NULL);
+    if (err == 0) {
+        rte_pktmbuf_pool_init(mp, &priv);
+        err = rte_mempool_populate_default(mp);
+    }
+    if (err < 0) {
+        rte_mempool_free(mp);
+        rte_errno = -err;
+        return NULL;
+    }
+    rte_mempool_obj_iter(mp, rte_pktmbuf_init, NULL);
+    return mp;
+}
 
 /* The DPDK port a processed packet leaves by (-1: none), given the port it came in on. */
 typedef int (*nfc_out_port_fn)(uint16_t in_port, const struct nfc_pkt *p);

@@ -325,10 +325,9 @@ int main(int argc, char **argv)
     }
     if (rte_eth_dev_count_avail() < 1)
         fprintf(stderr, "nfc: no port (check the --vdev arguments and input files)\n");
-    else if ((pool = rte_pktmbuf_pool_create("nfc_mbufs", 8191 * lcores, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
-                                             (int)rte_socket_id())) == NULL ||
-             (jumbo = rte_pktmbuf_pool_create("nfc_jumbo", 511 * lcores, 32, 0, NFC_MBUF_ROOM,
-                                              (int)rte_socket_id())) == NULL)
+    else if ((pool = nfc_mbuf_pool("nfc_mbufs", 8191 * lcores, 256, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                   (int)rte_socket_id())) == NULL ||
+             (jumbo = nfc_mbuf_pool("nfc_jumbo", 511 * lcores, 32, NFC_MBUF_ROOM, (int)rte_socket_id())) == NULL)
         fprintf(stderr, "nfc: cannot create the mbuf pools: %s\n", rte_strerror(rte_errno));
     if (jumbo == NULL || start_ports(lcores) != 0) {
         nfc_control_stop();
