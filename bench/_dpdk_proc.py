@@ -20,10 +20,10 @@ from collections.abc import Iterable, Sequence
 from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 __all__ = ["Program", "Running", "Sample", "Window", "parse_schedstat", "parse_switches", "settle", "start",
-           "stop_all", "telemetry_socket", "thread_name", "thread_usage", "window_between"]
+           "stop_all", "telemetry", "telemetry_socket", "thread_name", "thread_usage", "window_between"]
 
 
 def parse_schedstat(text: str) -> int:
@@ -59,21 +59,28 @@ def telemetry_socket(prefix: str) -> Path:
     return base / "dpdk" / prefix / "dpdk_telemetry.v2"
 
 
-def port_stats(sock_path: Path, ports: Sequence[int]) -> list[dict[str, int]]:
-    """ethdev stats of each of ``ports`` (``/ethdev/stats,PORT``), read one after the other over one
-    connection to a telemetry socket (so that they are close together in time)."""
+def telemetry(sock_path: Path, commands: Sequence[str]) -> list[Any]:
+    """The replies to ``commands`` (as ``/ethdev/stats,0``), sent one after the other over one
+    connection to a telemetry socket (so that they are close together in time); each reply is
+    the value under the command's name (``None``: the command gave none)."""
     out = []
     with socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET) as s:
         s.settimeout(5.0)
         s.connect(str(sock_path))
         s.recv(1024)  # the greeting: version, pid, max output length
-        for port in ports:
-            s.send(f"/ethdev/stats,{port}".encode())
-            reply = json.loads(s.recv(1 << 16))
-            stats = reply.get("/ethdev/stats")
-            if not isinstance(stats, dict):
-                raise RuntimeError(f"no stats for port {port}: {reply}")
-            out.append({k: v for k, v in stats.items() if isinstance(v, int)})
+        for cmd in commands:
+            s.send(cmd.encode())
+            out.append(json.loads(s.recv(1 << 16)).get(cmd.split(",")[0]))
+    return out
+
+
+def port_stats(sock_path: Path, ports: Sequence[int]) -> list[dict[str, int]]:
+    """ethdev stats of each of ``ports`` (``/ethdev/stats,PORT``), read over one connection."""
+    out = []
+    for port, stats in zip(ports, telemetry(sock_path, [f"/ethdev/stats,{port}" for port in ports]), strict=True):
+        if not isinstance(stats, dict):
+            raise RuntimeError(f"no stats for port {port}: {stats}")
+        out.append({k: v for k, v in stats.items() if isinstance(v, int)})
     return out
 
 

@@ -9,8 +9,8 @@ of percent: ``--base TREE`` builds the same program with another checkout's nfc 
 the generated code or the runtime is measured by what it removes.  Instructions are not time
 (a cache miss costs many cycles in one instruction), so the timed benchmarks
 (bench_dpdk.py, bench_l3fwd.py) still decide: on 2026-11-29, 11 % fewer instructions
-(271.8 -> 242.3) did not change nf-bench's Mpps (docs/server.md, "Fewer instructions, the
-same time").
+(271.8 -> 242.3) gave no change in Mpps the slow machine could resolve (docs/server.md,
+"Fewer instructions, no time resolved").
 
     .venv/bin/python bench/bench_instructions.py                 # this tree (~1 minute)
     .venv/bin/python bench/bench_instructions.py --base TREE     # and TREE, with the ratio

@@ -9,12 +9,14 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.utils import RawPcapReader, RawPcapWriter
 
+from bench._dpdk_proc import telemetry, telemetry_socket
 from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server_ref import ServerReference
@@ -56,6 +58,36 @@ def built(tmp_path_factory):
 
 def test_server_program_builds_warning_free(built):
     assert (built / "server/nf").is_file()  # -Wall -Wextra -Werror in the Makefile
+
+
+def test_without_hugepages_the_packet_buffers_take_what_their_mbufs_need(built):
+    """rte_pktmbuf_pool_create without hugepages keeps each mbuf within a 4 KiB page: one 2.3 KiB
+    mbuf a page, at the same offset in each, which also puts a burst's mbufs in one L1 set
+    (nfc_mbuf_pool, docs/server.md).  The server's EAL heap, read over DPDK's own telemetry, must
+    hold less than that layout's pool alone would."""
+    prefix = f"nfc-pool-{os.getpid()}"
+    proc = subprocess.Popen([str(built / "server/nf"), "--no-huge", "-m", "256", "--no-pci", f"--file-prefix={prefix}",
+                             "--log-level=warning", "-l", "0", "--vdev=net_null0,no-rx=1", "--", "--live"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        sock = telemetry_socket(prefix)
+        pool = heap = None
+        for _ in range(200):  # the pools exist once the port is started: until then no such mempool
+            if sock.exists():
+                pool, heap = telemetry(sock, ["/mempool/info,nfc_mbufs", "/eal/heap_info,0"])
+                if pool:
+                    break
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            time.sleep(0.05)
+        assert pool and heap, (pool, heap)
+        assert pool["populated_size"] == pool["size"] == 8191
+        one_a_page = pool["size"] * 4096
+        assert heap["Alloc_size"] < one_a_page, (heap, pool)
+        # and the pool is in it: its mbufs at their element size, not less
+        assert heap["Alloc_size"] > pool["size"] * (pool["elt_size"] + pool["header_size"])
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
 
 
 def test_every_artifact_in_the_plan_exists_and_the_server_builds_from_out_alone(built, tmp_path):
