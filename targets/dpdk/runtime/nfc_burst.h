@@ -26,8 +26,8 @@ _Static_assert(NFC_BURST <= NFC_ESP_BURST, "nfc_esp_burst takes whole bursts");
 _Static_assert(NFC_BURST <= NFC_PREFETCH_BURST, "nfc_prefetch takes whole bursts");
 
 /* A pool of n mbufs of `room` data bytes, as rte_pktmbuf_pool_create makes it, except that
- * where IOVA is the virtual address (always without hugepages) the mbufs are packed end to
- * end (RTE_MEMPOOL_F_NO_IOVA_CONTIG: one may span two pages, and a device still sees it
+ * without hugepages (where IOVA is the virtual address) the mbufs are packed end to end
+ * (RTE_MEMPOOL_F_NO_IOVA_CONTIG: one may span two pages, and a device still sees it
  * contiguous).  rte_pktmbuf_pool_create keeps each one within a page: without hugepages that
  * is one 2.3 KiB mbuf per 4 KiB page, every mbuf at the same offset in its page, so a burst's
  * 32 mbuf headers, and their frames' first lines, all fall in one L1 set of 8 ways and evict
@@ -35,7 +35,7 @@ _Static_assert(NFC_BURST <= NFC_PREFETCH_BURST, "nfc_prefetch takes whole bursts
 static inline struct rte_mempool *nfc_mbuf_pool(const char *name, unsigned n, unsigned cache, uint16_t room,
                                                 int socket)
 {
-    if (rte_eal_iova_mode() != RTE_IOVA_VA)
+    if (rte_eal_has_hugepages() || rte_eal_iova_mode() != RTE_IOVA_VA) /* within a hugepage they are packed anyway */
         return rte_pktmbuf_pool_create(name, n, cache, 0, room, socket);
     struct rte_pktmbuf_pool_private priv = {.mbuf_data_room_size = room, .mbuf_priv_size = 0};
     struct rte_mempool *mp = rte_mempool_create_empty(name, n, (unsigned)sizeof(struct rte_mbuf) + room, cache,

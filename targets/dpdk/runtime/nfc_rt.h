@@ -768,6 +768,7 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
 {
     for (unsigned i = 0; phase > 0 && i < n; i++)
         pkts[i].pre_ok = 0;
+    n = RTE_MIN(n, (unsigned)NFC_PREFETCH_BURST); /* a packet past it would look its key up alone */
     for (int t = 0; t < nfc_ntables; t++) {
         struct nfc_table *tab = &nfc_tables[t];
         if (phase >= 0 && !((nfc_phase_tables[phase] >> t) & 1))
@@ -787,7 +788,7 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
         uint64_t hits = 0;
         unsigned k = 0;
         const uint8_t *last = NULL; /* the key of the packet before, if it has one */
-        for (unsigned i = 0; i < n && i < NFC_PREFETCH_BURST; i++) {
+        for (unsigned i = 0; i < n; i++) {
             /* a key whose answer is kept is built where it is kept: no copy (a libc memcpy of
              * key_bytes per packet and table) */
             uint8_t *kb = keep ? pkts[i].pre_key[t] : keys[k];
@@ -816,7 +817,7 @@ static inline void nfc_prefetch(struct nfc_pkt *pkts, const int *codes, unsigned
                 rte_prefetch0(data[j]);
         /* each packet's answer read from the bulk call's arrays (reading back what the packet
          * before was just given waited on store forwarding at every packet) */
-        for (unsigned i = 0; keep && i < n && i < NFC_PREFETCH_BURST; i++)
+        for (unsigned i = 0; keep && i < n; i++)
             if (of[i] >= 0) {
                 pkts[i].pre_hit[t] = (uint8_t)((hits >> of[i]) & 1);
                 pkts[i].pre_data[t] = data[of[i]];
