@@ -71,16 +71,17 @@ def test_without_hugepages_the_packet_buffers_take_what_their_mbufs_need(built):
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         sock = telemetry_socket(prefix)
-        pool = heap = None
-        for _ in range(200):  # the pools exist once the port is started: until then no such mempool
+        pool = jumbo = heap = None
+        for _ in range(600):  # until both pools are made and filled (a pool is listed while it is filled)
             if sock.exists():
-                pool, heap = telemetry(sock, ["/mempool/info,nfc_mbufs", "/eal/heap_info,0"])
-                if pool:
+                pool, jumbo, heap = telemetry(sock, ["/mempool/info,nfc_mbufs", "/mempool/info,nfc_jumbo",
+                                                     "/eal/heap_info,0"])
+                if pool and jumbo and all(p["populated_size"] == p["size"] for p in (pool, jumbo)):
                     break
             assert proc.poll() is None, proc.communicate()[1][-2000:]
             time.sleep(0.05)
-        assert pool and heap, (pool, heap)
-        assert pool["populated_size"] == pool["size"] == 8191
+        assert pool and jumbo and heap, (pool, jumbo, heap)
+        assert pool["populated_size"] == pool["size"] == 8191, pool
         assert pool["flags"] & 0x20, pool  # RTE_MEMPOOL_F_NO_IOVA_CONTIG: packed end to end
         one_a_page = pool["size"] * 4096
         assert heap["Alloc_size"] < one_a_page, (heap, pool)
