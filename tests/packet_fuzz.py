@@ -110,10 +110,17 @@ def examples() -> list[str]:
     return sorted(p.stem for p in (ROOT / "examples").glob("*.nfp"))
 
 
+def source(example: str) -> str:
+    """The program's source, relative to the repository: an example, else a test corpus program
+    (one whose layout no example has)."""
+    path = f"examples/{example}.nfp"
+    return path if (ROOT / path).exists() else f"tests/corpus/{example}.nfp"
+
+
 def build_case(example: str, target: str, folder: Path, sanitized: bool = True) -> Case:
     """``nfc build`` and (``sanitized``) ``make nf-san``; NotBuilt if the compiler refuses the combination."""
     out = folder / f"{example}.{target.replace('+', '-')}"
-    r = nfc_cli("build", f"examples/{example}.nfp", "--target", target, "--no-verify", "--allow-overcommit",
+    r = nfc_cli("build", source(example), "--target", target, "--no-verify", "--allow-overcommit",
                 "-o", str(out))
     if r.returncode != 0:
         raise NotBuilt(next((line for line in r.stderr.splitlines() if "error[" in line), r.stderr[-500:]))

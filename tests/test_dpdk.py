@@ -254,18 +254,26 @@ def test_target_dpdk_alone_gives_the_reference_outputs(tmp_path):
     customer = [Ether() / Dot1AD(vlan=7) / Dot1Q(vlan=v) / IP(dst="192.168.1.10") / UDP() / b"c" for v in (42, 43, 44)]
     inputs = {1: [*customer, Ether() / Dot1Q(vlan=1) / IP()],
               17: [Ether() / IP(dst="10.255.0.1") / UDP(dport=4789) / VXLAN(vni=n) / inner for n in (5000, 9)]}
+    def run(ports: list[int]) -> dict[str, object]:
+        """nf with DPDK port i as logical port ports[i]: its counters."""
+        vdevs = []
+        for i, lp in enumerate(ports):
+            with RawPcapWriter(str(tmp_path / f"in{lp}.pcap"), linktype=1) as w:
+                for pkt in inputs.get(lp, []):
+                    w.write(bytes(pkt))
+            vdevs.append(f"--vdev=net_pcap{i},rx_pcap={tmp_path / f'in{lp}.pcap'},tx_pcap={tmp_path / f'out{lp}.pcap'}")
+        r = subprocess.run([str(out / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
+                            "--no-telemetry", "--log-level=warning", "-l", "0", *vdevs, "--",
+                            "--entries", str(tmp_path / "entries.txt"), "--ports", ",".join(map(str, ports))],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr[-3000:]
+        return json.loads(r.stdout.strip().splitlines()[-1])
+
+    def sent(lp: int) -> list[bytes]:
+        return [bytes(d) for d, _ in RawPcapReader(str(tmp_path / f"out{lp}.pcap"))]
+
     ports = [1, 17, 21, 22, 4]
-    vdevs = []
-    for i, lp in enumerate(ports):
-        with RawPcapWriter(str(tmp_path / f"in{lp}.pcap"), linktype=1) as w:
-            for pkt in inputs.get(lp, []):
-                w.write(bytes(pkt))
-        vdevs.append(f"--vdev=net_pcap{i},rx_pcap={tmp_path / f'in{lp}.pcap'},tx_pcap={tmp_path / f'out{lp}.pcap'}")
-    run = subprocess.run([str(out / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf",
-                          "--no-telemetry", "--log-level=warning", "-l", "0", *vdevs, "--",
-                          "--entries", str(tmp_path / "entries.txt"), "--ports", ",".join(map(str, ports))],
-                         capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
+    counters = run(ports)
     want: dict[int, list[bytes]] = {}
     drops: dict[str, int] = {}
     for lp, pkts in inputs.items():
@@ -276,10 +284,14 @@ def test_target_dpdk_alone_gives_the_reference_outputs(tmp_path):
             else:
                 drops[o.reason] = drops.get(o.reason, 0) + 1
     for lp in ports:
-        got = [bytes(d) for d, _ in RawPcapReader(str(tmp_path / f"out{lp}.pcap"))]
-        assert got == want.get(lp, []), lp
-    assert json.loads(run.stdout.strip().splitlines()[-1])["drops"] == drops
+        assert sent(lp) == want.get(lp, []), lp
+    assert counters["drops"] == drops
     assert sum(len(v) for v in want.values()) == 3 and set(want) == {22, 4}
+    # logical port 4 on no DPDK port: what leaves by it is dropped and counted as server_no_port, the rest as before
+    (tmp_path / "out22.pcap").unlink()
+    counters = run([1, 17, 21, 22])
+    assert sent(22) == want[22]
+    assert counters["drops"] == {**drops, "server_no_port": len(want[4])}
 
 
 def test_cgnat_state_on_the_server(tmp_path):
@@ -369,3 +381,38 @@ def test_jumbo_frames_cross_the_server_whole(built, tmp_path):
     want = [ref.process(x) for x in inputs]
     assert all(o.kind == "forward" for o in want) and len(want[-1].data) > 9000
     assert got == [o.data for o in want]
+
+
+def _max_pkt() -> int:
+    """The most bytes a packet the server sends may have: NFC_MAX_PKT in the runtime's header."""
+    text = (ROOT / "targets/dpdk/runtime/nfc_rt.h").read_text()
+    return int(next(line.split()[2] for line in text.splitlines() if line.startswith("#define NFC_MAX_PKT ")))
+
+
+def test_a_frame_the_stages_grow_past_the_largest_packet_is_dropped_as_server_no_buffer(built, tmp_path):
+    """The VPN gateway's server part encapsulates (VXLAN behind outer Ethernet, IPv4 and UDP):
+    a frame that comes in under NFC_MAX_PKT but would leave one byte over it has no buffer to
+    leave in, and is dropped and counted as server_no_buffer (the output loop's drops[0]); one
+    that would leave at exactly NFC_MAX_PKT is sent as the reference makes it."""
+    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
+    switch = SwitchModel.from_build(built)
+    ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
+    cu, ov, vm, host, vni = ROUTES[0]
+    ref.tables["overlay_routes"].insert(Entry((Match(cu), Match(ov), Match(vm)), {"host_ip": host, "vni": vni}))
+    (tmp_path / "entries.txt").write_text(f"overlay_routes {cu} {ov} {vm} : {host} {vni}\n")
+
+    def to_server(n: int) -> bytes:
+        frame = (Ether(src="00:00:00:00:00:01") / Dot1AD(vlan=cu) / Dot1Q(vlan=ov)
+                 / IP(src="10.0.0.9", dst="192.168.1.10") / UDP(sport=1000) / (bytes(range(256)) * 40)[:n])
+        return switch.process(bytes(frame), 1).data
+
+    grows = len(ref.process(to_server(1000)).data) - 1000  # what the server adds to n bytes of UDP payload
+    fits = _max_pkt() - grows
+    inputs = [to_server(fits), to_server(fits + 1)]
+    want = [ref.process(x) for x in inputs]
+    assert [o.kind for o in want] == ["forward", "forward"]
+    assert [len(o.data) for o in want] == [_max_pkt(), _max_pkt() + 1]
+    assert max(map(len, inputs)) < _max_pkt()  # both arrive whole (a jumbo mbuf)
+    counters, got = _run_pcap(built / "server/nf", inputs, tmp_path)
+    assert got == [want[0].data]
+    assert counters["drops"] == {"server_no_buffer": 1} and counters["forwarded"] == 1

@@ -45,6 +45,8 @@ def _build(tmp_path, text: str, target: str = "tofino"):
     ([("miss { drop(no_route); }", "miss { drop(No_Route); }"),
       ("      forward(r.port);", "      if (ipv4.ttl == 0) { drop(no_route); }\n      forward(r.port);")],
      "drop(No_Route)", "reason 'No_Route' differs from reason 'no_route' only in letter case"),
+    ([("    extract ipv4;\n", "    extract ipv4;\n    verify(ipv4.ttl > 0, No_Route);\n")],  # a parser state's verify
+     "drop(no_route)", "reason 'no_route' differs from reason 'No_Route' only in letter case"),
 ])
 def test_names_that_meet_generated_names_are_E014_at_the_name(tmp_path, changes, at, message):
     text = BASE
@@ -56,6 +58,21 @@ def test_names_that_meet_generated_names_are_E014_at_the_name(tmp_path, changes,
         compile_file(write(tmp_path, text), "tofino")
     d = e.value.diagnostics[0]
     assert d.code == "E014" and message in d.message and d.span.line == line, (d.span.line, d.message)
+
+
+@pytest.mark.parametrize("reason", ["server_no_buffer", "server_no_port"])
+def test_a_reason_the_server_counts_its_own_drops_under_is_E014_on_the_server_alone(tmp_path, reason):
+    """The server's counters keep its own drops (no buffer to send in, no DPDK port for the
+    egress port) beside the program's reasons, in one "drops" object: a program's reason of
+    the same name would be one count with them (and a JSON key twice).  The switch has no such
+    counter: a Tofino build takes the name."""
+    text = BASE.replace("miss { drop(no_route); }", f"miss {{ drop({reason}); }}")
+    line = next(i for i, s in enumerate(text.splitlines(), 1) if f"drop({reason})" in s)
+    r, _out = _build(tmp_path, text, "dpdk")
+    assert r.returncode == 1 and f"t.nfp:{line}:" in r.stderr and "error[E014]" in r.stderr, r.stderr
+    assert f"reason '{reason}' is what the server counts its own drops under" in r.stderr, r.stderr
+    r, _out = _build(tmp_path, text, "tofino")
+    assert r.returncode == 0, r.stderr
 
 
 P4_FIELDS = BASE.replace("packet {\n", "header odd { int: bit<8>; type: bit<8>; apply: bit<16>; }\n"

@@ -54,6 +54,32 @@ def test_sanitized_server_program_equals_the_reference_on_fuzzed_frames(example:
 # ---- the fuzzer's parts ---------------------------------------------------------------------------
 
 
+@needs_dpdk
+def test_a_bridge_with_an_optional_header_between_required_ones_is_judged_as_the_reference_does(
+        tmp_path: Path) -> None:
+    """tests/corpus/lpm_routes.nfp's bridges carry eth (on every path to the cut), vlan (only on
+    tagged frames) and ipv4 (on every path), a layout no example has: the server's decode tests
+    the two required bits with one mask that has a gap (0b101) and vlan's length on its own.
+    Frames with each required bit cleared alone, and with vlan both ways, must be judged as the
+    reference judges them."""
+    case = _case_or_skip("lpm_routes", "tofino+dpdk", tmp_path)
+    gap = {b.cut_id: b for b in case.placed.bridges if b.direction is Direction.TO_SERVER
+           and [inst in b.required for inst in b.valid_bits] == [True, False, True]}
+    assert gap, "lpm_routes no longer bridges [required, optional, required]: pick a program that does"
+    batch, _kinds = pf.make_batch(case, seed=7, packets=CI_PACKETS)
+    seen: Counter[str] = Counter()
+    for _port, data in batch.packets():
+        b = gap.get(data[0]) if len(data) > 1 else None
+        if b is not None and len(data) >= b.bytes:
+            eth, vlan, ipv4 = ((data[1] << i) & 0x80 for i in range(3))  # the valid bits follow the cut id
+            seen["eth clear"] += not eth and bool(ipv4)
+            seen["ipv4 clear"] += bool(eth) and not ipv4
+            seen["vlan set" if vlan else "vlan clear"] += bool(eth and ipv4)
+    assert min(seen[k] for k in ("eth clear", "ipv4 clear", "vlan set", "vlan clear")) >= 3, seen
+    verdict = pf.check(case, batch, tmp_path / "run")
+    assert not verdict.failed, f"{verdict.signature}\n{verdict.detail}"
+
+
 @pytest.fixture(scope="module")
 def vpn(tmp_path_factory: pytest.TempPathFactory) -> dict[str, pf.Case]:
     """The VPN gateway built for each target, without the sanitized binary (not run here)."""

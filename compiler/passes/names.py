@@ -30,7 +30,7 @@ from compiler import ir
 from compiler.analysis import walk_stmts
 from lang.diagnostics import Diagnostics, Span
 
-__all__ = ["check_names", "declared_names"]
+__all__ = ["check_names", "declared_names", "reason_uses"]
 
 
 def declared_names(prog: ir.Program) -> Iterator[tuple[str, str, Span]]:
@@ -81,14 +81,16 @@ def _reserved(name: str) -> str | None:
     return None
 
 
-def _reasons(prog: ir.Program) -> Iterator[tuple[str, Span]]:
+def reason_uses(prog: ir.Program) -> Iterator[tuple[str, Span]]:
+    """(reason, span) of every drop and punt the program's parsers and stages write."""
+    bodies = [st.stmts for g in prog.parsers.values() for st in g.states]  # a parser state's verify(...)s
     for g in prog.parsers.values():
         for st in g.states:
             for t in (*(c.target for c in st.cases), st.default):
                 if t.kind in ("drop", "punt"):
                     yield t.name, t.span
-    for stage in prog.stages.values():
-        for s in walk_stmts(stage.body):
+    for body in (*bodies, *(stage.body for stage in prog.stages.values())):
+        for s in walk_stmts(body):
             if isinstance(s, ir.Drop | ir.Punt | ir.Verify):
                 yield s.reason, s.span
 
@@ -97,7 +99,7 @@ def _check_reasons(prog: ir.Program, diags: Diagnostics) -> None:
     """Reasons equal but for letter case would be one constant (``NFC_DROP_X``) twice."""
     first: dict[str, str] = {}
     reported: set[str] = set()
-    for reason, span in _reasons(prog):
+    for reason, span in reason_uses(prog):
         seen = first.setdefault(reason.lower(), reason)
         if seen != reason and reason not in reported:
             reported.add(reason)

@@ -37,6 +37,7 @@ from compiler.analysis import (
     walk_stmts,
 )
 from compiler.ir import Span
+from compiler.passes.names import reason_uses
 from compiler.passes.validity import (
     may_step,
     must_be_valid,
@@ -53,12 +54,16 @@ from targets.c import syntax as c
 from targets.c.printer import string_literal
 from targets.c.unused import names_used, void_unused_params
 from targets.generator import GeneratorError
+from targets.names import NameClash
 
 __all__ = ["Server", "Unsupported", "lower_server"]
 
 MAX_WIDTH = 128  # NFC_MAX_WIDTH: wider than 64 bits is nfc_u128 (unsigned __int128) in C
 MAX_TABLES = 64  # NFC_MAX_TABLES
 MAX_FIELDS = 16  # NFC_MAX_FIELDS
+# what the server runtime counts its own drops under, beside the program's reasons in the counters'
+# "drops" (nfc_control.c): no buffer to send a packet in (drops[0]), no DPDK port for its egress port
+RUNTIME_DROPS = ("server_no_buffer", "server_no_port")
 PUNT_BASE = 128  # NFC_PUNT_BASE: the codes of punt reasons (drop reasons are 1..127)
 MAX_KEY = 64  # NFC_MAX_KEY: key bytes
 MAX_LINKS = 4  # NFC_MAX_LINKS: state tables a switch-cached state's hit arm refreshes
@@ -188,6 +193,10 @@ def lower_server(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     x = _Ctx(prog, placement, bridges, memory, shares, software=software)
     _check_instances(prog)
     x.inst = {i.name: k for k, i in enumerate(prog.instances)}
+    for reason, span in reason_uses(prog):
+        if reason in RUNTIME_DROPS:
+            raise NameClash(f"reason '{reason}' is what the server counts its own drops under "
+                            f"({', '.join(RUNTIME_DROPS)}): the two counts would be one; rename it", span)
     x.reasons = {r: i + 1 for i, r in enumerate(drop_reasons(prog))}
     x.punts = {r: PUNT_BASE + i for i, r in enumerate(punt_reasons(prog))}
     if len(x.reasons) >= PUNT_BASE or len(x.punts) > 256 - PUNT_BASE:  # one byte of codes, drops below punts

@@ -209,7 +209,7 @@ static void nfc_counters_text(struct text *t)
     put(t, "{\"forwarded\": %" PRIu64 ", \"heap_bytes\": %zu, \"drops\": {", sum.forwarded, heap_bytes);
     int first = by_reason(t, &sum, 0, NFC_PUNT_BASE);
     if (sum.no_port)
-        put(t, "%s\"no_port\": %" PRIu64, first ? "" : ", ", sum.no_port);
+        put(t, "%s\"server_no_port\": %" PRIu64, first ? "" : ", ", sum.no_port);
     put(t, "}, \"punts\": {"); /* to the control plane, which the server has none of: counted, not sent */
     by_reason(t, &sum, NFC_PUNT_BASE, 256);
     put(t, "}, \"tables\": {");

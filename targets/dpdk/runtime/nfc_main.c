@@ -9,7 +9,7 @@
  * Behind a switch: one port, the switch-facing NIC (e.g. --vdev=net_pcap0,rx_pcap=in.pcap,
  * tx_pcap=out.pcap); packets go back where they came from.  Software-only programs
  * (nfc_software): DPDK port i is the NF's logical port L_i (--ports, default i); a packet
- * leaves by the DPDK port of its logical egress port (none: dropped as "no_port").  --tagged
+ * leaves by the DPDK port of its logical egress port (none: dropped as "server_no_port").  --tagged
  * (software-only programs; nfc run's stand-in for one NIC per logical port): one DPDK port
  * carries every logical port, each frame prefixed by its port as 4 bytes big-endian, the
  * ingress port on receive and the egress port on send; order is kept.
