@@ -1,7 +1,16 @@
-"""Instructions a packet in the server's burst (issue 13): the VPN gateway's server part run by
-nf-bench under valgrind's callgrind, which counts every instruction the forwarding loop's
-``nfc_burst`` (targets/dpdk/runtime/nfc_burst.h: bridge decode, parse, lookups, the stage,
-output) executes, its own and with the calls it makes (the bulk lookups), per packet processed.
+"""Instructions a packet in the server's burst (issue 13), counted by valgrind's callgrind: every
+instruction the forwarding loop's ``nfc_burst`` (targets/dpdk/runtime/nfc_burst.h: bridge decode,
+parse, lookups, the stage, output) executes, its own and with the calls it makes (the bulk
+lookups), per packet processed, in one of two programs:
+
+* ``--program vpn`` (the default): the VPN gateway's server part run by nf-bench (1 entry: the
+  bench_dpdk.py workload);
+* ``--program l3fwd``: bench/l3fwd.nfp built ``--target dpdk`` and run by ``nf`` itself on the
+  1K-route workload of bench_l3fwd.py (4,096 flows, each frame 25 times, from a ``net_pcap``
+  file to ``net_null``), so the count also takes in what only a server alone does (the
+  checksum rewrite, the egress port's DPDK port: ``out_port``, inlined into the burst).  The
+  output queues of nfc_main.c's ``process`` are not counted: GCC inlines it into the forwarding
+  loop, whose idle polling at the end (how nf knows a pcap has ended) depends on time.
 
 A count is exact and the same run after run, where a timing on a shared machine swings by tens
 of percent: ``--base TREE`` builds the same program with another checkout's nfc and runtime (a
@@ -14,11 +23,13 @@ the generated code or the runtime is measured by what it removes.  Instructions 
 
     .venv/bin/python bench/bench_instructions.py                 # this tree (~1 minute)
     .venv/bin/python bench/bench_instructions.py --base TREE     # and TREE, with the ratio
+    .venv/bin/python bench/bench_instructions.py --program l3fwd --base TREE
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -29,21 +40,27 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.bench_dpdk import Workload, run_bench  # noqa: E402
+from bench import _l3fwd_work as l3work  # noqa: E402
+from bench.bench_dpdk import COMMON, Workload, run_bench  # noqa: E402
 from bench.bench_l3fwd import build_nfc  # noqa: E402
 
 VPN = "examples/vpn_gateway.nfp"
+L3FWD = "bench/l3fwd.nfp"
+L3FWD_ROUTES = 1000
+L3FWD_REPEATS = 25  # each of the 4,096 flows' frames: ~100K packets, a few seconds under valgrind
 # -g: nothing else changes in the code (callgrind reads its line tables); not -march=native:
 # valgrind 3.19 cannot run AVX-512, which a native build uses where the CPU has it
 CFLAGS = "-O2 -march=x86-64-v3 -g"
 
 
-def build(tree: Path, out: Path) -> Path:
-    """``nfc build`` of this tree's VPN gateway by ``tree``'s nfc (the packets are this tree's)
-    and its ``make -B nf-bench`` with CFLAGS."""
+def build(program: str, tree: Path, out: Path) -> Path:
+    """``nfc build`` of this tree's ``program`` (the VPN gateway, for nf-bench, or bench/l3fwd.nfp
+    ``--target dpdk``, for nf) by ``tree``'s nfc (the packets are this tree's) and its ``make -B``
+    with CFLAGS."""
+    nfp, target, binary = (VPN, "tofino+dpdk", "nf-bench") if program == "vpn" else (L3FWD, "dpdk", "nf")
     try:
-        return build_nfc(ROOT / VPN, out, "--no-verify", tree=tree, target="tofino+dpdk",
-                         make=("-B", f"CFLAGS={CFLAGS}", "nf-bench"))
+        return build_nfc(ROOT / nfp, out, "--no-verify", tree=tree, target=target,
+                         make=("-B", f"CFLAGS={CFLAGS}", binary))
     except RuntimeError as e:
         raise SystemExit(f"{tree}: {e}") from None
 
@@ -63,13 +80,45 @@ def burst_rows(annotated: str) -> dict[str, int]:
     return rows
 
 
-def count(binary: Path, work: Workload, entries: int, size: int, ms: int, tmp: Path) -> dict[str, float]:
+def count_vpn(binary: Path, work: Workload, args: argparse.Namespace, tmp: Path) -> dict[str, float]:
     out = tmp / f"cg.{binary.parent.parent.name}.out"
-    res = run_bench(binary, work, entries, size, False, "null", argparse.Namespace(lcore=1, ms=ms, reps=1, iters=1000),
+    res = run_bench(binary, work, args.entries, args.size, False, "null",
+                    argparse.Namespace(lcore=1, ms=args.ms, reps=1, iters=1000),
                     wrap=("valgrind", "--tool=callgrind", f"--callgrind-out-file={out}"))
     if isinstance(res, str):
         raise SystemExit(f"nf-bench under valgrind: {res}")
-    packets = int(res["nfc_processed"])
+    return tally(out, int(res["nfc_processed"]))
+
+
+def l3fwd_files(tmp: Path) -> tuple[Path, Path]:
+    """bench_l3fwd.py's 1K routes (nf's entries file) and its flows' frames, each L3FWD_REPEATS times."""
+    routes = l3work.route_set(L3FWD_ROUTES)
+    frames = [l3work.frame(dst, i) for i, dst in enumerate(l3work.flow_destinations(routes))]
+    entries, pcap = tmp / "l3fwd_routes.txt", tmp / "l3fwd_flows.pcap"
+    l3work.nfc_entries(routes, entries)
+    l3work.write_pcap(pcap, frames * L3FWD_REPEATS)
+    return entries, pcap
+
+
+def count_l3fwd(binary: Path, files: tuple[Path, Path], tmp: Path) -> dict[str, float]:
+    """nf on a net_pcap port read once (its frames in, then idle: nf stops) and net_null out."""
+    out = tmp / f"cg.{binary.parent.parent.name}.out"
+    entries, pcap = files
+    cmd = ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}", str(binary), "--no-huge", "-m", "512",
+           *COMMON, "-l", "1", f"--vdev=net_pcap0,rx_pcap={pcap}", f"--vdev=net_null{l3work.OUT_PORT},no-rx=1", "--",
+           "--entries", str(entries), "--idle-ms", "500"]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=1800)
+    lines = r.stdout.strip().splitlines()
+    if r.returncode != 0 or not lines or not lines[-1].startswith("{"):
+        raise SystemExit(f"nf under valgrind failed ({r.returncode}): {r.stderr.strip()[-300:]}")
+    counters = json.loads(lines[-1])
+    if counters["drops"]:
+        raise SystemExit(f"nf dropped packets the count would include: {counters['drops']}")
+    return tally(out, int(counters["forwarded"]))
+
+
+def tally(out: Path, packets: int) -> dict[str, float]:
+    """nfc_burst's instructions a packet in callgrind's ``out``: its own and with its calls."""
     listing = {}
     for incl in ("no", "yes"):
         a = subprocess.run(["callgrind_annotate", f"--inclusive={incl}", "--threshold=100", "--auto=no", str(out)],
@@ -85,6 +134,8 @@ def count(binary: Path, work: Workload, entries: int, size: int, ms: int, tmp: P
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--program", choices=("vpn", "l3fwd"), default="vpn",
+                    help="the VPN gateway's server part in nf-bench (default), or bench/l3fwd.nfp in nf")
     ap.add_argument("--base", type=Path, help="another checkout (e.g. a git worktree of another commit)")
     ap.add_argument("--entries", type=int, default=1, help="overlay_routes entries (default 1)")
     ap.add_argument("--size", type=int, default=64, help="customer frame bytes (default 64)")
@@ -99,12 +150,17 @@ def main() -> int:
         return 0
     with tempfile.TemporaryDirectory(prefix="nfc-instr-") as tmpdir:
         tmp = Path(tmpdir)
-        work = Workload(tmp, 65536)
         trees = [("this", ROOT)] + ([("base", args.base.resolve())] if args.base else [])
-        got = {name: count(build(tree, tmp / name), work, args.entries, args.size, args.ms, tmp)
-               for name, tree in trees}
-    print(f"VPN gateway server part, {args.entries} entries, {args.size} B frames: instructions a packet in "
-          "nfc_burst (own; with the calls it makes), callgrind")
+        if args.program == "vpn":
+            work = Workload(tmp, 65536)
+            got = {name: count_vpn(build("vpn", tree, tmp / name), work, args, tmp) for name, tree in trees}
+            print(f"VPN gateway server part, {args.entries} entries, {args.size} B frames: instructions a packet in "
+                  "nfc_burst (own; with the calls it makes), callgrind")
+        else:
+            files = l3fwd_files(tmp)
+            got = {name: count_l3fwd(build("l3fwd", tree, tmp / name), files, tmp) for name, tree in trees}
+            print(f"bench/l3fwd.nfp --target dpdk in nf, {L3FWD_ROUTES} routes, 4,096 flows: instructions a packet in "
+                  "nfc_burst (own; with the calls it makes), callgrind")
     for name, c in got.items():
         where = ", ".join(f"{k.removeprefix('in ')} {v:.1f}" for k, v in c.items() if k.startswith("in "))
         print(f"  {name:<5} {c['own']:8.1f}  {c['with_calls']:8.1f}   ({c['packets']:,.0f} packets; own: {where})")
