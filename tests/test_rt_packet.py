@@ -76,6 +76,8 @@ def rfc1071(data: bytes) -> int:
 def test_checksum_equals_rfc_1071_at_every_carry(rt_probe: Path) -> None:
     rnd = random.Random(13)
     inputs = [bytes([0xFF]) * n for n in range(1, 65)]  # all-ones words: carries at every fold step
+    # 32-bit words (as x86 loads them) summing to 2^33 - 1 and more: the 64 -> 32-bit fold carries too
+    inputs += [bytes([0xFF] * 8 * k + [k, 0, 0, 0]) for k in range(1, 8)]
     inputs += [bytes([0xFF, 0xFF] * 30 + [0x00, 0x01]), bytes(20), bytes([0x80]) * 37]
     inputs += [bytes(rnd.choice([0x00, 0xFF, rnd.randrange(256)]) for _ in range(rnd.randint(1, 128)))
                for _ in range(300)]

@@ -172,32 +172,47 @@ static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *con
         *hits = h;
         return;
     }
-    if (l->direct != NULL) {
+    /* the addresses, the key's format tested once for the burst (not per key in nfc_lpm_addr) */
+    if (l->w == 32 && (l->off & 7) == 0) {
+        const unsigned at = l->off >> 3;
         for (unsigned i = 0; i < n; i++)
-            root[i] = __atomic_load_n(&l->direct[nfc_lpm_vrf_index(l, keys[i])], __ATOMIC_ACQUIRE);
-    } else if (l->vrfs != NULL) {
-        uint8_t vk[64][NFC_MAX_KEY];
-        const void *vkp[64];
-        for (unsigned i = 0; i < n; i++) {
-            nfc_lpm_vrf_key(l, keys[i], vk[i]);
-            vkp[i] = vk[i];
-        }
-        uint64_t found = 0;
-        if (rte_hash_lookup_bulk_data(l->vrfs, vkp, n, &found, (void **)root) < 0)
-            found = 0;
-        for (unsigned i = 0; i < n; i++)
-            if (!((found >> i) & 1))
-                root[i] = NULL;
+            a[i] = nfc_get32(keys[i] + at);
     } else {
-        const struct nfc_lpm_root *one = __atomic_load_n(&l->one, __ATOMIC_ACQUIRE);
         for (unsigned i = 0; i < n; i++)
-            root[i] = one;
+            a[i] = nfc_lpm_addr(l, keys[i]);
     }
     const unsigned bits = l->bits, end1 = 8 + l->stride1; /* level 1 ends at bit end1 */
     const uint64_t mask1 = (1ull << l->stride1) - 1;
-    for (unsigned i = 0; i < n; i++) { /* level 0 (a directory stays in cache) */
-        a[i] = nfc_lpm_addr(l, keys[i]);
-        e[i] = root[i] == NULL ? 0 : __atomic_load_n(&root[i]->dir[a[i] >> (bits - 8)], __ATOMIC_ACQUIRE);
+    if (l->direct == NULL && l->vrfs == NULL) { /* level 0 under the one root (a directory stays in cache) */
+        const struct nfc_lpm_root *one = __atomic_load_n(&l->one, __ATOMIC_ACQUIRE);
+        if (one == NULL) { /* no route yet: every key misses */
+            for (unsigned i = 0; i < n; i++)
+                data[i] = NULL;
+            *hits = 0;
+            return;
+        }
+        for (unsigned i = 0; i < n; i++)
+            e[i] = __atomic_load_n(&one->dir[a[i] >> (bits - 8)], __ATOMIC_ACQUIRE);
+    } else { /* each key's VRF, then level 0 under its root */
+        if (l->direct != NULL) {
+            for (unsigned i = 0; i < n; i++)
+                root[i] = __atomic_load_n(&l->direct[nfc_lpm_vrf_index(l, keys[i])], __ATOMIC_ACQUIRE);
+        } else {
+            uint8_t vk[64][NFC_MAX_KEY];
+            const void *vkp[64];
+            for (unsigned i = 0; i < n; i++) {
+                nfc_lpm_vrf_key(l, keys[i], vk[i]);
+                vkp[i] = vk[i];
+            }
+            uint64_t found = 0;
+            if (rte_hash_lookup_bulk_data(l->vrfs, vkp, n, &found, (void **)root) < 0)
+                found = 0;
+            for (unsigned i = 0; i < n; i++)
+                if (!((found >> i) & 1))
+                    root[i] = NULL;
+        }
+        for (unsigned i = 0; i < n; i++)
+            e[i] = root[i] == NULL ? 0 : __atomic_load_n(&root[i]->dir[a[i] >> (bits - 8)], __ATOMIC_ACQUIRE);
     }
     for (unsigned i = 0; i < n; i++) { /* level 1, then prefetch the level-2 entry */
         if (!(e[i] & NFC_LPM_EXT))

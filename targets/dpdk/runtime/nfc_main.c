@@ -62,10 +62,19 @@ static void on_signal(int sig)
     quit = 1;
 }
 
+/* The DPDK port of each logical port below PORT_MAP, plus one (0: none), filled by start_ports:
+ * one load a packet where searching logical[] was a compare per port (bench_instructions.py
+ * --program l3fwd: 21 instructions a packet with two ports, 5 with the map). */
+#define PORT_MAP 1024
+static uint8_t port_of[PORT_MAP];
+_Static_assert(MAX_PORTS < 256, "port_of holds a DPDK port + 1 in a byte");
+
 static int out_port(uint16_t in_port, const struct nfc_pkt *p)
 {
     if (!nfc_software || tagged)
         return in_port;
+    if (p->egress < PORT_MAP)
+        return (int)port_of[p->egress] - 1;
     for (uint16_t i = 0; i < nports; i++)
         if (logical[i] == p->egress)
             return i;
@@ -241,6 +250,8 @@ static int start_ports(uint16_t queues)
         unsigned socket = (unsigned)(sock < 0 ? 0 : sock);
         if (logical[port] == 0 && port > 0)
             logical[port] = port;
+        if (logical[port] < PORT_MAP && port_of[logical[port]] == 0) /* the first port of a logical port takes it */
+            port_of[logical[port]] = (uint8_t)(port + 1);
         int ok = rte_eth_dev_configure(port, queues, queues, &conf) == 0;
         for (uint16_t q = 0; ok && q < queues; q++)
             ok = rte_eth_rx_queue_setup(port, q, 1024, socket, NULL, pool) == 0 &&

@@ -363,8 +363,22 @@ static inline void nfc_reg_set(uint64_t *reg, uint64_t size, uint64_t i, uint64_
 
 /* RFC 1071, in two halves: the plain sum of the words as the host loads them (32 bits at a
  * time; the one's-complement sum is independent of byte order, RFC 1071 2.(B)), then the
- * fold and the conversion to network order. */
-static inline uint64_t nfc_csum_sum(const uint8_t *p, unsigned len)
+ * fold and the conversion to network order.  nfc_csum_sum_zero takes the 16-bit field at
+ * byte `at` as 0 without writing p (for a header's own checksum, computed from the source
+ * before it is copied: reading back a header just stored in pieces stalls store forwarding):
+ * its bytes are masked out of the words that hold them (the masks fold to constants where len
+ * and at are, as in the generated code; x86 loads little-endian, byte k of a word is its bits
+ * 8k..8k+7).  at = len: no field. */
+static inline uint32_t nfc_csum_keep(unsigned i, unsigned w, unsigned at)
+{
+    uint32_t keep = w == 4 ? 0xffffffffu : (1u << (8 * w)) - 1; /* the w bytes at i, less at and at + 1 */
+    for (unsigned b = at; b < at + 2; b++)
+        if (b >= i && b < i + w)
+            keep &= ~(0xffu << (8 * (b - i)));
+    return keep;
+}
+
+static inline uint64_t nfc_csum_sum_zero(const uint8_t *p, unsigned len, unsigned at)
 {
     uint64_t s = 0;
     unsigned i = 0;
@@ -372,32 +386,32 @@ static inline uint64_t nfc_csum_sum(const uint8_t *p, unsigned len)
     for (; i + 4 <= len; i += 4) {
         uint32_t w;
         memcpy(&w, p + i, sizeof w);
-        s += w;
+        s += at < len ? w & nfc_csum_keep(i, 4, at) : w;
     }
     if (i + 2 <= len) {
         uint16_t w;
         memcpy(&w, p + i, sizeof w);
-        s += w;
+        s += w & nfc_csum_keep(i, 2, at);
         i += 2;
     }
-    if (i < len) { /* the last byte of an odd length: the high byte of a zero-padded word */
-        uint16_t w = 0;
-        memcpy(&w, p + i, 1);
-        s += w;
-    }
+    if (i < len) /* the last byte of an odd length: the high byte of a zero-padded word */
+        s += p[i] & nfc_csum_keep(i, 1, at);
     return s;
 }
 
-/* The plain sum folded to 16 bits, as the words were loaded (network order once stored). */
+static inline uint64_t nfc_csum_sum(const uint8_t *p, unsigned len)
+{
+    return nfc_csum_sum_zero(p, len, len);
+}
+
+/* The plain sum folded to 16 bits, as the words were loaded (network order once stored):
+ * 64 -> 32 bits with the end-around carry, then 32 -> 16 as RFC 1071 4.1's fold, by adding
+ * the word rotated by 16 (the high half then holds both halves' sum with its carry). */
 static inline uint16_t nfc_csum_fold16(uint64_t s)
 {
-    /* each step keeps the sum modulo 2^16 - 1 (end-around carry): 64 -> 33 -> 32 bits, then
-     * 32 -> 17 -> 16 bits (at most 0x1fffe, whose fold is 0xffff) */
-    s = (s & 0xffffffffu) + (s >> 32);
-    s = (s & 0xffffffffu) + (s >> 32);
-    s = (s & 0xffff) + (s >> 16);
-    s = (s & 0xffff) + (s >> 16);
-    return (uint16_t)s;
+    uint32_t lo = (uint32_t)s, r = lo + (uint32_t)(s >> 32);
+    r += r < lo;
+    return (uint16_t)((r + (r << 16 | r >> 16)) >> 16);
 }
 
 static inline uint16_t nfc_csum_fold(uint64_t s)
@@ -408,24 +422,6 @@ static inline uint16_t nfc_csum_fold(uint64_t s)
 static inline uint16_t nfc_csum(const uint8_t *p, unsigned len)
 {
     return nfc_csum_fold(nfc_csum_sum(p, len));
-}
-
-/* nfc_csum(p, len) with the 16-bit field at byte `at` (at + 2 <= len) taken as 0, without
- * writing p: the field's bytes are taken out of the plain sum exactly where nfc_csum_sum
- * added them.  For a header's own checksum, computed from the source before it is copied
- * (reading back a header just stored in pieces stalls store forwarding). */
-static inline unsigned nfc_csum_shift(unsigned i, unsigned len)
-{
-    unsigned words = len & ~3u; /* bytes summed 32 bits at a time */
-    if (i < words || (i < words + 2 && words + 2 <= len))
-        return 8 * ((i - words) & 3);
-    return 0;
-}
-
-static inline uint64_t nfc_csum_sum_zero(const uint8_t *p, unsigned len, unsigned at)
-{
-    uint64_t s = nfc_csum_sum(p, len);
-    return s - (((uint64_t)p[at] << nfc_csum_shift(at, len)) + ((uint64_t)p[at + 1] << nfc_csum_shift(at + 1, len)));
 }
 
 static inline uint16_t nfc_csum_zero(const uint8_t *p, unsigned len, unsigned at)
