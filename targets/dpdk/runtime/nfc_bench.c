@@ -181,7 +181,9 @@ static double run_io(int mode, uint64_t cycles, struct nfc_pkt *p, uint8_t *out)
                 load_tpl(in[i], k);
                 k = k + 1 == ntpl ? 0 : k + 1;
             }
-            pk[0].stats = p->stats;
+            if (pk[0].stats == NULL) /* once: nfc_burst counts into each packet's */
+                for (uint16_t i = 0; i < BURST; i++)
+                    pk[i].stats = p->stats;
             nfc_burst(in, n, port, port, pk, out, pool, NULL, out_port, done, to);
             for (uint16_t i = 0; i < n; i++)
                 if (done[i] != NULL)

@@ -78,8 +78,11 @@ static inline struct rte_mbuf *nfc_linearize(struct rte_mbuf *m, struct rte_memp
 }
 
 /* Process in[0..n) received on DPDK port `port` (the NF's logical port `logical`); out[i] is
- * the packet to send on port to[i], or NULL (dropped and counted in pkt[0].stats).  `jumbo`
- * (may be NULL): the pool of NFC_MBUF_ROOM mbufs for frames over one mbuf of `pool`. */
+ * the packet to send on port to[i], or NULL (dropped and counted in pkt[0].stats).  Every
+ * pkt[i].stats is the lcore's counters, set once before the first burst.  `jumbo` (may be
+ * NULL): the pool of NFC_MBUF_ROOM mbufs for frames over one mbuf of `pool`.  The last stage
+ * (or, packet by packet, the whole run) and the output of a packet are one loop, unless the
+ * program uses ESP, whose burst's crypto ends between the two. */
 /* flatten: the generated nfc_from_switch, nfc_run, nfc_bench_key, nfc_bridge_out... inlined into
  * the burst (with LTO they are in reach; GCC otherwise calls a big nfc_run out of line per
  * packet): bench_l3fwd.py --routes 1000 --quick, AMD EPYC, 4 runs alternating the two builds
@@ -102,7 +105,6 @@ __attribute__((flatten)) static inline void nfc_burst(struct rte_mbuf **in, uint
     for (uint16_t i = 0; i < n; i++) {
         if (i + NFC_PREFETCH_AHEAD < n)
             rte_prefetch0(rte_pktmbuf_mtod(in[i + NFC_PREFETCH_AHEAD], const void *));
-        pkt[i].stats = st;
         struct rte_mbuf *whole = in[i]->nb_segs == 1 ? in[i] : nfc_linearize(in[i], jumbo);
         if (whole != NULL)
             in[i] = whole;
@@ -116,10 +118,12 @@ __attribute__((flatten)) static inline void nfc_burst(struct rte_mbuf **in, uint
                                 : nfc_from_switch(&pkt[i], rte_pktmbuf_mtod(in[i], const uint8_t *),
                                                   rte_pktmbuf_data_len(in[i]), logical);
     }
+    /* the stage run in the output loop: the last phase's, or every stage (-1); none (-2) with ESP */
+    int last = nfc_uses_esp ? -2 : nfc_phases > 0 ? nfc_phases - 1 : -1;
     if (nfc_phases > 0) { /* stage by stage: each stage's lookups in bulk with the keys the packets have there */
         for (int phase = 0; phase < nfc_phases; phase++) {
             nfc_prefetch(pkt, code, n, phase);
-            for (uint16_t i = 0; i < n; i++)
+            for (uint16_t i = 0; phase != last && i < n; i++)
                 if (code[i] == NFC_CONTINUE)
                     code[i] = nfc_run_phase(&pkt[i], phase);
         }
@@ -128,17 +132,17 @@ __attribute__((flatten)) static inline void nfc_burst(struct rte_mbuf **in, uint
         if (nfc_uses_esp) { /* the burst's encryptions run together, before any packet is written out */
             nfc_esp_batch_begin();
             nfc_esp_burst(pkt, code, n);
-        }
-        for (uint16_t i = 0; i < n; i++)
-            if (code[i] == NFC_CONTINUE)
-                code[i] = nfc_run(&pkt[i]);
-        if (nfc_uses_esp) {
+            for (uint16_t i = 0; i < n; i++)
+                if (code[i] == NFC_CONTINUE)
+                    code[i] = nfc_run(&pkt[i]);
             nfc_esp_batch_end();
             nfc_esp_burst(NULL, NULL, 0);
         }
     }
     for (uint16_t i = 0; i < n; i++) {
         int c = code[i]; /* < 0: a multi-segment frame that could not be made one */
+        if (c == NFC_CONTINUE && last >= -1)
+            c = last >= 0 ? nfc_run_phase(&pkt[i], last) : nfc_run(&pkt[i]);
         if (c == NFC_CONTINUE && nfc_uses_esp && pkt[i].esp_failed)
             c = nfc_crypto_drop;
         int dst = c == NFC_CONTINUE ? out_port(port, &pkt[i]) : -1;
