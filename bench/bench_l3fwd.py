@@ -50,6 +50,11 @@ from runtime.server_proc import hugepages  # noqa: E402
 
 L3FWD_SRC = Path("/usr/share/dpdk/examples")  # Debian's dpdk-doc
 ORDER = ("l3fwd", "nfc", "dsr", "testpmd")  # the order within a round
+# what the rows without hugepages compare besides the forwarding (docs/server.md, "Packet buffers
+# packed without hugepages"): printed under the tables
+POOL_LAYOUT = ("Without hugepages, this tree's generated programs pack their mbufs end to end (nfc_mbuf_pool); "
+               "l3fwd and testpmd make theirs with rte_pktmbuf_pool_create, one mbuf a 4 KiB page, every mbuf "
+               "at the same page offset.")
 MEMORY_MB = {"l3fwd": 512, "nfc": 1024, "base": 1024, "dsr": 1024, "dsr_base": 1024, "testpmd": 256}
 
 
@@ -357,6 +362,8 @@ def report(rows: dict[Row, dict[str, Result]], errors: list[str], args: argparse
     print(table(rows, "mpps_cpu"))
     print("\nWall-clock Mpps of the same windows:")
     print(table(rows, "mpps_wall"))
+    if any(not row.huge for row in rows):
+        print(f"\n{POOL_LAYOUT}")
     for e in errors:
         print(f"ERROR: {e}")
     print(f"\ntotal {seconds:.0f} s; load average {os.getloadavg()[0]:.1f}", flush=True)

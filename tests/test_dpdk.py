@@ -364,15 +364,22 @@ def test_cgnat_gives_ports_on_more_external_addresses_than_the_old_256_pools(tmp
     assert nfc_run(out, entries, {1: pkts}, tmp_path / "run") == want
 
 
-def test_jumbo_frames_cross_the_server_whole(built, tmp_path):
-    """Frames of 2,049 to 9,000 payload bytes (over one 2 KiB mbuf) are encapsulated like any
-    other, as the reference does; they were dropped as server_no_buffer (multi-segment)."""
+def _one_route(built, tmp_path) -> tuple[SwitchModel, ServerReference, tuple[int, int]]:
+    """The VPN gateway's switch model and server reference with ROUTES[0] in overlay_routes, the
+    same route in tmp_path/entries.txt, and the route's customer and overlay VLANs."""
     c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
     switch = SwitchModel.from_build(built)
     ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
     cu, ov, vm, host, vni = ROUTES[0]
     ref.tables["overlay_routes"].insert(Entry((Match(cu), Match(ov), Match(vm)), {"host_ip": host, "vni": vni}))
     (tmp_path / "entries.txt").write_text(f"overlay_routes {cu} {ov} {vm} : {host} {vni}\n")
+    return switch, ref, (cu, ov)
+
+
+def test_jumbo_frames_cross_the_server_whole(built, tmp_path):
+    """Frames of 2,049 to 9,000 payload bytes (over one 2 KiB mbuf) are encapsulated like any
+    other, as the reference does; they were dropped as server_no_buffer (multi-segment)."""
+    switch, ref, (cu, ov) = _one_route(built, tmp_path)
     customer = [Ether(src="00:00:00:00:00:01") / Dot1AD(vlan=cu) / Dot1Q(vlan=ov)
                 / IP(src="10.0.0.9", dst="192.168.1.10") / UDP(sport=1000) / (bytes(range(256)) * 36)[:n]
                 for n in (1400, 1990, 2049, 4000, 9000)]  # 1990: one 2 KiB mbuf in, too big for one out
@@ -394,18 +401,14 @@ def test_a_frame_the_stages_grow_past_the_largest_packet_is_dropped_as_server_no
     a frame that comes in under NFC_MAX_PKT but would leave one byte over it has no buffer to
     leave in, and is dropped and counted as server_no_buffer (the output loop's drops[0]); one
     that would leave at exactly NFC_MAX_PKT is sent as the reference makes it."""
-    c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
-    switch = SwitchModel.from_build(built)
-    ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
-    cu, ov, vm, host, vni = ROUTES[0]
-    ref.tables["overlay_routes"].insert(Entry((Match(cu), Match(ov), Match(vm)), {"host_ip": host, "vni": vni}))
-    (tmp_path / "entries.txt").write_text(f"overlay_routes {cu} {ov} {vm} : {host} {vni}\n")
+    switch, ref, (cu, ov) = _one_route(built, tmp_path)
 
     def to_server(n: int) -> bytes:
         frame = (Ether(src="00:00:00:00:00:01") / Dot1AD(vlan=cu) / Dot1Q(vlan=ov)
                  / IP(src="10.0.0.9", dst="192.168.1.10") / UDP(sport=1000) / (bytes(range(256)) * 40)[:n])
         return switch.process(bytes(frame), 1).data
 
+    assert _max_pkt() == 9216  # the jumbo frame docs/server.md gives
     grows = len(ref.process(to_server(1000)).data) - 1000  # what the server adds to n bytes of UDP payload
     fits = _max_pkt() - grows
     inputs = [to_server(fits), to_server(fits + 1)]

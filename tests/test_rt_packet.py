@@ -31,9 +31,9 @@ int main(void)
             buf[i] = (unsigned char)b;
         }
         printf("csum %u\n", (unsigned)nfc_csum(buf, len)); /* the number nfc_set16 stores */
-        if (len >= 2) { /* a header's own checksum field at byte (len - 2) / 2, as stored */
+        for (unsigned at = 0; at + 2 <= len; at++) { /* a header's own checksum field at byte at, as stored */
             unsigned char out[2];
-            nfc_csum_put(out, buf, len, (len - 2) / 2);
+            nfc_csum_put(out, buf, len, at);
             printf("put %u\n", (unsigned)(out[0] << 8 | out[1]));
         }
     }
@@ -57,7 +57,7 @@ def rt_probe(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def run_probe(probe: Path, inputs: list[bytes], what: str = "csum") -> list[int]:
     """``what``: "csum", the checksum of each input; "put", the two bytes nfc_csum_put stores
-    for a checksum field at byte (len - 2) / 2 of each input of 2 bytes or more."""
+    for a checksum field at each byte 0 .. len - 2 of each input, in turn."""
     text = "".join(f"{len(b)} {' '.join(f'{x:x}' for x in b)}\n" for b in inputs)
     out = subprocess.run([str(probe)], input=text, check=True, capture_output=True, text=True).stdout.split("\n")
     return [int(line.split()[1]) for line in out if line.startswith(f"{what} ")]
@@ -88,16 +88,17 @@ def test_checksum_equals_rfc_1071_at_every_carry(rt_probe: Path) -> None:
 def test_a_checksum_field_is_stored_in_network_order_as_rfc_1071_gives_it(rt_probe: Path) -> None:
     """nfc_csum_put (what the generated code writes into a header's checksum field): the
     checksum of the bytes with the field taken as zero, stored big-endian, at every carry and
-    at even and odd field offsets."""
+    with the field at every offset: within a 32-bit word, across two, across a word and the
+    2-byte tail, across the tail and an odd last byte."""
     rnd = random.Random(17)
     inputs = [bytes([0xFF]) * n for n in range(2, 65)]
     inputs += [bytes(rnd.choice([0x00, 0xFF, rnd.randrange(256)]) for _ in range(rnd.randint(2, 128)))
                for _ in range(300)]
 
-    def zeroed(b: bytes) -> bytes:
-        at = (len(b) - 2) // 2
+    def zeroed(b: bytes, at: int) -> bytes:
         return b[:at] + b"\0\0" + b[at + 2:]
 
+    want = [rfc1071(zeroed(b, at)) for b in inputs for at in range(len(b) - 1)]
     stored = run_probe(rt_probe, inputs, "put")
-    assert len(stored) == len(inputs)
-    assert stored == [rfc1071(zeroed(b)) for b in inputs]
+    assert len(stored) == len(want)
+    assert stored == want

@@ -83,9 +83,10 @@ def _reserved(name: str) -> str | None:
 
 def reason_uses(prog: ir.Program) -> Iterator[tuple[str, Span]]:
     """(reason, span) of every drop and punt the program's parsers and stages write."""
-    bodies = [st.stmts for g in prog.parsers.values() for st in g.states]  # a parser state's verify(...)s
+    bodies: list[tuple[ir.Stmt, ...]] = []
     for g in prog.parsers.values():
         for st in g.states:
+            bodies.append(st.stmts)  # its verify(...)s
             for t in (*(c.target for c in st.cases), st.default):
                 if t.kind in ("drop", "punt"):
                     yield t.name, t.span

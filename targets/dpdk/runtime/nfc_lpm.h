@@ -95,12 +95,23 @@ static inline uint64_t nfc_lpm_walk_wide(const struct nfc_lpm *l, const struct n
     return e;
 }
 
-/* The LPM field of a packed key (nfc_rt.h's layout), left-aligned to l->bits (<= 64). */
+/* Whether the LPM field is IPv4 at a byte boundary: one 32-bit load. */
+static inline int nfc_lpm_v4(const struct nfc_lpm *l)
+{
+    return l->w == 32 && (l->off & 7) == 0;
+}
+
+/* The LPM field of a packed key (nfc_rt.h's layout), left-aligned to l->bits (<= 64), when
+ * !nfc_lpm_v4(l). */
+static inline uint64_t nfc_lpm_addr_bits(const struct nfc_lpm *l, const uint8_t *key)
+{
+    return nfc_get(key, l->off, l->w) << (l->bits - l->w);
+}
+
+/* The LPM field of a packed key, left-aligned to l->bits (<= 64). */
 static inline uint64_t nfc_lpm_addr(const struct nfc_lpm *l, const uint8_t *key)
 {
-    if (l->w == 32 && (l->off & 7) == 0) /* IPv4 at a byte boundary: one load */
-        return nfc_get32(key + (l->off >> 3));
-    return nfc_get(key, l->off, l->w) << (l->bits - l->w);
+    return nfc_lpm_v4(l) ? nfc_get32(key + (l->off >> 3)) : nfc_lpm_addr_bits(l, key);
 }
 
 /* The LPM field left-aligned to l->bits, whatever they are. */
@@ -173,13 +184,13 @@ static inline void nfc_lpm_find_bulk(const struct nfc_lpm *l, const uint8_t *con
         return;
     }
     /* the addresses, the key's format tested once for the burst (not per key in nfc_lpm_addr) */
-    if (l->w == 32 && (l->off & 7) == 0) {
+    if (nfc_lpm_v4(l)) {
         const unsigned at = l->off >> 3;
         for (unsigned i = 0; i < n; i++)
             a[i] = nfc_get32(keys[i] + at);
     } else {
         for (unsigned i = 0; i < n; i++)
-            a[i] = nfc_lpm_addr(l, keys[i]);
+            a[i] = nfc_lpm_addr_bits(l, keys[i]);
     }
     const unsigned bits = l->bits, end1 = 8 + l->stride1; /* level 1 ends at bit end1 */
     const uint64_t mask1 = (1ull << l->stride1) - 1;

@@ -369,6 +369,7 @@ static inline void nfc_reg_set(uint64_t *reg, uint64_t size, uint64_t i, uint64_
  * its bytes are masked out of the words that hold them (the masks fold to constants where len
  * and at are, as in the generated code; x86 loads little-endian, byte k of a word is its bits
  * 8k..8k+7).  at = len: no field. */
+_Static_assert(RTE_BYTE_ORDER == RTE_LITTLE_ENDIAN, "nfc_csum_keep's masks: byte k of a loaded word is its bits 8k..");
 static inline uint32_t nfc_csum_keep(unsigned i, unsigned w, unsigned at)
 {
     uint32_t keep = w == 4 ? 0xffffffffu : (1u << (8 * w)) - 1; /* the w bytes at i, less at and at + 1 */
