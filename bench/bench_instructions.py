@@ -42,6 +42,7 @@ sys.path.insert(0, str(ROOT))
 
 from bench import _l3fwd_work as l3work  # noqa: E402
 from bench.bench_dpdk import COMMON, Workload, run_bench  # noqa: E402
+from bench.bench_l3fwd import Workload as L3Workload  # noqa: E402
 from bench.bench_l3fwd import build_nfc  # noqa: E402
 
 VPN = "examples/vpn_gateway.nfp"
@@ -92,12 +93,11 @@ def count_vpn(binary: Path, work: Workload, args: argparse.Namespace, tmp: Path)
 
 def l3fwd_files(tmp: Path) -> tuple[Path, Path]:
     """bench_l3fwd.py's 1K routes (nf's entries file) and its flows' frames, each L3FWD_REPEATS times."""
-    routes = l3work.route_set(L3FWD_ROUTES)
-    frames = [l3work.frame(dst, i) for i, dst in enumerate(l3work.flow_destinations(routes))]
-    entries, pcap = tmp / "l3fwd_routes.txt", tmp / "l3fwd_flows.pcap"
-    l3work.nfc_entries(routes, entries)
-    l3work.write_pcap(pcap, frames * L3FWD_REPEATS)
-    return entries, pcap
+    w = L3Workload(L3FWD_ROUTES, tmp)
+    pcap = tmp / "l3fwd_flows.pcap"
+    l3work.nfc_entries(w.routes, w.files.nfc_entries)
+    l3work.write_pcap(pcap, w.frames * L3FWD_REPEATS)
+    return w.files.nfc_entries, pcap
 
 
 def count_l3fwd(binary: Path, files: tuple[Path, Path], tmp: Path) -> dict[str, float]:
