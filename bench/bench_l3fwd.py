@@ -65,10 +65,17 @@ def order(args: argparse.Namespace) -> tuple[str, ...]:
 MAX_NOT_FORWARDED = 0.01
 # l3fwd's LPM is created for 1,024 rules; and it asks every port for RX checksum offload, which
 # net_pcap lacks (nothing in the LPM path reads the offload's result).
-L3FWD_PATCHES = {
-    "l3fwd_lpm.c": (r"#define IPV4_L3FWD_LPM_MAX_RULES\s+1024", "#define IPV4_L3FWD_LPM_MAX_RULES (1 << 21)"),
-    "main.c": (r"\.offloads = RTE_ETH_RX_OFFLOAD_CHECKSUM,", ".offloads = 0,"),
-}
+L3FWD_PATCHES = (
+    ("l3fwd_lpm.c", r"#define IPV4_L3FWD_LPM_MAX_RULES\s+1024", "#define IPV4_L3FWD_LPM_MAX_RULES (1 << 21)"),
+    ("main.c", r"\.offloads = RTE_ETH_RX_OFFLOAD_CHECKSUM,", ".offloads = 0,"),
+)
+# l3fwd's scalar path, which it builds where it has no SIMD code for the CPU (l3fwd_lpm.h: a
+# packet at a time, rte_lpm_lookup, send_single_packet) instead of its SSE one (l3fwd_lpm_sse.h:
+# four packets a step, rte_lpm_lookupx4): bench_specialised.py's l3fwd_scalar
+L3FWD_SCALAR_PATCHES = (
+    ("l3fwd_lpm.c", r'#include "l3fwd_lpm_sse.h"\n', '#include "l3fwd_lpm_sse.h"\n#include "l3fwd_lpm.h"\n'),
+    ("l3fwd_lpm.c", r"\bl3fwd_lpm_send_packets\(nb_rx,", "l3fwd_lpm_no_opt_send_packets(nb_rx,"),
+)
 
 
 def log(msg: str) -> None:
@@ -88,15 +95,16 @@ def makefile_sources(makefile: Path) -> list[str]:
             if (m := re.match(r"SRCS-y\s*[:+]?=(.*)", line)) for f in m.group(1).split()]
 
 
-def build_l3fwd(tmp: Path) -> Path:
-    """l3fwd from dpdk-doc's sources, copied and patched (L3FWD_PATCHES), built as its Makefile does
-    but with ``-march=native`` after pkg-config's ``-march=corei7`` (docs/server.md)."""
+def build_l3fwd(tmp: Path, scalar: bool = False) -> Path:
+    """l3fwd from dpdk-doc's sources, copied and patched (L3FWD_PATCHES; with ``scalar``, also
+    L3FWD_SCALAR_PATCHES), built as its Makefile does but with ``-march=native`` after
+    pkg-config's ``-march=corei7`` (docs/server.md)."""
     if not (L3FWD_SRC / "l3fwd" / "l3fwd_lpm.c").exists():
         raise SystemExit(f"no l3fwd sources in {L3FWD_SRC}: apt-get install dpdk-doc (python3 build.py setup does)")
     src = tmp / "examples"
     for folder in ("l3fwd", "common"):
         shutil.copytree(L3FWD_SRC / folder, src / folder)
-    for name, (pattern, new) in L3FWD_PATCHES.items():
+    for name, pattern, new in (*L3FWD_PATCHES, *(L3FWD_SCALAR_PATCHES if scalar else ())):
         path = src / "l3fwd" / name
         text, n = re.subn(pattern, new, path.read_text())
         if n != 1:

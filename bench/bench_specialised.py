@@ -9,8 +9,11 @@ could write it:
 * *nfc_loop* and *specialised_loop*: the same two with ``nfc_main.c``'s forwarding loop cut to
   l3fwd's (``bench/specialised/l3fwd_loop.c``: one rx port, one tx_burst, no per-port queues);
 
-and DPDK's l3fwd and testpmd io, all as ``bench/bench_l3fwd.py`` runs them (the same vdevs,
-routes, flows and core; interleaved rounds; Mpps per CPU-second of the forwarding thread).  Before
+and DPDK's l3fwd, l3fwd built with its scalar path (*l3fwd_scalar*: ``l3fwd_lpm.h``, a packet at
+a time and ``rte_lpm_lookup``, the path it builds for a CPU it has no SIMD code for, where x86
+gets ``l3fwd_lpm_sse.h``, four packets a step and ``rte_lpm_lookupx4``) and testpmd io, all as
+``bench/bench_l3fwd.py`` runs them (the same vdevs, routes, flows and core; interleaved rounds;
+Mpps per CPU-second of the forwarding thread).  Before
 any timing, every variant forwards the flows once into a pcap that must equal *nfc*'s byte for
 byte, with the same counters: the hand-written code must do what the generated code does.
 
@@ -53,7 +56,7 @@ from runtime.server_proc import hugepages  # noqa: E402
 
 HERE = ROOT / "bench" / "specialised"
 VARIANTS = ("nfc", "specialised", "nfc_loop", "specialised_loop")
-ORDER = (*VARIANTS, "l3fwd", "testpmd")
+ORDER = (*VARIANTS, "l3fwd", "l3fwd_scalar", "testpmd")
 
 
 def log(msg: str) -> None:
@@ -115,13 +118,13 @@ def _frames(pcap: Path) -> bytes:
     return bytes(out)
 
 
-def measure(row: Row, w: Workload, binaries: dict[str, Path], l3fwd: Path, args: argparse.Namespace,
+def measure(row: Row, w: Workload, binaries: dict[str, Path], l3fwds: dict[str, Path], args: argparse.Namespace,
             tmp: Path) -> dict[str, list[float]]:
     cores = Cores(args.core, args.other_core)
     # each variant runs as bench_l3fwd runs its nfc program (its memory, its arguments), under its own name
     progs: list[Program] = [replace(nfc_program("nfc", b, row, w.files.nfc_entries, w.files.pcap, cores,
                                                 f"spec-{name}"), name=name) for name, b in binaries.items()]
-    progs.append(l3fwd_program(l3fwd, row, w.files, cores, "spec"))
+    progs += [replace(l3fwd_program(b, row, w.files, cores, f"spec-{name}"), name=name) for name, b in l3fwds.items()]
     testpmd = shutil.which("dpdk-testpmd")
     if testpmd:
         progs.append(testpmd_program(Path(testpmd), row, w.files, cores, "spec"))
@@ -178,15 +181,15 @@ def main() -> int:
         log("every variant forwards the flows as nfc does, byte for byte")
         if args.check_only:
             return 0
-        l3fwd = build_l3fwd(tmp)
+        l3fwds = {"l3fwd": build_l3fwd(tmp / "l3fwd"), "l3fwd_scalar": build_l3fwd(tmp / "l3fwd_scalar", scalar=True)}
         for row in rows:
             log(row.label)
-            need = len(VARIANTS) * MEMORY_MB["nfc"] + MEMORY_MB["l3fwd"] + MEMORY_MB["testpmd"] + 512
+            need = len(VARIANTS) * MEMORY_MB["nfc"] + len(l3fwds) * MEMORY_MB["l3fwd"] + MEMORY_MB["testpmd"] + 512
             with hugepages(need if row.huge else 0) as got:
                 if row.huge and not got:
                     log("  no hugepages to be had: row skipped")
                     continue
-                results[row.label] = measure(row, w, binaries, l3fwd, args, tmp)
+                results[row.label] = measure(row, w, binaries, l3fwds, args, tmp)
     print("\nMpps per CPU-second of the forwarding thread (median of the rounds; / nfc in brackets):")
     print("| routes, memory | " + " | ".join(ORDER) + " |")
     print("|---" * (len(ORDER) + 1) + "|")
