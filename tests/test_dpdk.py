@@ -294,6 +294,57 @@ def test_target_dpdk_alone_gives_the_reference_outputs(tmp_path):
     assert counters["drops"] == {**drops, "server_no_port": len(want[4])}
 
 
+def test_a_logical_port_leaves_by_the_first_dpdk_port_that_carries_it_above_and_below_1024(tmp_path):
+    """nf --ports: a logical egress port's DPDK port comes from a map below 1,024 and from a search
+    of the ports above it (nfc_main.c's out_port); either way, of two DPDK ports given the same
+    logical port the first one sends, and a logical port no DPDK port carries is server_no_port.
+    The frames each port sends are the reference interpreter's."""
+    from compiler.interp import Interpreter
+
+    nfp = tmp_path / "far_ports.nfp"
+    src = (ROOT / "bench/l3fwd.nfp").read_text()
+    assert src.count("ports all = [0..15];") == 1
+    nfp.write_text(src.replace("ports all = [0..15];", "ports all = [0..2047];"))
+    out = tmp_path / "out"
+    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(nfp), "--target", "dpdk", "--no-verify",
+                        "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    assert r.returncode == 0, r.stderr
+    r = run_make(out / "server")
+    assert r.returncode == 0, r.stderr[-3000:]
+    spec = Interpreter(compile_file(str(nfp), "dpdk").program)
+    mac = 0x020000000042
+    routes = {10: 5, 20: 1500, 30: 7, 40: 1600}  # first octet of a /8 -> logical egress port
+    lines = []
+    for octet, port in routes.items():
+        spec.tables["routes"].insert(Entry((Match(octet << 24, 8),), {"port": port, "next_hop_mac": mac}))
+        lines.append(f"routes {octet << 24}/8 : {port} {mac}")
+    (tmp_path / "entries.txt").write_text("\n".join(lines) + "\n")
+    packets = [bytes(Ether() / IP(dst=f"{octet}.0.0.{i}", ttl=9) / UDP() / b"x") for octet in routes for i in (1, 2)]
+    with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
+        for x in packets:
+            w.write(x)
+    ports = [0, 5, 5, 1500, 1500]  # DPDK port i is logical port ports[i]; 7 and 1600 are on none
+    vdevs = [f"--vdev=net_pcap{i},rx_pcap={tmp_path / ('in.pcap' if i == 0 else 'none.pcap')},"
+             f"tx_pcap={tmp_path / f'out{i}.pcap'}" for i in range(len(ports))]
+    with RawPcapWriter(str(tmp_path / "none.pcap"), linktype=1):
+        pass
+    r = subprocess.run([str(out / "server/nf"), "--no-huge", "-m", "256", "--no-pci", "--no-shconf", "--no-telemetry",
+                        "--log-level=warning", "-l", "0", *vdevs, "--", "--entries", str(tmp_path / "entries.txt"),
+                        "--ports", ",".join(map(str, ports))], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-3000:]
+    counters = json.loads(r.stdout.strip().splitlines()[-1])
+    want: dict[int, list[bytes]] = {}
+    for x in packets:
+        o = spec.process(x, 0)
+        assert o.kind == "forward"
+        want.setdefault(o.port, []).append(o.data)
+    assert sorted(want) == [5, 7, 1500, 1600] and all(len(v) == 2 for v in want.values())
+    sent = [[bytes(d) for d, _ in RawPcapReader(str(tmp_path / f"out{i}.pcap"))] for i in range(len(ports))]
+    assert sent == [[], want[5], [], want[1500], []]
+    assert counters["forwarded"] == 4
+    assert counters["drops"] == {"server_no_port": len(want[7]) + len(want[1600])}
+
+
 def test_cgnat_state_on_the_server(tmp_path):
     """CGNAT mappings created by the generated program (port allocation, two state tables,
     RFC 1624 checksum updates) and used by later packets, in the reference's order."""

@@ -425,15 +425,10 @@ static inline uint16_t nfc_csum(const uint8_t *p, unsigned len)
     return nfc_csum_fold(nfc_csum_sum(p, len));
 }
 
-static inline uint16_t nfc_csum_zero(const uint8_t *p, unsigned len, unsigned at)
-{
-    return nfc_csum_fold(nfc_csum_sum_zero(p, len, at));
-}
-
-/* nfc_csum_zero(p, len, at) stored at `out` (2 bytes) in network order, as the generated code
- * writes a header's checksum: the folded sum of the words as loaded is already in network
- * order once stored (RFC 1071 2.(B)), so no byte swap to the host's order and back (the
- * compiler keeps both swaps). */
+/* The Internet checksum of p[0..len) with the 2-byte field at `at` taken as zero, stored at
+ * `out` (2 bytes) in network order, as the generated code writes a header's checksum: the
+ * folded sum of the words as loaded is already in network order once stored (RFC 1071
+ * 2.(B)), so no byte swap to the host's order and back (the compiler keeps both swaps). */
 static inline void nfc_csum_put(uint8_t *out, const uint8_t *p, unsigned len, unsigned at)
 {
     uint16_t raw = (uint16_t)~nfc_csum_fold16(nfc_csum_sum_zero(p, len, at));
