@@ -294,11 +294,12 @@ def test_target_dpdk_alone_gives_the_reference_outputs(tmp_path):
     assert counters["drops"] == {**drops, "server_no_port": len(want[4])}
 
 
-def test_a_logical_port_leaves_by_the_first_dpdk_port_that_carries_it_above_and_below_1024(tmp_path):
-    """nf --ports: a logical egress port's DPDK port comes from a map below 1,024 and from a search
-    of the ports above it (nfc_main.c's out_port); either way, of two DPDK ports given the same
-    logical port the first one sends, and a logical port no DPDK port carries is server_no_port.
-    The frames each port sends are the reference interpreter's."""
+def test_a_logical_port_leaves_by_the_first_dpdk_port_that_carries_it_through_the_map_and_the_search(tmp_path):
+    """nf --ports: a logical egress port's DPDK port comes from a map below 1,024 (its last slot,
+    1023, too) and from a search of the DPDK ports from 1,024 on (nfc_main.c's out_port); either
+    way, of two DPDK ports given the same logical port the first one sends, and a logical port no
+    DPDK port carries is server_no_port.  The frames each port sends are the reference
+    interpreter's."""
     from compiler.interp import Interpreter
 
     nfp = tmp_path / "far_ports.nfp"
@@ -313,7 +314,7 @@ def test_a_logical_port_leaves_by_the_first_dpdk_port_that_carries_it_above_and_
     assert r.returncode == 0, r.stderr[-3000:]
     spec = Interpreter(compile_file(str(nfp), "dpdk").program)
     mac = 0x020000000042
-    routes = {10: 5, 20: 1500, 30: 7, 40: 1600}  # first octet of a /8 -> logical egress port
+    routes = {10: 5, 20: 1500, 30: 7, 40: 1600, 50: 1023, 60: 1024}  # first octet of a /8 -> logical egress port
     lines = []
     for octet, port in routes.items():
         spec.tables["routes"].insert(Entry((Match(octet << 24, 8),), {"port": port, "next_hop_mac": mac}))
@@ -323,7 +324,7 @@ def test_a_logical_port_leaves_by_the_first_dpdk_port_that_carries_it_above_and_
     with RawPcapWriter(str(tmp_path / "in.pcap"), linktype=1) as w:
         for x in packets:
             w.write(x)
-    ports = [0, 5, 5, 1500, 1500]  # DPDK port i is logical port ports[i]; 7 and 1600 are on none
+    ports = [0, 5, 5, 1500, 1500, 1023, 1024]  # DPDK port i is logical port ports[i]; 7 and 1600 are on none
     vdevs = [f"--vdev=net_pcap{i},rx_pcap={tmp_path / ('in.pcap' if i == 0 else 'none.pcap')},"
              f"tx_pcap={tmp_path / f'out{i}.pcap'}" for i in range(len(ports))]
     with RawPcapWriter(str(tmp_path / "none.pcap"), linktype=1):
@@ -338,10 +339,10 @@ def test_a_logical_port_leaves_by_the_first_dpdk_port_that_carries_it_above_and_
         o = spec.process(x, 0)
         assert o.kind == "forward"
         want.setdefault(o.port, []).append(o.data)
-    assert sorted(want) == [5, 7, 1500, 1600] and all(len(v) == 2 for v in want.values())
+    assert sorted(want) == [5, 7, 1023, 1024, 1500, 1600] and all(len(v) == 2 for v in want.values())
     sent = [[bytes(d) for d, _ in RawPcapReader(str(tmp_path / f"out{i}.pcap"))] for i in range(len(ports))]
-    assert sent == [[], want[5], [], want[1500], []]
-    assert counters["forwarded"] == 4
+    assert sent == [[], want[5], [], want[1500], [], want[1023], want[1024]]
+    assert counters["forwarded"] == 8
     assert counters["drops"] == {"server_no_port": len(want[7]) + len(want[1600])}
 
 
