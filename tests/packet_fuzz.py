@@ -60,8 +60,8 @@ from runtime.control import ControlChannel
 from runtime.entries import load_entries
 from runtime.errors import RuntimeApiError
 from runtime.server_proc import ServerProcess, eal_args
-from tests.conftest import ROOT, entry_json, learn_entries, loaded_spec, nfc_cli, reference_outputs, run_make
 from tests.fuzz import Fuzzer
+from tests.support import ROOT, entry_json, learn_entries, loaded_spec, nfc_cli, reference_outputs, run_make
 
 __all__ = ["Batch", "Case", "NotBuilt", "Verdict", "build_case", "check", "ddmin", "fuzz", "main", "make_batch",
            "minimise", "replay", "same_failure", "sanitizer_excerpt", "sanitizer_options", "sanitizer_signature",

@@ -26,7 +26,7 @@ from bench import _l3fwd_work as work
 from bench._dpdk_proc import Sample, parse_schedstat, window_between
 from compiler.manifest import load_plan
 from runtime.server_proc import eal_args
-from tests.conftest import HAVE_DPDK, nfc_cli
+from tests.support import HAVE_DPDK, nfc_cli
 
 Net = ipaddress.IPv4Network
 

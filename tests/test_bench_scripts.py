@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 SCRIPTS = sorted((ROOT / "bench").glob("bench_*.py"))
 
@@ -31,7 +31,7 @@ def test_the_hand_specialised_l3fwd_burst_forwards_as_the_generated_one():
     replaced by hand) must forward the flows byte for byte as the generated program, with the
     same counters, or their figures say nothing; and the runtime markers they replace must
     still be there."""
-    from tests.conftest import HAVE_DPDK
+    from tests.support import HAVE_DPDK
 
     if not HAVE_DPDK:
         pytest.skip("needs DPDK (python3 build.py setup)")

@@ -16,7 +16,7 @@ from scapy.layers.l2 import Ether
 from bench import bench_state as bench
 from bench._l3fwd_work import FRAME_BYTES
 from compiler.interp import Entry, Interpreter, Match
-from tests.conftest import HAVE_DPDK, ROOT, compile_file
+from tests.support import HAVE_DPDK, ROOT, compile_file
 
 
 def test_frames_are_distinct_64_byte_flows_the_cgn_translates():

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bench._dpdk_proc import parse_switches, thread_usage
-from tests.conftest import HAVE_DPDK
+from tests.support import HAVE_DPDK
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("idle", "neighbour", "64K/s", "100K/s", "max")

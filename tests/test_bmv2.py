@@ -17,7 +17,7 @@ from scapy.utils import rdpcap, wrpcap
 
 from compiler.interp import Entry, Match
 from emulator.switchmodel import SwitchModel
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 TOOLS = [shutil.which(t) for t in ("p4c-bm2-ss", "simple_switch", "simple_switch_CLI")]
 pytestmark = pytest.mark.skipif(not all(TOOLS), reason="p4c-bm2-ss / simple_switch / simple_switch_CLI not on PATH "

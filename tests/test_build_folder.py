@@ -21,7 +21,7 @@ from compiler.interp import Entry, Interpreter, Match
 from compiler.placed import PlacedError, load_placed
 from runtime.api import Runtime
 from runtime.errors import InvalidEntry
-from tests.conftest import HAVE_DPDK, ROOT, compile_file
+from tests.support import HAVE_DPDK, ROOT, compile_file
 
 ROUTE = {"match": {"meta_customer": 7, "meta_overlay": 42, "vm_ip": "192.168.1.10"},
          "values": {"host_ip": "172.16.5.5", "vni": 5000}}

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HAVE_DPDK, ROOT
+from tests.support import HAVE_DPDK, ROOT
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev, pkg-config) or make missing: "
                                                       "python3 build.py setup installs them")

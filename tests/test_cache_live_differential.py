@@ -26,7 +26,7 @@ from runtime.api import Runtime
 from runtime.cache_manager import CacheManager, IdleLimits
 from runtime.live import LiveDataPlane, pace
 from runtime.steering import steer_all
-from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server, compile_ir
+from tests.support import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server, compile_ir
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")

@@ -27,8 +27,8 @@ from runtime.cache import CachePolicy
 from runtime.cache_manager import BLUEBIRD, CacheManager, IdleLimits, Managers, StepReport
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, run_make
 from tests.packet_fuzz import write_pcap
+from tests.support import HAVE_DPDK, ROOT, compile_file, run_make
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
 HOSTS = [0x0A000000 + i for i in range(20)]

@@ -28,7 +28,7 @@ from runtime.goal import GoalStore
 from runtime.p4runtime import SwitchClient, SwitchUpdate
 from runtime.server_proc import ServerProcess
 from runtime.steering import steer_all
-from tests.conftest import HAVE_DPDK, ROOT, build_with_server, run_make
+from tests.support import HAVE_DPDK, ROOT, build_with_server, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 

@@ -33,7 +33,7 @@ from runtime.goal import GoalStore
 from runtime.live import LiveDataPlane
 from runtime.p4runtime import SwitchUpdate
 from runtime.steering import steer_all
-from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server
+from tests.support import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")

@@ -18,7 +18,7 @@ import pytest
 from runtime.control import OP, REQ, ControlChannel
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, ROOT, run_make
+from tests.support import HAVE_DPDK, ROOT, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 

@@ -31,7 +31,7 @@ import pytest
 from runtime.control import OP, REP, REQ, ControlChannel, ControlRefused
 from runtime.errors import InvalidEntry
 from runtime.server_proc import ServerProcess, eal_args
-from tests.conftest import HAVE_DPDK, ROOT, run_make
+from tests.support import HAVE_DPDK, ROOT, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 

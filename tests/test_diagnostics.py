@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from lang.parser import MAX_DEPTH
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 PRELUDE = 'import "std/headers.nfp";\nimport "std/ops.nfp";\npacket { eth: ethernet; ip: ipv4; }\n'
 PRE = PRELUDE.count("\n")

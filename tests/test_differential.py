@@ -29,7 +29,7 @@ from scapy.layers.vxlan import VXLAN
 from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, run_make
+from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 

@@ -17,24 +17,15 @@ from __future__ import annotations
 
 import os
 import re
-from collections import Counter
-from dataclasses import replace
 
 import pytest
 
-from compiler.interp import Entry
-from tests.conftest import (
+from tests.support import (
     HAVE_DPDK,
     ROOT,
-    compile_file,
-    entry_json,
-    learn_entries,
-    loaded_spec,
     nfc_cli,
-    nfc_run,
-    reference_outputs,
 )
-from tests.fuzz import Fuzzer
+from tests.support.differential import agree
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -48,11 +39,6 @@ OVERCOMMITTED = {("vpn_gateway", "dpdk"), ("cgnat", "dpdk")}
 
 def _cases() -> list[object]:
     return [(e, t) for t in WITH_SERVER for e in EXAMPLES]
-Outputs = tuple[dict[int, Counter[bytes]], Counter[str]]
-
-
-def _spec(c, tables: dict[str, list[Entry]], inputs: dict[int, list[bytes]]) -> Outputs:
-    return reference_outputs(loaded_spec(c, tables), inputs)
 
 
 @pytest.mark.parametrize(("example", "target"), _cases())
@@ -63,7 +49,7 @@ def test_spec_and_nfc_run_agree(example, target, tmp_path):
     assert r.returncode == 0, r.stderr[-3000:]
     r = nfc_cli("verify", str(out))
     assert r.returncode == 0 and "proved equal" in r.stderr, r.stdout + r.stderr
-    _agree(example, ROOT / f"examples/{example}.nfp", out, tmp_path, N if target == "tofino+dpdk" else N // 3)
+    agree(example, ROOT / f"examples/{example}.nfp", out, tmp_path, N if target == "tofino+dpdk" else N // 3)
 
 
 # tests/corpus programs and the combinations each builds for (the others are refused with a named
@@ -77,7 +63,6 @@ CORPUS = {"all_switch": ALL_COMBOS, "accepted_oddities": ("tofino+dpdk", "dpdk")
           "switch_registers": ALL_COMBOS}
 
 
-
 @pytest.mark.parametrize(("program", "target"), [(p, t) for p, ts in CORPUS.items() for t in ts])
 def test_corpus_programs_agree_on_every_combination_they_build_for(program, target, tmp_path):
     src = ROOT / f"tests/corpus/{program}.nfp"
@@ -86,7 +71,7 @@ def test_corpus_programs_agree_on_every_combination_they_build_for(program, targ
     assert r.returncode == 0, r.stderr[-3000:]
     r = nfc_cli("verify", str(out))
     assert r.returncode == 0 and "proved equal" in r.stderr, r.stdout + r.stderr
-    _agree(program, src, out, tmp_path, N)
+    agree(program, src, out, tmp_path, N)
 
 
 @pytest.mark.parametrize("example", EXAMPLES)
@@ -97,35 +82,3 @@ def test_switch_alone_names_what_does_not_fit(example, tmp_path):
     assert r.returncode == 1
     assert re.search(rf"^examples/{example}\.nfp:\d+:\d+: error\[E0(80|71)\]: .*stage '\w+'", r.stderr, re.M), r.stderr
     assert "Traceback" not in r.stderr and "internal error" not in r.stderr
-
-
-def _local_to_shards(label: str, tables: dict[str, list[Entry]]) -> None:
-    """A sharded deployment (``shard by``) is the spec when the state a packet changes is its
-    shard's alone (docs/runtime.md, "Sharded servers"); random entries would let two GPNs'
-    tunnels share a sequence slot or a replay window.  The IPsec gateway's entries give each
-    tunnel its own, as its IKE allocates them (seed 001 §4.4: a GPN holds its tunnels' SAs)."""
-    if label != "ipsec_gateway":
-        return
-    tunnel = {e.key[0].value: e.values["tunnel"] for e in tables["spi_steering"]}
-    # a slot of its own per tunnel, within sa_seq's 64,000 (the runtime refuses a slot past them)
-    tables["outbound_sa"] = [replace(e, values={**e.values, "seq_index": i})
-                             for i, e in enumerate(tables["outbound_sa"])]
-    tables["inbound_sa"] = [replace(e, values={**e.values, "sa_index": tunnel.get(e.key[0].value, 0)})
-                            for e in tables["inbound_sa"]]
-
-
-def _agree(label: str, src, out, tmp_path, packets: int) -> None:
-    c = compile_file(str(src))
-    fz = Fuzzer(c.program, seed=sum(map(ord, label)))
-    tables = {name: fz.entries(t, 16) for name, t in c.program.tables.items() if not t.is_state}
-    inputs: dict[int, list[bytes]] = {}
-    for _ in range(packets):
-        pl = fz.rnd.choice(c.program.pipelines)
-        inputs.setdefault(fz.port(pl), []).append(fz.packet(pl))
-    learn_entries(c, fz, tables, inputs)
-    _local_to_shards(label, tables)
-    want = _spec(c, tables, inputs)
-    forwarded = sum(sum(n.values()) for n in want[0].values())
-    assert forwarded >= 10 and len(want[1]) >= 2, f"the inputs reach too few outcomes: {forwarded}, {want[1]}"
-    entries = {name: [entry_json(c, name, e) for e in rows] for name, rows in tables.items()}
-    assert nfc_run(out, entries, inputs, tmp_path / "run") == want

@@ -20,7 +20,7 @@ from bench._dpdk_proc import telemetry, telemetry_socket
 from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server_ref import ServerReference
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, run_make
+from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")

@@ -14,8 +14,8 @@ from scapy.layers.ipsec import ESP, IPSecIntegrityError, SecurityAssociation
 from scapy.layers.l2 import Ether
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.conftest import HAVE_DPDK, ROOT, build_with_server, compile_ir, nfc_run
 from tests.oracles import ip2int
+from tests.support import HAVE_DPDK, ROOT, build_with_server, compile_ir, nfc_run
 
 KEY, SALT, SPI_IN, SPI_OUT, SA = bytes(range(32, 48)), bytes.fromhex("5a17c0de"), 0x3001, 0x4001, 7
 PEER, LOCAL, PEER_PORT, TENANT_PORT, OUT_PORT = "198.51.100.9", "203.0.113.9", 0, 4, 2

@@ -19,8 +19,8 @@ from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.conftest import GW_IP, GW_MAC, NH_MAC, ROOT, compile_ir, expected_vxlan
 from tests.oracles import ip2int, mac2int
+from tests.support import GW_IP, GW_MAC, NH_MAC, ROOT, compile_ir, expected_vxlan
 
 
 @cache

@@ -16,7 +16,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 from compiler.interp import Interpreter
 from emulator.switchmodel import SwitchModel, SwitchReference
 from lang.diagnostics import CompileError
-from tests.conftest import ROOT, compile_file, write
+from tests.support import ROOT, compile_file, write
 
 HEAD = """import "std/headers.nfp";
 packet { eth: ethernet; vlan: vlan; ipv4: ipv4; udp: udp; }

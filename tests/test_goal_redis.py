@@ -17,7 +17,7 @@ from runtime.api import Runtime
 from runtime.goal import GoalError, GoalStore, open_goal
 from runtime.goal_redis import RedisGoalStore
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, build_with_server, needs_redis
+from tests.support import HAVE_DPDK, build_with_server, needs_redis
 
 pytestmark = needs_redis
 

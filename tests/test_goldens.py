@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from targets.dpdk.generator import COPIED
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 GOLDEN = ROOT / "tests" / "golden"
 EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 PACKAGES = ("lang", "compiler", "targets", "emulator", "runtime", "nfc")
 # package -> project packages it must not import
@@ -65,3 +65,30 @@ def test_the_rules_see_an_import():
     """The checker itself: a lazy import inside a function is found."""
     src = ROOT / "compiler" / "passes" / "validity.py"  # imports walk_expr only inside functions
     assert "compiler.analysis.walk_expr" in _imports(src)
+
+
+def _test_imports(path: Path) -> set[str]:
+    """The test modules (``tests.test_*``) that ``path`` imports, whichever way it spells it."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            out |= {a.name for a in node.names if a.name.startswith("tests.test_")}
+        elif isinstance(node, ast.ImportFrom) and node.module == "tests":
+            out |= {f"tests.{a.name}" for a in node.names if a.name.startswith("test_")}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("tests.test_"):
+            out.add(node.module)
+    return out
+
+
+def test_no_test_module_imports_another():
+    """What two tests share lives in tests/support (STYLE.md, "Tests"), not in a test module."""
+    modules = sorted((ROOT / "tests").rglob("*.py")) + sorted((ROOT / "bench").rglob("*.py"))
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for p in modules for m in sorted(_test_imports(p))]
+    assert not bad, "\n".join(bad)
+
+
+def test_the_test_rule_sees_each_spelling(tmp_path):
+    src = tmp_path / "t.py"
+    src.write_text("import tests.test_a\nfrom tests import test_b as b\nfrom tests.test_c import x\n"
+                   "def f():\n    from tests.support import y\n")
+    assert _test_imports(src) == {"tests.test_a", "tests.test_b", "tests.test_c"}

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from tests.conftest import HAVE_DPDK, ROOT, run_make
+from tests.support import HAVE_DPDK, ROOT, run_make
 
 # the directory "evil*" makes "*/" appear in every "/* … path … */" comment; the file name closes
 # a C string and would define a constructor; "\N" breaks a Python string; the line break a // comment

@@ -14,7 +14,7 @@ from scapy.layers.vxlan import VXLAN
 from scapy.packet import Raw
 
 from compiler.interp import Interpreter
-from tests.conftest import compile_ir
+from tests.support import compile_ir
 
 HEAD = 'import "std/headers.nfp";\n'
 

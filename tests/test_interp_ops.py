@@ -18,8 +18,8 @@ from scapy.layers.l2 import Ether
 
 from compiler import ir
 from compiler.interp import Entry, Interpreter, Match, MeterConfig, TableError
-from tests.conftest import compile_ir
 from tests.oracles import crc16_arc
+from tests.support import compile_ir
 
 HEAD = """import "std/headers.nfp";
 import "std/ops.nfp";

@@ -10,8 +10,8 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.conftest import ROOT, compile_ir
 from tests.oracles import crc16_arc, ip2int, mac2int
+from tests.support import ROOT, compile_ir
 
 GW_IP, GW_MAC = "10.255.0.1", "02:00:0a:ff:00:01"
 NH_MAC = "02:00:00:00:00:99"

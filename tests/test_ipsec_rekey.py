@@ -27,8 +27,8 @@ from scapy.layers.l2 import Ether
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
 from runtime.steering import steer_all
-from tests.conftest import HAVE_DPDK, ROOT, P4RuntimeSwitch, run_make
 from tests.oracles import ip2int, mac2int
+from tests.support import HAVE_DPDK, ROOT, P4RuntimeSwitch, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")

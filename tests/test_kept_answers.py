@@ -20,7 +20,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 
 from compiler.analysis import changed_by
 from compiler.interp import Entry, Interpreter, Match
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, write
+from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, write
 
 
 def test_a_read_is_changed_by_its_own_write_and_by_its_header_changing_validity() -> None:

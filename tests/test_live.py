@@ -21,7 +21,7 @@ from scapy.utils import rdpcap, wrpcap
 
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
-from tests.conftest import HAVE_DPDK, NH_MAC, ROOT, P4RuntimeSwitch, expected_vxlan, run_make
+from tests.support import HAVE_DPDK, NH_MAC, ROOT, P4RuntimeSwitch, expected_vxlan, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")

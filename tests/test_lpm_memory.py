@@ -15,7 +15,7 @@ import pytest
 
 from bench import _l3fwd_work as work
 from bench.bench_lpm_memory import DSR, load, write_entries
-from tests.conftest import HAVE_DPDK, build_with_server
+from tests.support import HAVE_DPDK, build_with_server
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (python3 build.py setup)")
 

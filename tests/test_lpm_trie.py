@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT, sanitized_harness
+from tests.support import ROOT, sanitized_harness
 
 pytestmark = pytest.mark.skipif(shutil.which("pkg-config") is None or shutil.which("gcc") is None,
                                 reason="needs gcc and pkg-config (DPDK from Debian: python3 build.py setup)")

@@ -21,7 +21,7 @@ from runtime.api import Runtime
 from targets.p4 import syntax as p
 from targets.p4.parse import parse_program
 from targets.pyapi.generator import MODULE_NAMES, RUNTIME_ATTRS
-from tests.conftest import ROOT, compile_file, nfc_run, write
+from tests.support import ROOT, compile_file, nfc_run, write
 
 BASE = (ROOT / "tests/corpus/all_switch.nfp").read_text()
 

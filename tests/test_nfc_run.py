@@ -15,7 +15,7 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.utils import rdpcap, wrpcap
 
-from tests.conftest import GW_IP, HAVE_DPDK, NH_MAC, ROOT, expected_vxlan, needs_redis
+from tests.support import GW_IP, HAVE_DPDK, NH_MAC, ROOT, expected_vxlan, needs_redis
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import HAVE_DPDK, ROOT
 from tests.nfp_fuzz import Mutator, fuzz, lex, minimise, run_one, seed_programs
+from tests.support import HAVE_DPDK, ROOT
 
 COUNT = 2000 if os.environ.get("NFC_SLOW") else 300
 CRASHES = ROOT / "tests/corpus/fuzz_crashes"

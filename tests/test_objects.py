@@ -26,7 +26,7 @@ from runtime.errors import ChannelError, InvalidEntry
 from runtime.goal import GoalStore
 from runtime.objects import CounterValue, MeterRates
 from runtime.server_proc import ServerProcess, eal_args
-from tests.conftest import HAVE_DPDK, P4RuntimeSwitch, build_with_server, nfc_cli
+from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_with_server, nfc_cli
 
 SOURCE = "tests/corpus/counters_meters.nfp"
 TAG = struct.Struct(">I")  # nf --tagged: the logical port before each frame

@@ -23,7 +23,7 @@ from targets.p4 import syntax as p
 from targets.p4.lint import CODES, LintError, lint
 from targets.p4.lower import lower_switch
 from targets.tofino.arch import TNA
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 EXAMPLES = sorted(e.stem for e in (ROOT / "examples").glob("*.nfp"))
 ARCHS = ("tna", "t2na", "v1model")

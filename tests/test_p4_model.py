@@ -16,8 +16,8 @@ import pytest
 from compiler.interp import Outcome, TableError
 from emulator.switchmodel import SwitchModel, SwitchReference
 from emulator.switchmodel.server_ref import ServerReference
-from tests.conftest import ROOT, compile_file
 from tests.fuzz import Fuzzer
+from tests.support import ROOT, compile_file
 
 EXAMPLES = ["bluebird_tor", "cgnat", "dsr_router", "ipsec_gateway", "vpn_gateway"]
 N = 1500 if os.environ.get("NFC_SLOW") else 250

@@ -22,7 +22,7 @@ from targets.p4 import syntax as p
 from targets.p4.parse import P4ParseError, parse_program
 from targets.p4.printer import print_program
 from targets.tofino import generator
-from tests.conftest import ROOT, compile_file
+from tests.support import ROOT, compile_file
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))
 CHIPS = {"tofino": "tofino+dpdk", "tofino2": "tofino2+dpdk"}

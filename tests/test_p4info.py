@@ -25,7 +25,7 @@ from p4.config.v1 import p4info_pb2
 
 from targets.p4 import syntax as p
 from targets.p4.p4info import PREFIX, P4InfoError, build_p4info
-from tests.conftest import ROOT, compile_ir
+from tests.support import ROOT, compile_ir
 
 EXAMPLES = sorted(e.stem for e in (ROOT / "examples").glob("*.nfp"))
 ARCHS = ("tna", "v1model")

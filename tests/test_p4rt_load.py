@@ -22,7 +22,7 @@ from emulator.switchmodel.server import P4RuntimeServer, serve
 from runtime.api import Runtime, TableSchema, _check, _Entry
 from runtime.errors import ChannelError, EntryExists, EntryNotFound
 from runtime.p4runtime import CHUNK, SwitchClient, SwitchUpdate
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 TABLE = "ca_to_pa"
 GRPC_MAX_MESSAGE = 4 << 20  # gRPC's default limit on a received message

@@ -21,7 +21,7 @@ from p4.v1 import p4runtime_pb2
 
 import emulator.switchmodel.server  # noqa: F401
 import runtime.api  # noqa: F401  (the project's P4Runtime users loaded, as in any test run)
-from tests.conftest import ROOT
+from tests.support import ROOT
 from tools.p4rt_protos import LEGACY, MODULES, regenerate, serialized_descriptor
 
 LEGACY_TREE = Path(sys.prefix) / LEGACY

@@ -16,7 +16,7 @@ from scapy.layers.vxlan import VXLAN
 
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server import P4RuntimeServer, serve
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 CLIENT = ROOT / ".venv-p4rt" / "bin" / "python"
 pytestmark = pytest.mark.skipif(not CLIENT.exists(), reason="the p4runtime-shell virtualenv is missing "

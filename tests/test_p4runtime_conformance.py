@@ -29,8 +29,8 @@ from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server import P4RuntimeServer, ServerTls, serve
 from runtime.errors import ChannelError
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
-from tests.conftest import ROOT
 from tests.p4rt_helpers import listening, make_pki
+from tests.support import ROOT
 
 OK, INVALID, OUT_OF_RANGE, NOT_FOUND = code_pb2.OK, code_pb2.INVALID_ARGUMENT, code_pb2.OUT_OF_RANGE, code_pb2.NOT_FOUND
 

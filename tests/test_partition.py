@@ -10,7 +10,7 @@ import pytest
 
 from compiler.pipeline import PASS_NAMES
 from lang import CompileError
-from tests.conftest import ROOT, compile_file, write
+from tests.support import ROOT, compile_file, write
 
 VPN = str(ROOT / "examples/vpn_gateway.nfp")
 

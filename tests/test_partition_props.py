@@ -12,7 +12,7 @@ from compiler.analysis import stage_units
 from compiler.partition import switch_usage
 from compiler.resources import table_blocks
 from lang import CompileError
-from tests.conftest import compile_file, write
+from tests.support import compile_file, write
 
 KINDS = ("exact", "lpm", "ternary")
 

@@ -24,7 +24,7 @@ from compiler.placement import Segment, UnitPlacement
 from compiler.resources import table_blocks
 from lang import CompileError, Diagnostics, SourceMap, load
 from tests.bigprog import bluebird, bluebird_stages, knapsack, synthetic
-from tests.conftest import ROOT, compile_file, nfc_cli, write
+from tests.support import ROOT, compile_file, nfc_cli, write
 
 TOFINO1 = {"stages": 12, "sram": 80, "tcam": 24}
 

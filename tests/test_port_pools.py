@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import pytest
 
-from tests.conftest import HAVE_DPDK, ROOT, TABLES_RUNTIME, run_harness, sanitized_harness
+from tests.support import HAVE_DPDK, ROOT, TABLES_RUNTIME, run_harness, sanitized_harness
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 

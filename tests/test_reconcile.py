@@ -21,7 +21,7 @@ from runtime.api import Runtime
 from runtime.goal import GoalStore
 from runtime.p4runtime import SwitchUpdate
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, P4RuntimeSwitch, build_with_server
+from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_with_server
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 

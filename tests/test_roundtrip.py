@@ -17,7 +17,7 @@ from lang.diagnostics import CODES, Span
 from lang.loader import STDLIB, load
 from lang.parser import parse_text
 from lang.printer import print_module
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 SOURCES = sorted((ROOT / "examples").glob("*.nfp")) + sorted(STDLIB.glob("*.nfp"))
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 pytestmark = pytest.mark.skipif(shutil.which("pkg-config") is None or shutil.which("gcc") is None,
                                 reason="needs gcc and pkg-config (DPDK from Debian: python3 build.py setup)")

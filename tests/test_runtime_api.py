@@ -28,8 +28,8 @@ from runtime.entries import load_entries, parse_value
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.p4runtime import ClientTls, SwitchClient
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, ROOT, run_make
 from tests.p4rt_helpers import make_pki
+from tests.support import HAVE_DPDK, ROOT, run_make
 
 needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 

@@ -18,7 +18,7 @@ from runtime.api import Runtime
 from runtime.entries import EntriesError, EntrySpec, load_entries
 from runtime.errors import InvalidEntry
 from runtime.goal import GoalStore
-from tests.conftest import compile_file, nfc_cli
+from tests.support import compile_file, nfc_cli
 
 KEY = 0x2B7E151628AED2A6ABF7158809CF4F3C  # RFC 3686's AES-128 test key: digits easy to look for
 TOO_WIDE = (1 << 128) | KEY

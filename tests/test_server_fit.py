@@ -24,7 +24,7 @@ from compiler.pipeline import compile_program
 from compiler.profiles import load_profiles
 from compiler.resources import server_bytes
 from lang import Diagnostics, SourceMap, load
-from tests.conftest import L3_HEAD, MEMORY_SIZES, ROOT, compile_file, write_sized
+from tests.support import L3_HEAD, MEMORY_SIZES, ROOT, compile_file, write_sized
 
 CORPUS = ROOT / "tests" / "corpus"
 
@@ -168,7 +168,7 @@ def test_report_shows_every_margin(tmp_path: Path) -> None:
 
 @functools.cache
 def _dpdk_tables() -> dict[str, Any]:
-    """The tables of tests/conftest.py's MEMORY_PROGRAM, each of one kind the server lays out."""
+    """The tables of tests/support's MEMORY_PROGRAM, each of one kind the server lays out."""
     with tempfile.TemporaryDirectory() as tmp:
         return dict(compile_file(str(write_sized(Path(tmp), "model", MEMORY_SIZES)), "dpdk").program.tables)
 

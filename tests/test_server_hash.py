@@ -13,8 +13,8 @@ import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
-from tests.conftest import HAVE_DPDK, build_with_server, nfc_run
 from tests.oracles import crc16_arc
+from tests.support import HAVE_DPDK, build_with_server, nfc_run
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (python3 build.py setup)")
 

@@ -19,8 +19,8 @@ from scapy.layers.l2 import Ether
 
 from emulator.switchmodel import SwitchReference
 from runtime.errors import RuntimeApiError
-from tests.conftest import HAVE_DPDK, ROOT, compile_file, run_harness, run_make
 from tests.packet_fuzz import write_pcap
+from tests.support import HAVE_DPDK, ROOT, compile_file, run_harness, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -93,7 +93,7 @@ def test_a_writer_lapping_its_log_loses_samples_but_never_miscounts_one(tmp_path
     while the other takes the counts (the control thread's part): the log laps, so samples
     are lost; each is counted once under its own key or counted as lost, never twice and
     never as a mix of two (a sample overwritten while it was copied is lost)."""
-    from tests.conftest import sanitized_harness
+    from tests.support import sanitized_harness
 
     harness = sanitized_harness(ROOT / "tests/c/hits_check.c",
                                 ["nfc_hits.c", "nfc_tables.c", "nfc_state.c", "nfc_values.c", "nfc_lpm.c", "nfc_acl.c"],

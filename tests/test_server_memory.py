@@ -1,6 +1,6 @@
 """The server memory the compiler gives each table (compiler/resources.py, ``server_memory``; the
 ``memory_bytes`` of plan.json, the budget check-server-fit holds the tables to) against the DPDK
-heap the generated server reports (``heap_bytes`` in its counters): tests/conftest.py's
+heap the generated server reports (``heap_bytes`` in its counters): tests/support's
 MEMORY_PROGRAM built with every table at 8 entries and, again, at thousands, each loaded with
 its size in entries (the state table with none: it has its size from the start).  The
 difference of the two heaps is what the tables took: their ``rte_hash`` within 8 KiB (the layout
@@ -21,7 +21,7 @@ from bench import _l3fwd_work as work
 from bench.bench_lpm_memory import load
 from compiler.profiles import load_profiles
 from compiler.resources import ServerMemory, server_memory
-from tests.conftest import HAVE_DPDK, MEMORY_SIZES, build_with_server, compile_file, write_sized
+from tests.support import HAVE_DPDK, MEMORY_SIZES, build_with_server, compile_file, write_sized
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (python3 build.py setup)")
 

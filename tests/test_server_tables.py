@@ -24,7 +24,7 @@ from scapy.utils import RawPcapReader, RawPcapWriter
 from compiler.interp import Entry, Interpreter, Match
 from runtime.control import ControlChannel
 from runtime.server_proc import ServerProcess, eal_args
-from tests.conftest import (
+from tests.support import (
     HAVE_DPDK,
     ROOT,
     TABLES_RUNTIME,

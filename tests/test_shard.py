@@ -40,16 +40,17 @@ from runtime.fleet import ServerFleet, merge_counters
 from runtime.goal import GoalStore
 from runtime.server_proc import ServerProcess
 from runtime.steering import balance
-from tests.conftest import (
+from tests.oracles import crc16_arc
+from tests.support import (
     HAVE_DPDK,
     ROOT,
     P4RuntimeSwitch,
     build_with_server,
     compile_file,
     nfc_cli,
+    nfc_run,
     write,
 )
-from tests.oracles import crc16_arc
 
 _PROGRAM = """import "std/headers.nfp";
 packet { eth: ethernet; ipv4: ipv4; tcp: tcp; }
@@ -300,17 +301,17 @@ def ipsec(tmp_path_factory):
 def test_both_gpns_carry_their_tunnels_and_hold_every_sa(ipsec, tmp_path):
     """Tunnels 9 and 11 hash (CRC-16/ARC of the 16-bit tunnel) to different GPNs: each GPN gets
     its tunnel's packets, inbound and outbound; the SA tables are on both."""
-    from tests import test_esp_server as esp
+    from tests.support import ipsec as esp
 
     out = ipsec
     gpn = {t: _gpn(t) for _spi_in, _spi_out, t, _k, _s in esp.SAS}
     assert sorted(gpn.values()) == [0, 1]
     n = 6
-    outbound = [esp._tenant(sa[2], i) for sa in esp.SAS for i in range(1, n + 1)]
-    inbound = [esp._inbound(a, seq, bytes(IP(src="192.168.9.9", dst="10.8.0.1", id=seq)))
+    outbound = [esp.tenant(sa[2], i) for sa in esp.SAS for i in range(1, n + 1)]
+    inbound = [esp.inbound(a, seq, bytes(IP(src="192.168.9.9", dst="10.8.0.1", id=seq)))
                for a in range(2) for seq in range(1, 4)]
     work = tmp_path / "run"
-    got, drops = esp.nfc_run(out, esp._entries(), {esp.VNET_PORT: outbound, esp.INTERNET_PORT: inbound}, work)
+    got, drops = nfc_run(out, esp.entries(), {esp.VNET_PORT: outbound, esp.INTERNET_PORT: inbound}, work)
     assert sum(drops.values()) == 0, drops
     assert sum(got[esp.INTERNET_PORT].values()) == 2 * n and sum(got[esp.VNET_PORT].values()) == 6
     servers = json.loads((work / "cap/counters.json").read_text())["servers"]
@@ -630,7 +631,7 @@ def test_a_dead_gpn_is_detected_and_its_tunnels_move_to_the_other_entries_first(
     tunnel 11's outbound SA from the goal state, then the switch steers GPN 1's buckets to GPN
     0's port; tunnel 9 is untouched; the dead GPN's state is reported lost.  A new GPN joining
     on port 33 gets the replicated SAs and half the buckets back (GPN 1's, the fewest moves)."""
-    from tests import test_esp_server as esp
+    from tests.support import ipsec as esp
 
     sw = P4RuntimeSwitch(ipsec, arch)
     nf = ipsec / "server/nf"
@@ -638,11 +639,11 @@ def test_a_dead_gpn_is_detected_and_its_tunnels_move_to_the_other_entries_first(
         with ServerProcess(nf, ["net_null0"]) as a, ServerProcess(nf, ["net_null0"]) as b:
             fleet = ServerFleet([a.control, b.control], load_plan(ipsec))
             rt = Runtime(ipsec, switch=sw.client, server=fleet, goal=GoalStore(tmp_path / "goal.sqlite"))
-            (tmp_path / "e.json").write_text(json.dumps(esp._entries()))
+            (tmp_path / "e.json").write_text(json.dumps(esp.entries()))
             rt.load(load_entries(tmp_path / "e.json"))
 
             def port_of(tunnel: int) -> int:
-                o = sw.model.process(esp._tenant(tunnel, 1), esp.VNET_PORT)
+                o = sw.model.process(esp.tenant(tunnel, 1), esp.VNET_PORT)
                 assert o.kind == "forward", o
                 return o.port
 
@@ -701,14 +702,14 @@ def test_a_server_removed_without_a_goal_hands_its_entries_over_before_its_packe
     """No goal state: the leaving GPN's split entries come from its own dump; after the move
     GPN 0 holds both tunnels' outbound SAs and gets both tunnels' packets, GPN 1 holds none,
     and a write of tunnel 11's SA goes to GPN 0."""
-    from tests import test_esp_server as esp
+    from tests.support import ipsec as esp
 
     sw = P4RuntimeSwitch(ipsec)
     nf = ipsec / "server/nf"
     try:
         with ServerProcess(nf, ["net_null0"]) as a, ServerProcess(nf, ["net_null0"]) as b:
             rt = Runtime(ipsec, switch=sw.client, server=ServerFleet([a.control, b.control], load_plan(ipsec)))
-            (tmp_path / "e.json").write_text(json.dumps(esp._entries()))
+            (tmp_path / "e.json").write_text(json.dumps(esp.entries()))
             rt.load(load_entries(tmp_path / "e.json"))
             assert [r[0] for r in b.control.dump("outbound_sa")] == [11]
             b.control.object_write("sa_seq", [(11, 1000)])  # tunnel 11 sent 1000 packets on GPN 1
@@ -721,7 +722,7 @@ def test_a_server_removed_without_a_goal_hands_its_entries_over_before_its_packe
             assert a.control.object_read("sa_seq", [9, 11]) == [(0,), (1000 + carry.MARGIN,)]
             assert sorted(r[0] for r in a.control.dump("outbound_sa")) == [9, 11]
             assert b.control.dump("outbound_sa") == []
-            ports = {t: sw.model.process(esp._tenant(t, 1), esp.VNET_PORT).port for t in (9, 11)}
+            ports = {t: sw.model.process(esp.tenant(t, 1), esp.VNET_PORT).port for t in (9, 11)}
             assert ports == {9: 32, 11: 32}
             sa = rt.table("outbound_sa").read(meta_tunnel=11)
             rt.table("outbound_sa").modify(**{**sa, "meta_tunnel": 11, "seq_index": 12})
@@ -737,7 +738,7 @@ def test_moves_overwrite_a_leftover_copy_refuse_bad_targets_and_retire_a_dead_se
     overwritten by the move, not a reason to fail it; fail-overs and rebalances to no server,
     to the dead one or to a server twice change nothing; a server that dies holding no bucket
     is retired by the liveness round, so that replicated writes go on."""
-    from tests import test_esp_server as esp
+    from tests.support import ipsec as esp
 
     sw = P4RuntimeSwitch(ipsec)
     nf = ipsec / "server/nf"
@@ -745,7 +746,7 @@ def test_moves_overwrite_a_leftover_copy_refuse_bad_targets_and_retire_a_dead_se
         with ServerProcess(nf, ["net_null0"]) as a, ServerProcess(nf, ["net_null0"]) as b:
             fleet = ServerFleet([a.control, b.control], load_plan(ipsec))
             rt = Runtime(ipsec, switch=sw.client, server=fleet)
-            (tmp_path / "e.json").write_text(json.dumps(esp._entries()))
+            (tmp_path / "e.json").write_text(json.dumps(esp.entries()))
             rt.load(load_entries(tmp_path / "e.json"))
             (sa9,), (sa11,) = a.control.dump("outbound_sa"), b.control.dump("outbound_sa")
             a.control.write("add", "outbound_sa", [[*sa11[:-1], sa11[-1] + 100]])  # the leftover, stale
@@ -827,7 +828,7 @@ def test_the_vpn_gateway_over_three_servers_split_by_overlay_agrees_with_the_spe
     ``shard by hash(meta.customer, meta.overlay)``; overlay_routes is split (each server a third),
     the servers keep no state, and nfc run (three server programs) forwards random traffic as
     the reference interpreter does, byte for byte."""
-    from tests.test_differential_examples import _agree
+    from tests.support.differential import agree
 
     text = (ROOT / "examples/vpn_gateway.nfp").read_text()
     for old, new in (("servers = [pe_server];", "servers = [pe_server, pe_server, pe_server];"),
@@ -843,4 +844,4 @@ def test_the_vpn_gateway_over_three_servers_split_by_overlay_agrees_with_the_spe
     plan = json.loads((out / "plan.json").read_text())
     assert {t["name"]: t.get("server", {}).get("shard_fields") for t in plan["tables"]}["overlay_routes"] == [0, 1]
     assert plan["resources"]["server"]["servers_carrying"] == 3
-    _agree("vpn_gateway", src, out, tmp_path, 300)
+    agree("vpn_gateway", src, out, tmp_path, 300)

@@ -38,7 +38,7 @@ from runtime.entries import load_entries
 from runtime.fleet import ServerFleet, replicated_tables
 from runtime.goal import GoalStore
 from runtime.live import LiveDataPlane, pace
-from tests.conftest import HAVE_DPDK, P4RuntimeSwitch, build_with_server
+from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_with_server
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
@@ -58,10 +58,10 @@ class Tenant:
     when each tunnel's were sent."""
 
     def __init__(self, live: LiveDataPlane, count: int, pps: float = 1000.0) -> None:
-        from tests import test_esp_server as esp
+        from tests.support import ipsec as esp
 
         self.sent: dict[int, list[float]] = {9: [], 11: []}
-        packets = [esp._tenant(9 if i % 2 else 11, i % 250 + 1) for i in range(count)]
+        packets = [esp.tenant(9 if i % 2 else 11, i % 250 + 1) for i in range(count)]
 
         def send(data: bytes) -> None:
             live.inject(esp.VNET_PORT, data)
@@ -78,7 +78,7 @@ REKEYED = {"spi": 0x2003, "key": bytes(range(200, 216)), "salt": bytes.fromhex("
 
 
 def _esp_out(live: LiveDataPlane) -> list[Ether]:
-    from tests import test_esp_server as esp
+    from tests.support import ipsec as esp
 
     return [Ether(f) for f in live.take(esp.INTERNET_PORT)]
 
@@ -93,7 +93,7 @@ def _out_by_tunnel(live: LiveDataPlane) -> Counter[int]:
 
 
 def test_a_gpn_killed_under_traffic_loses_only_its_in_flight_packets_and_a_new_one_takes_them_back(ipsec, tmp_path):
-    from tests import test_esp_server as esp
+    from tests.support import ipsec as esp
 
     plan = load_plan(ipsec)
     sw = P4RuntimeSwitch(ipsec)
@@ -101,7 +101,7 @@ def test_a_gpn_killed_under_traffic_loses_only_its_in_flight_packets_and_a_new_o
         with LiveDataPlane(ipsec / "server/nf", sw.p4rt, GPN_PORTS, replicated=replicated_tables(plan)) as live:
             fleet = ServerFleet([s.control for s in live.servers], plan)
             rt = Runtime(ipsec, switch=sw.client, server=fleet, goal=GoalStore(tmp_path / "goal.sqlite"))
-            (tmp_path / "e.json").write_text(json.dumps(esp._entries()))
+            (tmp_path / "e.json").write_text(json.dumps(esp.entries()))
             rt.load(load_entries(tmp_path / "e.json"))
 
             tenant = Tenant(live, 800)
@@ -158,7 +158,7 @@ def test_a_gpn_killed_under_traffic_loses_only_its_in_flight_packets_and_a_new_o
             out = _by_tunnel(frames)
             assert (out[9], out[11]) == (300, 300), (out, live.counters())
             # the rekeyed SA's packets, from GPN 0 and then GPN 2: each number once, each decrypts
-            sa = esp._scapy_sa(REKEYED["spi"], REKEYED["key"], REKEYED["salt"], esp.GATEWAY_VIP, esp.PEER)
+            sa = esp.scapy_sa(REKEYED["spi"], REKEYED["key"], REKEYED["salt"], esp.GATEWAY_VIP, esp.PEER)
             seqs = sorted(f[ESP].seq for f in frames if f[ESP].spi == REKEYED["spi"])
             for f in frames:
                 if f[ESP].spi == REKEYED["spi"]:
@@ -201,20 +201,20 @@ def test_a_moved_tunnels_replay_window_goes_along(ipsec, tmp_path):
     """The peer's ESP for tunnel 11 reaches GPN 1, which accepts numbers 1..5; GPN 1 leaves
     (``remove_server``), its windows merged into GPN 0's; number 3 sent again is dropped
     ``replayed`` on GPN 0, and 6 is accepted (RFC 4303 §3.4.3). A fresh window would take 3."""
-    from tests import test_esp_server as esp
+    from tests.support import ipsec as esp
 
     plan = load_plan(ipsec)
     sw = P4RuntimeSwitch(ipsec)
     try:
         with LiveDataPlane(ipsec / "server/nf", sw.p4rt, GPN_PORTS, replicated=replicated_tables(plan)) as live:
             rt = Runtime(ipsec, switch=sw.client, server=ServerFleet([s.control for s in live.servers], plan))
-            (tmp_path / "e.json").write_text(json.dumps(esp._entries()))
+            (tmp_path / "e.json").write_text(json.dumps(esp.entries()))
             rt.load(load_entries(tmp_path / "e.json"))
             sa = 1  # esp.SAS[1]: tunnel 11, on GPN 1
             inner = {seq: bytes(IP(src="192.168.11.9", dst="10.8.0.1", id=seq) / (b"in%d" % seq))
                      for seq in range(1, 7)}
             for seq in range(1, 6):
-                live.inject(esp.INTERNET_PORT, esp._inbound(sa, seq, inner[seq]))
+                live.inject(esp.INTERNET_PORT, esp.inbound(sa, seq, inner[seq]))
             assert live.settle(), live.counters()
             got = sorted(bytes(Ether(f)[IP]) for f in live.take(esp.VNET_PORT))
             assert got == sorted(inner[s] for s in range(1, 6))
@@ -223,7 +223,7 @@ def test_a_moved_tunnels_replay_window_goes_along(ipsec, tmp_path):
             assert report.buckets == {0: 128} and report.lost == ()
             assert report.carried["replay_check state"] >= 1 and report.carried["sa_seq"] == 1
             for seq in (3, 6):
-                live.inject(esp.INTERNET_PORT, esp._inbound(sa, seq, inner[seq]))
+                live.inject(esp.INTERNET_PORT, esp.inbound(sa, seq, inner[seq]))
             assert live.settle(), live.counters()
             counters = live.counters()
             assert [bytes(Ether(f)[IP]) for f in live.take(esp.VNET_PORT)] == [inner[6]], counters

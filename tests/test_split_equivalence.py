@@ -16,7 +16,7 @@ from scapy.layers.vxlan import VXLAN
 from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel.reference import SwitchReference
 from emulator.switchmodel.server_ref import ServerReference
-from tests.conftest import ROOT, compile_file, run_split
+from tests.support import ROOT, compile_file, run_split
 
 SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                            HealthCheck.too_slow])

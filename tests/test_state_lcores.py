@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import (
+from tests.packet_fuzz import write_pcap
+from tests.support import (
     HAVE_DPDK,
     L3_HEAD,
     ROOT,
@@ -31,7 +32,6 @@ from tests.conftest import (
     run_make,
     sanitized_harness,
 )
-from tests.packet_fuzz import write_pcap
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 

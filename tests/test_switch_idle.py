@@ -24,7 +24,7 @@ from runtime.errors import ChannelError
 from runtime.p4runtime import SwitchClient, SwitchUpdate
 from targets.p4.lint import lint
 from targets.p4.parse import parse_program
-from tests.conftest import ROOT
+from tests.support import ROOT
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
 A, B, SRC = 0x0A000001, 0x0A000002, 0xC0000201

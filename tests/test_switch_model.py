@@ -17,8 +17,8 @@ from scapy.layers.vxlan import VXLAN
 
 from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
-from tests.conftest import ROOT, compile_ir
 from tests.oracles import crc16_arc, ip2int, mac2int
+from tests.support import ROOT, compile_ir
 
 NH_MAC, GW_MAC, GW_IP = "02:00:00:00:00:99", "02:00:0a:ff:00:01", "10.255.0.1"
 

@@ -24,8 +24,8 @@ from scapy.utils import rdpcap, wrpcap
 from runtime.entries import EntriesError, load_entries
 from runtime.errors import ChannelError
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
-from tests.conftest import HAVE_DPDK, ROOT, run_make
 from tests.p4rt_helpers import listening, make_pki
+from tests.support import HAVE_DPDK, ROOT, run_make
 
 ENTRIES = """
 vni_to_qinq:

@@ -18,7 +18,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
 from targets.p4.p4info import PREFIX
-from tests.conftest import ROOT, compile_ir
+from tests.support import ROOT, compile_ir
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))
 

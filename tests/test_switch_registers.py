@@ -31,7 +31,7 @@ from targets.p4 import syntax as p
 from targets.p4.lint import lint
 from targets.p4.parse import parse_program
 from targets.p4.printer import print_program
-from tests.conftest import ROOT, P4RuntimeSwitch, compile_ir, nfc_cli, write
+from tests.support import ROOT, P4RuntimeSwitch, compile_ir, nfc_cli, write
 
 SOURCE = ROOT / "tests/corpus/switch_registers.nfp"
 

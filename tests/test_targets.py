@@ -11,7 +11,7 @@ from compiler.interp import Interpreter
 from compiler.placement import Direction
 from compiler.profiles import ProfileError, load_profiles
 from lang import CompileError
-from tests.conftest import ROOT, compile_file, compile_ir, write
+from tests.support import ROOT, compile_file, compile_ir, write
 
 PROG = """
 import "std/headers.nfp";

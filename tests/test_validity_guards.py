@@ -15,7 +15,7 @@ from compiler.interp import Interpreter
 from nfc._build_dir import open_build
 from targets.p4.lint import lint
 from targets.p4.parse import parse_program
-from tests.conftest import compile_ir, nfc_cli, write
+from tests.support import compile_ir, nfc_cli, write
 
 _SRC = """import "std/headers.nfp";
 packet {{ eth: ethernet; ipv4: ipv4; }}

@@ -17,7 +17,7 @@ from compiler.placement import Direction
 from compiler.verify.partition_eq import Counterexample, verify_partition
 from emulator.switchmodel.reference import SwitchReference
 from emulator.switchmodel.server_ref import ServerReference
-from tests.conftest import ROOT, compile_file, run_split, write
+from tests.support import ROOT, compile_file, run_split, write
 
 SUPPORTED = ["vpn_gateway", "cgnat", "bluebird_tor", "dsr_router", "ipsec_gateway"]
 

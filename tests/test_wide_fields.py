@@ -16,7 +16,7 @@ import pytest
 from runtime.control import OP, REQ, VERSION
 from runtime.errors import InvalidEntry
 from runtime.server_proc import ServerProcess
-from tests.conftest import HAVE_DPDK, build_with_server
+from tests.support import HAVE_DPDK, build_with_server
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
