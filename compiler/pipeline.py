@@ -11,11 +11,11 @@ import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 
 from compiler import ir
 from compiler.irprint import print_program
 from compiler.lower import lower
-from compiler.partition import partition
 from compiler.passes.bridge import compute_bridges
 from compiler.passes.capabilities import check_capabilities
 from compiler.passes.names import check_names
@@ -24,6 +24,7 @@ from compiler.passes.server_fit import check_server_fit
 from compiler.passes.shard_choice import choose_shard
 from compiler.passes.shard_keys import check_monotonic, check_shard_keys
 from compiler.passes.validity import check_validity
+from compiler.place_cache import cached_partition
 from compiler.placement import Bridge, Placement
 from compiler.profiles import TargetSet, resolve_targets
 from compiler.server_load import ServerLoad
@@ -39,10 +40,12 @@ class Compilation:
     target_flag: str
     allow_overcommit: bool = False  # --allow-overcommit: servers short of a resource are a warning, not E081
     place_timeout_s: float | None = None  # --place-timeout: the partitioner's time limit (None: its default)
+    cache: Path | None = None  # placements kept by content here (compiler/place_cache.py; None: solved every time)
     program: ir.Program | None = None
     validity: dict[str, frozenset[str]] | None = None
     targets: TargetSet | None = None
     placement: Placement | None = None
+    placement_cached: bool = False  # the placement came from the cache
     server_load: ServerLoad | None = None  # None: no server in this build
     bridges: tuple[Bridge, ...] = ()
 
@@ -112,7 +115,8 @@ def _capabilities(c: Compilation, d: Diagnostics) -> Compilation:
 
 def _partition(c: Compilation, d: Diagnostics) -> Compilation:
     timeout_ms = None if c.place_timeout_s is None else max(1, round(c.place_timeout_s * 1000))
-    return replace(c, placement=partition(c.need_program(), c.need_targets(), d, timeout_ms=timeout_ms))
+    placement, cached = cached_partition(c.need_program(), c.need_targets(), d, timeout_ms, c.cache)
+    return replace(c, placement=placement, placement_cached=cached)
 
 
 def _server_fit(c: Compilation, d: Diagnostics) -> Compilation:
@@ -187,11 +191,13 @@ def compile_program(
     progress: Callable[[str], None] | None = None,
     allow_overcommit: bool = False,
     place_timeout_s: float | None = None,
+    cache: Path | None = None,
 ) -> Compilation:
     """Run every pass in order; stop after the first with errors (raises CompileError).
     ``allow_overcommit``: servers short of memory, cores or link are warned about (W081), not an error;
-    ``place_timeout_s``: the partitioner's time limit (None: its default)."""
-    c = Compilation(checked, target_flag, allow_overcommit, place_timeout_s)
+    ``place_timeout_s``: the partitioner's time limit (None: its default); ``cache``: a folder of
+    placements kept by content (``compiler/content_cache.py``; None: the partitioner solves)."""
+    c = Compilation(checked, target_flag, allow_overcommit, place_timeout_s, cache)
     for i, p in enumerate(PASSES, 1):
         started = time.monotonic()
         if progress:

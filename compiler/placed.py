@@ -29,7 +29,7 @@ from compiler.placement import Bridge, Placement
 from compiler.profiles import TargetSet
 from lang import diagnostics
 
-__all__ = ["PLACED_VERSION", "Placed", "PlacedError", "dump_placed", "load_placed"]
+__all__ = ["PLACED_VERSION", "Placed", "PlacedError", "decode", "dump_placed", "encode", "load_placed"]
 
 PLACED_VERSION = 4  # 3: a deployment's shard (TargetDecl.shard), TargetSet.sharded; 4: Register.monotonic
 
@@ -94,6 +94,16 @@ def _dec(x: Any) -> Any:
     assert dataclasses.is_dataclass(cls)
     fields = {f.name for f in dataclasses.fields(cls) if f.init}
     return cls(**{k: _dec(v) for k, v in x.items() if k != "@" and k in fields})
+
+
+def encode(x: Any) -> Any:
+    """``x`` (an object of the compiler's dataclasses, enums and containers) as JSON data."""
+    return _enc(x)
+
+
+def decode(data: Any) -> Any:
+    """What ``encode`` made, as objects again (PlacedError on an unknown class)."""
+    return _dec(data)
 
 
 def dump_placed(p: Placed) -> str:

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from compiler.content_cache import cache_root
 from compiler.irprint import print_program
 from compiler.manifest import Plan, plan_from_json
 from compiler.pipeline import PASS_NAMES, PASSES, Compilation, compile_program
@@ -44,7 +45,7 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
     checked = load(args.file, diags, sources)
     diags.raise_if_errors()
     c = compile_program(checked, args.target, diags, args.dump_after, lambda s: print(s, end=""), _progress,
-                        args.allow_overcommit, args.place_timeout)
+                        args.allow_overcommit, args.place_timeout, None if args.no_cache else cache_root())
     out = Path(args.out or Path("build") / Path(args.file).stem)
     out.mkdir(parents=True, exist_ok=True)
     placed, manifest = placed_and_plan(c, source_sha256(Path(args.file)))
@@ -61,8 +62,10 @@ def build(args: argparse.Namespace, sources: SourceMap) -> int:
     (out / "resources.svg").write_text(resources_svg(typed))
     (out / "ir.txt").write_text(print_program(prog))
     assert c.placement is not None
-    _progress(f"placed {len(plan['stages'])} stages in {c.placement.solve_seconds:.2f} s "
-              f"({'optimal' if c.placement.optimal else 'not proved optimal'}); wrote {out}/plan.json")
+    how = ("optimal" if c.placement.optimal else "not proved optimal") + (", from the cache" if c.placement_cached
+                                                                          else "")
+    _progress(f"placed {len(plan['stages'])} stages in {c.placement.solve_seconds:.2f} s ({how}); "
+              f"wrote {out}/plan.json, report {out}/report.txt")
     for d in diags.items:  # warnings (errors stopped the build): e.g. W081, servers over-committed
         _progress(sources.render(d))
     gen_diags.raise_if_errors()

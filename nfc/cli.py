@@ -83,6 +83,9 @@ def _parser() -> argparse.ArgumentParser:
     b.add_argument("--place-timeout", type=_seconds, metavar="SECONDS",
                    help="stop the partitioner after SECONDS (default 60) and keep the best placement found, with its "
                         "optimality gap (warning W080)")
+    b.add_argument("--no-cache", action="store_true",
+                   help="solve the placement even if the cache holds one for this program (the cache: $NFC_CACHE_DIR, "
+                        "default build/cache in nfc's folder; NFC_CACHE_DIR=off turns it off)")
     b.set_defaults(func=build)
     add_switch_model(sub)
     add_run(sub)

@@ -17,7 +17,7 @@ import functools
 import json
 import sqlite3
 import struct
-import subprocess
+import sys
 import tempfile
 import time
 from collections import Counter
@@ -27,6 +27,7 @@ from typing import Any, Protocol
 
 from scapy.utils import RawPcapReader, RawPcapWriter
 
+from compiler.content_cache import cache_root
 from compiler.manifest import Plan
 from runtime.api import Runtime
 from runtime.cache_manager import Managers
@@ -35,6 +36,7 @@ from runtime.errors import RuntimeApiError
 from runtime.fleet import ServerFleet, merge_counters, replicated_tables
 from runtime.goal import GoalError, open_goal
 from runtime.live import LiveDataPlane, LiveError, Switch, pace
+from runtime.made import make_program
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess, eal_args
 
@@ -108,12 +110,13 @@ def program(out: Path, switch: SwitchClient | None, server: Any, entries: list[E
 
 
 def build_server(out: Path) -> Path:
-    binary = out / "server" / "nf"
-    if not binary.exists():
-        r = subprocess.run(["make", "-C", str(out / "server")], capture_output=True, text=True)
-        if r.returncode != 0:
-            raise RunError(f"building the server program failed:\n{r.stderr[-2000:]}")
-    return binary
+    """The build's server program, made from the sources in ``out/server`` now (or taken from the
+    cache, where a program made from the same sources is kept: runtime/made.py), never a binary
+    left there by an earlier build."""
+    r = make_program(out / "server", "nf", cache_root(), progress=lambda m: print(m, file=sys.stderr, flush=True))
+    if r.returncode != 0:
+        raise RunError(f"building the server program failed:\n{r.stderr[-2000:]}")
+    return out / "server" / "nf"
 
 
 def run_hybrid(out: Path, plan: Plan, switch: SwitchLike, switch_client: SwitchClient | None,

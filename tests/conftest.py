@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, Front
+from tests.support import ROOT, Front, changed_shared_builds
 
 
 @pytest.fixture
@@ -68,3 +68,12 @@ def redis_url(tmp_path: Path) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _shared_builds_stay_read_only() -> Iterator[None]:
+    """Builds from ``build_example`` are shared by every test: none may write into one."""
+    yield
+    changed = changed_shared_builds()
+    assert not changed, ("tests wrote into shared builds (a test that changes a build copies it first: "
+                         "tests/support copy_build):\n" + "\n".join(changed))

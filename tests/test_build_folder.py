@@ -10,7 +10,6 @@ import hashlib
 import json
 import shutil
 import subprocess
-import sys
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -21,7 +20,7 @@ from compiler.interp import Entry, Interpreter, Match
 from compiler.placed import PlacedError, load_placed
 from runtime.api import Runtime
 from runtime.errors import InvalidEntry
-from tests.support import HAVE_DPDK, ROOT, compile_file
+from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_cli
 
 ROUTE = {"match": {"meta_customer": 7, "meta_overlay": 42, "vm_ip": "192.168.1.10"},
          "values": {"host_ip": "172.16.5.5", "vni": 5000}}
@@ -29,8 +28,7 @@ UNDERLAY = {"match": {"outer_ipv4_dst": "172.16.0.0/16"}, "values": {"port": 21,
 
 
 def _nfc(*args: str, cwd) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=900)
+    return nfc_cli(*args, cwd=cwd)
 
 
 @pytest.fixture

@@ -16,12 +16,11 @@ import filecmp
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.support import HAVE_DPDK, ROOT
+from tests.support import HAVE_DPDK, ROOT, nfc_cli
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev, pkg-config) or make missing: "
                                                       "python3 build.py setup installs them")
@@ -33,10 +32,10 @@ ERROR = re.compile(r"^(\S+: error\[(E\d+)\]: .*)$", re.MULTILINE)
 
 
 def _build(program: Path, target: str, out: Path) -> subprocess.CompletedProcess[str]:
-    args = [sys.executable, "-m", "nfc.cli", "build", str(program), "--target", target, "--no-verify", "-o", str(out)]
-    r = subprocess.run(args, capture_output=True, text=True, cwd=ROOT)
+    args = ["build", str(program), "--target", target, "--no-verify", "-o", str(out)]
+    r = nfc_cli(*args)
     if r.returncode != 0 and "error[E081]" in r.stderr:
-        r = subprocess.run([*args, "--allow-overcommit"], capture_output=True, text=True, cwd=ROOT)
+        r = nfc_cli(*args, "--allow-overcommit")
     return r
 
 

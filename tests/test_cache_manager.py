@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -28,7 +26,7 @@ from runtime.cache_manager import BLUEBIRD, CacheManager, IdleLimits, Managers, 
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess
 from tests.packet_fuzz import write_pcap
-from tests.support import HAVE_DPDK, ROOT, compile_file, run_make
+from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_cli, run_make
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
 HOSTS = [0x0A000000 + i for i in range(20)]
@@ -47,8 +45,7 @@ def _running(tmp_path: Path, hot: dict[int, int]) -> Iterator[tuple[SwitchModel,
     program with the packets of ``hot`` (host: how many) queued as the switch sends them (its
     cache empty: all miss), and a runtime API that added every host, the first 6 cached."""
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(PROGRAM), "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr
     assert run_make(out / "server").returncode == 0
     c = compile_file(str(PROGRAM))
@@ -152,16 +149,14 @@ def test_the_manager_takes_the_idle_limits_the_nfp_states(tmp_path):
     src = tmp_path / "limits.nfp"
     src.write_text(PROGRAM.read_text().replace("cache = true;", "cache = true; idle_limits = [50%: 20s, 99%: 1.5s];"))
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(src), "-o", str(out), "--no-verify"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(src), "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr
     m = CacheManager(Runtime(out), "hosts")
     assert m.limits.steps == ((0.99, 1.5), (0.5, 20.0))
     assert [m.limits.limit(x) for x in (0.4, 0.5, 0.98, 0.99)] == [None, 20.0, 20.0, 1.5]
     assert CacheManager(Runtime(out), "hosts", limits=BLUEBIRD).limits is BLUEBIRD
     plain = tmp_path / "plain"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(plain), "--no-verify"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(PROGRAM), "-o", str(plain), "--no-verify")
     assert r.returncode == 0, r.stderr
     assert CacheManager(Runtime(plain), "hosts").limits is BLUEBIRD
 

@@ -8,8 +8,6 @@ with the entries the test wrote."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -28,7 +26,7 @@ from runtime.goal import GoalStore
 from runtime.p4runtime import SwitchClient, SwitchUpdate
 from runtime.server_proc import ServerProcess
 from runtime.steering import steer_all
-from tests.support import HAVE_DPDK, ROOT, build_with_server, run_make
+from tests.support import HAVE_DPDK, ROOT, build_with_server, nfc_cli, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -40,8 +38,7 @@ ACL = {0xC0000200 + i: 1 for i in range(5)}  # a table the switch holds whole
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("restart") / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(PROGRAM), "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr
     assert run_make(out / "server").returncode == 0
     return out

@@ -14,8 +14,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import os
-import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -33,7 +31,7 @@ from runtime.goal import GoalStore
 from runtime.live import LiveDataPlane
 from runtime.p4runtime import SwitchUpdate
 from runtime.steering import steer_all
-from tests.support import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server
+from tests.support import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server, nfc_cli
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
@@ -253,10 +251,9 @@ def test_nfc_run_live_manages_the_caches(tmp_path):
                                     "values": {"port": OUTSIDE, "next_hop_mac": "02:00:00:00:00:24"}}]}
     (tmp_path / "entries.json").write_text(json.dumps(entries))
     wrpcap(str(tmp_path / "in.pcap"), [Ether(_out("10.0.0.5", 1000, i)) for i in range(200)])
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--live", "--entries",
+    r = nfc_cli("run", str(out), "--live", "--entries",
                         str(tmp_path / "entries.json"), "--inject", f"{INSIDE}={tmp_path / 'in.pcap'}", "--pps", "200",
-                        "--manage-caches", "5", "--capture", str(tmp_path / "cap")],
-                       capture_output=True, text=True, cwd=ROOT, timeout=300)
+                        "--manage-caches", "5", "--capture", str(tmp_path / "cap"))
     assert r.returncode == 0, r.stderr[-3000:]
     got = [IP(bytes(p)[14:]) for p in rdpcap(str(tmp_path / f"cap/port-{OUTSIDE}.pcap"))]
     assert len(got) == 200 and {(p.src, p[UDP].sport) for p in got} == {(EXT_IP, 1024)}

@@ -18,7 +18,6 @@ import socket
 import stat
 import struct
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -31,7 +30,7 @@ import pytest
 from runtime.control import OP, REP, REQ, ControlChannel, ControlRefused
 from runtime.errors import InvalidEntry
 from runtime.server_proc import ServerProcess, eal_args
-from tests.support import HAVE_DPDK, ROOT, run_make
+from tests.support import HAVE_DPDK, nfc_cli, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -102,8 +101,8 @@ SOURCES = [f"10.0.{i // 250}.{i % 250}" for i in range(2000)]
 def nf_san(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("churn")
     (out / "churn.nfp").write_text(SOURCE)
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(out / "churn.nfp"), "--target", "dpdk",
-                        "-o", str(out / "build")], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(out / "churn.nfp"), "--target", "dpdk",
+                        "-o", str(out / "build"))
     assert r.returncode == 0, r.stderr[-3000:]
     r = run_make(out / "build/server", "nf-san")
     assert r.returncode == 0, r.stderr[-3000:]

@@ -4,14 +4,12 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from lang.parser import MAX_DEPTH
-from tests.support import ROOT
+from tests.support import ROOT, nfc_cli
 
 PRELUDE = 'import "std/headers.nfp";\nimport "std/ops.nfp";\npacket { eth: ethernet; ip: ipv4; }\n'
 PRE = PRELUDE.count("\n")
@@ -191,8 +189,7 @@ def test_a_stage_in_no_pipeline_builds_with_W001(tmp_path):
     src = (ROOT / "tests/corpus/egress_before_cut.nfp").read_text().replace("stages = [choose, mark];",
                                                                            "stages = [choose];")
     (tmp_path / "t.nfp").write_text(src)
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "t.nfp"), "-o", str(tmp_path / "o")],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(tmp_path / "t.nfp"), "-o", str(tmp_path / "o"))
     assert r.returncode == 0 and "warning[W001]: stage 'mark' is in no pipeline" in r.stderr, r.stderr[-2000:]
     plan = json.loads((tmp_path / "o/plan.json").read_text())
     assert {t["name"]: t["placement"] for t in plan["tables"]}["remark"] == "unused"
@@ -288,8 +285,7 @@ def test_target_resources_out_of_range_are_E090(tmp_path, prop, msg):
     src = (ROOT / "tests/corpus/all_switch.nfp").read_text().replace(
         "target srv", f"target sw = tofino1 {{ {prop} }}\ntarget srv").replace("switch = tofino1;", "switch = sw;")
     (tmp_path / "t.nfp").write_text(src)
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "t.nfp"), "-o", str(tmp_path / "o")],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    r = nfc_cli("build", str(tmp_path / "t.nfp"), "-o", str(tmp_path / "o"))
     line = src[:src.index("target sw")].count("\n") + 1
     assert r.returncode == 1 and f"t.nfp:{line}:23: error[E090]: {msg}" in r.stderr, r.stderr[-2000:]
 
@@ -429,8 +425,7 @@ def test_an_ipv4_octet_over_255_is_E021_in_a_property_too(front):
 def test_a_deployment_rate_beyond_a_trillion_packets_is_E090(tmp_path):
     src = (ROOT / "tests/corpus/all_switch.nfp").read_text().replace("rate = 1Mpps;", "rate = 9000000000000Mpps;")
     (tmp_path / "t.nfp").write_text(src)
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "t.nfp"), "-o", str(tmp_path / "o")],
-                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    r = nfc_cli("build", str(tmp_path / "t.nfp"), "-o", str(tmp_path / "o"))
     line = src[:src.index("rate = 9")].count("\n") + 1
     assert r.returncode == 1 and f"t.nfp:{line}:3: error[E090]: rate must be at most 1e+06Mpps, not 9e+12Mpps" \
         in r.stderr, r.stderr[-2000:]

@@ -15,7 +15,6 @@ import random
 import re
 import shutil
 import subprocess
-import sys
 from collections import Counter
 from pathlib import Path
 
@@ -29,7 +28,7 @@ from scapy.layers.vxlan import VXLAN
 from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, run_make
+from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_cli, nfc_run, reference_outputs, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -162,8 +161,8 @@ def _dpdk_alone(out: Path, tables, inputs: dict[int, list[bytes]], work: Path) -
 def _build(tmp: Path, target: str) -> Path:
     out = tmp / target.replace("+", "_")
     # --target dpdk: 15 Mpps of 512-byte packets on the server's own 40G NIC is E081 without the flag
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "--target", target,
-                        "--allow-overcommit", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "--target", target,
+                        "--allow-overcommit", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert run_make(out / "server").returncode == 0
     return out

@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 import time
 
 import pytest
@@ -20,7 +19,7 @@ from bench._dpdk_proc import telemetry, telemetry_socket
 from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server_ref import ServerReference
-from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, run_make
+from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_cli, nfc_run, reference_outputs, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
@@ -48,8 +47,7 @@ def _run_pcap(binary, packets: list[bytes], work, entries: bool = True, env: dic
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
     out = tmp_path_factory.mktemp("vpn")
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = run_make(out / "server")
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
@@ -147,8 +145,7 @@ def test_bluebird_cache_miss_path_on_the_server(tmp_path):
     """Packets missing the switch's CA→PA cache reach the server behind the miss-path bridge;
     the generated program answers them from the full table exactly as the reference does."""
     out = tmp_path / "bb"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/bluebird_tor.nfp", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/bluebird_tor.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -179,8 +176,7 @@ def test_dsr_lpm_miss_path_matches_the_reference(tmp_path):
     import random
 
     out = tmp_path / "dsr"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/dsr_router.nfp", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/dsr_router.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -228,8 +224,8 @@ def test_target_dpdk_alone_gives_the_reference_outputs(tmp_path):
 
     out = tmp_path / "sw"
     # every packet on the server's own 40G NIC at the deployment's 15 Mpps (61.44 Gbit/s) is E081 without the flag
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "--target", "dpdk",
-                        "--allow-overcommit", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "--target", "dpdk",
+                        "--allow-overcommit", "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -307,8 +303,8 @@ def test_a_logical_port_leaves_by_the_first_dpdk_port_that_carries_it_through_th
     assert src.count("ports all = [0..15];") == 1
     nfp.write_text(src.replace("ports all = [0..15];", "ports all = [0..2047];"))
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(nfp), "--target", "dpdk", "--no-verify",
-                        "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(nfp), "--target", "dpdk", "--no-verify",
+                        "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -352,8 +348,7 @@ def test_cgnat_state_on_the_server(tmp_path):
     from scapy.layers.inet import TCP
 
     out = tmp_path / "cgn"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/cgnat.nfp", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/cgnat.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -382,8 +377,8 @@ def test_a_sub_second_state_timeout_is_not_truncated_to_zero(tmp_path):
     src = tmp_path / "t.nfp"
     src.write_text((ROOT / "tests/corpus/flow_state.nfp").read_text().replace("timeout = 120s;", "timeout = 1500ms;"))
     out = tmp_path / "build"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(src), "-o", str(out), "--target", "dpdk",
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(src), "-o", str(out), "--target", "dpdk",
+                        "--no-verify")
     assert r.returncode == 0, r.stderr
     nf = (out / "server/nf.c").read_text()
     assert f", {1_500_000_000:#x}ull)" in nf  # nfc_state_insert's timeout; the C printer writes large constants in hex
@@ -395,8 +390,7 @@ def test_cgnat_gives_ports_on_more_external_addresses_than_the_old_256_pools(tmp
     from scapy.layers.inet import TCP
 
     out = tmp_path / "cgn"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/cgnat.nfp", "-o", str(out), "--no-verify"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/cgnat.nfp", "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr
     c = compile_file(str(ROOT / "examples/cgnat.nfp"))
     n = 300

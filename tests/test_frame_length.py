@@ -6,9 +6,6 @@ The generated server against the reference on random frames is
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
 import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Dot1Q, Ether
@@ -16,7 +13,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 from compiler.interp import Interpreter
 from emulator.switchmodel import SwitchModel, SwitchReference
 from lang.diagnostics import CompileError
-from tests.support import ROOT, compile_file, write
+from tests.support import compile_file, nfc_cli, write
 
 HEAD = """import "std/headers.nfp";
 packet { eth: ethernet; vlan: vlan; ipv4: ipv4; udp: udp; }
@@ -103,8 +100,7 @@ def test_push_values_are_read_before_the_header_is_made_valid(tmp_path, arch):
 """
     src = write(tmp_path, HEAD + stage + TAIL)
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", src, "-o", str(out), "--target", "tofino"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", src, "-o", str(out), "--target", "tofino")
     assert r.returncode == 0, r.stderr
     c = compile_file(src, "tofino")
     frame = bytes(Ether() / Dot1Q(prio=5, vlan=0x123) / IP() / b"x")

@@ -7,13 +7,12 @@ A missing or different golden fails.  Rewrite them only with
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from targets.dpdk.generator import COPIED
-from tests.support import ROOT
+from tests.support import ROOT, nfc_cli
 
 GOLDEN = ROOT / "tests" / "golden"
 EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))
@@ -33,7 +32,7 @@ def check_golden(path: Path, actual: str, update: bool) -> None:
 
 
 def nfc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    return nfc_cli(*args)
 
 
 @pytest.mark.parametrize("example", EXAMPLES, ids=[e.stem for e in EXAMPLES])

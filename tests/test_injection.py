@@ -8,12 +8,10 @@ from __future__ import annotations
 import ast
 import re
 import shutil
-import subprocess
-import sys
 
 import pytest
 
-from tests.support import HAVE_DPDK, ROOT, run_make
+from tests.support import HAVE_DPDK, ROOT, nfc_cli, run_make
 
 # the directory "evil*" makes "*/" appear in every "/* … path … */" comment; the file name closes
 # a C string and would define a constructor; "\N" breaks a Python string; the line break a // comment
@@ -27,8 +25,7 @@ def test_a_hostile_source_path_stays_a_name(tmp_path):
     src = folder / EVIL_FILE
     shutil.copyfile(ROOT / "tests/corpus/all_switch.nfp", src)
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(src), "-o", str(out), "--target", "tofino+dpdk"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(src), "-o", str(out), "--target", "tofino+dpdk")
     assert r.returncode == 0, r.stderr[-3000:]
     nf_c = (out / "server/nf.c").read_text()
     code = re.sub(r'"(?:[^"\\\n]|\\.)*"', '""', re.sub(r"/\*.*?\*/", " ", nf_c, flags=re.S))

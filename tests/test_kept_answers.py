@@ -10,8 +10,6 @@ interpreter: a kept answer taken where the key changed forwards to the wrong por
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,7 +18,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 
 from compiler.analysis import changed_by
 from compiler.interp import Entry, Interpreter, Match
-from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_run, reference_outputs, write
+from tests.support import HAVE_DPDK, compile_file, nfc_cli, nfc_run, reference_outputs, write
 
 
 def test_a_read_is_changed_by_its_own_write_and_by_its_header_changing_validity() -> None:
@@ -97,8 +95,8 @@ KEPT = {PROGRAM: {"nat", "by_dst", "by_vid", "by_cls"}, IN_ORDER: {"nat"}}
 def _build(tmp_path: Path, program: str) -> tuple[str, Path]:
     src = write(tmp_path, program)
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", src, "--target", "dpdk", "--allow-overcommit",
-                        "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", src, "--target", "dpdk", "--allow-overcommit",
+                        "-o", str(out))
     assert r.returncode == 0, r.stderr
     return src, out
 

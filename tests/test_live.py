@@ -21,7 +21,7 @@ from scapy.utils import rdpcap, wrpcap
 
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
-from tests.support import HAVE_DPDK, NH_MAC, ROOT, P4RuntimeSwitch, expected_vxlan, run_make
+from tests.support import HAVE_DPDK, NH_MAC, ROOT, P4RuntimeSwitch, expected_vxlan, nfc_cli, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
@@ -34,8 +34,7 @@ def _customer(c: int, o: int, k: int, seq: int) -> Ether:
 
 def test_entries_change_while_traffic_flows(tmp_path):
     out = tmp_path / "vpn"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert run_make(out / "server").returncode == 0
     sw = P4RuntimeSwitch(out)
@@ -87,8 +86,7 @@ def test_entries_change_while_traffic_flows(tmp_path):
 @pytest.fixture(scope="module")
 def built_vpn(tmp_path_factory):
     out = tmp_path_factory.mktemp("live") / "vpn"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     entries = {"overlay_routes": [{"match": {"meta_customer": 1, "meta_overlay": 1, "vm_ip": "192.168.1.5"},
                                    "values": {"host_ip": "172.16.1.5", "vni": 1001}}],
@@ -108,9 +106,9 @@ def _leftovers() -> tuple[list[str], str]:
 def test_cli_live_run(built_vpn, tmp_path):
     pkts = [_customer(1, 1, 5, i) for i in range(20)] + [_customer(1, 1, 6, 99)]
     wrpcap(str(tmp_path / "in.pcap"), pkts)
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(built_vpn), "--live", "--entries",
+    r = nfc_cli("run", str(built_vpn), "--live", "--entries",
                         str(built_vpn / "entries.json"), "--inject", f"1={tmp_path / 'in.pcap'}", "--pps", "2000",
-                        "--capture", str(tmp_path / "cap")], capture_output=True, text=True, cwd=ROOT, timeout=300)
+                        "--capture", str(tmp_path / "cap"))
     assert r.returncode == 0, r.stderr[-3000:]
     assert [bytes(p) for p in rdpcap(str(tmp_path / "cap/port-21.pcap"))] == \
         [expected_vxlan(p, "172.16.1.5", 1001) for p in pkts[:20]]

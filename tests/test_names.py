@@ -7,7 +7,6 @@ from __future__ import annotations
 import importlib
 import inspect
 import re
-import subprocess
 import sys
 from collections import Counter
 
@@ -21,7 +20,7 @@ from runtime.api import Runtime
 from targets.p4 import syntax as p
 from targets.p4.parse import parse_program
 from targets.pyapi.generator import MODULE_NAMES, RUNTIME_ATTRS
-from tests.support import ROOT, compile_file, nfc_run, write
+from tests.support import ROOT, compile_file, nfc_cli, nfc_run, write
 
 BASE = (ROOT / "tests/corpus/all_switch.nfp").read_text()
 
@@ -29,8 +28,8 @@ BASE = (ROOT / "tests/corpus/all_switch.nfp").read_text()
 def _build(tmp_path, text: str, target: str = "tofino"):
     src = write(tmp_path, text)
     out = tmp_path / "build"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", src, "-o", str(out), "--target", target,
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", src, "-o", str(out), "--target", target,
+                        "--no-verify")
     return r, out
 
 

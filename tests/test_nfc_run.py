@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import sqlite3
 import subprocess
-import sys
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -15,7 +14,7 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.utils import rdpcap, wrpcap
 
-from tests.support import GW_IP, HAVE_DPDK, NH_MAC, ROOT, expected_vxlan, needs_redis
+from tests.support import GW_IP, HAVE_DPDK, NH_MAC, expected_vxlan, needs_redis, nfc_cli
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
@@ -25,8 +24,7 @@ N_ROUTES = 100_000
 
 def test_nfc_run_vpn_gateway_both_directions(tmp_path):
     out = tmp_path / "vpn"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     # 100K overlay routes: customer 1..10, overlay 1..100, VM 192.168.<o>.<k>; host 172.16.<c>.<k>, VNI c*1000+o
     routes = [{"match": {"meta_customer": c, "meta_overlay": o, "vm_ip": f"192.168.{o}.{k}"},
@@ -46,9 +44,9 @@ def test_nfc_run_vpn_gateway_both_directions(tmp_path):
     inner = Ether(src="00:00:00:00:00:0a", dst="00:00:00:00:00:0b") / IP(src="192.168.7.9", dst="10.1.1.1") / b"hi"
     cloud = Ether() / IP(src="172.16.3.9", dst=GW_IP) / UDP(sport=1, dport=4789) / VXLAN(vni=3007) / inner
     wrpcap(str(tmp_path / "cloud.pcap"), [cloud])
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--entries", str(tmp_path / "entries.json"),
+    r = nfc_cli("run", str(out), "--entries", str(tmp_path / "entries.json"),
                         "--inject", f"1={tmp_path / 'customer.pcap'}", "--inject", f"17={tmp_path / 'cloud.pcap'}",
-                        "--capture", str(tmp_path / "cap")], capture_output=True, text=True, cwd=ROOT, timeout=900)
+                        "--capture", str(tmp_path / "cap"))
     assert r.returncode == 0, r.stderr[-3000:]
     got21 = [bytes(p) for p in rdpcap(str(tmp_path / "cap/port-21.pcap"))]
     want21 = [expected_vxlan(p, f"172.16.{c}.{k}", c * 1000 + o)
@@ -66,9 +64,8 @@ def test_server_alone_runs_on_its_logical_ports_and_capture_starts_empty(tmp_pat
     of each input port enter on that logical port and leave by their egress port; a second
     run into the same capture folder leaves no file of the first behind; --live needs a switch."""
     out = tmp_path / "vpn"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--target", "dpdk", "--no-verify", "--allow-overcommit"],  # 61.44 Gbit/s on a 40G NIC
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out),
+                        "--target", "dpdk", "--no-verify", "--allow-overcommit")
     assert r.returncode == 0, r.stderr
     entries = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
                                    "values": {"host_ip": "172.16.5.17", "vni": 5042}}],
@@ -85,9 +82,8 @@ def test_server_alone_runs_on_its_logical_ports_and_capture_starts_empty(tmp_pat
 
     def run(*injects: str, live: bool = False) -> subprocess.CompletedProcess[str]:
         args = [a for i in injects for a in ("--inject", i)] + (["--live"] if live else [])
-        return subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--entries",
-                               str(tmp_path / "entries.json"), *args, "--capture", str(cap)],
-                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+        return nfc_cli("run", str(out), "--entries",
+                               str(tmp_path / "entries.json"), *args, "--capture", str(cap))
 
     r = run(f"3={tmp_path / 'customer.pcap'}", f"17={tmp_path / 'cloud.pcap'}")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -110,9 +106,8 @@ def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_i
     same way; without it, it has no route.  A file that is not a goal store, or a store that
     cannot be reached, is refused with a message, not a traceback."""
     out = tmp_path / "vpn"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--target", "dpdk", "--no-verify", "--allow-overcommit"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out),
+                        "--target", "dpdk", "--no-verify", "--allow-overcommit")
     assert r.returncode == 0, r.stderr
     entries = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
                                    "values": {"host_ip": "172.16.5.17", "vni": 5042}}],
@@ -126,9 +121,8 @@ def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_i
     goal = str(tmp_path / "goal.sqlite") if store == "sqlite" else request.getfixturevalue("redis_url")
 
     def run(*more: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--inject",
-                               f"3={tmp_path / 'customer.pcap'}", "--capture", str(cap), *more],
-                              capture_output=True, text=True, cwd=ROOT, timeout=300)
+        return nfc_cli("run", str(out), "--inject",
+                               f"3={tmp_path / 'customer.pcap'}", "--capture", str(cap), *more)
 
     want = [expected_vxlan(customer, "172.16.5.17", 5042)]
     r = run("--entries", str(tmp_path / "entries.json"), "--goal", str(goal))

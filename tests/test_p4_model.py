@@ -8,8 +8,6 @@ again on their way out.  A mutation of the printed P4 (one constant off by one) 
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 
 import pytest
 
@@ -17,7 +15,7 @@ from compiler.interp import Outcome, TableError
 from emulator.switchmodel import SwitchModel, SwitchReference
 from emulator.switchmodel.server_ref import ServerReference
 from tests.fuzz import Fuzzer
-from tests.support import ROOT, compile_file
+from tests.support import ROOT, compile_file, nfc_cli
 
 EXAMPLES = ["bluebird_tor", "cgnat", "dsr_router", "ipsec_gateway", "vpn_gateway"]
 N = 1500 if os.environ.get("NFC_SLOW") else 250
@@ -26,8 +24,8 @@ N = 1500 if os.environ.get("NFC_SLOW") else 250
 @pytest.fixture(scope="module", params=EXAMPLES)
 def built(request, tmp_path_factory):
     out = tmp_path_factory.mktemp(request.param)
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", f"examples/{request.param}.nfp", "-o", str(out),
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", f"examples/{request.param}.nfp", "-o", str(out),
+                        "--no-verify")
     # the IPsec gateway's server program is not generated yet (issue 15: E100 from the dpdk
     # generator); its switch program and name map are written before that, and are what runs here
     server_missing = request.param == "ipsec_gateway" and "the dpdk generator does not support" in r.stderr
@@ -90,8 +88,8 @@ def test_a_mutated_program_is_caught(tmp_path):
     """Send every forwarded packet one port off in the printed TNA program (a one-token edit
     of the file on disk): the comparison must fail, so the model really runs that file."""
     out = tmp_path / "vpn"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out),
+                        "--no-verify")
     assert r.returncode == 0, r.stderr
     c = compile_file(str(ROOT / "examples/vpn_gateway.nfp"))
     text = (out / "switch/tna.p4").read_text()

@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +23,7 @@ from p4.config.v1 import p4info_pb2
 
 from targets.p4 import syntax as p
 from targets.p4.p4info import PREFIX, P4InfoError, build_p4info
-from tests.support import ROOT, compile_ir
+from tests.support import ROOT, compile_ir, nfc_cli
 
 EXAMPLES = sorted(e.stem for e in (ROOT / "examples").glob("*.nfp"))
 ARCHS = ("tna", "v1model")
@@ -62,8 +60,8 @@ Builds = dict[str, Path]  # program → its build folder
 def _nfc_build(src: Path, out: Path, target: str) -> None:
     """``nfc build SRC --target TARGET -o OUT --no-verify``; the switch artifacts must be written
     (the DPDK generator does not cover every example yet: its E100 is the only error allowed)."""
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(src), "--target", target, "-o", str(out),
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(src), "--target", target, "-o", str(out),
+                        "--no-verify")
     errors = [line for line in r.stderr.splitlines() if "error[" in line]
     assert all("error[E100]: the dpdk generator" in line for line in errors), r.stderr
     assert (out / "switch" / "name_map.json").is_file(), r.stderr

@@ -8,8 +8,6 @@ the switch model behind a real gRPC port."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -22,7 +20,7 @@ from emulator.switchmodel.server import P4RuntimeServer, serve
 from runtime.api import Runtime, TableSchema, _check, _Entry
 from runtime.errors import ChannelError, EntryExists, EntryNotFound
 from runtime.p4runtime import CHUNK, SwitchClient, SwitchUpdate
-from tests.support import ROOT
+from tests.support import nfc_cli
 
 TABLE = "ca_to_pa"
 GRPC_MAX_MESSAGE = 4 << 20  # gRPC's default limit on a received message
@@ -36,8 +34,8 @@ def fields(i: int, vtep: int = 0xAC100001) -> dict[str, int]:
 @pytest.fixture(scope="module")
 def bluebird(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("load") / "bluebird"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/bluebird_tor.nfp", "--target",
-                        "tofino+dpdk", "-o", str(out)], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/bluebird_tor.nfp", "--target",
+                        "tofino+dpdk", "-o", str(out))
     assert r.returncode == 0, r.stderr
     return out
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,7 +15,7 @@ from scapy.layers.vxlan import VXLAN
 
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server import P4RuntimeServer, serve
-from tests.support import ROOT
+from tests.support import ROOT, nfc_cli
 
 CLIENT = ROOT / ".venv-p4rt" / "bin" / "python"
 pytestmark = pytest.mark.skipif(not CLIENT.exists(), reason="the p4runtime-shell virtualenv is missing "
@@ -26,8 +25,7 @@ pytestmark = pytest.mark.skipif(not CLIENT.exists(), reason="the p4runtime-shell
 @pytest.fixture(scope="module")
 def switch(tmp_path_factory):
     out = tmp_path_factory.mktemp("vpn")
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     model = SwitchModel.from_build(out)
     names = json.loads((out / "switch/name_map.json").read_text())

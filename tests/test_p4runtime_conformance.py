@@ -11,8 +11,6 @@ from __future__ import annotations
 import ipaddress
 import json
 import queue
-import subprocess
-import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -30,7 +28,7 @@ from emulator.switchmodel.server import P4RuntimeServer, ServerTls, serve
 from runtime.errors import ChannelError
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from tests.p4rt_helpers import listening, make_pki
-from tests.support import ROOT
+from tests.support import nfc_cli
 
 OK, INVALID, OUT_OF_RANGE, NOT_FOUND = code_pb2.OK, code_pb2.INVALID_ARGUMENT, code_pb2.OUT_OF_RANGE, code_pb2.NOT_FOUND
 
@@ -42,8 +40,7 @@ def builds(tmp_path_factory) -> dict[str, Path]:
     out = {}
     for name, source in (("vpn", "examples/vpn_gateway.nfp"), ("acl", "tests/corpus/acl_ternary.nfp")):
         out[name] = tmp_path_factory.mktemp(name)
-        r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", source, "-o", str(out[name]), "--no-verify"],
-                           capture_output=True, text=True, cwd=ROOT)
+        r = nfc_cli("build", source, "-o", str(out[name]), "--no-verify")
         assert r.returncode == 0, r.stderr
     return out
 

@@ -3,14 +3,12 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
 from compiler.pipeline import PASS_NAMES
 from lang import CompileError
-from tests.support import ROOT, compile_file, write
+from tests.support import ROOT, compile_file, nfc_cli, write
 
 VPN = str(ROOT / "examples/vpn_gateway.nfp")
 
@@ -134,8 +132,7 @@ def test_pushed_header_is_valid_afterwards(tmp_path):
 
 def test_nfc_build_writes_manifest_with_artifact_paths(tmp_path):
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", VPN, "-o", str(out)], capture_output=True,
-                       text=True, cwd=ROOT)
+    r = nfc_cli("build", VPN, "-o", str(out))
     assert r.returncode == 0, r.stderr
     plan = json.loads((out / "plan.json").read_text())
     for name, rel in plan["artifacts"].items():
@@ -151,8 +148,7 @@ def test_nfc_build_writes_manifest_with_artifact_paths(tmp_path):
 
 
 def test_dump_after_prints_the_pass_output():
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", VPN, "-o", "/dev/null/x", "--dump-after", "bridge"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", VPN, "-o", "/dev/null/x", "--dump-after", "bridge")
     # the dump happens before the output folder is written (which fails here, cleanly)
     dumped = json.loads(r.stdout)
     assert [b["direction"] for b in dumped] == ["switch->server", "server->switch"]
@@ -160,8 +156,7 @@ def test_dump_after_prints_the_pass_output():
 
 
 def test_unknown_pass_name_is_rejected():
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", VPN, "--dump-after", "nope"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", VPN, "--dump-after", "nope")
     assert r.returncode == 2 and "unknown pass 'nope'" in r.stderr
 
 

@@ -11,7 +11,6 @@ import ipaddress
 import itertools
 import json
 import random
-import subprocess
 import sys
 from pathlib import Path
 
@@ -29,15 +28,14 @@ from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntr
 from runtime.p4runtime import ClientTls, SwitchClient
 from runtime.server_proc import ServerProcess
 from tests.p4rt_helpers import make_pki
-from tests.support import HAVE_DPDK, ROOT, run_make
+from tests.support import HAVE_DPDK, nfc_cli, run_make
 
 needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
 
 def _build(tmp: Path, example: str) -> Path:
     out = tmp / example
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", f"examples/{example}.nfp", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", f"examples/{example}.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = run_make(out / "server")
     assert r.returncode == 0, r.stderr[-2000:]
@@ -295,8 +293,8 @@ def test_runtime_refuses_a_server_program_of_another_nf(tmp_path):
 @pytest.fixture(scope="module")
 def acl_build(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("acl") / "acl"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "tests/corpus/acl_ternary.nfp", "-o", str(out),
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "tests/corpus/acl_ternary.nfp", "-o", str(out),
+                        "--no-verify")
     assert r.returncode == 0, r.stderr
     return out
 

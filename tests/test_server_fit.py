@@ -8,7 +8,6 @@ import functools
 import json
 import re
 import subprocess
-import sys
 import tempfile
 import tomllib
 from dataclasses import replace
@@ -24,7 +23,7 @@ from compiler.pipeline import compile_program
 from compiler.profiles import load_profiles
 from compiler.resources import server_bytes
 from lang import Diagnostics, SourceMap, load
-from tests.support import L3_HEAD, MEMORY_SIZES, ROOT, compile_file, write_sized
+from tests.support import L3_HEAD, MEMORY_SIZES, ROOT, compile_file, nfc_cli, write_sized
 
 CORPUS = ROOT / "tests" / "corpus"
 
@@ -43,7 +42,7 @@ def _costs() -> dict[str, float]:
 
 
 def _nfc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=ROOT)
+    return nfc_cli(*args)
 
 
 @pytest.mark.parametrize("case", sorted(CASES))

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import ipaddress
 import random
-import subprocess
-import sys
 import time
 from collections import Counter
 
@@ -20,7 +18,7 @@ from scapy.layers.l2 import Ether
 from emulator.switchmodel import SwitchReference
 from runtime.errors import RuntimeApiError
 from tests.packet_fuzz import write_pcap
-from tests.support import HAVE_DPDK, ROOT, compile_file, run_harness, run_make
+from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_cli, run_harness, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -33,8 +31,7 @@ def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("hits")
     src = str(PROGRAM)
     out = tmp / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", src, "-o", str(out), "--no-verify"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", src, "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr
     r = run_make(out / "server", "nf-san")
     assert r.returncode == 0, r.stderr[-3000:]

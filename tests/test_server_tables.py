@@ -9,8 +9,6 @@ from __future__ import annotations
 
 import random
 import struct
-import subprocess
-import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
@@ -29,6 +27,7 @@ from tests.support import (
     ROOT,
     TABLES_RUNTIME,
     compile_file,
+    nfc_cli,
     reference_outputs,
     run_harness,
     run_make,
@@ -52,8 +51,7 @@ class Built:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     out = tmp_path_factory.mktemp("lpm_routes")
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(SOURCE), "--target", "dpdk", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(SOURCE), "--target", "dpdk", "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = run_make(out / "server", "nf-san")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -161,8 +159,8 @@ def test_tables_grow_as_the_server_profile_says(built: Built, tmp_path: Path) ->
     from targets.dpdk.generator import DpdkGenerator
 
     out = tmp_path / "build"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(SOURCE), "--target", "dpdk", "-o", str(out),
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(SOURCE), "--target", "dpdk", "-o", str(out),
+                        "--no-verify")
     assert r.returncode == 0, r.stderr
     plan, placed = open_placed(out)
     assert placed.targets.server is not None

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import subprocess
-import sys
 import time
 
 import pytest
@@ -24,7 +22,7 @@ from runtime.errors import ChannelError
 from runtime.p4runtime import SwitchClient, SwitchUpdate
 from targets.p4.lint import lint
 from targets.p4.parse import parse_program
-from tests.support import ROOT
+from tests.support import ROOT, nfc_cli
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
 A, B, SRC = 0x0A000001, 0x0A000002, 0xC0000201
@@ -34,8 +32,7 @@ A, B, SRC = 0x0A000001, 0x0A000002, 0xC0000201
 def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("idle")
     out = tmp / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(PROGRAM), "-o", str(out), "--no-verify"],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(PROGRAM), "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr
     return out
 

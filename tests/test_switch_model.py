@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import ipaddress
 import random
-import subprocess
-import sys
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -18,7 +16,7 @@ from scapy.layers.vxlan import VXLAN
 from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
 from tests.oracles import crc16_arc, ip2int, mac2int
-from tests.support import ROOT, compile_ir
+from tests.support import compile_ir, nfc_cli
 
 NH_MAC, GW_MAC, GW_IP = "02:00:00:00:00:99", "02:00:0a:ff:00:01", "10.255.0.1"
 
@@ -26,8 +24,8 @@ NH_MAC, GW_MAC, GW_IP = "02:00:00:00:00:99", "02:00:0a:ff:00:01", "10.255.0.1"
 @pytest.fixture(scope="module", params=["tna", "v1model"])
 def model(request, tmp_path_factory):
     out = tmp_path_factory.mktemp("vpn")
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out),
+                        "--no-verify")
     assert r.returncode == 0, r.stderr
     m = SwitchModel.from_build(out, request.param)
     m.tables["vni_to_qinq"].insert(Entry((Match(5000),), {"s_tag": 7, "c_tag": 42, "port": 3}))
@@ -130,8 +128,8 @@ def test_lpm_and_ternary_key_ranks_by_priority_in_model_and_interpreter(tmp_path
     and the reference interpreter agree with the priority rule on random entries."""
     (tmp_path / "mixed.nfp").write_text(MIXED)
     out = tmp_path / "out"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "mixed.nfp"), "--target", "tofino",
-                        "-o", str(out), "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(tmp_path / "mixed.nfp"), "--target", "tofino",
+                        "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr
     rng = random.Random(7)
     entries = [(ipaddress.IPv4Network("10.0.0.0/8"), 0, 0, 20, 1),  # short prefix, high priority

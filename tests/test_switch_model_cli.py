@@ -25,7 +25,7 @@ from runtime.entries import EntriesError, load_entries
 from runtime.errors import ChannelError
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from tests.p4rt_helpers import listening, make_pki
-from tests.support import HAVE_DPDK, ROOT, run_make
+from tests.support import HAVE_DPDK, ROOT, nfc_cli, run_make
 
 ENTRIES = """
 vni_to_qinq:
@@ -40,8 +40,8 @@ underlay_routes:
 @pytest.fixture(scope="module")
 def vpn(tmp_path_factory) -> Path:
     out = tmp_path_factory.mktemp("vpn")
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out),
+                        "--no-verify")
     assert r.returncode == 0, r.stderr
     return out
 
@@ -53,8 +53,7 @@ def pki(tmp_path_factory) -> Path:
 
 
 def _nfc(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=ROOT,
-                          timeout=120)
+    return nfc_cli(*args)
 
 
 def test_batch_run_from_pcaps(vpn, tmp_path):
@@ -64,9 +63,9 @@ def test_batch_run_from_pcaps(vpn, tmp_path):
     unknown = Ether() / IP() / UDP(dport=4789) / VXLAN(vni=1) / inner
     wrpcap(str(tmp_path / "cloud.pcap"), [good, unknown, Ether(bytes(good)[:30]), good])
     (tmp_path / "entries.yaml").write_text(ENTRIES)
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "switch-model", str(out), "--entries",
+    r = nfc_cli("switch-model", str(out), "--entries",
                         str(tmp_path / "entries.yaml"), "--inject", f"17={tmp_path / 'cloud.pcap'}",
-                        "--capture", str(tmp_path / "cap")], capture_output=True, text=True, cwd=ROOT)
+                        "--capture", str(tmp_path / "cap"))
     assert r.returncode == 0, r.stderr
     got = [bytes(p) for p in rdpcap(str(tmp_path / "cap/port-3.pcap"))]
     want = bytes(Ether(src="00:00:00:00:00:0a", dst="00:00:00:00:00:0b") / Dot1AD(vlan=7) / Dot1Q(vlan=42)

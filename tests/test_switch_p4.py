@@ -11,14 +11,13 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 
 import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
 from targets.p4.p4info import PREFIX
-from tests.support import ROOT, compile_ir
+from tests.support import ROOT, compile_ir, nfc_cli
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))
 
@@ -28,8 +27,7 @@ def built(tmp_path_factory):
     out = {}
     for ex in EXAMPLES:
         d = tmp_path_factory.mktemp(ex.stem)
-        r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(ex.relative_to(ROOT)), "-o", str(d)],
-                           capture_output=True, text=True, cwd=ROOT)
+        r = nfc_cli("build", str(ex.relative_to(ROOT)), "-o", str(d))
         # the DPDK generator does not cover every example yet; the switch artifacts are still written
         errors = [line for line in r.stderr.splitlines() if "error[" in line]
         assert all("error[E100]: the dpdk generator" in line for line in errors), r.stderr
@@ -117,8 +115,7 @@ def test_bridge_headers_in_p4_match_the_plan(built):
 def test_tofino2_includes_t2na(tmp_path):
     src = (ROOT / "examples/vpn_gateway.nfp").read_text().replace("switch = tofino1;", "switch = tofino2;")
     (tmp_path / "v.nfp").write_text(src)
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "v.nfp"), "-o", str(tmp_path / "o")],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(tmp_path / "v.nfp"), "-o", str(tmp_path / "o"))
     assert r.returncode == 0, r.stderr
     assert "#include <t2na.p4>" in (tmp_path / "o/switch/tna.p4").read_text()
 
@@ -156,8 +153,8 @@ stage s { lookup t { hit(e) { eth.src = 1; } miss { } } lookup t { hit(e) { eth.
 pipeline q { ports = [0..3]; parser = p; stages = [s]; }
 """
     (tmp_path / "u.nfp").write_text(src)
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", str(tmp_path / "u.nfp"), "--target", "tofino",
-                        "-o", str(tmp_path / "o")], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", str(tmp_path / "u.nfp"), "--target", "tofino",
+                        "-o", str(tmp_path / "o"))
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert ("u.nfp:5:57: error[E100]: the tna generator does not support a second lookup of table 't' on the "
             "switch" in r.stderr), r.stderr

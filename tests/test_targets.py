@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
@@ -11,7 +10,7 @@ from compiler.interp import Interpreter
 from compiler.placement import Direction
 from compiler.profiles import ProfileError, load_profiles
 from lang import CompileError
-from tests.support import ROOT, compile_file, compile_ir, write
+from tests.support import ROOT, compile_file, compile_ir, nfc_cli, write
 
 PROG = """
 import "std/headers.nfp";
@@ -180,8 +179,8 @@ SMALL = (ROOT / "tests/corpus/all_switch.nfp").read_text()
 
 
 def _server_build(tmp_path, text: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "nfc.cli", "build", write(tmp_path, text), "-o", str(tmp_path / "b"),
-                           "--target", "dpdk", "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    return nfc_cli("build", write(tmp_path, text), "-o", str(tmp_path / "b"),
+                           "--target", "dpdk", "--no-verify")
 
 
 def test_a_header_over_the_servers_64_byte_slot_is_named_at_its_declaration(tmp_path):
@@ -224,8 +223,8 @@ def test_a_punt_in_a_server_stage_behind_a_switch_is_named(tmp_path):
     behind the switch there is no way there yet (a server alone counts it by reason)."""
     text = (ROOT / "tests/corpus/acl_ternary.nfp").read_text().replace(
         "miss { drop(no_port); }", "miss { punt(no_port); }")
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", write(tmp_path, text), "-o", str(tmp_path / "b"),
-                        "--target", "tofino+dpdk", "--no-verify"], capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", write(tmp_path, text), "-o", str(tmp_path / "b"),
+                        "--target", "tofino+dpdk", "--no-verify")
     line = next(i for i, t in enumerate(text.splitlines(), 1) if "punt(no_port)" in t)
     assert r.returncode == 1 and f"t.nfp:{line}:" in r.stderr and "punt on the server behind a switch" in r.stderr, \
         r.stderr

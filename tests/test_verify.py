@@ -5,8 +5,6 @@ program), really gives a different outcome.  A checker never seen to fail proves
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from dataclasses import replace
 
 import pytest
@@ -17,7 +15,7 @@ from compiler.placement import Direction
 from compiler.verify.partition_eq import Counterexample, verify_partition
 from emulator.switchmodel.reference import SwitchReference
 from emulator.switchmodel.server_ref import ServerReference
-from tests.support import ROOT, compile_file, run_split, write
+from tests.support import ROOT, compile_file, nfc_cli, run_split, write
 
 SUPPORTED = ["vpn_gateway", "cgnat", "bluebird_tor", "dsr_router", "ipsec_gateway"]
 
@@ -127,12 +125,10 @@ def test_broken_miss_path_bridge_is_rejected():
 
 def test_nfc_verify_cli(tmp_path):
     out = tmp_path / "vpn"
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "build", "examples/vpn_gateway.nfp", "-o", str(out)],
-                       capture_output=True, text=True, cwd=ROOT)
+    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert "verified" in r.stderr
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "verify", str(out)], capture_output=True, text=True,
-                       cwd=ROOT)
+    r = nfc_cli("verify", str(out))
     assert r.returncode == 0, r.stderr
     assert "customer_to_cloud: proved" in r.stdout and "cloud_to_customer: proved" in r.stdout
 

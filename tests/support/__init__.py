@@ -6,11 +6,12 @@ module imports another test module: what two need lives here."""
 
 from __future__ import annotations
 
-import atexit
-import hashlib
+import contextlib
+import io
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -27,8 +28,10 @@ sys.path.insert(0, str(ROOT))
 HAVE_DPDK = shutil.which("make") is not None and shutil.which("pkg-config") is not None and subprocess.run(
     ["pkg-config", "--exists", "libdpdk"]).returncode == 0
 
+from compiler.content_cache import cache_root, compiler_fingerprint, content_key, locked  # noqa: E402
 from lang import Diagnostics, SourceMap, load  # noqa: E402
 from lang.symbols import CheckedProgram  # noqa: E402
+from runtime.made import make_program  # noqa: E402
 
 
 class Front:
@@ -84,8 +87,7 @@ def nfc_run(out: Path, entries: dict[str, Any], inputs: dict[int, list[bytes]], 
             for p in pkts:
                 w.write(p)
         args += ["--inject", f"{port}={work / f'in{port}.pcap'}"]
-    r = subprocess.run([sys.executable, "-m", "nfc.cli", "run", str(out), "--entries", str(work / "entries.json"),
-                        *args, "--capture", str(work / "cap")], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    r = nfc_cli("run", str(out), "--entries", str(work / "entries.json"), *args, "--capture", str(work / "cap"))
     assert r.returncode == 0, r.stderr[-3000:]
     counters = json.loads((work / "cap/counters.json").read_text())
     got = {int(p.stem.split("-")[1]): Counter(bytes(d) for d, _ in RawPcapReader(str(p)))
@@ -174,9 +176,34 @@ def expected_vxlan(customer: Any, host_ip: str, vni: int) -> bytes:
 # ---- random inputs for the differential tests and the packet fuzzer (tests/fuzz.py) -------------
 
 
-def nfc_cli(*args: str) -> subprocess.CompletedProcess[str]:
-    """``nfc ARGS`` run from the project root; its exit status and output."""
-    return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=ROOT)
+def nfc_cli(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
+    """``nfc ARGS`` run from ``cwd`` (the project root), in this process (``nfc.cli.main``):
+    its exit status and what it printed.  The signal handlers ``nfc run`` sets are put back
+    after it.  ``nfc_subprocess`` runs the installed command as a user does."""
+    from nfc.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    handlers = {sig: signal.getsignal(sig) for sig in (signal.SIGTERM, signal.SIGINT)}
+    here = Path.cwd()
+    os.chdir(cwd)
+    try:
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                rc = main(list(args))
+            except SystemExit as e:  # argparse: --help, a usage error
+                rc = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    finally:
+        os.chdir(here)
+        for sig, handler in handlers.items():
+            signal.signal(sig, handler)
+    return subprocess.CompletedProcess(["nfc", *args], rc, out.getvalue(), err.getvalue())
+
+
+def nfc_subprocess(*args: str, cwd: Path = ROOT, timeout: float | None = None) -> subprocess.CompletedProcess[str]:
+    """``nfc ARGS`` as its own process (``python -m nfc.cli``), for the tests of the command as
+    a user runs it (start-up, exit status, a process's output)."""
+    return subprocess.run([sys.executable, "-m", "nfc.cli", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=timeout)
 
 
 # The head of a small test program: Ethernet + IPv4 parsed, one pipeline of stage `work` on ports 0-15.
@@ -219,30 +246,11 @@ def write_sized(tmp: Path, name: str, sizes: dict[str, int]) -> Path:
     return tmp / f"{name}.nfp"
 
 
-_MADE = Path(tempfile.mkdtemp(prefix="nfc-made-"))  # this session's server programs, by what they are made of
-atexit.register(shutil.rmtree, _MADE, True)
-
-
 def run_make(folder: Path, target: str = "nf") -> subprocess.CompletedProcess[str]:
-    """``make -C FOLDER TARGET`` (-j2) of a generated server program.  A folder whose files are
-    byte for byte those of one already made this session, for the same target and compiler
-    settings, gets a copy of that program instead: the suite builds the same examples many
-    times, and gcc makes the same program from the same sources and flags."""
-    made = {"nf", "nf-san", "nf-bench"}
-    settings = (os.environ.get(v) for v in ("CC", "CFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH"))
-    h = hashlib.sha256("\0".join([target, *map(str, settings)]).encode())
-    for f in sorted(folder.rglob("*")):
-        if f.is_file() and f.name not in made and f.suffix != ".o":
-            h.update(f"\0{f.relative_to(folder)}\0".encode() + f.read_bytes())
-    kept = _MADE / h.hexdigest()
-    cmd = ["make", "-j2", "-C", str(folder), target]
-    if kept.exists():
-        shutil.copy2(kept, folder / target)
-        return subprocess.CompletedProcess(cmd, 0, "", "")
-    r = subprocess.run(cmd, capture_output=True, text=True)
-    if r.returncode == 0 and target in made:
-        shutil.copy2(folder / target, kept)
-    return r
+    """``make -C FOLDER TARGET`` (-j2) of a generated server program, through the cache of
+    programs by content (runtime/made.py) that ``nfc run`` uses: the suite builds the same
+    programs many times, and every run after the first finds them made."""
+    return make_program(folder, target, cache_root())
 
 
 def build_with_server(source: str, out: Path, *extra: str) -> Path:
@@ -325,3 +333,69 @@ def learn_entries(c: Any, fz: Any, tables: dict[str, list[Any]], inputs: dict[in
 HAVE_REDIS = shutil.which("redis-server") is not None
 needs_redis = pytest.mark.skipif(not HAVE_REDIS, reason="redis-server missing: python3 build.py setup installs "
                                  "it (Debian redis-server)")
+
+
+# ---- builds made once and shared read-only ------------------------------------------------------
+
+_HANDED: dict[Path, dict[str, tuple[int, int]]] = {}  # shared build -> its files' (size, mtime) when handed out
+
+
+def _builds_root() -> Path:
+    """Where shared builds live: the content cache (persistent), or this session's folder when
+    caching is off (``NFC_CACHE_DIR=off``)."""
+    root = cache_root()
+    if root is None:
+        root = Path(os.environ.get("PYTEST_NFC_SESSION_TMP") or tempfile.gettempdir()) / f"nfc-builds-{os.getppid()}"
+    return root / "test-builds"
+
+
+def build_example(source: str, target: str = "tofino+dpdk", *flags: str, server: bool = False) -> Path:
+    """The build folder of ``nfc build SOURCE --target TARGET FLAGS...`` (SOURCE: an example's
+    name, or a path from the project root), with its server program made if ``server``:
+    built once for the content of the source, the compiler and the flags (every pytest worker
+    and every later run takes the same folder), and **read-only** — a test that changes a
+    build copies it first (``copy_build``); the session ends with an error naming any shared
+    build a test changed."""
+    src = ROOT / (source if "/" in source else f"examples/{source}.nfp")
+    rel = str(src.relative_to(ROOT))
+    key = content_key(compiler_fingerprint(), rel, src.read_bytes(), target, *flags)
+    root = _builds_root()
+    out = root / key / "out"
+    with locked(root, "lock", key):
+        done = root / key / "done"
+        if not done.exists():
+            shutil.rmtree(root / key, ignore_errors=True)
+            r = nfc_cli("build", rel, "--target", target, "-o", str(out), *flags)
+            assert r.returncode == 0, f"nfc build {rel} --target {target} {' '.join(flags)}:\n{r.stderr[-3000:]}"
+            done.write_text(r.stderr)
+        if server and _program_missing(out / "server"):
+            m = run_make(out / "server")
+            assert m.returncode == 0, m.stderr[-3000:]
+    _HANDED.setdefault(out, _files(out))
+    return out
+
+
+def _program_missing(folder: Path) -> bool:
+    return not (folder / "nf").is_file()
+
+
+def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    return {str(f.relative_to(folder)): (f.stat().st_size, f.stat().st_mtime_ns)
+            for f in folder.rglob("*") if f.is_file() and "__pycache__" not in f.parts}
+
+
+def copy_build(out: Path, dest: Path) -> Path:
+    """A private copy of shared build ``out`` as ``dest``, for a test that changes it."""
+    shutil.copytree(out, dest, symlinks=True, ignore=shutil.ignore_patterns("__pycache__"))
+    return dest
+
+
+def changed_shared_builds() -> list[str]:
+    """Shared builds whose files differ from what was handed out (a test wrote into one)."""
+    changed = []
+    for out, files in _HANDED.items():
+        now = _files(out)
+        if out.exists() and now != files:
+            diff = sorted(set(now.items()) ^ set(files.items()))
+            changed.append(f"{out}: {', '.join(sorted({name for name, _ in diff})[:5])}")
+    return changed
