@@ -2,7 +2,8 @@
 """The one entry point of the nfc project: setup, test, demo, bench.
 
     python3 build.py setup   # apt packages (DPDK, compilers) + .venv with pinned Python deps
-    python3 build.py test    # setup, then ruff, mypy (strict on lang/ and compiler/), pytest
+    python3 build.py test [--quick] [PYTEST ARGS]   # setup, then ruff, mypy (strict), pytest on both cores
+                                                    # (--quick: the inner loop, tests not marked slow)
     python3 build.py demo    # setup, build the VPN gateway, print its placement, run it (switch model + DPDK)
     python3 build.py bench [--quick] [NAME...]   # setup, then bench/bench_NAME.py (ratios against in-run baselines)
     python3 build.py fuzz --minutes N [--seed S] [--out DIR]   # setup, then every fuzzer for its share of N
@@ -113,13 +114,24 @@ def setup() -> None:
     setup_client_venv()
 
 
+def pytest_args(args: list[str]) -> list[str]:
+    """pytest's arguments for ``build.py test ARGS``: every core (pytest-xdist, one worker per
+    core, a worker that runs out of tests takes some of another's) unless ARGS say ``-n``;
+    ``--quick`` leaves out the tests marked slow (DPDK processes, live runs, long fuzzing)."""
+    quick = "--quick" in args
+    rest = [a for a in args if a != "--quick"]
+    workers = [] if any(a == "-n" or a.startswith(("-n", "--numprocesses")) for a in rest) else \
+        ["-n", str(os.cpu_count() or 1), "--dist", "worksteal"]
+    return ["-q", "-p", "no:cacheprovider", "--durations=25", *workers, *(["-m", "not slow"] if quick else []), *rest]
+
+
 def test(args: list[str]) -> int:
     setup()
     bin_ = VENV / "bin"
     steps = [
         [str(bin_ / "ruff"), "check", "."],
         [str(bin_ / "mypy")],
-        [str(PY), "-m", "pytest", "-q", "-p", "no:cacheprovider", *args],
+        [str(PY), "-m", "pytest", *pytest_args(args)],
     ]
     for step in steps:
         rc = run(step)

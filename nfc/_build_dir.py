@@ -8,10 +8,13 @@ from __future__ import annotations
 import hashlib
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from compiler.manifest import Plan, PlanError, load_plan
-from compiler.placed import Placed, PlacedError, load_placed
-from emulator.switchmodel import SwitchModel
+
+if TYPE_CHECKING:  # loaded when a command opens a build, not when the command line is parsed
+    from compiler.placed import Placed
+    from emulator.switchmodel import SwitchModel
 
 __all__ = ["BuildError", "open_build", "open_placed", "parse_injects", "source_sha256"]
 
@@ -26,6 +29,8 @@ def source_sha256(path: Path) -> str:
 
 def open_placed(out: Path) -> tuple[Plan, Placed]:
     """``plan.json`` and the placed program of build folder ``out`` (BuildError if unusable)."""
+    from compiler.placed import PlacedError, load_placed
+
     try:
         plan = load_plan(out)
         placed = load_placed(plan.path(out, "placed"))
@@ -46,6 +51,8 @@ def _check_source(out: Path, plan: Plan) -> None:
 
 
 def open_build(out: Path, arch: str = "tna") -> tuple[Plan, Placed, SwitchModel]:
+    from emulator.switchmodel import SwitchModel
+
     plan, placed = open_placed(out)
     return plan, placed, SwitchModel.from_build(out, arch)
 

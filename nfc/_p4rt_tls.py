@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from emulator.switchmodel.server import ServerTls
+if TYPE_CHECKING:  # the switch model (gRPC) is imported by the command that serves, not to parse flags
+    from emulator.switchmodel.server import ServerTls
 
 __all__ = ["FlagError", "add_tls_flags", "security", "server_tls"]
 
@@ -42,6 +44,8 @@ def server_tls(args: argparse.Namespace, serving: bool, endpoint: str) -> Server
         raise FlagError("--p4rt-cert needs --p4rt-key (its private key)")
     if cert is None:
         raise FlagError("--p4rt-key needs --p4rt-cert (the certificate it is the key of)")
+    from emulator.switchmodel.server import ServerTls
+
     return ServerTls(cert, key, ca)
 
 

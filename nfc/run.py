@@ -17,36 +17,13 @@ from typing import Any
 from emulator.switchmodel.server import P4RuntimeServer, ServeError, ServerTls, serve
 from lang import SourceMap
 from nfc._build_dir import BuildError, open_build, open_placed, parse_injects
-from nfc._p4rt_tls import FlagError, add_tls_flags, security, server_tls
+from nfc._p4rt_tls import FlagError, security, server_tls
 from runtime.entries import EntriesError, load_entries
 from runtime.errors import RuntimeApiError
 from runtime.p4runtime import SwitchClient
 from runtime.run import RunError, run_hybrid, run_live, run_server
 
-__all__ = ["add_parser"]
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    s = sub.add_parser("run", help="run the built data plane here: switch model + the real DPDK server program")
-    s.add_argument("out", help="the output folder of nfc build")
-    s.add_argument("--entries", metavar="FILE", help="table entries (YAML or JSON, .nfp names)")
-    s.add_argument("--inject", action="append", default=[], metavar="PORT=PCAP", required=True)
-    s.add_argument("--capture", metavar="DIR", default="capture")
-    s.add_argument("--goal", metavar="FILE|URL",
-                   help="keep the goal state (every entry the runtime wrote) in this SQLite file, or in the Redis "
-                        "of a redis:// or unix:// URL (shared by gateways): the data planes first get what an "
-                        "earlier run left there, then --entries")
-    s.add_argument("--live", action="store_true",
-                   help="run live: the server program on a veth pair (net_af_packet) in a network namespace of its "
-                        "own, entries changeable while packets flow (needs root)")
-    s.add_argument("--pps", type=float, default=1000.0, help="--live: injection rate, packets per second")
-    s.add_argument("--serve-seconds", type=float, default=0.0,
-                   help="--live: keep running this long after injecting, P4Runtime and control socket open")
-    s.add_argument("--manage-caches", nargs="?", type=float, const=5.0, default=0.0, metavar="MS",
-                   help="--live: a cache manager for every switch cache (promoting what the server sees hit, "
-                        "evicting the idle; data-plane state pushed to the switch) stepping every MS ms (5)")
-    add_tls_flags(s, "--live")
-    s.set_defaults(func=run)
+__all__ = []
 
 
 def _interrupt(signum: int, frame: object) -> None:

@@ -19,29 +19,11 @@ from emulator.switchmodel.batch import load_into, run_batch
 from emulator.switchmodel.server import P4RuntimeServer, ServeError, ServerTls, serve
 from lang import SourceMap
 from nfc._build_dir import open_build, parse_injects
-from nfc._p4rt_tls import FlagError, add_tls_flags, security, server_tls
+from nfc._p4rt_tls import FlagError, security, server_tls
 from runtime.entries import EntriesError, load_entries
 from runtime.errors import RuntimeApiError
 
-__all__ = ["add_parser", "switch_model"]
-
-DEFAULT_P4RUNTIME = "127.0.0.1:9559"  # P4Runtime's IANA port, on loopback
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    s = sub.add_parser("switch-model", help="run the switch part of a build in software (pcaps or P4Runtime)")
-    s.add_argument("out", help="the output folder of nfc build")
-    s.add_argument("--inject", action="append", default=[], metavar="PORT=PCAP")
-    s.add_argument("--capture", metavar="DIR")
-    s.add_argument("--entries", metavar="FILE", help="table entries (YAML or JSON, .nfp names)")
-    s.add_argument("--p4runtime", metavar="ADDR", nargs="?", const=DEFAULT_P4RUNTIME,
-                   help=f"serve P4Runtime on ADDR (HOST:PORT, or PORT on loopback; default {DEFAULT_P4RUNTIME})")
-    s.add_argument("--serve-seconds", type=float, default=0.0, help="with --p4runtime: stop after this long")
-    add_tls_flags(s, "--p4runtime")
-    s.add_argument("--arch", default="tna", choices=("tna", "v1model"),
-                   help="which generated program runs (and whose P4Info names are served)")
-    s.set_defaults(func=switch_model)
-
+__all__ = ["switch_model"]
 
 def bind_address(arg: str) -> str:
     """``--p4runtime``'s address: a bare port is a port on loopback, so only this machine

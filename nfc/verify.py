@@ -15,14 +15,7 @@ from compiler.verify.partition_eq import PipelineProof, verify_partition
 from lang import SourceMap
 from nfc._build_dir import open_placed
 
-__all__ = ["add_parser", "report", "shard_assumption", "verify_placed"]
-
-
-def add_parser(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    s = sub.add_parser("verify", help="prove with Z3 that the placed program forwards as the spec")
-    s.add_argument("out", help="the output folder of nfc build")
-    s.add_argument("--timeout", type=float, default=60.0, help="seconds per pipeline (default 60)")
-    s.set_defaults(func=verify)
+__all__ = ["report", "shard_assumption", "verify_placed"]
 
 
 def verify_placed(p: Placed, timeout_s: float = 60.0) -> list[PipelineProof]:

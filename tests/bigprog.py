@@ -1,6 +1,6 @@
-"""Large ``.nfp`` programs for the partitioner's scale tests and benchmark (issue 13, item 6).
+"""Large ``.nfp`` programs for the scale tests and benchmarks (issue 13, item 6; issue 47, item 0).
 
-Two families, both valid programs that ``nfc build`` accepts:
+Families of valid programs that ``nfc build`` accepts:
 
 * ``bluebird(copies)``: ``examples/bluebird_tor.nfp`` with its fabric → bare-metal pipeline
   (``vnet_to_bare_metal``: stages ``vxlan_decap`` and ``deliver``, tables ``vni_to_vrf`` and
@@ -12,9 +12,12 @@ Two families, both valid programs that ``nfc build`` accepts:
 * ``knapsack(pad)``: three one-stage pipelines whose tables cannot all fit the switch, where the
   cheapest relief is not the one with the most memory per nanosecond (a greedy's trap), plus
   ``pad`` small pipelines.
+* ``long_pipeline(stages)``: one pipeline of exactly ``stages`` stages, Bluebird's seven
+  (bare metal → VNET, then VNET → bare metal) over and over under renamed stages and tables,
+  parsed by ``from_bare_metal`` (issue 47: compile time against the length of a pipeline).
 
-Imported by ``tests/test_partition_scale.py`` and ``bench/bench_place.py``; no test imports
-another test module.
+Imported by ``tests/test_partition_scale.py``, ``tests/test_compile_scale.py``,
+``bench/bench_place.py`` and ``bench/bench_compile.py``; no test imports another test module.
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-__all__ = ["bluebird", "bluebird_stages", "knapsack", "synthetic"]
+__all__ = ["bluebird", "bluebird_stages", "knapsack", "long_pipeline", "synthetic"]
 
 ROOT = Path(__file__).resolve().parent.parent
 BLUEBIRD = ROOT / "examples/bluebird_tor.nfp"
@@ -146,3 +149,57 @@ def knapsack(pad: int = 0) -> str:
                  f"pipeline p_{name} {{ ports = [{k}..{k}]; parser = p; stages = [s_{name}]; traffic = {traffic}%; }}"]
     rows.append(_DEPLOYMENT)
     return "\n".join(rows) + "\n"
+
+
+# Bluebird's stages in pipeline order, and the tables each one looks up
+_BLUEBIRD_STAGES = {"select_vrf": ("port_vrf",), "route": ("vrf_routes_v4", "vrf_routes_v6"),
+                    "map_ca_to_pa": ("ca_to_pa",), "vxlan_encap": (), "underlay": ("pa_routes",),
+                    "vxlan_decap": ("vni_to_vrf",), "deliver": ("bare_metal_hosts",)}
+_LONG_REMOVED = ("pipeline bare_metal_to_vnet", "pipeline vnet_to_bare_metal", "parser from_fabric")
+# what the DPDK server holds (targets/dpdk/lower.py): 64 tables, 64 words of lookup result fields
+_LONG_WORDS = 64
+
+
+def _value_words(table: str) -> int:
+    """64-bit words of the value fields of a table declaration."""
+    value = table[table.index("value {"):]
+    value = value[:value.index("}")]
+    return sum((int(w) + 63) // 64 for w in re.findall(r"bit<(\d+)>", value))
+
+
+def long_pipeline(stages: int) -> str:
+    """Bluebird's stages repeated in one pipeline of exactly ``stages`` stages: stage ``i`` is a
+    copy of Bluebird's stage ``i mod 7`` named ``<stage>_<i>``, looking up its own tables
+    ``<table>_<i>``.  Once the tables' values would take more than 64 words (after 30 stages,
+    31 tables), every further stage is a copy of ``vxlan_encap``, which looks nothing up: what
+    the DPDK server holds bounds the lookups, and any table may end up there.  Bluebird's two
+    pipelines and its fabric parser give way to pipeline ``long`` on ports 0..63, parsed by
+    ``from_bare_metal``."""
+    if stages < 1:
+        raise ValueError("need at least one stage")
+    text = BLUEBIRD.read_text()
+    tables = [t for ts in _BLUEBIRD_STAGES.values() for t in ts]
+    spans = {head: _block(text, head) for head in [f"stage {s}" for s in _BLUEBIRD_STAGES]
+             + [f"table {t}" for t in tables] + list(_LONG_REMOVED)}
+    decls = {head: text[start:end] for head, (start, end) in spans.items()}
+    for start, end in sorted(spans.values(), reverse=True):  # last first: offsets hold
+        text = text[:start] + text[end:]
+    names = re.compile(r"\b(" + "|".join([*_BLUEBIRD_STAGES, *tables]) + r")\b")
+    cycle = list(_BLUEBIRD_STAGES.items())
+    body: list[str] = []
+    order: list[str] = []
+    words, full = 0, False
+    for i in range(stages):
+        stage, looked_up = cycle[i % len(cycle)]
+        cost = sum(_value_words(decls[f"table {t}"]) for t in looked_up)
+        full = full or words + cost > _LONG_WORDS
+        if full:
+            stage, looked_up, cost = "vxlan_encap", (), 0
+        words += cost
+        for decl in [f"table {t}" for t in looked_up] + [f"stage {stage}"]:
+            body.append(names.sub(lambda m, i=i: f"{m.group(1)}_{i}", decls[decl]))
+        order.append(f"{stage}_{i}")
+    body.append(f"pipeline long {{\n  ports = [0..63];\n  parser = from_bare_metal;\n  stages = [{', '.join(order)}];\n"
+                "  traffic = 100%;\n}")
+    anchor = text.index("// §4.2/§4.4: the SFE")
+    return text[:anchor] + "\n\n".join(body) + "\n\n" + text[anchor:]

@@ -26,7 +26,7 @@ from bench import _l3fwd_work as work
 from bench._dpdk_proc import Sample, parse_schedstat, window_between
 from compiler.manifest import load_plan
 from runtime.server_proc import eal_args
-from tests.support import HAVE_DPDK, nfc_cli
+from tests.support import HAVE_DPDK, build_example
 
 Net = ipaddress.IPv4Network
 
@@ -202,9 +202,7 @@ def test_l3fwd_nfp_routes_rewrites_and_drops_as_l3fwd_does(tmp_path: Path) -> No
     """The benchmark's .nfp, built for DPDK and loaded with the benchmark's entries file: every
     flow leaves by the route's port with the longest match's next hop (an LPM over ipaddress),
     TTL - 1 and a right checksum; what l3fwd's RFC 1812 checks refuse is dropped by name."""
-    out = tmp_path / "build"
-    r = nfc_cli("build", "bench/l3fwd.nfp", "--target", "dpdk", "-o", str(out))
-    assert r.returncode == 0, r.stderr[-2000:]
+    out = build_example("bench/l3fwd.nfp", "dpdk")
     server = load_plan(out).path(out, "server_makefile").parent
     subprocess.run(["make", "-C", str(server), "-j2", "nf"], check=True, capture_output=True)
     routes = work.route_set(1000)

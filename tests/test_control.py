@@ -16,20 +16,14 @@ import pytest
 from runtime.control import OP, REQ, ControlChannel
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.server_proc import ServerProcess
-from tests.support import HAVE_DPDK, nfc_cli, run_make
+from tests.support import HAVE_DPDK, build_example
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
 
 def _build(tmp_path_factory, example: str, target: str = "tofino+dpdk"):
-    out = tmp_path_factory.mktemp(example)
     # cgnat's 59 Mpps on its servers' own NICs (--target dpdk) is E081 without --allow-overcommit
-    r = nfc_cli("build", f"examples/{example}.nfp", "--target", target,
-                        "--allow-overcommit", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    r = run_make(out / "server")
-    assert r.returncode == 0, r.stderr[-3000:]
-    return out
+    return build_example(example, target, "--allow-overcommit", server=True)
 
 
 @pytest.fixture(scope="module")

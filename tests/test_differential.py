@@ -28,7 +28,7 @@ from scapy.layers.vxlan import VXLAN
 from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_cli, nfc_run, reference_outputs, run_make
+from tests.support import HAVE_DPDK, ROOT, build_example, compile_file, nfc_run, reference_outputs, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
@@ -159,13 +159,8 @@ def _dpdk_alone(out: Path, tables, inputs: dict[int, list[bytes]], work: Path) -
 
 
 def _build(tmp: Path, target: str) -> Path:
-    out = tmp / target.replace("+", "_")
     # --target dpdk: 15 Mpps of 512-byte packets on the server's own 40G NIC is E081 without the flag
-    r = nfc_cli("build", "examples/vpn_gateway.nfp", "--target", target,
-                        "--allow-overcommit", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    assert run_make(out / "server").returncode == 0
-    return out
+    return build_example("vpn_gateway", target, "--allow-overcommit", server=True)
 
 
 @pytest.fixture(scope="module")

@@ -23,6 +23,7 @@ import pytest
 from tests.support import (
     HAVE_DPDK,
     ROOT,
+    build_example,
     nfc_cli,
 )
 from tests.support.differential import agree
@@ -43,10 +44,8 @@ def _cases() -> list[object]:
 
 @pytest.mark.parametrize(("example", "target"), _cases())
 def test_spec_and_nfc_run_agree(example, target, tmp_path):
-    out = tmp_path / "build"
     over = ["--allow-overcommit"] if (example, target) in OVERCOMMITTED else []
-    r = nfc_cli("build", f"examples/{example}.nfp", "-o", str(out), "--target", target, "--no-verify", *over)
-    assert r.returncode == 0, r.stderr[-3000:]
+    out = build_example(example, target, "--no-verify", *over, server=True)
     r = nfc_cli("verify", str(out))
     assert r.returncode == 0 and "proved equal" in r.stderr, r.stdout + r.stderr
     agree(example, ROOT / f"examples/{example}.nfp", out, tmp_path, N if target == "tofino+dpdk" else N // 3)
@@ -66,9 +65,7 @@ CORPUS = {"all_switch": ALL_COMBOS, "accepted_oddities": ("tofino+dpdk", "dpdk")
 @pytest.mark.parametrize(("program", "target"), [(p, t) for p, ts in CORPUS.items() for t in ts])
 def test_corpus_programs_agree_on_every_combination_they_build_for(program, target, tmp_path):
     src = ROOT / f"tests/corpus/{program}.nfp"
-    out = tmp_path / "build"
-    r = nfc_cli("build", str(src), "-o", str(out), "--target", target, "--no-verify")
-    assert r.returncode == 0, r.stderr[-3000:]
+    out = build_example(f"tests/corpus/{program}.nfp", target, "--no-verify", server=target != "tofino")
     r = nfc_cli("verify", str(out))
     assert r.returncode == 0 and "proved equal" in r.stderr, r.stdout + r.stderr
     agree(program, src, out, tmp_path, N)

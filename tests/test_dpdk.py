@@ -19,7 +19,7 @@ from bench._dpdk_proc import telemetry, telemetry_socket
 from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server_ref import ServerReference
-from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_cli, nfc_run, reference_outputs, run_make
+from tests.support import HAVE_DPDK, ROOT, build_example, compile_file, nfc_cli, nfc_run, reference_outputs, run_make
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
@@ -46,11 +46,7 @@ def _run_pcap(binary, packets: list[bytes], work, entries: bool = True, env: dic
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("vpn")
-    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    r = run_make(out / "server")
-    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    out = build_example("examples/vpn_gateway.nfp", "tofino+dpdk", server=True)
     return out
 
 
@@ -144,11 +140,7 @@ def test_server_program_equals_the_reference(built, tmp_path, binary):
 def test_bluebird_cache_miss_path_on_the_server(tmp_path):
     """Packets missing the switch's CA→PA cache reach the server behind the miss-path bridge;
     the generated program answers them from the full table exactly as the reference does."""
-    out = tmp_path / "bb"
-    r = nfc_cli("build", "examples/bluebird_tor.nfp", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    r = run_make(out / "server")
-    assert r.returncode == 0, r.stderr[-3000:]
+    out = build_example("examples/bluebird_tor.nfp", "tofino+dpdk", server=True)
     c = compile_file(str(ROOT / "examples/bluebird_tor.nfp"))
     switch = SwitchModel.from_build(out)
     ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
@@ -175,11 +167,7 @@ def test_dsr_lpm_miss_path_matches_the_reference(tmp_path):
     that miss the (empty) switch cache; longest prefix per VRF as the reference says."""
     import random
 
-    out = tmp_path / "dsr"
-    r = nfc_cli("build", "examples/dsr_router.nfp", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    r = run_make(out / "server")
-    assert r.returncode == 0, r.stderr[-3000:]
+    out = build_example("examples/dsr_router.nfp", "tofino+dpdk", server=True)
     c = compile_file(str(ROOT / "examples/dsr_router.nfp"))
     switch = SwitchModel.from_build(out)
     ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
@@ -347,11 +335,7 @@ def test_cgnat_state_on_the_server(tmp_path):
     RFC 1624 checksum updates) and used by later packets, in the reference's order."""
     from scapy.layers.inet import TCP
 
-    out = tmp_path / "cgn"
-    r = nfc_cli("build", "examples/cgnat.nfp", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    r = run_make(out / "server")
-    assert r.returncode == 0, r.stderr[-3000:]
+    out = build_example("examples/cgnat.nfp", "tofino+dpdk", server=True)
     c = compile_file(str(ROOT / "examples/cgnat.nfp"))
     switch = SwitchModel.from_build(out)
     ref = ServerReference(c.program, c.placement, c.bridges, c.targets.server_ports[0])
@@ -389,9 +373,7 @@ def test_cgnat_gives_ports_on_more_external_addresses_than_the_old_256_pools(tmp
     on each; the server used to cap the pools at 256 (the 257th got ports_exhausted)."""
     from scapy.layers.inet import TCP
 
-    out = tmp_path / "cgn"
-    r = nfc_cli("build", "examples/cgnat.nfp", "-o", str(out), "--no-verify")
-    assert r.returncode == 0, r.stderr
+    out = build_example("examples/cgnat.nfp", "tofino+dpdk", "--no-verify")
     c = compile_file(str(ROOT / "examples/cgnat.nfp"))
     n = 300
     subs = [Entry((Match(0x0A010000 + i, 32),), {"ext_ip": 0xC6336400 + i}) for i in range(n)]

@@ -26,7 +26,7 @@ from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
 from runtime.steering import steer_all
 from tests.oracles import ip2int, mac2int
-from tests.support import HAVE_DPDK, P4RuntimeSwitch, nfc_cli, run_make
+from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_example
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
@@ -74,11 +74,7 @@ def _tenant(i: int) -> bytes:
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("rekey") / "ipsec"
-    r = nfc_cli("build", "examples/ipsec_gateway.nfp", "-o", str(out),
-                        "--no-verify")
-    assert r.returncode == 0, r.stderr
-    assert run_make(out / "server").returncode == 0
+    out = build_example("examples/ipsec_gateway.nfp", "tofino+dpdk", "--no-verify", server=True)
     return out
 
 

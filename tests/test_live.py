@@ -21,7 +21,7 @@ from scapy.utils import rdpcap, wrpcap
 
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
-from tests.support import HAVE_DPDK, NH_MAC, ROOT, P4RuntimeSwitch, expected_vxlan, nfc_cli, run_make
+from tests.support import HAVE_DPDK, NH_MAC, ROOT, P4RuntimeSwitch, build_example, copy_build, expected_vxlan, nfc_cli
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                                 reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
@@ -33,10 +33,7 @@ def _customer(c: int, o: int, k: int, seq: int) -> Ether:
 
 
 def test_entries_change_while_traffic_flows(tmp_path):
-    out = tmp_path / "vpn"
-    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    assert run_make(out / "server").returncode == 0
+    out = build_example("examples/vpn_gateway.nfp", "tofino+dpdk", server=True)
     sw = P4RuntimeSwitch(out)
     try:
         with LiveDataPlane(out / "server/nf", sw.p4rt, sw.model.server_ports[0]) as live:
@@ -85,9 +82,10 @@ def test_entries_change_while_traffic_flows(tmp_path):
 
 @pytest.fixture(scope="module")
 def built_vpn(tmp_path_factory):
-    out = tmp_path_factory.mktemp("live") / "vpn"
-    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
-    assert r.returncode == 0, r.stderr
+    """A private copy of the VPN gateway's build (its server program's path is this module's
+    alone: ``_leftovers`` looks for processes by it while other workers run their own)."""
+    out = copy_build(build_example("examples/vpn_gateway.nfp", "tofino+dpdk", server=True),
+                     tmp_path_factory.mktemp("live") / "vpn")
     entries = {"overlay_routes": [{"match": {"meta_customer": 1, "meta_overlay": 1, "vm_ip": "192.168.1.5"},
                                    "values": {"host_ip": "172.16.1.5", "vni": 1001}}],
                "underlay_routes": [{"match": {"outer_ipv4_dst": "172.16.0.0/16"},
@@ -96,10 +94,12 @@ def built_vpn(tmp_path_factory):
     return out
 
 
-def _leftovers() -> tuple[list[str], str]:
+def _leftovers(out: Path, pid: int) -> tuple[list[str], str]:
+    """The network namespaces the ``nfc run`` of process ``pid`` made (named ``nfc-PID-…``) and
+    the server programs of build ``out`` still there (other tests' are not counted)."""
     ns = [n for n in subprocess.run(["ip", "netns", "list"], capture_output=True, text=True).stdout.split()
-          if n.startswith("nfc-")]
-    procs = subprocess.run(["pgrep", "-af", "server/nf "], capture_output=True, text=True).stdout
+          if n.startswith(f"nfc-{pid}-")]
+    procs = subprocess.run(["pgrep", "-af", f"{out}/server/nf "], capture_output=True, text=True).stdout
     return ns, procs
 
 
@@ -113,7 +113,7 @@ def test_cli_live_run(built_vpn, tmp_path):
     assert [bytes(p) for p in rdpcap(str(tmp_path / "cap/port-21.pcap"))] == \
         [expected_vxlan(p, "172.16.1.5", 1001) for p in pkts[:20]]
     assert json.loads((tmp_path / "cap/counters.json").read_text())["drops"] == {"server:no_overlay_route": 1}
-    assert _leftovers() == ([], "")
+    assert _leftovers(built_vpn, os.getpid()) == ([], "")
 
 
 def test_interrupted_live_run_cleans_up(built_vpn, tmp_path):
@@ -126,7 +126,7 @@ def test_interrupted_live_run_cleans_up(built_vpn, tmp_path):
     for line in proc.stderr:
         if "control socket" in line:
             break
-    assert _leftovers()[0], "the live run made its namespace"
+    assert _leftovers(built_vpn, proc.pid)[0], "the live run made its namespace"
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=60) == 130
-    assert _leftovers() == ([], "")
+    assert _leftovers(built_vpn, proc.pid) == ([], "")

@@ -14,7 +14,18 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from scapy.layers.vxlan import VXLAN
 from scapy.utils import rdpcap, wrpcap
 
-from tests.support import GW_IP, HAVE_DPDK, NH_MAC, expected_vxlan, needs_redis, nfc_cli
+from tests.support import (
+    GW_IP,
+    HAVE_DPDK,
+    L3_HEAD,
+    NH_MAC,
+    build_example,
+    expected_vxlan,
+    needs_redis,
+    nfc_cli,
+    nfc_run,
+    write,
+)
 
 pytestmark = pytest.mark.skipif(not HAVE_DPDK,
                                 reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
@@ -23,9 +34,7 @@ N_ROUTES = 100_000
 
 
 def test_nfc_run_vpn_gateway_both_directions(tmp_path):
-    out = tmp_path / "vpn"
-    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
-    assert r.returncode == 0, r.stderr
+    out = build_example("examples/vpn_gateway.nfp", "tofino+dpdk")
     # 100K overlay routes: customer 1..10, overlay 1..100, VM 192.168.<o>.<k>; host 172.16.<c>.<k>, VNI c*1000+o
     routes = [{"match": {"meta_customer": c, "meta_overlay": o, "vm_ip": f"192.168.{o}.{k}"},
                "values": {"host_ip": f"172.16.{c}.{k}", "vni": c * 1000 + o}}
@@ -63,10 +72,7 @@ def test_server_alone_runs_on_its_logical_ports_and_capture_starts_empty(tmp_pat
     """``--target dpdk``: nfc run starts the DPDK program alone (no switch model), the packets
     of each input port enter on that logical port and leave by their egress port; a second
     run into the same capture folder leaves no file of the first behind; --live needs a switch."""
-    out = tmp_path / "vpn"
-    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--target", "dpdk", "--no-verify", "--allow-overcommit")
-    assert r.returncode == 0, r.stderr
+    out = build_example("examples/vpn_gateway.nfp", "dpdk", "--no-verify", "--allow-overcommit")
     entries = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
                                    "values": {"host_ip": "172.16.5.17", "vni": 5042}}],
                "underlay_routes": [{"match": {"outer_ipv4_dst": "172.16.0.0/16"},
@@ -105,10 +111,7 @@ def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_i
     its fresh data plane to them first (Runtime.reconcile) and forwards the same packets the
     same way; without it, it has no route.  A file that is not a goal store, or a store that
     cannot be reached, is refused with a message, not a traceback."""
-    out = tmp_path / "vpn"
-    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--target", "dpdk", "--no-verify", "--allow-overcommit")
-    assert r.returncode == 0, r.stderr
+    out = build_example("examples/vpn_gateway.nfp", "dpdk", "--no-verify", "--allow-overcommit")
     entries = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
                                    "values": {"host_ip": "172.16.5.17", "vni": 5042}}],
                "underlay_routes": [{"match": {"outer_ipv4_dst": "172.16.0.0/16"},
@@ -149,3 +152,24 @@ def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_i
     r = run("--goal", str(goal))
     assert r.returncode == 1 and "table overlay_routes" in r.stderr and "2 key fields" in r.stderr, r.stderr[-3000:]
     assert "Traceback" not in r.stderr
+
+
+@pytest.mark.parametrize("cache", ["on", "off"])
+def test_a_rebuild_into_the_same_folder_runs_the_new_program(tmp_path, monkeypatch, cache):
+    """``nfc run`` makes the server program from the sources the folder holds now: after the
+    source changes and is built again into the same folder, the next run forwards as the new
+    program says, not as the binary the first run left there (with the cache of programs by
+    content, and without it: NFC_CACHE_DIR=off)."""
+    if cache == "off":
+        monkeypatch.setenv("NFC_CACHE_DIR", "off")
+    out = tmp_path / "out"
+    packet = bytes(Ether() / IP(src="10.0.0.9", dst="10.0.0.1", ttl=9) / UDP(sport=1, dport=2) / b"rebuilt")
+    for port in (2, 3):
+        src = write(tmp_path, L3_HEAD + f"stage work {{ ipv4.ttl = ipv4.ttl - 1; forward({port}); }}\n"
+                    "target srv = dpdk_server { cores = 1; }\ndeployment d { servers = [srv]; rate = 1Mpps; }\n")
+        r = nfc_cli("build", src, "--target", "dpdk", "--no-verify", "-o", str(out))
+        assert r.returncode == 0, r.stderr
+        got, drops = nfc_run(out, {}, {1: [packet]}, tmp_path / f"run{port}")
+        assert not drops and set(got) == {port}, (port, got, drops)
+        (data,) = got[port]
+        assert Ether(data)[IP].ttl == 8 and Ether(data)[UDP].load == b"rebuilt"

@@ -26,7 +26,7 @@ from runtime.errors import ChannelError, InvalidEntry
 from runtime.goal import GoalStore
 from runtime.objects import CounterValue, MeterRates
 from runtime.server_proc import ServerProcess, eal_args
-from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_with_server, nfc_cli
+from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_example, build_with_server, nfc_cli
 
 SOURCE = "tests/corpus/counters_meters.nfp"
 TAG = struct.Struct(">I")  # nf --tagged: the logical port before each frame
@@ -265,9 +265,7 @@ def test_an_object_on_a_side_not_connected_is_a_typed_error(switch_build):
 def test_the_plan_places_each_object_where_the_stages_that_use_it_run(tmp_path):
     """The IPsec gateway (seed 001 §4.3/§4.4): the per-tunnel meters go with the steering
     stages to the switch, the per-SA sequence register with ESP to the server."""
-    out = tmp_path / "out"
-    r = nfc_cli("build", "examples/ipsec_gateway.nfp", "-o", str(out), "--no-verify", "--target", "tofino+dpdk")
-    assert r.returncode == 0, r.stderr
+    out = build_example("examples/ipsec_gateway.nfp", "tofino+dpdk", "--no-verify")
     plan = load_plan(out)
     where = {o.name: (o.kind, o.placement.value, o.size) for o in plan.objects}
     assert where == {"tunnel_in_rate": ("meter", "switch", 64000), "tunnel_out_rate": ("meter", "switch", 64000),

@@ -429,6 +429,27 @@ def test_a_truncated_packet_reaches_the_ingress_with_a_parser_error():
     assert lint(checked, "v1model") == []
 
 
+def test_a_constant_decides_a_branch_blocks_later():
+    """The states keep a constant while a later condition may read it (issue 47: the others
+    are dropped): meta.seen_ip, set by the parser, copied into meta.x, carried past an
+    ``exit`` into the egress, still tells the packets with hdr.ip from those without."""
+    copy = p.Assign(p.ref("meta.x"), p.Cast(B(8), p.ref("meta.seen_ip")))
+    leave = p.If(p.Bin("==", p.ref("meta.x"), p.Const(0, 8)), (p.Exit(),))
+    filler = tuple(p.Assign(p.ref("meta.port"), p.Const(k, 16)) for k in range(3))
+
+    def egress_reads_ip_if_x_is(value: int) -> p.Program:
+        read = p.If(p.Bin("==", p.ref("meta.x"), p.Const(value, 8)),
+                    (p.Assign(p.ref("meta.port"), p.Cast(B(16), p.ref("hdr.ip.ttl"))),))
+        prog = with_decl(mini_v1model(), "Ig", apply=(copy, *filler, leave, *filler))
+        return with_decl(prog, "Eg", apply=(read,))
+
+    assert lint(egress_reads_ip_if_x_is(1), "v1model") == []
+    found = errors(egress_reads_ip_if_x_is(0), "v1model")
+    assert [(e.code, e.where, e.name) for e in found] == [("P4L050", "control Eg › apply", "hdr.ip")]
+    for prog in (egress_reads_ip_if_x_is(1), egress_reads_ip_if_x_is(0)):
+        assert lint(prog, "v1model") == lint(prog, "v1model", exact=True)
+
+
 def test_writes_to_possibly_invalid_headers_are_warnings():
     prog = prepend(mini_v1model(), "v1model", p.Assign(p.ref("hdr.ip.ttl"), p.Const(1, 8)))
     assert codes(prog, "v1model") == set() and codes(prog, "v1model", "warning") == {"P4L051"}

@@ -20,7 +20,7 @@ from emulator.switchmodel.server import P4RuntimeServer, serve
 from runtime.api import Runtime, TableSchema, _check, _Entry
 from runtime.errors import ChannelError, EntryExists, EntryNotFound
 from runtime.p4runtime import CHUNK, SwitchClient, SwitchUpdate
-from tests.support import nfc_cli
+from tests.support import build_example
 
 TABLE = "ca_to_pa"
 GRPC_MAX_MESSAGE = 4 << 20  # gRPC's default limit on a received message
@@ -33,10 +33,7 @@ def fields(i: int, vtep: int = 0xAC100001) -> dict[str, int]:
 
 @pytest.fixture(scope="module")
 def bluebird(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("load") / "bluebird"
-    r = nfc_cli("build", "examples/bluebird_tor.nfp", "--target",
-                        "tofino+dpdk", "-o", str(out))
-    assert r.returncode == 0, r.stderr
+    out = build_example("examples/bluebird_tor.nfp", "tofino+dpdk")
     return out
 
 

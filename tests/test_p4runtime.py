@@ -15,7 +15,7 @@ from scapy.layers.vxlan import VXLAN
 
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server import P4RuntimeServer, serve
-from tests.support import ROOT, nfc_cli
+from tests.support import ROOT, build_example, copy_build
 
 CLIENT = ROOT / ".venv-p4rt" / "bin" / "python"
 pytestmark = pytest.mark.skipif(not CLIENT.exists(), reason="the p4runtime-shell virtualenv is missing "
@@ -24,9 +24,8 @@ pytestmark = pytest.mark.skipif(not CLIENT.exists(), reason="the p4runtime-shell
 
 @pytest.fixture(scope="module")
 def switch(tmp_path_factory):
-    out = tmp_path_factory.mktemp("vpn")
-    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
-    assert r.returncode == 0, r.stderr
+    # the build is shared read-only: the client's device file and command files go to a folder of this module's
+    out = copy_build(build_example("examples/vpn_gateway.nfp", "tofino+dpdk"), tmp_path_factory.mktemp("p4rt") / "vpn")
     model = SwitchModel.from_build(out)
     names = json.loads((out / "switch/name_map.json").read_text())
     server = P4RuntimeServer(model, names, "tna")

@@ -28,7 +28,7 @@ from emulator.switchmodel.server import P4RuntimeServer, ServerTls, serve
 from runtime.errors import ChannelError
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from tests.p4rt_helpers import listening, make_pki
-from tests.support import nfc_cli
+from tests.support import build_example
 
 OK, INVALID, OUT_OF_RANGE, NOT_FOUND = code_pb2.OK, code_pb2.INVALID_ARGUMENT, code_pb2.OUT_OF_RANGE, code_pb2.NOT_FOUND
 
@@ -39,9 +39,7 @@ def builds(tmp_path_factory) -> dict[str, Path]:
     32-bit); acl_ternary: a table keyed ternary, ternary, range (acl)."""
     out = {}
     for name, source in (("vpn", "examples/vpn_gateway.nfp"), ("acl", "tests/corpus/acl_ternary.nfp")):
-        out[name] = tmp_path_factory.mktemp(name)
-        r = nfc_cli("build", source, "-o", str(out[name]), "--no-verify")
-        assert r.returncode == 0, r.stderr
+        out[name] = build_example(source, "tofino+dpdk", "--no-verify")
     return out
 
 

@@ -28,17 +28,13 @@ from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntr
 from runtime.p4runtime import ClientTls, SwitchClient
 from runtime.server_proc import ServerProcess
 from tests.p4rt_helpers import make_pki
-from tests.support import HAVE_DPDK, nfc_cli, run_make
+from tests.support import HAVE_DPDK, build_example
 
 needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
 
 def _build(tmp: Path, example: str) -> Path:
-    out = tmp / example
-    r = nfc_cli("build", f"examples/{example}.nfp", "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    r = run_make(out / "server")
-    assert r.returncode == 0, r.stderr[-2000:]
+    out = build_example(f"examples/{example}.nfp", "tofino+dpdk", server=True)
     return out
 
 
@@ -292,10 +288,7 @@ def test_runtime_refuses_a_server_program_of_another_nf(tmp_path):
 
 @pytest.fixture(scope="module")
 def acl_build(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("acl") / "acl"
-    r = nfc_cli("build", "tests/corpus/acl_ternary.nfp", "-o", str(out),
-                        "--no-verify")
-    assert r.returncode == 0, r.stderr
+    out = build_example("tests/corpus/acl_ternary.nfp", "tofino+dpdk", "--no-verify")
     return out
 
 

@@ -18,7 +18,7 @@ from runtime.api import Runtime
 from runtime.entries import EntriesError, EntrySpec, load_entries
 from runtime.errors import InvalidEntry
 from runtime.goal import GoalStore
-from tests.support import compile_file, nfc_cli
+from tests.support import build_example, compile_file
 
 KEY = 0x2B7E151628AED2A6ABF7158809CF4F3C  # RFC 3686's AES-128 test key: digits easy to look for
 TOO_WIDE = (1 << 128) | KEY
@@ -26,9 +26,7 @@ TOO_WIDE = (1 << 128) | KEY
 
 @pytest.fixture(scope="module")
 def built(tmp_path_factory):
-    out = tmp_path_factory.mktemp("secrets") / "out"
-    r = nfc_cli("build", "examples/ipsec_gateway.nfp", "-o", str(out), "--no-verify", "--target", "tofino+dpdk")
-    assert r.returncode == 0, r.stderr
+    out = build_example("examples/ipsec_gateway.nfp", "tofino+dpdk", "--no-verify")
     return out
 
 

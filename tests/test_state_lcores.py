@@ -26,6 +26,7 @@ from tests.support import (
     L3_HEAD,
     ROOT,
     TABLES_RUNTIME,
+    build_example,
     compile_file,
     nfc_cli,
     run_harness,
@@ -41,9 +42,7 @@ FLOWS, PER_FLOW = 240, 12
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, object]:
-    out = tmp_path_factory.mktemp("flow_state") / "build"
-    r = nfc_cli("build", "tests/corpus/flow_state.nfp", "--target", "dpdk", "-o", str(out), "--no-verify")
-    assert r.returncode == 0, r.stderr[-3000:]
+    out = build_example("tests/corpus/flow_state.nfp", "dpdk", "--no-verify")
     m = run_make(out / "server", "nf-san")
     assert m.returncode == 0, m.stderr[-3000:]
     return out / "server" / "nf-san", compile_file(str(ROOT / "tests/corpus/flow_state.nfp"))
@@ -220,9 +219,7 @@ def test_a_loaded_mapping_holds_its_port_and_is_refreshed(tmp_path, monkeypatch)
     from runtime.server_proc import ServerProcess, eal_args
 
     monkeypatch.setenv("ASAN_OPTIONS", "detect_leaks=0:abort_on_error=1")
-    out = tmp_path / "build"
-    r = nfc_cli("build", "examples/cgnat.nfp", "--target", "dpdk", "--allow-overcommit", "-o", str(out), "--no-verify")
-    assert r.returncode == 0, r.stderr[-3000:]
+    out = build_example("examples/cgnat.nfp", "dpdk", "--allow-overcommit", "--no-verify")
     m = run_make(out / "server", "nf-san")
     assert m.returncode == 0, m.stderr[-3000:]
     (tmp_path / "entries.txt").write_text("subnet_to_external 0x0a000000/8 : 0xcb007101\n"

@@ -16,17 +16,14 @@ from scapy.layers.vxlan import VXLAN
 from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
 from tests.oracles import crc16_arc, ip2int, mac2int
-from tests.support import compile_ir, nfc_cli
+from tests.support import build_example, compile_ir, nfc_cli
 
 NH_MAC, GW_MAC, GW_IP = "02:00:00:00:00:99", "02:00:0a:ff:00:01", "10.255.0.1"
 
 
 @pytest.fixture(scope="module", params=["tna", "v1model"])
 def model(request, tmp_path_factory):
-    out = tmp_path_factory.mktemp("vpn")
-    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--no-verify")
-    assert r.returncode == 0, r.stderr
+    out = build_example("examples/vpn_gateway.nfp", "tofino+dpdk", "--no-verify")
     m = SwitchModel.from_build(out, request.param)
     m.tables["vni_to_qinq"].insert(Entry((Match(5000),), {"s_tag": 7, "c_tag": 42, "port": 3}))
     m.tables["underlay_routes"].insert(Entry((Match(ip2int("172.16.0.0"), 16),),

@@ -25,7 +25,7 @@ from runtime.entries import EntriesError, load_entries
 from runtime.errors import ChannelError
 from runtime.p4runtime import ClientTls, SwitchClient, SwitchUpdate
 from tests.p4rt_helpers import listening, make_pki
-from tests.support import HAVE_DPDK, ROOT, nfc_cli, run_make
+from tests.support import HAVE_DPDK, ROOT, build_example, nfc_cli, run_make
 
 ENTRIES = """
 vni_to_qinq:
@@ -39,10 +39,7 @@ underlay_routes:
 
 @pytest.fixture(scope="module")
 def vpn(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("vpn")
-    r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out),
-                        "--no-verify")
-    assert r.returncode == 0, r.stderr
+    out = build_example("examples/vpn_gateway.nfp", "tofino+dpdk", "--no-verify")
     return out
 
 

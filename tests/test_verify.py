@@ -124,7 +124,7 @@ def test_broken_miss_path_bridge_is_rejected():
 
 
 def test_nfc_verify_cli(tmp_path):
-    out = tmp_path / "vpn"
+    out = tmp_path / "out"
     r = nfc_cli("build", "examples/vpn_gateway.nfp", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert "verified" in r.stderr

@@ -108,9 +108,10 @@ def parse_program(text: str) -> p.Program:
 
 @lru_cache(maxsize=1)
 def _lark() -> lark.Lark:
-    # The transformer runs as LALR reduces: no parse tree, no recursion on deep nesting.
+    # The transformer runs as LALR reduces: no parse tree, no recursion on deep nesting.  cache=True:
+    # the LALR tables are kept between processes (lang/parser.py says how).
     return lark.Lark(GRAMMAR.read_text(), parser="lalr", lexer="contextual", transformer=_Build(),
-                     maybe_placeholders=True)
+                     maybe_placeholders=True, cache=True)
 
 
 def _split_preamble(text: str) -> tuple[tuple[str, ...], str]:

@@ -31,7 +31,7 @@ HAVE_DPDK = shutil.which("make") is not None and shutil.which("pkg-config") is n
 from compiler.content_cache import cache_root, compiler_fingerprint, content_key, locked  # noqa: E402
 from lang import Diagnostics, SourceMap, load  # noqa: E402
 from lang.symbols import CheckedProgram  # noqa: E402
-from runtime.made import make_program  # noqa: E402
+from runtime.made import PRODUCTS, make_program  # noqa: E402
 
 
 class Front:
@@ -254,7 +254,18 @@ def run_make(folder: Path, target: str = "nf") -> subprocess.CompletedProcess[st
 
 
 def build_with_server(source: str, out: Path, *extra: str) -> Path:
-    """``nfc build SOURCE -o OUT --no-verify EXTRA...`` and ``make`` of its server program."""
+    """``nfc build SOURCE -o OUT --no-verify EXTRA...`` and ``make`` of its server program; its
+    folder.  A source of the project's own (an example, a corpus program) is built once and
+    shared read-only instead (``build_example``), and OUT is not used."""
+    path = Path(source) if Path(source).is_absolute() else ROOT / source
+    if path.resolve().is_relative_to(ROOT) and not path.resolve().is_relative_to(ROOT / "build"):
+        flags = list(extra)
+        target = "tofino+dpdk"
+        if "--target" in flags:
+            i = flags.index("--target")
+            target = flags[i + 1]
+            del flags[i:i + 2]
+        return build_example(str(path.resolve().relative_to(ROOT)), target, "--no-verify", *flags, server=True)
     r = nfc_cli("build", source, "-o", str(out), "--no-verify", *extra)
     assert r.returncode == 0, r.stderr
     m = run_make(out / "server")
@@ -380,8 +391,12 @@ def _program_missing(folder: Path) -> bool:
 
 
 def _files(folder: Path) -> dict[str, tuple[int, int]]:
+    """The sources of a build folder, with their sizes and times.  What ``make`` makes from them
+    (server programs, objects: through runtime/made.py, by content) may be added to a shared
+    build; a source may not change."""
     return {str(f.relative_to(folder)): (f.stat().st_size, f.stat().st_mtime_ns)
-            for f in folder.rglob("*") if f.is_file() and "__pycache__" not in f.parts}
+            for f in folder.rglob("*") if f.is_file() and "__pycache__" not in f.parts
+            and f.name not in PRODUCTS and f.suffix != ".o" and not f.name.startswith(".")}
 
 
 def copy_build(out: Path, dest: Path) -> Path:
