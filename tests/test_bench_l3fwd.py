@@ -26,7 +26,7 @@ from bench import _l3fwd_work as work
 from bench._dpdk_proc import Sample, parse_schedstat, window_between
 from compiler.manifest import load_plan
 from runtime.server_proc import eal_args
-from tests.support import HAVE_DPDK, build_example
+from tests.support import build_example, needs_dpdk
 
 Net = ipaddress.IPv4Network
 
@@ -197,7 +197,7 @@ def malformed(good: bytes) -> dict[str, bytes]:
             "bad_ipv4_header": ip(version=6), "ipv4_options": ip(ihl=6), "bad_ipv4_length": ip(len=19)}
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (pkg-config libdpdk) and make")
+@needs_dpdk
 def test_l3fwd_nfp_routes_rewrites_and_drops_as_l3fwd_does(tmp_path: Path) -> None:
     """The benchmark's .nfp, built for DPDK and loaded with the benchmark's entries file: every
     flow leaves by the route's port with the longest match's next hop (an LPM over ipaddress),

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.support import ROOT
+from tests.support import ROOT, needs_dpdk
 
 SCRIPTS = sorted((ROOT / "bench").glob("bench_*.py"))
 
@@ -26,15 +26,12 @@ def test_build_py_bench_names_an_unknown_benchmark():
     assert r.returncode == 2 and "no benchmark no_such" in r.stderr and "l3fwd" in r.stderr
 
 
+@needs_dpdk
 def test_the_hand_specialised_l3fwd_burst_forwards_as_the_generated_one():
     """bench/bench_specialised.py's variants (the burst and the loop of bench/l3fwd.nfp's server
     replaced by hand) must forward the flows byte for byte as the generated program, with the
     same counters, or their figures say nothing; and the runtime markers they replace must
     still be there."""
-    from tests.support import HAVE_DPDK
-
-    if not HAVE_DPDK:
-        pytest.skip("needs DPDK (python3 build.py setup)")
     r = subprocess.run([sys.executable, "bench/bench_specialised.py", "--check-only"], capture_output=True,
                        text=True, cwd=ROOT, timeout=600)
     assert r.returncode == 0 and "byte for byte" in r.stdout, r.stdout[-2000:] + r.stderr[-2000:]

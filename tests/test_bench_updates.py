@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from bench._dpdk_proc import parse_switches, thread_usage
-from tests.support import HAVE_DPDK
+from tests.support import needs_dpdk
 
 ROOT = Path(__file__).resolve().parent.parent
 MODES = ("idle", "neighbour", "64K/s", "100K/s", "max")
@@ -56,7 +56,7 @@ def quick(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (pkg-config libdpdk)")
+@needs_dpdk
 @pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1")
 def test_update_benchmark_packets_reach_the_churned_table_and_are_forwarded(quick: dict[str, Any]) -> None:
     data = quick
@@ -78,7 +78,7 @@ def test_update_benchmark_packets_reach_the_churned_table_and_are_forwarded(quic
             assert sc["modes"][mode]["windows"][0]["updates"] > 0, (key, mode)
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (pkg-config libdpdk)")
+@needs_dpdk
 @pytest.mark.skipif(not {0, 1} <= os.sched_getaffinity(0), reason="needs CPUs 0 and 1")
 def test_update_benchmark_gives_the_forwarding_thread_a_cpu_of_its_own(quick: dict[str, Any]) -> None:
     """The writer (control thread) and the client run on the other core, so that the loss per

@@ -20,7 +20,7 @@ from compiler.interp import Entry, Interpreter, Match
 from compiler.placed import PlacedError, load_placed
 from runtime.api import Runtime
 from runtime.errors import InvalidEntry
-from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_cli
+from tests.support import ROOT, compile_file, needs_dpdk, nfc_cli
 
 ROUTE = {"match": {"meta_customer": 7, "meta_overlay": 42, "vm_ip": "192.168.1.10"},
          "values": {"host_ip": "172.16.5.5", "vni": 5000}}
@@ -58,7 +58,7 @@ def test_verify_and_switch_model_use_the_folder_alone(moved):
     assert bridged[0] == 1  # to the server behind bridge #1
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@needs_dpdk
 def test_run_and_the_runtime_api_use_the_folder_alone(moved):
     out, cwd = moved
     (cwd / "entries.json").write_text(json.dumps({"overlay_routes": [ROUTE], "underlay_routes": [UNDERLAY]}))

@@ -20,10 +20,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import HAVE_DPDK, ROOT, nfc_cli
+from tests.support import DPDK, ROOT, nfc_cli
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev, pkg-config) or make missing: "
-                                                      "python3 build.py setup installs them")
+pytestmark = DPDK
 
 PROGRAMS = sorted((ROOT / "examples").glob("*.nfp")) + sorted((ROOT / "tests/corpus").glob("*.nfp"))
 TARGETS = ("tofino+dpdk", "dpdk")  # the combinations that write OUT/server

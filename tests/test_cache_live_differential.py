@@ -10,11 +10,9 @@ tables, sends it: same bytes, same port, whichever side answered it."""
 from __future__ import annotations
 
 import ipaddress
-import os
 import random
 import threading
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -26,10 +24,9 @@ from runtime.api import Runtime
 from runtime.cache_manager import CacheManager, IdleLimits
 from runtime.live import LiveDataPlane, pace
 from runtime.steering import steer_all
-from tests.support import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server, compile_ir
+from tests.support import LIVE, ROOT, P4RuntimeSwitch, build_with_server, compile_ir
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
-                                reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
+pytestmark = LIVE
 
 DSR_IP, ACCESS_PORT, FABRIC_PORT = "10.200.0.1", 2, 30
 VNIS = {100: 3, 101: 4}

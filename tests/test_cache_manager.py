@@ -26,7 +26,7 @@ from runtime.cache_manager import BLUEBIRD, CacheManager, IdleLimits, Managers, 
 from runtime.p4runtime import SwitchClient
 from runtime.server_proc import ServerProcess
 from tests.packet_fuzz import write_pcap
-from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_cli, run_make
+from tests.support import ROOT, compile_file, needs_dpdk, nfc_cli, run_make
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
 HOSTS = [0x0A000000 + i for i in range(20)]
@@ -76,7 +76,7 @@ def _forwarded_by_server(srv: ServerProcess, packets: int) -> None:
         time.sleep(0.05)
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@needs_dpdk
 @pytest.mark.parametrize("notify", [False, True], ids=["idle-read", "idle-notified"])
 def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path, notify):
     """The manager finds the idle entries by reading every cached entry's idle time, or
@@ -103,7 +103,7 @@ def test_idle_entries_leave_and_the_hottest_misses_take_their_room(tmp_path, not
     assert candidates == {}  # notified: the four evicted left the candidates
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@needs_dpdk
 def test_a_promotion_does_not_wait_for_a_read_of_the_whole_cache(tmp_path):
     """Managers promote in a thread of their own: while an eviction step's read of every cached
     entry's idle time is held up (here until the test lets it go; a read of 100,000 entries
@@ -184,7 +184,7 @@ def test_an_lpm_prefix_is_promoted_only_once_what_is_inside_it_is_cached():
     assert sorted(d.evict) == sorted([wide, narrow]) and policy.cached == set()
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@needs_dpdk
 def test_server_entries_much_hotter_than_the_coldest_cached_ones_take_their_place(tmp_path):
     """A full cache whose entries are none of them idle long enough to go (no idle limit at
     all here) still follows the traffic: the cached entries the switch saw no hit of between

@@ -26,9 +26,9 @@ from runtime.goal import GoalStore
 from runtime.p4runtime import SwitchClient, SwitchUpdate
 from runtime.server_proc import ServerProcess
 from runtime.steering import steer_all
-from tests.support import HAVE_DPDK, ROOT, build_with_server, nfc_cli, run_make
+from tests.support import DPDK, ROOT, build_with_server, nfc_cli, run_make
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
 HOSTS = {0x0A000000 + i: 100 + i for i in range(20)}  # host -> port

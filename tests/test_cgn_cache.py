@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import ipaddress
 import json
-import os
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -31,10 +30,9 @@ from runtime.goal import GoalStore
 from runtime.live import LiveDataPlane
 from runtime.p4runtime import SwitchUpdate
 from runtime.steering import steer_all
-from tests.support import HAVE_DPDK, ROOT, P4RuntimeSwitch, build_with_server, nfc_cli
+from tests.support import LIVE, ROOT, P4RuntimeSwitch, build_with_server, nfc_cli
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
-                                reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
+pytestmark = LIVE
 
 EXT_IP, INSIDE, OUTSIDE, REMOTE = "198.51.100.1", 0, 24, "203.0.113.9"
 TIMEOUT = 2  # s: the UDP mappings' timeout in this copy of the example (300 s in cgnat.nfp)

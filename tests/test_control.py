@@ -16,9 +16,9 @@ import pytest
 from runtime.control import OP, REQ, ControlChannel
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry
 from runtime.server_proc import ServerProcess
-from tests.support import HAVE_DPDK, build_example
+from tests.support import DPDK, build_example
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 
 def _build(tmp_path_factory, example: str, target: str = "tofino+dpdk"):

@@ -14,9 +14,7 @@ import pytest
 from runtime.control import OP
 from tests import control_fuzz as cf
 from tests import packet_fuzz as pf
-from tests.support import HAVE_DPDK
-
-needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+from tests.support import needs_dpdk
 
 SESSIONS = 3 if not os.environ.get("NFC_SLOW") else 20  # of 300 steps each, per program
 

@@ -30,9 +30,9 @@ import pytest
 from runtime.control import OP, REP, REQ, ControlChannel, ControlRefused
 from runtime.errors import InvalidEntry
 from runtime.server_proc import ServerProcess, eal_args
-from tests.support import HAVE_DPDK, nfc_cli, run_make
+from tests.support import DPDK, nfc_cli, run_make
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 # A data-plane state table whose entries expire after 1 ms, so that a returning source finds
 # its entry expired (deleted and freed there and then) and inserts it anew; a 1M-entry state
@@ -253,7 +253,9 @@ def test_dump_the_forwarding_lcore_cannot_serve_holds_up_no_other_client(nf_san:
             time.sleep(0.05)
             assert _latency(srv.socket) < FAST
             busy = _reply(dump)
-            assert busy is not None and busy[0] == 12 and 0.9 <= time.monotonic() - asked <= 3
+            # the lcore gives up on a copy it cannot make after 1 s (never sooner); how much later the
+            # answer comes depends on the machine's load, so the upper bound only says it comes
+            assert busy is not None and busy[0] == 12 and 0.9 <= time.monotonic() - asked <= 60
             pump.start()  # the lcore forwards again, and copies
             # entries live 1 ms: a copy made while a loaded machine (CI, a sanitizer build) holds
             # the lcore back a little may find every one expired; one of a few finds some

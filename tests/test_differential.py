@@ -28,9 +28,9 @@ from scapy.layers.vxlan import VXLAN
 from scapy.utils import RawPcapReader, RawPcapWriter
 
 from compiler.interp import Entry, Interpreter, Match
-from tests.support import HAVE_DPDK, ROOT, build_example, compile_file, nfc_run, reference_outputs, run_make
+from tests.support import DPDK, ROOT, build_example, compile_file, nfc_run, reference_outputs, run_make
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 SLOW = bool(os.environ.get("NFC_SLOW"))
 N = 500  # packets per direction

@@ -21,14 +21,14 @@ import re
 import pytest
 
 from tests.support import (
-    HAVE_DPDK,
+    DPDK,
     ROOT,
     build_example,
     nfc_cli,
 )
 from tests.support.differential import agree
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 N = 1200 if os.environ.get("NFC_SLOW") else 300  # packets per example on tofino+dpdk, a third on the others
 EXAMPLES = ["bluebird_tor", "cgnat", "dsr_router", "vpn_gateway", "ipsec_gateway"]

@@ -19,10 +19,18 @@ from bench._dpdk_proc import telemetry, telemetry_socket
 from compiler.interp import Entry, Interpreter, Match
 from emulator.switchmodel import SwitchModel
 from emulator.switchmodel.server_ref import ServerReference
-from tests.support import HAVE_DPDK, ROOT, build_example, compile_file, nfc_cli, nfc_run, reference_outputs, run_make
+from tests.support import (
+    DPDK,
+    ROOT,
+    build_example,
+    compile_file,
+    nfc_cli,
+    nfc_run,
+    reference_outputs,
+    run_make,
+)
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK,
-                                reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
+pytestmark = DPDK
 
 ROUTES = [(7, 42, 0xC0A8010A, 0xAC100505, 5000), (7, 43, 0xC0A8010A, 0xAC100506, 5001),
           (8, 42, 0xC0A80164, 0xAC100507, 77)]

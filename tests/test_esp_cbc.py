@@ -25,9 +25,9 @@ from scapy.layers.l2 import Ether
 
 from compiler.interp import Entry, Interpreter, Match
 from tests.oracles import ip2int, mac2int
-from tests.support import HAVE_DPDK, build_with_server, compile_file, nfc_cli, nfc_run, reference_outputs, write
+from tests.support import DPDK, build_with_server, compile_file, nfc_cli, nfc_run, reference_outputs, write
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 PLAIN = """parser plain {
   state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: inner_ip; default: drop(not_ipv4); } }

@@ -15,7 +15,7 @@ from scapy.layers.l2 import Ether
 
 from compiler.interp import Entry, Interpreter, Match
 from tests.oracles import ip2int
-from tests.support import HAVE_DPDK, ROOT, build_with_server, compile_ir, nfc_run
+from tests.support import ROOT, build_with_server, compile_ir, needs_dpdk, nfc_run
 
 KEY, SALT, SPI_IN, SPI_OUT, SA = bytes(range(32, 48)), bytes.fromhex("5a17c0de"), 0x3001, 0x4001, 7
 PEER, LOCAL, PEER_PORT, TENANT_PORT, OUT_PORT = "198.51.100.9", "203.0.113.9", 0, 4, 2
@@ -96,7 +96,7 @@ def test_the_interpreter_infers_the_high_bits_and_keeps_the_window_across_2_32()
     _check_outbound([o.data for o in sent])
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@needs_dpdk
 def test_the_server_infers_the_high_bits_and_keeps_the_window_across_2_32(tmp_path):
     out = build_with_server("tests/corpus/esp_esn.nfp", tmp_path / "out", "--target", "dpdk")
     entries = {"inbound_sa": [{"match": {"esp_spi": SPI_IN}, "values": INBOUND_SA, "priority": 0}],
@@ -110,7 +110,7 @@ def test_the_server_infers_the_high_bits_and_keeps_the_window_across_2_32(tmp_pa
     _check_outbound(list(got[OUT_PORT].elements()))
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@needs_dpdk
 def test_headers_a_decryption_invalidated_read_as_invalid_in_its_branches(tmp_path):
     """After ``if (esp_decrypt_esn(..)) { .. esp.seq .. }`` the header is gone: the branch reads
     esp.seq as 0, as the interpreter does (the server once read the stale bytes there)."""

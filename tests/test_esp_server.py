@@ -21,7 +21,7 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.ipsec import ESP
 from scapy.layers.l2 import Ether
 
-from tests.support import HAVE_DPDK, build_with_server, nfc_run
+from tests.support import DPDK, build_with_server, nfc_run
 from tests.support.ipsec import (
     GATEWAY_MAC,
     GATEWAY_VIP,
@@ -37,7 +37,7 @@ from tests.support.ipsec import (
     tenant,
 )
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 @pytest.fixture(scope="module", params=["tofino+dpdk", "dpdk"])
 def built(tmp_path_factory, request):

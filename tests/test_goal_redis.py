@@ -17,7 +17,7 @@ from runtime.api import Runtime
 from runtime.goal import GoalError, GoalStore, open_goal
 from runtime.goal_redis import RedisGoalStore
 from runtime.server_proc import ServerProcess
-from tests.support import HAVE_DPDK, build_with_server, needs_redis
+from tests.support import build_with_server, needs_dpdk, needs_redis
 
 pytestmark = needs_redis
 
@@ -61,7 +61,7 @@ def test_a_store_that_cannot_be_reached_is_a_goal_error(tmp_path):
         open_goal(f"unix://{tmp_path / 'nobody.sock'}", "t")
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@needs_dpdk
 def test_a_restarted_agent_brings_a_fresh_server_to_100k_entries_from_the_store(redis_url, tmp_path):
     out = build_with_server("examples/ipsec_gateway.nfp", tmp_path / "ipsec", "--target", "dpdk")
     n = 100_000

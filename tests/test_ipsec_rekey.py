@@ -12,10 +12,8 @@ the DPDK program over a veth pair).  The ESP is scapy's and ``cryptography``'s:
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP, UDP
@@ -26,10 +24,9 @@ from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
 from runtime.steering import steer_all
 from tests.oracles import ip2int, mac2int
-from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_example
+from tests.support import LIVE, P4RuntimeSwitch, build_example
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
-                                reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
+pytestmark = LIVE
 
 GATEWAY_VIP, GATEWAY_MAC = "203.0.113.1", "02:00:cb:00:71:01"
 PEER, NH_MAC, VNET_MAC = "198.51.100.7", "02:00:00:00:00:99", "02:00:00:00:0a:01"

@@ -18,7 +18,7 @@ from scapy.layers.l2 import Dot1Q, Ether
 
 from compiler.analysis import changed_by
 from compiler.interp import Entry, Interpreter, Match
-from tests.support import HAVE_DPDK, compile_file, nfc_cli, nfc_run, reference_outputs, write
+from tests.support import compile_file, needs_dpdk, nfc_cli, nfc_run, reference_outputs, write
 
 
 def test_a_read_is_changed_by_its_own_write_and_by_its_header_changing_validity() -> None:
@@ -121,7 +121,7 @@ ENTRIES = {
 }
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@needs_dpdk
 @pytest.mark.parametrize("program", [PROGRAM, IN_ORDER], ids=["stage-by-stage", "packet-by-packet"])
 def test_lookups_after_a_rewrite_a_pop_and_a_metadata_write_give_the_reference_outputs(tmp_path: Path,
                                                                                         program: str) -> None:

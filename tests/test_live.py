@@ -21,10 +21,18 @@ from scapy.utils import rdpcap, wrpcap
 
 from runtime.api import Runtime
 from runtime.live import LiveDataPlane, pace
-from tests.support import HAVE_DPDK, NH_MAC, ROOT, P4RuntimeSwitch, build_example, copy_build, expected_vxlan, nfc_cli
+from tests.support import (
+    LIVE,
+    NH_MAC,
+    ROOT,
+    P4RuntimeSwitch,
+    build_example,
+    copy_build,
+    expected_vxlan,
+    nfc_cli,
+)
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
-                                reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
+pytestmark = LIVE
 
 
 def _customer(c: int, o: int, k: int, seq: int) -> Ether:

@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import ipaddress
 
-import pytest
-
 from bench import _l3fwd_work as work
 from bench.bench_lpm_memory import DSR, load, write_entries
-from tests.support import HAVE_DPDK, build_with_server
+from tests.support import DPDK, build_with_server
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (python3 build.py setup)")
+pytestmark = DPDK
 
 ROUTES = [(1, "10.0.0.0/8"), (1, "10.1.0.0/16"), (1, "10.1.2.0/24"), (1, "10.1.2.128/25"), (1, "11.0.0.0/8"),
           (2, "192.168.0.0/16"), (2, "172.16.0.0/12"), (2, "192.168.1.1/32"), (3, "10.1.2.0/24")]

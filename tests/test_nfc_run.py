@@ -15,8 +15,8 @@ from scapy.layers.vxlan import VXLAN
 from scapy.utils import rdpcap, wrpcap
 
 from tests.support import (
+    DPDK,
     GW_IP,
-    HAVE_DPDK,
     L3_HEAD,
     NH_MAC,
     build_example,
@@ -27,8 +27,7 @@ from tests.support import (
     write,
 )
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK,
-                                reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
+pytestmark = DPDK
 
 N_ROUTES = 100_000
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.nfp_fuzz import Mutator, fuzz, lex, minimise, run_one, seed_programs
-from tests.support import HAVE_DPDK, ROOT
+from tests.support import ROOT, needs_dpdk
 
 COUNT = 2000 if os.environ.get("NFC_SLOW") else 300
 CRASHES = ROOT / "tests/corpus/fuzz_crashes"
@@ -187,7 +187,7 @@ def _unused_variable(x: object, counter: object, t: object) -> object:
     return c.Decl("int", "nfc_planted_unused", c.Int(0, ""))  # -Wunused-variable, an error under -Werror
 
 
-@pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+@needs_dpdk
 def test_a_server_program_that_does_not_compile_warning_free_is_a_failure(monkeypatch):
     """A build nfc calls good whose nf.c draws a warning from the C compiler (as its Makefile
     builds it) is reported, signed by the compiler's message."""

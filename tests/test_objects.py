@@ -26,7 +26,7 @@ from runtime.errors import ChannelError, InvalidEntry
 from runtime.goal import GoalStore
 from runtime.objects import CounterValue, MeterRates
 from runtime.server_proc import ServerProcess, eal_args
-from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_example, build_with_server, nfc_cli
+from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_example, build_with_server, needs_dpdk, nfc_cli
 
 SOURCE = "tests/corpus/counters_meters.nfp"
 TAG = struct.Struct(">I")  # nf --tagged: the logical port before each frame
@@ -51,7 +51,6 @@ def _colour(out: bytes | None) -> str:
 
 # ---- the server program ------------------------------------------------------------------------
 
-needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
 
 @pytest.fixture(scope="module")

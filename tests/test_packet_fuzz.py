@@ -18,9 +18,7 @@ from scapy.layers.l2 import Dot1AD, Dot1Q, Ether
 from compiler.placement import Direction
 from emulator.switchmodel import SwitchModel
 from tests import packet_fuzz as pf
-from tests.support import HAVE_DPDK
-
-needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+from tests.support import needs_dpdk
 
 # what the server generator does not lower yet (E100) is skipped with its diagnostic (none today)
 NOT_YET: set[tuple[str, str]] = set()

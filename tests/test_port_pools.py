@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import pytest
 
-from tests.support import HAVE_DPDK, ROOT, TABLES_RUNTIME, run_harness, sanitized_harness
+from tests.support import DPDK, ROOT, TABLES_RUNTIME, run_harness, sanitized_harness
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 
 @pytest.fixture(scope="module")

@@ -21,9 +21,9 @@ from runtime.api import Runtime
 from runtime.goal import GoalStore
 from runtime.p4runtime import SwitchUpdate
 from runtime.server_proc import ServerProcess
-from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_with_server
+from tests.support import DPDK, P4RuntimeSwitch, build_with_server
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 # (vrf, prefix) -> (tunnel_dst, tunnel_key): nested prefixes in two VRFs
 ROUTES = {(1, "10.0.0.0/8"): (0xAC100001, 1), (1, "10.1.0.0/16"): (0xAC100002, 2),

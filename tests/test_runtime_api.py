@@ -28,9 +28,7 @@ from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntr
 from runtime.p4runtime import ClientTls, SwitchClient
 from runtime.server_proc import ServerProcess
 from tests.p4rt_helpers import make_pki
-from tests.support import HAVE_DPDK, build_example
-
-needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+from tests.support import HAVE_DPDK, build_example, needs_dpdk
 
 
 def _build(tmp: Path, example: str) -> Path:

@@ -26,9 +26,9 @@ from runtime.api import Runtime
 from runtime.control import OP, REQ, VERSION
 from runtime.errors import EntryExists, EntryNotFound, InvalidEntry
 from runtime.server_proc import ServerProcess, eal_args
-from tests.support import HAVE_DPDK, build_with_server, run_make
+from tests.support import DPDK, build_with_server, run_make
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 TAG = struct.Struct(">I")  # nf --tagged: the logical port before each frame
 FULL = 0xFFFFFFFF

@@ -9,14 +9,13 @@ import random
 import zlib
 from collections import Counter
 
-import pytest
 from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from tests.oracles import crc16_arc
-from tests.support import HAVE_DPDK, build_with_server, nfc_run
+from tests.support import DPDK, build_with_server, nfc_run
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (python3 build.py setup)")
+pytestmark = DPDK
 
 SOURCE = """import "std/headers.nfp";
 packet { eth: ethernet; ip: ipv4; udp: udp; }

@@ -18,9 +18,9 @@ from scapy.layers.l2 import Ether
 from emulator.switchmodel import SwitchReference
 from runtime.errors import RuntimeApiError
 from tests.packet_fuzz import write_pcap
-from tests.support import HAVE_DPDK, ROOT, compile_file, nfc_cli, run_harness, run_make
+from tests.support import DPDK, ROOT, compile_file, nfc_cli, run_harness, run_make
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 PROGRAM = ROOT / "tests/corpus/host_cache.nfp"
 HOSTS = [0x0A000001 + 7 * i for i in range(12)]

@@ -14,9 +14,9 @@ from scapy.layers.inet import IP, UDP
 from scapy.layers.l2 import Ether
 
 from compiler.interp import Interpreter
-from tests.support import HAVE_DPDK, build_with_server, compile_file, nfc_run, reference_outputs
+from tests.support import DPDK, build_with_server, compile_file, nfc_run, reference_outputs
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (python3 build.py setup)")
+pytestmark = DPDK
 
 TAIL = """
 stage s { ip.ttl = ip.ttl - 1; forward(1); }

@@ -21,9 +21,9 @@ from bench import _l3fwd_work as work
 from bench.bench_lpm_memory import load
 from compiler.profiles import load_profiles
 from compiler.resources import ServerMemory, server_memory
-from tests.support import HAVE_DPDK, MEMORY_SIZES, build_with_server, compile_file, write_sized
+from tests.support import DPDK, MEMORY_SIZES, build_with_server, compile_file, write_sized
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (python3 build.py setup)")
+pytestmark = DPDK
 
 
 def _entries(path: Path, sizes: dict[str, int]) -> None:

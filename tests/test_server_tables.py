@@ -23,7 +23,7 @@ from compiler.interp import Entry, Interpreter, Match
 from runtime.control import ControlChannel
 from runtime.server_proc import ServerProcess, eal_args
 from tests.support import (
-    HAVE_DPDK,
+    DPDK,
     ROOT,
     TABLES_RUNTIME,
     compile_file,
@@ -34,8 +34,7 @@ from tests.support import (
     sanitized_harness,
 )
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK,
-                                reason="DPDK (libdpdk-dev) or make missing: python3 build.py setup installs them")
+pytestmark = DPDK
 
 SOURCE = ROOT / "tests" / "corpus" / "lpm_routes.nfp"
 TAG = struct.Struct(">I")  # nf --tagged: the logical port before each frame

@@ -42,11 +42,11 @@ from runtime.server_proc import ServerProcess
 from runtime.steering import balance
 from tests.oracles import crc16_arc
 from tests.support import (
-    HAVE_DPDK,
     ROOT,
     P4RuntimeSwitch,
     build_with_server,
     compile_file,
+    needs_dpdk,
     nfc_cli,
     nfc_run,
     write,
@@ -288,7 +288,6 @@ def test_a_server_alone_ignores_the_clause(tmp_path):
 
 # ---- the IPsec gateway over two GPNs -------------------------------------------------------
 
-needs_dpdk = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
 
 
 @pytest.fixture(scope="module")

@@ -24,7 +24,6 @@ import threading
 import time
 from collections import Counter
 from itertools import pairwise
-from pathlib import Path
 
 import pytest
 from scapy.layers.inet import IP
@@ -38,10 +37,9 @@ from runtime.entries import load_entries
 from runtime.fleet import ServerFleet, replicated_tables
 from runtime.goal import GoalStore
 from runtime.live import LiveDataPlane, pace
-from tests.support import HAVE_DPDK, P4RuntimeSwitch, build_with_server
+from tests.support import LIVE, P4RuntimeSwitch, build_with_server
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
-                                reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")
+pytestmark = LIVE
 
 GPN_PORTS = [32, 33]
 SPI_OUT = {9: 0x2001, 11: 0x2002}  # tests/test_esp_server.py's SAs: tunnel 9 on GPN 0, 11 on GPN 1

@@ -17,9 +17,17 @@ from compiler.interp import Entry, Interpreter, Match
 from compiler.manifest import load_plan
 from compiler.placed import load_placed
 from targets.dpdk.generator import DpdkGenerator
-from tests.support import HAVE_DPDK, build_with_server, compile_file, entry_json, nfc_run, reference_outputs, run_make
+from tests.support import (
+    DPDK,
+    build_with_server,
+    compile_file,
+    entry_json,
+    nfc_run,
+    reference_outputs,
+    run_make,
+)
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="needs DPDK (python3 build.py setup)")
+pytestmark = DPDK
 
 HEAD = """import "std/headers.nfp";
 import "std/ops.nfp";

@@ -22,7 +22,7 @@ import pytest
 
 from tests.packet_fuzz import write_pcap
 from tests.support import (
-    HAVE_DPDK,
+    DPDK,
     L3_HEAD,
     ROOT,
     TABLES_RUNTIME,
@@ -34,7 +34,7 @@ from tests.support import (
     sanitized_harness,
 )
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 TAG = struct.Struct(">I")  # nf --tagged: the logical port before each frame
 FLOWS, PER_FLOW = 240, 12

@@ -181,6 +181,7 @@ def test_p4runtime_port_alone_binds_loopback(vpn, serving):
     assert bound and all(a.is_loopback for a in bound), bound
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
                     reason="nfc run --live needs DPDK, root and iproute2")
 def test_live_run_serves_mutual_tls_and_loads_its_own_entries(vpn, pki, serving, tmp_path):

@@ -16,9 +16,9 @@ import pytest
 from runtime.control import OP, REQ, VERSION
 from runtime.errors import InvalidEntry
 from runtime.server_proc import ServerProcess
-from tests.support import HAVE_DPDK, build_with_server
+from tests.support import DPDK, build_with_server
 
-pytestmark = pytest.mark.skipif(not HAVE_DPDK, reason="DPDK (libdpdk-dev) missing: python3 build.py setup installs it")
+pytestmark = DPDK
 
 TOP = (1 << 128) - 1
 DOC = 0x20010DB8_00000000_00000000_00000001  # 2001:db8::1

@@ -414,3 +414,19 @@ def changed_shared_builds() -> list[str]:
             diff = sorted(set(now.items()) ^ set(files.items()))
             changed.append(f"{out}: {', '.join(sorted({name for name, _ in diff})[:5])}")
     return changed
+
+
+# ---- tiers: `build.py test --quick` leaves out the tests marked slow -------------------------------
+
+DPDK_MISSING = "DPDK (libdpdk-dev) missing: python3 build.py setup installs it"
+# a module whose tests start DPDK programs: `pytestmark = DPDK`
+DPDK = [pytest.mark.slow, pytest.mark.skipif(not HAVE_DPDK, reason=DPDK_MISSING)]
+
+
+def needs_dpdk(test: Any) -> Any:
+    """A test that starts DPDK programs: slow (left out of ``build.py test --quick``), and
+    skipped where DPDK is missing."""
+    return pytest.mark.slow(pytest.mark.skipif(not HAVE_DPDK, reason=DPDK_MISSING)(test))
+# a module whose tests run live (veth pairs in network namespaces): `pytestmark = LIVE`
+LIVE = [pytest.mark.slow, pytest.mark.skipif(not HAVE_DPDK or os.geteuid() != 0 or not Path("/usr/sbin/ip").exists(),
+                                             reason="needs DPDK, root and iproute2 (network namespaces, veth pairs)")]
