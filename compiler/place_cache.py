@@ -13,8 +13,12 @@ solved once per content.
 
 from __future__ import annotations
 
+import contextlib
 import json
+from collections.abc import Iterator
 from pathlib import Path
+
+import z3
 
 from compiler import ir
 from compiler.content_cache import compiler_fingerprint, content_key, entry, locked, store
@@ -40,17 +44,38 @@ def cached_partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics, t
     """``partition``'s answer, from the cache under ``root`` when it holds one (None: no cache);
     the placement and whether it came from the cache."""
     if root is None:
-        return partition(prog, targets, diags, timeout_ms=timeout_ms), False
+        return _solve(prog, targets, diags, timeout_ms), False
     key = placement_key(prog, targets, timeout_ms)
     with locked(root, _KIND, key):  # a second process building the same program waits, then reads it
         kept = _load(entry(root, _KIND, key, _FILE))
         if kept is not None:
             return kept, True
         before = len(diags.items)
-        placement = partition(prog, targets, diags, timeout_ms=timeout_ms)
+        placement = _solve(prog, targets, diags, timeout_ms)
         if placement is not None and placement.optimal and len(diags.items) == before:
             store(root, _KIND, key, _FILE, json.dumps(encode(placement), sort_keys=True).encode())
         return placement, False
+
+
+def _solve(prog: ir.Program, targets: TargetSet, diags: Diagnostics, timeout_ms: int | None) -> Placement | None:
+    with _fresh_z3_context():
+        return partition(prog, targets, diags, timeout_ms=timeout_ms)
+
+
+@contextlib.contextmanager
+def _fresh_z3_context() -> Iterator[None]:
+    """The partitioner's Z3 terms in a context of their own.  Z3's answer among equally good
+    placements follows its terms' ids, which a context shared with earlier queries shifts: the
+    same program placed twice in one process (``nfc.cli.main`` called twice) could get two
+    layouts.  z3py makes its terms in ``main_ctx()``, which it creates on first use; the
+    module's ``_main_ctx`` is replaced for the solve and put back after."""
+    module = z3.z3
+    saved = module._main_ctx
+    module._main_ctx = z3.Context()
+    try:
+        yield
+    finally:
+        module._main_ctx = saved
 
 
 def _load(path: Path | None) -> Placement | None:
