@@ -68,7 +68,12 @@ on ``isValid()`` and on known constants prune branches (``&&`` / ``||`` short-ci
 ``h.isValid() && h.f == 1`` is guarded), unknown conditions fork and refine (``x == K``
 holds in the then-branch), ``setValid`` / ``setInvalid`` update, tables run each of their
 actions, actions called directly run inline, ``exit`` ends the control (later blocks
-still see the packet).  The states are a set deduplicated at every join.  A field read
+still see the packet).  The states are a set deduplicated at every join, and keep only
+the constants that may still decide a branch: of locations read in a condition (or
+copied into one), and live there (read further on before being written; found once per
+dataflow, backwards over its blocks).  A constant that can no longer prune anything
+would only tell states apart, and along a long pipeline those multiply (issue 47: a
+37-stage pipeline's lint took minutes); the findings are those of the full states.  A field read
 is reported when its header is invalid in any state that reaches it, with one parser path
 that leads there.  Architecture-supplied headers (``ig_intr_md``) are always valid; the
 data and checksum arguments of v1model's ``update_checksum`` / ``verify_checksum`` are
@@ -79,13 +84,14 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from typing import assert_never
 
 from targets.p4 import intrinsics as ix
 from targets.p4 import syntax as p
 from targets.p4.printer import expr as _print_expr
 from targets.p4.printer import type_ as _print_type
 
-__all__ = ["CODES", "LintError", "lint"]
+__all__ = ["CODES", "LintError", "lint", "validity_work"]
 
 CODES = {
     "P4L001": "duplicate declaration",
@@ -127,10 +133,22 @@ class LintError:
         return f"{self.severity}[{self.code}] {self.where}: {self.message}"
 
 
-def lint(program: p.Program, arch: str) -> list[LintError]:
+def lint(program: p.Program, arch: str, *, exact: bool = False) -> list[LintError]:
     """Every finding on ``program`` for architecture ``arch`` ("tna", "t2na", "v1model"),
-    errors and warnings, sorted by code and place (ValueError for another ``arch``)."""
-    return _Lint(program, arch).run()
+    errors and warnings, sorted by code and place (ValueError for another ``arch``).
+    ``exact``: P4L050's states keep every constant, not only those that may still decide a
+    branch: the same findings, in time exponential in a pipeline's length (the reference
+    tests/test_compile_scale.py checks the default against)."""
+    return _Lint(program, arch, exact).run()
+
+
+def validity_work(program: p.Program, arch: str, *, exact: bool = False) -> int:
+    """How many abstract states P4L050's analysis ran through statements while linting
+    ``program``, over all its dataflows: its work, in units a test can compare across
+    program sizes (it grows linearly with the pipeline; wall time would depend on the machine)."""
+    checker = _Lint(program, arch, exact)
+    checker.run()
+    return checker.validity_work
 
 
 # ---- types ---------------------------------------------------------------------------------
@@ -232,10 +250,12 @@ IDLE_PROPERTY = {"tna": "idle_timeout", "t2na": "idle_timeout", "v1model": "supp
 
 
 class _Lint:
-    def __init__(self, program: p.Program, arch: str) -> None:
+    def __init__(self, program: p.Program, arch: str, exact: bool = False) -> None:
         self.prog = program
         self.arch = arch
+        self.exact = exact  # see lint()
         self.errors: dict[tuple[str, str, str, str], LintError] = {}
+        self.validity_work = 0  # see validity_work()
         self.i_types = ix.types(arch)
         self.i_typedefs = ix.typedefs(arch)
         self.i_consts = ix.constants(arch)
@@ -270,7 +290,9 @@ class _Lint:
         self.check_decls()
         self.check_packages()
         for flow in self.flows():
-            _Validity(self, flow).run()
+            validity = _Validity(self, flow)
+            validity.run()
+            self.validity_work += validity.visits
         return sorted(self.errors.values(), key=lambda e: (e.code, e.where, e.name, e.message))
 
     # -- check 1: duplicate declarations --
@@ -1216,6 +1238,31 @@ def _stmts_of(stmts: tuple[p.Stmt, ...]) -> Iterator[p.Stmt]:
             yield from _stmts_of(s.orelse)
 
 
+def _decisions(d: p.Parser | p.Control) -> tuple[list[p.Expr], list[tuple[p.Expr, p.Expr]]]:
+    """The expressions of ``d`` whose value decides a branch (see ``_Validity._relevant``),
+    and its assignments (target, value)."""
+    bodies: list[tuple[p.Stmt, ...]] = []
+    decided: list[p.Expr] = []
+    if isinstance(d, p.Parser):
+        bodies += [s.body for s in d.states]
+        decided += [e for s in d.states for e in s.select]
+    else:
+        bodies += [d.apply] + [a.body for a in d.locals if isinstance(a, p.Action)]
+    assigned: list[tuple[p.Expr, p.Expr]] = []
+    for body in bodies:
+        for s in _stmts_of(body):
+            if isinstance(s, p.If):
+                decided.append(s.cond)
+            elif isinstance(s, p.Assign):
+                assigned.append((s.target, s.value))
+        for e in _exprs_of(body):
+            if isinstance(e, p.Bin) and e.op in _LOGIC:
+                decided += [e.left, e.right]
+            elif isinstance(e, p.Call) and e.args:
+                decided.append(e.args[0])
+    return decided, assigned
+
+
 def _exprs_of(stmts: tuple[p.Stmt, ...]) -> Iterator[p.Expr]:
     for s in stmts:
         match s:
@@ -1306,18 +1353,27 @@ class _Validity:
         self.scope = _Scope("", len(lint.prog.decls))
         self.exited: _States = {}
         self.block = ""
+        self.relevant: frozenset[str] = frozenset()
+        # the live locations after each statement of a control's apply block (by id: a node
+        # the generator shares between places has the union), and after the block (``exit``)
+        self.live_after: dict[int, frozenset[str]] = {}
+        self.exit_live: frozenset[str] = frozenset()
+        self.visits = 0  # states run through a statement: the analysis's work, for tests
 
     def run(self) -> None:
         if not self.hdr_type or self.lint.composite(self.hdr_type) is None:
             return
+        self.relevant = self._relevant()
+        live_in = self._liveness()
         states: _States = {_St(frozenset(), frozenset()): ()}
-        for d in self.flow:
+        for i, d in enumerate(self.flow):
             self.enter(d)
+            self.exit_live = live_in[i + 1]
             if isinstance(d, p.Parser):
-                states = self.parser(d, states)
+                states = self.project(self.parser(d, states), self.exit_live)
             else:
                 self.exited = {}
-                states = self.stmts(d.apply, states, "apply")
+                states = self.stmts(d.apply, states, "apply", project=True)
                 _merge(states, self.exited)
         for (where, header, write), r in sorted(self.found.items()):
             shown = ", ".join(r.fields[:3]) + (f" and {len(r.fields) - 3} more field(s)" if len(r.fields) > 3 else "")
@@ -1331,6 +1387,124 @@ class _Validity:
         self.block = f"{kind} {d.name}"
         self.scope = self.lint.block_scope(d, len(self.lint.prog.decls))
         self.roots = {prm.name: prm.type.name for prm in d.params if isinstance(prm.type, p.TypeName)}
+
+    def _relevant(self) -> frozenset[str]:
+        """The locations whose known constant can decide something: those read in a condition
+        (``if``, ``select``, an operand of ``&&`` / ``||``, a call's first argument: v1model's
+        checksum ``condition``), and those assigned into a relevant location.  A constant
+        anywhere else never prunes a branch, so the states do not keep it: states that differ
+        only there are one state (without this, every ``meta.nfc_rd_x = 0; if (...) meta.nfc_rd_x
+        = hdr.x.f;`` doubles the states, and they multiply along a long pipeline)."""
+        seeds: set[str] = set()
+        edges: dict[str, set[str]] = {}
+        for d in self.flow:
+            self.enter(d)
+            decided, assigned = _decisions(d)
+            for e in decided:
+                seeds |= self._keys(e)
+            for target, value in assigned:
+                while isinstance(target, p.Slice):
+                    target = target.base
+                loc = self.loc(target)
+                if loc is not None and loc[0] == "loc":
+                    edges.setdefault(loc[1], set()).update(self._keys(value))
+        relevant: set[str] = set()
+        work = list(seeds)
+        while work:
+            key = work.pop()
+            if key not in relevant:
+                relevant.add(key)
+                work += edges.get(key, ())
+        return frozenset(relevant)
+
+    def _keys(self, e: p.Expr) -> set[str]:
+        """The tracked locations ``e`` reads."""
+        locs = (self.loc(x) for x in _subexprs(e) if isinstance(x, p.Member | p.Path))
+        return {loc[1] for loc in locs if loc is not None and loc[0] == "loc"}
+
+    def _liveness(self) -> list[frozenset[str]]:
+        """The locations live at the start of each block of the flow (and, last, after it),
+        filling ``live_after``: a location is live where a later statement may read it
+        before writing it.  A constant of a dead location cannot decide anything any more,
+        so ``stmts`` drops it from the states after each statement (``project``): the states
+        then differ only in what is still to be read, and do not multiply stage by stage
+        (a stage's table results, ``meta.t__port``, are read in that stage only)."""
+        live = [frozenset[str]() for _ in range(len(self.flow) + 1)]
+        for i in reversed(range(len(self.flow))):
+            d = self.flow[i]
+            self.enter(d)
+            if isinstance(d, p.Parser):  # conservatively: everything the parser reads, and what comes after
+                live[i] = live[i + 1] | {k for s in d.states for e in (*_exprs_of(s.body), *s.select)
+                                         for k in self._keys(e)}
+            else:
+                self.exit_live = live[i + 1]
+                live[i] = self._live_stmts(d.apply, live[i + 1])
+        return live
+
+    def _live_stmts(self, stmts: tuple[p.Stmt, ...], after: frozenset[str]) -> frozenset[str]:
+        for s in reversed(stmts):
+            self.live_after[id(s)] = self.live_after.get(id(s), frozenset()) | after
+            after = self._live_stmt(s, after)
+        return after
+
+    def _live_stmt(self, s: p.Stmt, after: frozenset[str]) -> frozenset[str]:
+        """The locations live before ``s`` given those live after it."""
+        match s:
+            case p.Assign():
+                target = s.target
+                while isinstance(target, p.Slice):
+                    target = target.base
+                loc = self.loc(target)  # every write replaces what was known (a slice's base becomes unknown)
+                kept = after - {loc[1]} if loc is not None and loc[0] == "loc" else after
+                return kept | self._gen(s.value)
+            case p.CallStmt():
+                return after | self._gen(s.call)
+            case p.If():
+                return self._live_stmts(s.then, after) | self._live_stmts(s.orelse, after) | self._gen(s.cond)
+            case p.Exit():
+                return self.exit_live
+            case p.Comment():
+                return after
+            case _:
+                assert_never(s)
+
+    def _gen(self, e: p.Expr, seen: frozenset[str] = frozenset()) -> set[str]:
+        """The tracked locations evaluating ``e`` may read, through the actions of the
+        tables it applies and of the actions it calls (all of them, none killed)."""
+        keys = self._keys(e)
+        for c in _subexprs(e):
+            if not isinstance(c, p.Call):
+                continue
+            bodies: list[tuple[str, p.Expr | None]] = []
+            if isinstance(c.target, p.Member) and isinstance(c.target.base, p.Path) and c.target.field == "apply" \
+                    and c.target.base.name in self.scope.tables:
+                t = self.scope.tables[c.target.base.name]
+                bodies = [(a, None) for a in t.actions] + [("", k.expr) for k in t.keys]
+            elif isinstance(c.target, p.Path) and c.target.name in self.scope.actions:
+                bodies = [(c.target.name, None)]
+            for name, key in bodies:
+                if key is not None:
+                    keys |= self._keys(key)
+                elif name in self.scope.actions and name not in seen:
+                    for x in _exprs_of(self.scope.actions[name].body):
+                        keys |= self._gen(x, seen | {name})
+        return keys
+
+    def project(self, states: _States, live: frozenset[str]) -> _States:
+        """``states`` without the constants of locations not in ``live`` (merged where they
+        were all that differed; the first state's parser path is kept); all of them if exact."""
+        if self.lint.exact:
+            return states
+        out: _States = {}
+        for st, trace in states.items():
+            if any(k not in live for k, _ in st.consts):
+                st = _St(st.valid, frozenset(kv for kv in st.consts if kv[0] in live))
+            out.setdefault(st, trace)
+        return out
+
+    def put(self, st: _St, key: str, value: object) -> _St:
+        """``st`` with location ``key`` holding ``value``, if the location is relevant (or exact)."""
+        return st.set(key, value) if key in self.relevant or self.lint.exact else st
 
     # -- locations --
 
@@ -1491,7 +1665,7 @@ class _Validity:
         kind, key, field_ = loc
         if kind == "field" and key not in st.valid:
             self._note(True, label, key, field_, trace)
-        return st.set(key, value) if kind == "loc" else st
+        return self.put(st, key, value) if kind == "loc" else st
 
     def apply_table(self, t: p.Table, st: _St, trace: tuple[str, ...], label: str) -> list[_St]:
         out: _States = {}
@@ -1504,20 +1678,26 @@ class _Validity:
 
     # -- statements --
 
-    def stmts(self, stmts: tuple[p.Stmt, ...], states: _States, base: str, note: str = "") -> _States:
-        """Run ``stmts``; ``base`` and the latest comment name the place in findings."""
+    def stmts(self, stmts: tuple[p.Stmt, ...], states: _States, base: str, note: str = "",
+              project: bool = False) -> _States:
+        """Run ``stmts``; ``base`` and the latest comment name the place in findings.
+        ``project``: ``stmts`` are (part of) a control's apply block, whose live locations
+        are known after each statement: the states keep the constants of those only."""
         for s in stmts:
             if not states:
                 break
             if isinstance(s, p.Comment):
                 note = s.text
                 continue
-            states = self.stmt(s, states, base, note)
+            states = self.stmt(s, states, base, note, project)
+            if project:
+                states = self.project(states, self.live_after[id(s)])
         return states
 
-    def stmt(self, s: p.Stmt, states: _States, base: str, note: str = "") -> _States:
+    def stmt(self, s: p.Stmt, states: _States, base: str, note: str = "", project: bool = False) -> _States:
         label = f"{base}: {note}" if note else base
         out: _States = {}
+        self.visits += len(states)
         match s:
             case p.Assign():
                 for st, trace in states.items():
@@ -1528,7 +1708,7 @@ class _Validity:
                     for s1, _ in self.eval(s.call, st, trace, label):
                         out.setdefault(s1, trace)
             case p.Exit():
-                _merge(self.exited, states)
+                _merge(self.exited, self.project(states, self.exit_live))
             case p.If():
                 then: _States = {}
                 orelse: _States = {}
@@ -1539,8 +1719,8 @@ class _Validity:
                                 refined = _assume(self, s.cond, s1, truth) if v is UNKNOWN else s1
                                 if refined is not None:
                                     branch.setdefault(refined, trace)
-                out = self.stmts(s.then, then, base, note)
-                _merge(out, self.stmts(s.orelse, orelse, base, note))
+                out = self.stmts(s.then, then, base, note, project)
+                _merge(out, self.stmts(s.orelse, orelse, base, note, project))
             case p.Comment():
                 return states
         return out
@@ -1588,9 +1768,9 @@ class _Validity:
         out: _States = {}
         key, ok, short, nomatch = _PARSER_ERROR_KEYS["v1model" if self.lint.arch == "v1model" else "tna"]
         for st, trace in accepted.items():
-            out.setdefault(st.set(key, ok), trace)
+            out.setdefault(self.put(st, key, ok), trace)
         for (st, why), trace in rejected.items():
-            out.setdefault(st.set(key, short if why == "PacketTooShort" else nomatch), trace)
+            out.setdefault(self.put(st, key, short if why == "PacketTooShort" else nomatch), trace)
         return out
 
     def _may_fail(self, call: p.Call) -> bool:
@@ -1730,6 +1910,8 @@ def _assume(flow: _Validity, cond: p.Expr, st: _St, truth: bool) -> _St | None:
 
 def _assume_eq(flow: _Validity, e: p.Expr, key: str, value: object, eq: bool, st: _St) -> _St | None:
     """``st`` refined by location ``key`` (expression ``e``) being (eq) or not being ``value``."""
+    if key not in flow.relevant and not flow.lint.exact:
+        return st
     have = st.get(key)
     if isinstance(have, _Not):
         if eq:
