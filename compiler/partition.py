@@ -15,18 +15,24 @@ dependencies, caches; four objectives in lexicographic order) and the algorithm:
    the best by the objectives wins, and its values are compared with the best bounds proved
    (``Optimality``).  A placement not proved optimal carries its gap and warning W080; only
    when no valid placement is found at all is it E080.
+
+While it searches, a listener (``compiler/partition_progress.py``) hears every few seconds how
+long it has run and the best placement so far: the greedy starts', the Z3 models the exact
+model finds on the way, the layout model's.
 """
 
 from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from compiler import ir
 from compiler.analysis import stage_units
 from compiler.explain import explain_unfit
-from compiler.partition_exact import solve_exact
+from compiler.partition_exact import Incumbent, solve_exact
+from compiler.partition_progress import PlaceProgress
 from compiler.place_bounds import ServerBound, server_lower_bound
 from compiler.place_check import violations
 from compiler.place_greedy import greedy
@@ -86,13 +92,17 @@ class _Clock:
 def partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics,
               timeout_ms: int | None = None) -> Placement | None:
     """Place every stage within the time limit (``timeout_ms``, else ``time_limit``'s, else 60 s);
-    on failure add a diagnostic that explains what does not fit."""
+    on failure add a diagnostic that explains what does not fit.  The listener set by
+    ``compiler.partition_progress.reporting``, if any, hears how the search goes."""
     limit = (timeout_ms if timeout_ms is not None else SOLVER_TIMEOUT_MS) / 1000
     clock = _Clock(limit)
     p = problem_of(prog, targets)
-    start = _checked(p, greedy(p), "the greedy start")
-    n_stages = sum(len(pl.stages) for pl in prog.pipelines)
-    out = _exact(p, start, clock) if n_stages <= EXACT_MAX_STAGES else _scalable(p, start, clock)
+    with PlaceProgress(limit, started=clock.started) as progress:
+        progress.step("greedy start")
+        start = _offered(p, progress, _checked(p, greedy(p), "the greedy start"), "greedy start")
+        n_stages = sum(len(pl.stages) for pl in prog.pipelines)
+        out = _exact(p, start, clock, progress) if n_stages <= EXACT_MAX_STAGES else \
+            _scalable(p, start, clock, progress)
     if out.infeasible:
         explain_unfit(prog, targets, diags)
         return None
@@ -129,7 +139,46 @@ def _best(p: Problem, *cands: Layout | None) -> Layout | None:
     return min(valid, key=lambda c: _key(p, c)) if valid else None
 
 
-def _exact(p: Problem, start: Layout | None, clock: _Clock) -> _Outcome:
+# ---- progress (compiler/partition_progress.py) -------------------------------------------------
+
+
+def _offered(p: Problem, progress: PlaceProgress, lay: Layout | None, source: str) -> Layout | None:
+    """``lay``, offered to ``progress`` as a candidate found by ``source``."""
+    if lay is not None and progress.active:
+        progress.offer(_key(p, lay), lambda: _described(p, objectives(p, lay), _on_switch(lay)), source)
+    return lay
+
+
+def _on_switch(lay: Layout) -> int:
+    return sum(1 for s in lay.segment.values() if s.on_switch)
+
+
+def _incumbent(p: Problem, progress: PlaceProgress) -> Callable[[Incumbent], None] | None:
+    """What the exact model tells ``progress`` of each model Z3 finds (None without a listener:
+    Z3 then builds no model on the way)."""
+    if not progress.active:
+        return None
+
+    def heard(m: Incumbent) -> None:
+        server, hits, cached, depth = m.objectives
+        progress.offer((server, -hits, -cached, depth), lambda: _described(p, m.objectives, m.on_switch),
+                       "Z3 Optimize")
+
+    return heard
+
+
+def _described(p: Problem, values: tuple[int, int, int, int], on_switch: int) -> str:
+    """A placement's objectives as a person reads them."""
+    q = Optimality(values, (None, None, None, None), "", 0, False)
+    cached = [f"{values[2]:,} cached entries"] if p.caches else []
+    return ", ".join([f"{on_switch} of {len(p.stages)} stages on the switch", f"server {q.shown(0, values[0]):g} "
+                      "ns/packet", *cached, f"{values[3]} MAU stages"])
+
+
+# ---- the searches -----------------------------------------------------------------------------
+
+
+def _exact(p: Problem, start: Layout | None, clock: _Clock, progress: PlaceProgress) -> _Outcome:
     """The exact model.  Should the time run out: its incumbent, the greedy start or the greedy
     from the knapsack bound's choice, whichever is best, against the bounds of the knapsack and
     of the relaxation (computed first, in a tenth of the time)."""
@@ -137,8 +186,10 @@ def _exact(p: Problem, start: Layout | None, clock: _Clock) -> _Outcome:
     bounds = Bounds()
     if floor is not None:
         at_lower = start is not None and objectives(p, start)[0] == floor.bound
+        progress.step("bounds (Z3 relaxation)")
         bounds = _merged(floor, relax(p, clock.left_ms(EXACT_RELAX_SHARE), floor.bound if at_lower else None).bounds)
-    r = solve_exact(p, clock.left_ms())
+    progress.step("exact model (Z3 Optimize)")
+    r = solve_exact(p, clock.left_ms(), _incumbent(p, progress))
     if r.status == "infeasible":
         if start is not None:
             raise InternalError("the exact placement model found no placement, but the greedy start is one "
@@ -157,16 +208,19 @@ def _exact(p: Problem, start: Layout | None, clock: _Clock) -> _Outcome:
     return _Outcome(_best(p, incumbent, start, knapsack_start), bounds, "exact", True)
 
 
-def _scalable(p: Problem, start: Layout | None, clock: _Clock) -> _Outcome:
+def _scalable(p: Problem, start: Layout | None, clock: _Clock, progress: PlaceProgress) -> _Outcome:
     """Greedy placements from the minimal segments and from the knapsack bound's; bounds (the
     knapsack's in tenths of a second, then the Z3 relaxation's); the greedy and, for programs of
     up to ``LAYOUT_MAX_UNITS`` units, the layout model on the relaxation's segments and the best
     placement's, while a gap is left."""
+    progress.step("knapsack bound")
     floor = server_lower_bound(p)
     if floor is None:
         return _Outcome(None, Bounds(), "scalable", False, infeasible=True)
-    best = _best(p, start, _checked(p, greedy(p, floor.segment), "the greedy start from the knapsack bound"))
+    knapsack_start = _checked(p, greedy(p, floor.segment), "the greedy start from the knapsack bound")
+    best = _best(p, start, _offered(p, progress, knapsack_start, "greedy from the knapsack bound"))
     at_lower = best is not None and objectives(p, best)[0] == floor.bound
+    progress.step("bounds (Z3 relaxation)")
     relaxed = relax(p, clock.left_ms(RELAX_SHARE), floor.bound if at_lower else None)
     if relaxed.infeasible:
         if best is not None:  # a valid placement satisfies the relaxation: its model is wrong
@@ -175,13 +229,16 @@ def _scalable(p: Problem, start: Layout | None, clock: _Clock) -> _Outcome:
         return _Outcome(None, Bounds(), "scalable", False, infeasible=True)
     bounds = _merged(floor, relaxed.bounds)
     if relaxed.segment is not None:
-        best = _best(p, best, _checked(p, greedy(p, relaxed.segment), "the greedy start from the relaxation"))
+        relaxed_start = _checked(p, greedy(p, relaxed.segment), "the greedy start from the relaxation")
+        best = _best(p, best, _offered(p, progress, relaxed_start, "greedy from the relaxation"))
     if len(p.units) <= LAYOUT_MAX_UNITS:
         for seg in (relaxed.segment, best.segment if best else None):
             if seg is not None and not _meets(p, best, bounds) and not clock.out():
-                best = _best(p, best, _checked(p, lay_out(p, seg, clock.left_ms(0.5)), "the layout model"))
+                progress.step("layout model (Z3)")
+                laid = _checked(p, lay_out(p, seg, clock.left_ms(0.5)), "the layout model")
+                best = _best(p, best, _offered(p, progress, laid, "layout model"))
     if best is None and not clock.out():  # nothing found yet: the exact model may still find one, or prove none
-        return replace(_exact(p, None, clock), method="scalable")
+        return replace(_exact(p, None, clock, progress), method="scalable")
     return _Outcome(best, bounds, "scalable", clock.out())
 
 

@@ -26,6 +26,8 @@ it placed every program, so the examples' placements (and their goldens) do not 
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,7 +41,9 @@ from compiler.placement import Segment, UnitPlacement
 from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import register_blocks, table_blocks
 
-__all__ = ["ExactResult", "solve_exact"]
+__all__ = ["ExactResult", "Incumbent", "solve_exact"]
+
+_HEARD_EVERY_S = 0.1  # solve_exact's on_model: at most this often
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,17 @@ class ExactResult:
     status: str
     layout: Layout | None = None
     server_bound: int | None = None  # Z3's lower bound on objective 1 when it stopped early
+
+
+@dataclass(frozen=True, slots=True)
+class Incumbent:
+    """A model Z3 found on its way to the optimum, as cheaply as it can be read (for progress
+    reports, not for placing): the objectives' values as the model has them (in
+    ``compiler/place_problem.py``'s units; the hits are the model's linear proxy, at most the
+    true value) and how many of the stages it puts on the switch."""
+
+    objectives: tuple[int, int, int, int]
+    on_switch: int
 
 
 @dataclass
@@ -211,23 +226,39 @@ def _objectives(m: _Model, p: Problem) -> tuple[Any, Any, Any, Any]:
     return server, _useful_hits(m, p), cached, depth
 
 
-def solve_exact(p: Problem, timeout_ms: int) -> ExactResult:
-    """Solve the whole model lexicographically within ``timeout_ms``."""
+def solve_exact(p: Problem, timeout_ms: int, on_model: Callable[[Incumbent], None] | None = None) -> ExactResult:
+    """Solve the whole model lexicographically within ``timeout_ms``; ``on_model`` hears of
+    the better models Z3 finds on the way (from inside ``check``, on this thread; those that
+    lower the server cost, the others at most ten a second)."""
     opt = z3.Optimize()
     opt.set("timeout", max(1, timeout_ms))
     m = _Model(p.prog, p.targets, opt)
     _build(m)
     server, hits, cached, depth = _objectives(m, p)
+    if on_model is not None:
+        opt.set_on_model(_listener(tuple(m.seg.values()), (server, hits, cached, depth), on_model))
     h_server = opt.minimize(server)
     opt.maximize(hits)
     opt.maximize(cached)
     opt.minimize(depth)
-    result = opt.check()
+    result = _checked(opt, on_model is not None)
     if result == z3.unsat:
         return ExactResult("infeasible")
     if result == z3.sat:
         return ExactResult("optimal", _layout(m, opt.model()))
     return ExactResult("timeout", _incumbent(m, opt), _int_or_none(h_server.lower()))
+
+
+def _checked(opt: Any, listened: bool) -> Any:
+    """``opt.check()``.  With a model callback, the time limit may strike while the callback
+    reads a model: the read fails "canceled", and z3py raises that error again when ``check``
+    returns; it is the time limit, as ``unknown`` says it without a callback."""
+    try:
+        return opt.check()
+    except z3.Z3Exception as e:
+        if listened and "canceled" in str(e):
+            return z3.unknown
+        raise
 
 
 def _incumbent(m: _Model, opt: Any) -> Layout | None:
@@ -237,6 +268,29 @@ def _incumbent(m: _Model, opt: Any) -> Layout | None:
     except z3.Z3Exception:
         return None
     return _layout(m, model) if model is not None and len(model) else None
+
+
+def _listener(segments: tuple[Any, ...], terms: tuple[Any, Any, Any, Any], on_model: Callable[[Incumbent], None]
+              ) -> Callable[[Any], None]:
+    """Z3's model callback: ``on_model`` hears of a model that lowers the server cost, and of
+    the others at most every ``_HEARD_EVERY_S`` (Z3 may find a thousand in a few seconds;
+    reading each whole would slow it by a fifth).  z3py keeps the callback in a module-level
+    table until the ``Optimize`` is collected: it must not hold the ``Optimize`` (nor the
+    ``_Model``), or neither is ever freed."""
+    last = {"at": -_HEARD_EVERY_S, "server": -1}
+
+    def heard(model: Any) -> None:
+        try:
+            now, server = time.monotonic(), _val(model, terms[0])
+            if server < last["server"] or now - last["at"] >= _HEARD_EVERY_S:
+                last["at"], last["server"] = now, server
+                values = tuple(_val(model, t) for t in terms)
+                on_switch = sum(1 for v in segments if _val(model, v) != Segment.SERVER)
+                on_model(Incumbent((values[0], values[1], values[2], values[3]), on_switch))
+        except z3.Z3Exception:  # the time limit struck while the model was read ("canceled"): not heard
+            pass
+
+    return heard
 
 
 def _int_or_none(v: Any) -> int | None:

@@ -16,6 +16,7 @@ from pathlib import Path
 from compiler import ir
 from compiler.irprint import print_program
 from compiler.lower import lower
+from compiler.partition_progress import reporting
 from compiler.passes.bridge import compute_bridges
 from compiler.passes.capabilities import check_capabilities
 from compiler.passes.names import check_names
@@ -196,16 +197,19 @@ def compile_program(
     """Run every pass in order; stop after the first with errors (raises CompileError).
     ``allow_overcommit``: servers short of memory, cores or link are warned about (W081), not an error;
     ``place_timeout_s``: the partitioner's time limit (None: its default); ``cache``: a folder of
-    placements kept by content (``compiler/content_cache.py``; None: the partitioner solves)."""
+    placements kept by content (``compiler/content_cache.py``; None: the partitioner solves);
+    ``progress``: a line before each pass, its time when long, and the partitioner's progress
+    while it places (``compiler/partition_progress.py``)."""
     c = Compilation(checked, target_flag, allow_overcommit, place_timeout_s, cache)
-    for i, p in enumerate(PASSES, 1):
-        started = time.monotonic()
-        if progress:
-            progress(f"[{i}/{len(PASSES)}] {p.what} ...")
-        c = p.run(c, diags)
-        diags.raise_if_errors()
-        if progress and time.monotonic() - started > 0.5:
-            progress(f"      {p.name} took {time.monotonic() - started:.1f} s")
-        if dump_after == p.name and dump is not None:
-            dump(p.dump(c))
+    with reporting(progress):  # a long pass reports from inside too (the partitioner)
+        for i, p in enumerate(PASSES, 1):
+            started = time.monotonic()
+            if progress:
+                progress(f"[{i}/{len(PASSES)}] {p.what} ...")
+            c = p.run(c, diags)
+            diags.raise_if_errors()
+            if progress and time.monotonic() - started > 0.5:
+                progress(f"      {p.name} took {time.monotonic() - started:.1f} s")
+            if dump_after == p.name and dump is not None:
+                dump(p.dump(c))
     return c

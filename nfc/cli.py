@@ -132,6 +132,8 @@ def _add_run(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     s.add_argument("--entries", metavar="FILE", help="table entries (YAML or JSON, .nfp names)")
     s.add_argument("--inject", action="append", default=[], metavar="PORT=PCAP", required=True)
     s.add_argument("--capture", metavar="DIR", default="capture")
+    s.add_argument("--json", action="store_true",
+                   help="print the counters as one JSON line (as DIR/counters.json holds them), not the summary table")
     s.add_argument("--goal", metavar="FILE|URL",
                    help="keep the goal state (every entry the runtime wrote) in this SQLite file, or in the Redis "
                         "of a redis:// or unix:// URL (shared by gateways): the data planes first get what an "

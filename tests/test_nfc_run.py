@@ -88,7 +88,7 @@ def test_server_alone_runs_on_its_logical_ports_and_capture_starts_empty(tmp_pat
     def run(*injects: str, live: bool = False) -> subprocess.CompletedProcess[str]:
         args = [a for i in injects for a in ("--inject", i)] + (["--live"] if live else [])
         return nfc_cli("run", str(out), "--entries",
-                               str(tmp_path / "entries.json"), *args, "--capture", str(cap))
+                               str(tmp_path / "entries.json"), *args, "--capture", str(cap), "--json")
 
     r = run(f"3={tmp_path / 'customer.pcap'}", f"17={tmp_path / 'cloud.pcap'}")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -124,7 +124,7 @@ def test_a_run_with_the_goal_file_of_an_earlier_one_forwards_as_it_did_without_i
 
     def run(*more: str) -> subprocess.CompletedProcess[str]:
         return nfc_cli("run", str(out), "--inject",
-                               f"3={tmp_path / 'customer.pcap'}", "--capture", str(cap), *more)
+                               f"3={tmp_path / 'customer.pcap'}", "--capture", str(cap), "--json", *more)
 
     want = [expected_vxlan(customer, "172.16.5.17", 5042)]
     r = run("--entries", str(tmp_path / "entries.json"), "--goal", str(goal))
