@@ -40,6 +40,7 @@ from compiler.place_problem import Layout, Problem, depends, stateful_objects
 from compiler.placement import Segment, UnitPlacement
 from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import register_blocks, table_blocks
+from compiler.z3_context import fresh_context
 
 __all__ = ["ExactResult", "Incumbent", "solve_exact"]
 
@@ -226,6 +227,7 @@ def _objectives(m: _Model, p: Problem) -> tuple[Any, Any, Any, Any]:
     return server, _useful_hits(m, p), cached, depth
 
 
+@fresh_context()  # a query of its own: the answer does not depend on the queries before it
 def solve_exact(p: Problem, timeout_ms: int, on_model: Callable[[Incumbent], None] | None = None) -> ExactResult:
     """Solve the whole model lexicographically within ``timeout_ms``; ``on_model`` hears of
     the better models Z3 finds on the way (from inside ``check``, on this thread; those that

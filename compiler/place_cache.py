@@ -13,12 +13,8 @@ solved once per content.
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
-
-import z3
 
 from compiler import ir
 from compiler.content_cache import compiler_fingerprint, content_key, entry, locked, store
@@ -26,6 +22,7 @@ from compiler.partition import partition
 from compiler.placed import PlacedError, decode, encode
 from compiler.placement import Placement
 from compiler.profiles import TargetSet
+from compiler.z3_context import fresh_context
 from lang.diagnostics import Diagnostics
 
 __all__ = ["cached_partition", "placement_key"]
@@ -58,24 +55,8 @@ def cached_partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics, t
 
 
 def _solve(prog: ir.Program, targets: TargetSet, diags: Diagnostics, timeout_ms: int | None) -> Placement | None:
-    with _fresh_z3_context():
+    with fresh_context():  # the same program gets the same placement, whatever ran before in this process
         return partition(prog, targets, diags, timeout_ms=timeout_ms)
-
-
-@contextlib.contextmanager
-def _fresh_z3_context() -> Iterator[None]:
-    """The partitioner's Z3 terms in a context of their own.  Z3's answer among equally good
-    placements follows its terms' ids, which a context shared with earlier queries shifts: the
-    same program placed twice in one process (``nfc.cli.main`` called twice) could get two
-    layouts.  z3py makes its terms in ``main_ctx()``, which it creates on first use; the
-    module's ``_main_ctx`` is replaced for the solve and put back after."""
-    module = z3.z3
-    saved = module._main_ctx
-    module._main_ctx = z3.Context()
-    try:
-        yield
-    finally:
-        module._main_ctx = saved
 
 
 def _load(path: Path | None) -> Placement | None:

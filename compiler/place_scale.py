@@ -30,6 +30,7 @@ import z3
 from compiler.place_greedy import pass_deps
 from compiler.place_problem import MI, Layout, Problem, cache_entries_fit
 from compiler.placement import Segment, UnitPlacement
+from compiler.z3_context import fresh_context
 
 __all__ = ["LAYOUT_WORK", "RELAX_WORK", "Bounds", "Relaxed", "lay_out", "relax"]
 
@@ -132,6 +133,7 @@ def _cache_stage(p: Problem, table: str) -> str:
     return next(u.stage for u in p.units if table in u.caches)
 
 
+@fresh_context()  # a query of its own: the answer does not depend on the queries before it
 def relax(p: Problem, timeout_ms: int, server: int | None = None, work: int = RELAX_WORK) -> Relaxed:
     """Solve the relaxation (module docstring) within ``timeout_ms`` and ``work``; bounds for what
     it proved.  ``server``: objective 1's optimum, already known (a placement reaches a proven lower
@@ -219,6 +221,7 @@ def _model_segments(p: Problem, q: _Z3, seg: dict[str, Any]) -> dict[str, Segmen
 # ---- the layout model ------------------------------------------------------------------------
 
 
+@fresh_context()  # a query of its own: the answer does not depend on the queries before it
 def lay_out(p: Problem, segment: dict[str, Segment], timeout_ms: int, work: int = LAYOUT_WORK) -> Layout | None:
     """The best layout for fixed segments (objectives 2-4) found within ``timeout_ms`` and ``work``,
     or None (none exists, or none found in time)."""
