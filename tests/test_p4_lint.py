@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from compiler.content_cache import cache_root
 from compiler.pipeline import Compilation, compile_program
 from lang import Diagnostics, SourceMap, load
 from targets.bmv2.arch import V1Model
@@ -461,7 +462,8 @@ def test_writes_to_possibly_invalid_headers_are_warnings():
 @functools.cache
 def _compiled(example: str, flag: str) -> Compilation:
     diags, sources = Diagnostics(), SourceMap()
-    c = compile_program(load(str(ROOT / "examples" / f"{example}.nfp"), diags, sources), flag, diags)
+    c = compile_program(load(str(ROOT / "examples" / f"{example}.nfp"), diags, sources), flag, diags,
+                        cache=cache_root())
     assert c.placement is not None
     return c
 

@@ -132,11 +132,13 @@ def write(tmp_path: Path, text: str) -> str:
 
 
 def compile_file(path: str, target: str = "tofino+dpdk", allow_overcommit: bool = False) -> Any:
-    """Every pass of ``nfc build`` on a file (raises CompileError on a diagnostic)."""
+    """Every pass of ``nfc build`` on a file (raises CompileError on a diagnostic); the placement
+    from the content cache, as ``nfc build`` takes it (solved once for the suite)."""
     from compiler.pipeline import compile_program
 
     diags = Diagnostics()
-    return compile_program(load(path, diags, SourceMap()), target, diags, allow_overcommit=allow_overcommit)
+    return compile_program(load(path, diags, SourceMap()), target, diags, allow_overcommit=allow_overcommit,
+                           cache=cache_root())
 
 
 def run_split(switch: Any, server: Any, data: bytes, port: int) -> Any:
