@@ -24,6 +24,7 @@ usually good; the start the solvers improve on and the fallback when their time 
 from __future__ import annotations
 
 import math
+from bisect import bisect_left
 from dataclasses import dataclass
 
 from compiler.place_problem import MI, CacheFacts, Layout, Problem, UnitFacts, cache_entries_fit, objectives
@@ -62,14 +63,75 @@ def _segment_at(i: int, run: tuple[int, int] | None) -> Segment:
 
 
 def pass_deps(p: Problem, seg: dict[str, Segment]) -> dict[int, list[int]]:
-    """Unit -> the units it must follow, within one switch pass of its pipeline."""
+    """Unit -> the units it must follow, within one switch pass of its pipeline: each list
+    ascending, the units in the order of their first pair in ``PipelineFacts.deps``.
+
+    Called per layout tried, so not a walk over every pair of units (O(units²) a call, issue
+    47): a pipeline's segments come in runs (switch, server, switch after), so the units of one
+    pass are one run and a unit's predecessors in its pass a tail of ``Problem.preds``, found
+    by bisection.  Segments not in runs take the walk over the pairs."""
     preds: dict[int, list[int]] = {}
     for pl in p.pipelines:
-        for a, b in pl.deps:
-            sa, sb = seg[p.units[a].stage], seg[p.units[b].stage]
-            if sa is sb and sa.on_switch:
-                preds.setdefault(b, []).append(a)
+        starts = _pass_starts(p, pl.units, seg)
+        if starts is None:
+            _pairwise_pass_deps(p, pl.deps, seg, preds)
+        else:
+            preds.update(_in_pass(p, pl.units, seg, starts, p.preds))
     return preds
+
+
+def _direct_deps(p: Problem, seg: dict[str, Segment]) -> dict[int, list[int]]:
+    """``pass_deps`` less the pairs implied through a third unit (``Problem.direct_preds``): what
+    the layout reads of them (which units are ready, the earliest start, the longest chains, a
+    cache's window) is the same, and there are about as many as units, not as pairs of units,
+    for every layout tried.  Segments not in runs take ``pass_deps`` whole."""
+    preds: dict[int, list[int]] = {}
+    for pl in p.pipelines:
+        starts = _pass_starts(p, pl.units, seg)
+        if starts is None:
+            return pass_deps(p, seg)
+        preds.update(_in_pass(p, pl.units, seg, starts, p.direct_preds))
+    return preds
+
+
+def _in_pass(p: Problem, units: tuple[int, ...], seg: dict[str, Segment], starts: dict[int, int],
+             before: dict[int, tuple[int, ...]]) -> list[tuple[int, list[int]]]:
+    """(unit, the units of ``before`` it follows in its switch pass) of a pipeline's ``units``,
+    in the order of their first pair: those from its pass's first unit on, ``starts``."""
+    found: list[tuple[int, list[int]]] = []
+    for b in units:
+        earlier = before.get(b, ())
+        if earlier and seg[p.units[b].stage].on_switch:
+            tail = earlier[bisect_left(earlier, starts[b]):]
+            if tail:
+                found.append((b, list(tail)))
+    return sorted(found, key=lambda e: (e[1][0], e[0]))
+
+
+def _pass_starts(p: Problem, units: tuple[int, ...], seg: dict[str, Segment]) -> dict[int, int] | None:
+    """Unit of ``units`` (a pipeline's, in pass order) -> the first unit of its run of units in
+    one segment; None when some segment's units are not one run."""
+    starts: dict[int, int] = {}
+    done: set[Segment] = set()
+    current, start = None, 0
+    for i in units:
+        g = seg[p.units[i].stage]
+        if g is not current:
+            if g in done:
+                return None
+            done.add(g)
+            current, start = g, i
+        starts[i] = start
+    return starts
+
+
+def _pairwise_pass_deps(p: Problem, deps: tuple[tuple[int, int], ...], seg: dict[str, Segment],
+                        preds: dict[int, list[int]]) -> None:
+    """``pass_deps`` of one pipeline, pair by pair: for segments not in runs."""
+    for a, b in deps:
+        sa, sb = seg[p.units[a].stage], seg[p.units[b].stage]
+        if sa is sb and sa.on_switch:
+            preds.setdefault(b, []).append(a)
 
 
 def _span(p: Problem, u: UnitFacts) -> int:
@@ -190,7 +252,7 @@ def _lay_out(p: Problem, seg: dict[str, Segment], reserve: bool, wanted: list[bo
     """List scheduling of the switch units (module docstring, step 2); ``wanted``: MAU stages to
     keep free for caches from the start."""
     on = [i for i, u in enumerate(p.units) if seg[u.stage].on_switch]
-    preds = pass_deps(p, seg)
+    preds = _direct_deps(p, seg)
     succs = _successors(preds)
     tail = _tails(p, on, succs)
     spans = _cache_reserve(p, on, preds, tail) if reserve else {}
@@ -345,7 +407,7 @@ def _with_server(stages: tuple[str, ...], seg: dict[str, Segment], moved: tuple[
 
 def _fill_caches(p: Problem, seg: dict[str, Segment], board: _Board) -> Layout:
     """Give the caches the free blocks around them (module docstring, step 4)."""
-    preds = pass_deps(p, seg)
+    preds = _direct_deps(p, seg)
     succs = _successors(preds)
     cache: dict[str, int] = {t: 0 for t in p.caches}
     offers = []  # (value per block, unit, table, goal): fullest value first

@@ -19,7 +19,9 @@ of placements found by different methods compare exactly.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import TypeVar
 
 from compiler import ir
 from compiler.analysis import (
@@ -74,26 +76,26 @@ def stage_cost_ns(prog: ir.Program, stage: ir.Stage, spec: TargetSpec,
     A lookup in data-plane state, and a ``refresh``, is a lookup of its table alone
     (``nfc_state_find``, never in the bulk lookup), not an insert; ``insert`` prices an insert."""
     c = spec.cost
+    facts = _facts_of(prog)
     total = sum(_use_ns(u.op, c) for u in _uses(prog, stage))
     total += sum(c.get("push", 1.0) - c.get("stmt", 1.0) for s in walk_stmts(stage.body) if isinstance(s, ir.Push))
     total += sum(_alone_ns(prog.tables[s.state], c) for s in walk_stmts(stage.body) if isinstance(s, ir.Refresh))
-    before = _written_before(prog, stage, on_server)
     # stage by stage (a profile with the stage_major op, an order-free program), a key an earlier
     # stage wrote is looked up in bulk at this stage's entry: only a key written in this stage
     # costs more.  Order-free as a whole, not only the stages on the server: the server also runs
     # the stages of a switch cache's miss path, and the generator asks it of them all
-    if "stage_major" in spec.ops and order_free(prog, (s for p in prog.pipelines for s in p.stages)):
-        before = set()
-    written = set(before)
-    for unit in stage_units(prog, stage):
+    at = facts.position.get(stage.name)
+    bulk = "stage_major" in spec.ops and facts.order_free
+    written = _Written({}, 0) if bulk or at is None else _Written(facts.first_writes(on_server)[at[0]], at[1])
+    for unit in facts.units(stage):
         for t in unit.tables:
             if prog.tables[t].is_state:  # nfc_state_find, alone: never in the burst's bulk lookup
                 total += _alone_ns(prog.tables[t], c)
                 continue
             once = _lookup_ns(prog.tables[t], c)
-            rekeyed = any(expr_reads(k.expr) & written for k in prog.tables[t].keys)
+            rekeyed = any(written.has(loc) for k in prog.tables[t].keys for loc in expr_reads(k.expr))
             total += once + (once + _relookup_ns(prog.tables[t], c) if rekeyed else 0.0)
-        written |= unit.writes
+        written.here |= unit.writes
     return total
 
 
@@ -107,11 +109,93 @@ def _use_ns(op: str, c: dict[str, float]) -> float:
             "dataplane_insert": c.get("insert", 25.0)}.get(op, c.get("stmt", 1.0))
 
 
-def _written_before(prog: ir.Program, stage: ir.Stage, among: frozenset[str] | None) -> set[Loc]:
-    """What the stages before ``stage`` in its pipeline (of ``among``, if given) write."""
-    p = next((p for p in prog.pipelines if stage.name in p.stages), None)
-    before = [s for s in (p.stages[:p.stages.index(stage.name)] if p else ()) if among is None or s in among]
-    return {loc for s in before for u in stage_units(prog, prog.stages[s]) for loc in u.writes}
+class _ProgramFacts:
+    """What pricing a stage (``stage_cost_ns``) asks of the whole program, derived once per
+    program: the partitioner, the plan and the server load each price every stage, and
+    deriving these on every call (the units of each earlier stage, ``order_free`` of every
+    stage) made a build O(stages²) (issue 47).  ``problem_of`` reads the units from here too."""
+
+    def __init__(self, prog: ir.Program) -> None:
+        self.prog = prog  # held: the cache's key is its id, which no other program takes while it lives
+        self.position: dict[str, tuple[int, int]] = {}  # stage -> (its first pipeline, its index there)
+        for i, p in enumerate(prog.pipelines):
+            for j, s in enumerate(p.stages):
+                self.position.setdefault(s, (i, j))
+        self._units: dict[str, list[Unit]] = {}
+        self._first: dict[frozenset[str] | None, list[dict[Loc, int]]] = {}
+
+    @cached_property
+    def order_free(self) -> bool:
+        """``order_free`` of every stage of every pipeline: once per program, not once per stage."""
+        return order_free(self.prog, (s for p in self.prog.pipelines for s in p.stages))
+
+    def units(self, stage: ir.Stage) -> list[Unit]:
+        """``stage_units`` of ``stage``, split once (a stage that is not the program's, split anew).
+        Shared by every caller: a unit's sets are read here, never changed."""
+        if self.prog.stages.get(stage.name) is not stage:
+            return stage_units(self.prog, stage)
+        units = self._units.get(stage.name)
+        if units is None:
+            units = self._units[stage.name] = stage_units(self.prog, stage)
+        return units
+
+    def first_writes(self, among: frozenset[str] | None) -> list[dict[Loc, int]]:
+        """Per pipeline, each location its stages (of ``among``, if given) write -> the index of
+        the first that does: a stage's earlier stages wrote ``loc`` iff that index is below its
+        own.  One pass over the pipeline, kept per ``among``: the running union that replaced a
+        union of every earlier stage's writes per stage priced (O(stages²))."""
+        first = self._first.get(among)
+        if first is None:
+            first = [self._first_writes(p, among) for p in self.prog.pipelines]
+            _remember(self._first, among, first, _AMONG_KEPT)
+        return first
+
+    def _first_writes(self, p: ir.Pipeline, among: frozenset[str] | None) -> dict[Loc, int]:
+        first: dict[Loc, int] = {}
+        for j, s in enumerate(p.stages):
+            if among is None or s in among:
+                for u in self.units(self.prog.stages[s]):
+                    for loc in u.writes:
+                        first.setdefault(loc, j)
+        return first
+
+
+@dataclass(slots=True)
+class _Written:
+    """What is written before a lookup of the stage being priced: by the stages before it
+    (``first``: location -> index of the first stage to write it, ``at``: the stage's own
+    index) and by its own units so far (``here``)."""
+
+    first: dict[Loc, int]
+    at: int
+    here: set[Loc] = field(default_factory=set)
+
+    def has(self, loc: Loc) -> bool:
+        return loc in self.here or self.first.get(loc, self.at) < self.at
+
+
+_K = TypeVar("_K")
+_V = TypeVar("_V")
+_PROGRAMS_KEPT = 4  # a build prices one program (and without_caches' copy); tests build many in turn
+_AMONG_KEPT = 16  # on_server sets per program: the placement's, and each miss path's stage alone
+_facts: dict[int, _ProgramFacts] = {}
+
+
+def _facts_of(prog: ir.Program) -> _ProgramFacts:
+    """The facts of ``prog``, derived on first use and kept while it is among the last few asked
+    about (by identity: a program is immutable)."""
+    facts = _facts.get(id(prog))
+    if facts is None or facts.prog is not prog:
+        facts = _ProgramFacts(prog)
+        _remember(_facts, id(prog), facts, _PROGRAMS_KEPT)
+    return facts
+
+
+def _remember(memo: dict[_K, _V], key: _K, value: _V, kept: int) -> None:
+    """``memo[key] = value``, forgetting the oldest entries beyond ``kept``."""
+    memo[key] = value
+    while len(memo) > kept:
+        memo.pop(next(iter(memo)), None)
 
 
 def _uses(prog: ir.Program, stage: ir.Stage) -> list[Use]:
@@ -215,6 +299,35 @@ class Problem:
         """Do unit ``u``'s fixed blocks fit the whole switch at all (every MAU stage's together)?"""
         return u.sram <= self.n * self.sram and u.tcam <= self.n * self.tcam
 
+    @cached_property
+    def preds(self) -> dict[int, tuple[int, ...]]:
+        """Unit -> every unit of its pipeline it must follow in one switch pass (the pairs of
+        ``PipelineFacts.deps`` by their later unit), ascending: grouped once per problem, so
+        that ``place_greedy.pass_deps`` cuts them per placement instead of walking every pair."""
+        out: dict[int, list[int]] = {}
+        for pl in self.pipelines:
+            for a, b in pl.deps:
+                out.setdefault(b, []).append(a)
+        return {b: tuple(sorted(aa)) for b, aa in out.items()}
+
+    @cached_property
+    def direct_preds(self) -> dict[int, tuple[int, ...]]:
+        """``preds`` less the units it reaches through another of them (a transitive reduction),
+        ascending: a unit after these is after all of ``preds``, and there are about as many as
+        units where ``preds`` holds up to every pair.  Within a run of a pipeline's units (one
+        switch pass) it is the run's own reduction: a chain between two units of a run stays in it."""
+        reach: dict[int, int] = {}  # unit -> bit set of every unit it must follow, transitively
+        out: dict[int, tuple[int, ...]] = {}
+        for b in sorted(self.preds):
+            covered, kept = 0, []
+            for a in reversed(self.preds[b]):  # latest first: an earlier one reached through it is implied
+                if not covered >> a & 1:
+                    kept.append(a)
+                covered |= reach.get(a, 0) | 1 << a
+            reach[b] = covered
+            out[b] = tuple(reversed(kept))
+        return out
+
 
 @dataclass(frozen=True)
 class Layout:
@@ -228,6 +341,7 @@ class Layout:
 def problem_of(prog: ir.Program, targets: TargetSet) -> Problem:
     """Derive the facts once (the order of units and of stateful objects is the Z3 model's)."""
     sw, srv = targets.switch, targets.server
+    facts = _facts_of(prog)
     stages = {s: _stage_facts(prog, p, s, targets) for p in prog.pipelines for s in p.stages}
     units: list[UnitFacts] = []
     pipes: list[PipelineFacts] = []
@@ -235,13 +349,14 @@ def problem_of(prog: ir.Program, targets: TargetSet) -> Problem:
     for p in prog.pipelines:
         first = len(units)
         for s in p.stages:
-            for u in stage_units(prog, prog.stages[s]):
+            for u in facts.units(prog.stages[s]):
                 units.append(_unit_facts(prog, p.name, u, sw, seen))
         idx = tuple(range(first, len(units)))
         deps = tuple((a, b) for i, a in enumerate(idx) for b in idx[i + 1:] if depends(units[a].unit, units[b].unit))
         io = int(crossing_ns(prog, p, srv) * round(p.traffic * SCALE)) if srv else 0
         pipes.append(PipelineFacts(p.name, p.stages, io, idx, deps))
-    caches = {t: _cache_facts(prog, prog.tables[t], sw) for u in units for t in u.caches} if sw else {}
+    share = _first_traffic(prog, facts)
+    caches = {t: _cache_facts(prog.tables[t], share.get(t, 1.0), sw) for u in units for t in u.caches} if sw else {}
     n = int(sw.res("stages")) if sw else 0
     return Problem(prog, targets, stages, tuple(pipes), tuple(units), caches, n,
                    int(sw.res("sram_blocks")) if sw else 0, int(sw.res("tcam_blocks")) if sw else 0)
@@ -257,7 +372,7 @@ def _stage_facts(prog: ir.Program, p: ir.Pipeline, name: str, targets: TargetSet
         allowed.discard(Segment.SERVER)
     if srv is None or sw is None:
         allowed.discard(Segment.SWITCH_AFTER)
-    for u in stage_units(prog, stage):
+    for u in _facts_of(prog).units(stage):
         for t in u.tables:
             pin = prog.tables[t].hints.pin
             if pin:
@@ -301,10 +416,21 @@ def stateful_objects(prog: ir.Program, u: Unit) -> list[tuple[str, int, int]]:
     return out
 
 
-def _cache_facts(prog: ir.Program, t: ir.Table, sw: TargetSpec) -> CacheFacts:
+def _first_traffic(prog: ir.Program, facts: _ProgramFacts) -> dict[str, float]:
+    """Table -> the traffic share of the first pipeline that looks it up: one pass over the
+    program, not one per cache (was O(caches x stages))."""
+    out: dict[str, float] = {}
+    for p in prog.pipelines:
+        for s in p.stages:
+            for u in facts.units(prog.stages[s]):
+                for t in u.tables:
+                    out.setdefault(t, p.traffic)
+    return out
+
+
+def _cache_facts(t: ir.Table, share: float, sw: TargetSpec) -> CacheFacts:
+    """Cache ``t``'s facts; ``share``: the traffic of the first pipeline that looks it up."""
     active = max(1, int(t.size * t.hints.active))
-    share = next((p.traffic for p in prog.pipelines for s in p.stages
-                  if any(t.name in u.tables for u in stage_units(prog, prog.stages[s]))), 1.0)
     per = table_blocks(t, MI, sw)
     return CacheFacts(t.name, t.size, active, max(1, round(share * 1e9 / active)), per.sram, per.tcam)
 

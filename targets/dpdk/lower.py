@@ -145,6 +145,8 @@ class _Ctx:
     # entry, with the headers valid there on every path and possibly, per (cut, stage index)
     stage_major: bool = False
     stage_entry: dict[tuple[int, int], tuple[frozenset[str], frozenset[str] | None]] = field(default_factory=dict)
+    # each stage's _stage_tables, derived on first use: the key functions ask per table and stage
+    stage_tables: dict[str, list[str]] = field(default_factory=dict)
     # lowering the hit arm of a switch-cached state's lookup: the table and its record's name,
     # for the links its refreshes note (nfc_state.h)
     hit_of: tuple[ir.Table, str] | None = None
@@ -316,12 +318,23 @@ def _kept_key_bytes(x: _Ctx) -> list[int]:
 
 
 def _server_tables(x: _Ctx) -> list[str]:
-    names: list[str] = []
+    """The tables of the stages the server runs (its own, and switch caches' miss paths), each
+    once, in the order of first use."""
+    missed = {m.stage for m in x.placement.misses}
+    names: dict[str, None] = {}  # a dict, not a list: membership in O(1) (was O(tables²))
     for st in x.prog.stages.values():
-        if x.software or x.placement.segment.get(st.name) is Segment.SERVER or \
-                any(m.stage == st.name for m in x.placement.misses):
-            names += [t for t in _stage_tables(x.prog, st) if t not in names]
-    return names
+        if x.software or x.placement.segment.get(st.name) is Segment.SERVER or st.name in missed:
+            names.update(dict.fromkeys(_tables_of(x, st.name)))
+    return list(names)
+
+
+def _tables_of(x: _Ctx, stage: str) -> list[str]:
+    """``_stage_tables`` of ``stage``, derived once per lowering: the key functions ask it per
+    table and stage, which split every stage into units again for every table (O(stages²))."""
+    tables = x.stage_tables.get(stage)
+    if tables is None:
+        tables = x.stage_tables[stage] = _stage_tables(x.prog, x.prog.stages[stage])
+    return tables
 
 
 def _stage_tables(prog: ir.Program, st: ir.Stage) -> list[str]:
@@ -930,7 +943,7 @@ def _phase_tables(x: _Ctx) -> list[int]:
     masks = [0] * _phases(x)
     for cut in _cuts(x):
         for j, name in enumerate(cut.stages):
-            for t in _stage_tables(x.prog, x.prog.stages[name]):
+            for t in _tables_of(x, name):
                 if t in x.tindex:
                     masks[j] |= 1 << x.tindex[t]
     return masks
@@ -1541,12 +1554,12 @@ def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
     nfc_prefetch, and the benchmark); -1: the packet's cut runs no stage that looks it up."""
     body: list[c.Stmt] = []
     cuts = _cuts(x)
+    users = _users(x, cuts)
     for t in tables:
-        using = [cut for cut in cuts if any(t.name in _stage_tables(x.prog, x.prog.stages[s]) for s in cut.stages)]
+        using = users.get(t.name, [])
         # the key as the packet arrives: the headers valid on entry to every cut that looks it up;
         # stage by stage, that is the key of the first stage when every such cut looks it up there
-        if x.stage_major and using and all(t.name in _stage_tables(x.prog, x.prog.stages[cut.stages[0]])
-                                           for cut in using):
+        if x.stage_major and using and all(t.name in _tables_of(x, cut.stages[0]) for cut in using):
             args = (c.Int(0, ""), c.Name("table"), c.Name("p"), c.Name("key"))
             fill: list[c.Stmt] = [c.Return(c.Call("nfc_stage_key", args))]
         else:
@@ -1558,20 +1571,42 @@ def _bench_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
                   "the key bytes of a lookup, of a packet nfc_from_switch took (NFC_CONTINUE)", static=False)
 
 
+def _users(x: _Ctx, cuts: list[_Cut]) -> dict[str, list[_Cut]]:
+    """Table -> the cuts (in order) whose stages look it up: one pass over the cuts' stages, not
+    one per table (was O(tables x stages))."""
+    out: dict[str, list[_Cut]] = {}
+    for cut in cuts:
+        looked_up = dict.fromkeys(name for s in cut.stages for name in _tables_of(x, s))
+        for name in looked_up:
+            out.setdefault(name, []).append(cut)
+    return out
+
+
+def _phase_users(x: _Ctx, cuts: list[_Cut]) -> dict[int, dict[str, list[_Cut]]]:
+    """Phase -> table -> the cuts (in order) whose stage of that phase looks it up: one pass
+    over the cuts' stages, not one per phase and table (was O(stages x tables))."""
+    out: dict[int, dict[str, list[_Cut]]] = {}
+    for cut in cuts:
+        for j, s in enumerate(cut.stages):
+            for t in _tables_of(x, s):
+                out.setdefault(j, {}).setdefault(t, []).append(cut)
+    return out
+
+
 def _stage_key(x: _Ctx, tables: list[ir.Table]) -> c.Func:
     """nfc_stage_key: the key of table ``table`` a packet has at the entry of its cut's stage
     ``phase`` (x.stage_major: nfc_prefetch looks the burst's up in bulk there); -1: that stage
     of the packet's cut does not look it up."""
     body: list[c.Stmt] = []
     cuts = _cuts(x)
-    for j in range(_phases(x) if x.stage_major else 0):
-        for t in tables:
-            using = [cut for cut in cuts
-                     if j < len(cut.stages) and t.name in _stage_tables(x.prog, x.prog.stages[cut.stages[j]])]
-            if using:
-                fill = _key_fill(x, t, using, len(cuts), [x.stage_entry[(cut.id, j)] for cut in using])
-                body.append(c.If(c.Bin("&&", c.Bin("==", c.Name("phase"), c.Int(j, "")),
-                                       c.Bin("==", c.Name("table"), c.Int(x.tindex[t.name], ""))), tuple(fill)))
+    rank = {t.name: k for k, t in enumerate(tables)}
+    phases = _phase_users(x, cuts) if x.stage_major else {}
+    for j, users in sorted(phases.items()):
+        for name in sorted((t for t in users if t in rank), key=rank.__getitem__):  # in the order of ``tables``
+            t, using = tables[rank[name]], users[name]
+            fill = _key_fill(x, t, using, len(cuts), [x.stage_entry[(cut.id, j)] for cut in using])
+            body.append(c.If(c.Bin("&&", c.Bin("==", c.Name("phase"), c.Int(j, "")),
+                                   c.Bin("==", c.Name("table"), c.Int(x.tindex[t.name], ""))), tuple(fill)))
     body.append(c.Return(c.Int(-1, "")))
     params = ("int phase", "int table", "const struct nfc_pkt *p", "uint8_t *key")
     return c.Func("int", "nfc_stage_key", params, tuple(body),
