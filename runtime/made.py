@@ -68,6 +68,7 @@ def make_program(folder: Path, target: str = "nf", cache: Path | None = None, jo
         r = _make(cmd, folder, target, say)
         if r.returncode == 0:
             store(cache, _KIND, key, target, folder / target)
+            store(cache, _KIND, key, f"{target}.from", f"{folder.resolve()}\n".encode())  # where it was first made
         return r
 
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import ROOT, Front, changed_shared_builds
+from tests.support import Front, changed_shared_builds
 
 
 @pytest.fixture
@@ -24,29 +23,6 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 @pytest.fixture
 def update_goldens(request: pytest.FixtureRequest) -> bool:
     return bool(request.config.getoption("--update-goldens"))
-
-
-@pytest.fixture(scope="session")
-def server_runtime_objects(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A folder holding the hand-written server runtime (``targets/dpdk/runtime``) and its
-    objects, compiled once by its Makefile (``-Wall -Wextra -Werror``): a build whose copy of
-    the runtime is identical can take them and compile only its ``nf.c``."""
-    folder = tmp_path_factory.mktemp("server_runtime")
-    for f in (ROOT / "targets/dpdk/runtime").iterdir():
-        shutil.copyfile(f, folder / f.name)
-    # no program's sizes: nfc_rt.h's defaults (the objects taken do not lay out struct nfc_pkt);
-    # the tables' layout, as every build's, from the server profile
-    from compiler.profiles import load_profiles
-    from targets.c import syntax as c
-    from targets.c.printer import print_unit
-    from targets.dpdk.lower import runtime_layout
-
-    layout = runtime_layout(load_profiles()["dpdk_server"].memory)
-    (folder / "nfc_prog.h").write_text(print_unit(c.Unit("the runtime's default packet model sizes", layout)))
-    objects = [f"{c.stem}.o" for c in folder.glob("nfc_*.c") if c.name != "nfc_bench.c"]
-    r = subprocess.run(["make", "-j2", "-C", str(folder), *objects], capture_output=True, text=True)
-    assert r.returncode == 0, r.stderr[-3000:]
-    return folder
 
 
 @pytest.fixture

@@ -45,7 +45,7 @@ def _running(tmp_path: Path, hot: dict[int, int]) -> Iterator[tuple[SwitchModel,
     program with the packets of ``hot`` (host: how many) queued as the switch sends them (its
     cache empty: all miss), and a runtime API that added every host, the first 6 cached."""
     out = tmp_path / "out"
-    r = nfc_cli("build", str(PROGRAM), "-o", str(out), "--no-verify")
+    r = nfc_cli("build", str(PROGRAM.relative_to(ROOT)), "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr
     assert run_make(out / "server").returncode == 0
     c = compile_file(str(PROGRAM))
@@ -156,7 +156,7 @@ def test_the_manager_takes_the_idle_limits_the_nfp_states(tmp_path):
     assert [m.limits.limit(x) for x in (0.4, 0.5, 0.98, 0.99)] == [None, 20.0, 20.0, 1.5]
     assert CacheManager(Runtime(out), "hosts", limits=BLUEBIRD).limits is BLUEBIRD
     plain = tmp_path / "plain"
-    r = nfc_cli("build", str(PROGRAM), "-o", str(plain), "--no-verify")
+    r = nfc_cli("build", str(PROGRAM.relative_to(ROOT)), "-o", str(plain), "--no-verify")
     assert r.returncode == 0, r.stderr
     assert CacheManager(Runtime(plain), "hosts").limits is BLUEBIRD
 

@@ -38,7 +38,7 @@ ACL = {0xC0000200 + i: 1 for i in range(5)}  # a table the switch holds whole
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("restart") / "out"
-    r = nfc_cli("build", str(PROGRAM), "-o", str(out), "--no-verify")
+    r = nfc_cli("build", str(PROGRAM.relative_to(ROOT)), "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr
     assert run_make(out / "server").returncode == 0
     return out

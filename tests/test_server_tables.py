@@ -50,7 +50,7 @@ class Built:
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Built:
     out = tmp_path_factory.mktemp("lpm_routes")
-    r = nfc_cli("build", str(SOURCE), "--target", "dpdk", "-o", str(out))
+    r = nfc_cli("build", str(SOURCE.relative_to(ROOT)), "--target", "dpdk", "-o", str(out))
     assert r.returncode == 0, r.stderr
     r = run_make(out / "server", "nf-san")
     assert r.returncode == 0, r.stderr[-3000:]
@@ -158,7 +158,7 @@ def test_tables_grow_as_the_server_profile_says(built: Built, tmp_path: Path) ->
     from targets.dpdk.generator import DpdkGenerator
 
     out = tmp_path / "build"
-    r = nfc_cli("build", str(SOURCE), "--target", "dpdk", "-o", str(out),
+    r = nfc_cli("build", str(SOURCE.relative_to(ROOT)), "--target", "dpdk", "-o", str(out),
                         "--no-verify")
     assert r.returncode == 0, r.stderr
     plan, placed = open_placed(out)

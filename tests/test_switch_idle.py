@@ -32,7 +32,7 @@ A, B, SRC = 0x0A000001, 0x0A000002, 0xC0000201
 def built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("idle")
     out = tmp / "out"
-    r = nfc_cli("build", str(PROGRAM), "-o", str(out), "--no-verify")
+    r = nfc_cli("build", str(PROGRAM.relative_to(ROOT)), "-o", str(out), "--no-verify")
     assert r.returncode == 0, r.stderr
     return out
 

@@ -39,7 +39,7 @@ SOURCE = ROOT / "tests/corpus/switch_registers.nfp"
 @pytest.fixture(scope="module")
 def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
     out = tmp_path_factory.mktemp("switch_registers") / "out"
-    r = nfc_cli("build", str(SOURCE), "-o", str(out), "--target", "tofino")
+    r = nfc_cli("build", str(SOURCE.relative_to(ROOT)), "-o", str(out), "--target", "tofino")
     assert r.returncode == 0, r.stderr
     return out
 
@@ -367,7 +367,7 @@ def test_a_register_a_parser_reads_is_named_with_the_parser(tmp_path):
 
 
 def test_the_corpus_registers_are_placed_on_the_switch(tmp_path):
-    r = nfc_cli("build", str(SOURCE), "-o", str(tmp_path / "o"), "--target", "tofino+dpdk")
+    r = nfc_cli("build", str(SOURCE.relative_to(ROOT)), "-o", str(tmp_path / "o"), "--target", "tofino+dpdk")
     assert r.returncode == 0, r.stderr
     plan = json.loads((tmp_path / "o/plan.json").read_text())
     assert {o["name"]: o["placement"] for o in plan["objects"]} == {
