@@ -21,9 +21,16 @@ from pathlib import Path
 
 from compiler.content_cache import content_key, entry, locked, store
 
-__all__ = ["PRODUCTS", "make_program", "program_key"]
+__all__ = ["PRODUCTS", "is_made", "make_program", "program_key"]
 
 PRODUCTS = ("nf", "nf-san", "nf-bench")  # what the generated Makefile makes (its header lists them)
+_MADE = (".o", ".d", ".gch")  # what it makes on the way: objects, dependencies, precompiled headers
+
+
+def is_made(path: Path) -> bool:
+    """Did ``make`` make the file at ``path`` of a server folder (a program, or a step towards one),
+    rather than the generator write it?"""
+    return path.name in PRODUCTS or path.suffix in _MADE
 _SETTINGS = ("CC", "CFLAGS", "LDFLAGS", "MAKEFLAGS", "PKG_CONFIG_PATH")
 _KIND = "server"
 
@@ -45,7 +52,7 @@ def program_key(folder: Path, target: str = "nf") -> str:
     make left there), the environment's compiler settings and the toolchain."""
     parts: list[str | bytes] = [target, _toolchain(), *(f"{v}={os.environ.get(v)}" for v in _SETTINGS)]
     for f in sorted(folder.rglob("*")):
-        if f.is_file() and f.name not in PRODUCTS and f.suffix not in (".o", ".d"):
+        if f.is_file() and not is_made(f):
             parts += [str(f.relative_to(folder)), f.read_bytes()]
     return content_key(*parts)
 

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import DPDK, ROOT, nfc_cli, run_make
+from tests.support import DPDK, ROOT, build_example, copy_build, nfc_cli, run_make
 
 pytestmark = DPDK
 
@@ -62,3 +62,18 @@ def test_server_program_builds_warning_free(program: Path, target: str, tmp_path
     make = run_make(server)
     assert make.returncode == 0, f"make failed:\n{make.stderr[-6000:]}"
     assert (server / "nf").is_file()
+
+
+def test_sources_are_compiled_from_the_precompiled_header(tmp_path: Path) -> None:
+    """The Makefile parses the headers once per flag set (nfc_pch.h precompiled into
+    nfc_pch.h.gch/): gcc -H marks a precompiled header it takes with ``!`` and one it cannot
+    take (made with other flags) with ``x``.  nfc_control.c defines _GNU_SOURCE itself, as the
+    header does first."""
+    server = copy_build(build_example("examples/dsr_router.nfp", "dpdk", "--no-verify"), tmp_path / "out") / "server"
+    objects = ["nf.o", "nfc_control.o", "nf.san.o", "nfc_control.san.o"]
+    r = subprocess.run(["make", "-C", str(server), "CC=cc -H", *objects], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-3000:]
+    taken = re.findall(r"^! \./nfc_pch\.h\.gch/(\w+)\.gch$", r.stderr, re.MULTILINE)
+    assert taken == ["nf", "nf", "san", "san"], r.stderr[-3000:]
+    assert all((server / o).is_file() for o in objects)
+    assert not list((server / "nfc_pch.h.gch").glob("*.gch"))  # intermediate: gone after the build

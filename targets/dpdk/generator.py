@@ -25,7 +25,7 @@ COPIED = {"server_runtime_h": "nfc_rt.h", "server_burst_h": "nfc_burst.h", "serv
           "server_lpm_c": "nfc_lpm.c", "server_control_c": "nfc_control.c", "server_entries_c": "nfc_entries.c",
           "server_hits_h": "nfc_hits.h", "server_hits_c": "nfc_hits.c", "server_esp_h": "nfc_esp.h",
           "server_esp_c": "nfc_esp.c", "server_objects_h": "nfc_objects.h", "server_objects_c": "nfc_objects.c",
-          "server_acl_h": "nfc_acl.h", "server_acl_c": "nfc_acl.c",
+          "server_acl_h": "nfc_acl.h", "server_acl_c": "nfc_acl.c", "server_pch_h": "nfc_pch.h",
           "server_bench_c": "nfc_bench.c", "server_makefile": "Makefile"}
 
 

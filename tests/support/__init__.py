@@ -31,7 +31,7 @@ HAVE_DPDK = shutil.which("make") is not None and shutil.which("pkg-config") is n
 from compiler.content_cache import cache_root, compiler_fingerprint, content_key, locked  # noqa: E402
 from lang import Diagnostics, SourceMap, load  # noqa: E402
 from lang.symbols import CheckedProgram  # noqa: E402
-from runtime.made import PRODUCTS, make_program  # noqa: E402
+from runtime.made import is_made, make_program  # noqa: E402
 
 
 class Front:
@@ -398,7 +398,7 @@ def _files(folder: Path) -> dict[str, tuple[int, int]]:
     build; a source may not change."""
     return {str(f.relative_to(folder)): (f.stat().st_size, f.stat().st_mtime_ns)
             for f in folder.rglob("*") if f.is_file() and "__pycache__" not in f.parts
-            and f.name not in PRODUCTS and f.suffix != ".o" and not f.name.startswith(".")}
+            and not is_made(f) and not f.name.startswith(".")}
 
 
 def copy_build(out: Path, dest: Path) -> Path:
