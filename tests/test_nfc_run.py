@@ -19,6 +19,7 @@ from tests.support import (
     GW_IP,
     L3_HEAD,
     NH_MAC,
+    VPN_ENTRIES,
     build_example,
     expected_vxlan,
     needs_redis,
@@ -72,12 +73,7 @@ def test_server_alone_runs_on_its_logical_ports_and_capture_starts_empty(tmp_pat
     of each input port enter on that logical port and leave by their egress port; a second
     run into the same capture folder leaves no file of the first behind; --live needs a switch."""
     out = build_example("examples/vpn_gateway.nfp", "dpdk", "--no-verify", "--allow-overcommit")
-    entries = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
-                                   "values": {"host_ip": "172.16.5.17", "vni": 5042}}],
-               "underlay_routes": [{"match": {"outer_ipv4_dst": "172.16.0.0/16"},
-                                    "values": {"port": 21, "next_hop_mac": NH_MAC}}],
-               "vni_to_qinq": [{"match": {"vxlan_vni": 3007}, "values": {"s_tag": 3, "c_tag": 7, "port": 4}}]}
-    (tmp_path / "entries.json").write_text(json.dumps(entries))
+    (tmp_path / "entries.json").write_text(json.dumps(VPN_ENTRIES))
     customer = (Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / Dot1AD(vlan=5) / Dot1Q(vlan=42)
                 / IP(src="192.168.200.1", dst="192.168.42.17") / UDP(sport=7, dport=9) / b"to the cloud")
     wrpcap(str(tmp_path / "customer.pcap"), [customer, customer])

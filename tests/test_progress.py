@@ -29,7 +29,7 @@ from lang import Diagnostics, SourceMap, load
 from nfc._build_dir import open_placed
 from nfc.run import summary
 from tests.bigprog import knapsack, synthetic
-from tests.support import GW_IP, L3_HEAD, NH_MAC, build_example, needs_dpdk, nfc_cli, write
+from tests.support import GW_IP, L3_HEAD, VPN_ENTRIES, build_example, needs_dpdk, nfc_cli, write
 
 # "      placing: 0.4 s of 1.5 s, exact model (Z3 Optimize); best so far (greedy start): 7 of 8 stages on the
 # switch, server 6.2 ns/packet, 589,708 cached entries, 12 MAU stages"
@@ -191,12 +191,7 @@ def test_nfc_run_tells_what_it_does_and_ends_with_the_table(tmp_path):
     and came back); stdout's table has each port's packets in and out as the pcaps hold them
     and the drops; ``--json`` prints what counters.json holds."""
     out = build_example("examples/vpn_gateway.nfp", "tofino+dpdk")
-    entries = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
-                                   "values": {"host_ip": "172.16.5.17", "vni": 5042}}],
-               "underlay_routes": [{"match": {"outer_ipv4_dst": "172.16.0.0/16"},
-                                    "values": {"port": 21, "next_hop_mac": NH_MAC}}],
-               "vni_to_qinq": [{"match": {"vxlan_vni": 3007}, "values": {"s_tag": 3, "c_tag": 7, "port": 4}}]}
-    (tmp_path / "entries.json").write_text(json.dumps(entries))
+    (tmp_path / "entries.json").write_text(json.dumps(VPN_ENTRIES))
     routed = (Ether() / Dot1AD(vlan=5) / Dot1Q(vlan=42) / IP(src="192.168.200.1", dst="192.168.42.17")
               / UDP(sport=7, dport=9) / b"to the cloud")
     unrouted = Ether() / Dot1AD(vlan=5) / Dot1Q(vlan=42) / IP(dst="192.168.42.200") / b"no such VM"

@@ -156,6 +156,14 @@ def run_split(switch: Any, server: Any, data: bytes, port: int) -> Any:
 
 
 GW_IP, GW_MAC, NH_MAC = "10.255.0.1", "02:00:0a:ff:00:01", "02:00:00:00:00:99"
+# an entries file (`nfc run --entries`) for examples/vpn_gateway.nfp: customer 5's overlay 42 routes VM
+# 192.168.42.17 to host 172.16.5.17 (VNI 5042), the underlay sends 172.16/16 out of port 21, and VNI
+# 3007 comes back to the customer as S-tag 3, C-tag 7 on port 4
+VPN_ENTRIES = {"overlay_routes": [{"match": {"meta_customer": 5, "meta_overlay": 42, "vm_ip": "192.168.42.17"},
+                                   "values": {"host_ip": "172.16.5.17", "vni": 5042}}],
+               "underlay_routes": [{"match": {"outer_ipv4_dst": "172.16.0.0/16"},
+                                    "values": {"port": 21, "next_hop_mac": NH_MAC}}],
+               "vni_to_qinq": [{"match": {"vxlan_vni": 3007}, "values": {"s_tag": 3, "c_tag": 7, "port": 4}}]}
 
 
 def expected_vxlan(customer: Any, host_ip: str, vni: int) -> bytes:
