@@ -22,7 +22,7 @@ from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
 
 from targets.p4 import syntax as p
-from targets.p4.p4info import PREFIX, P4InfoError, build_p4info
+from targets.p4.p4info import PREFIX, P4InfoError, build_p4info, one_at_a_time
 from tests.support import ROOT, compile_ir, nfc_cli
 
 EXAMPLES = sorted(e.stem for e in (ROOT / "examples").glob("*.nfp"))
@@ -454,6 +454,21 @@ def test_a_tree_is_described_as_p4c_would() -> None:
     assert (cpm.preamble.name, [(md.id, md.name, md.bitwidth) for md in cpm.metadata]) == \
         ("packet_in", [(1, "port", 9), (2, "why", 7)])
     assert names["tables"]["t"]["match_fields"]["flag"] == {"id": 2, "bitwidth": 1, "match": "ternary"}
+
+
+def test_ids_are_p4cs_one_at_a_time_hashes_probed_in_name_order() -> None:
+    """p4c (control-plane/p4RuntimeSymbolTable.cpp) makes an id of the kind's prefix and the low
+    24 bits of Jenkins's one-at-a-time hash of the name, walks each kind's names in sorted
+    order and takes the next free value on a collision.  The hash's values are Wikipedia's
+    ("Jenkins hash function"); "Ing.a3350" and "Ing.a3553" share their low 24 bits, 0xd6740d."""
+    assert one_at_a_time(b"a") == 0xCA2E9442
+    assert one_at_a_time(b"The quick brown fox jumps over the lazy dog") == 0x519E91F5
+    assert one_at_a_time(b"Ing.a3350") & 0xFFFFFF == one_at_a_time(b"Ing.a3553") & 0xFFFFFF == 0xD6740D
+    late, early = p.Action("a3553", (), ()), p.Action("a3350", (), ())  # declared out of name order
+    info, _names = build_p4info(_tree(late, early, SET), "v1model")
+    ids = {a.preamble.name: a.preamble.id for a in info.actions}
+    assert ids == {"Ing.a3350": 0x01D6740D, "Ing.a3553": 0x01D6740E,
+                   "Ing.set": 0x01000000 | one_at_a_time(b"Ing.set") & 0xFFFFFF}
 
 
 @pytest.mark.parametrize(("tree", "message"), [

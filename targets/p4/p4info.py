@@ -30,7 +30,6 @@ same program always gets the same IDs and adding a table does not renumber the r
 
 from __future__ import annotations
 
-import zlib
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -41,7 +40,7 @@ from p4.config.v1 import p4info_pb2
 
 from targets.p4 import syntax as p
 
-__all__ = ["PREFIX", "P4InfoError", "build_p4info", "p4info_text"]
+__all__ = ["PREFIX", "P4InfoError", "build_p4info", "one_at_a_time", "p4info_text"]
 
 _P4Ids = p4info_pb2.P4Ids
 # P4Runtime spec §6.3 "ID allocation": the most significant byte names the entity type
@@ -215,14 +214,31 @@ def _controller_name(h: p.HeaderType) -> str | None:
     return notes[0].text
 
 
+def one_at_a_time(data: bytes) -> int:
+    """Bob Jenkins's one-at-a-time hash (32 bits), which p4c hashes P4Info names with
+    (control-plane/p4RuntimeSymbolTable.cpp, ``jenkinsOneAtATimeHash``)."""
+    h = 0
+    for byte in data:
+        h = (h + byte) & 0xFFFFFFFF
+        h = (h + (h << 10)) & 0xFFFFFFFF
+        h ^= h >> 6
+    h = (h + (h << 3)) & 0xFFFFFFFF
+    h ^= h >> 11
+    return (h + (h << 15)) & 0xFFFFFFFF
+
+
 class _IdAllocator:
+    """Ids as p4c assigns them: the kind's prefix in the top byte, the low 24 bits of the
+    name's one-at-a-time hash below it, and the next free value on a collision (linear
+    probing) -- so the names of a kind must be asked for in sorted order, as p4c walks them."""
+
     def __init__(self) -> None:
         self.used: set[int] = set()
 
     def get(self, kind: str, name: str) -> int:
         prefix = PREFIX[kind] << 24
-        low = zlib.crc32(name.encode()) & 0xFFFFFF
-        while (prefix | low) in self.used or low == 0:
+        low = one_at_a_time(name.encode()) & 0xFFFFFF
+        while (prefix | low) in self.used:
             low = (low + 1) & 0xFFFFFF
         ident = prefix | low
         self.used.add(ident)
