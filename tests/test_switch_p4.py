@@ -15,9 +15,11 @@ import subprocess
 import pytest
 from google.protobuf import text_format
 from p4.config.v1 import p4info_pb2
+from scapy.layers.inet import IP, UDP
+from scapy.layers.l2 import Ether
 
 from targets.p4.p4info import PREFIX
-from tests.support import ROOT, build_example, compile_ir, nfc_cli
+from tests.support import ROOT, build_example, compile_ir, nfc_cli, write
 
 EXAMPLES = sorted((ROOT / "examples").glob("*.nfp"))
 
@@ -154,3 +156,47 @@ pipeline q { ports = [0..3]; parser = p; stages = [s]; }
     assert r.returncode == 1 and "Traceback" not in r.stderr
     assert ("u.nfp:5:57: error[E100]: the tna generator does not support a second lookup of table 't' on the "
             "switch" in r.stderr), r.stderr
+
+
+DEPOSITS = """import "std/headers.nfp";
+packet { eth: ethernet; ipv4: ipv4; }
+parser p {
+  state start { extract eth; transition select(eth.ethertype) { ETH_IPV4: ip; default: drop(not_ipv4); } }
+  state ip { extract ipv4; transition accept; }
+}
+stage mark {
+  ipv4.identification = 0xc000 | (ipv4.total_len & 0x3fff);
+  eth.src = (eth.dst & 0x00ffffff0000) | 0x020000000001;
+  ipv4.ttl = 0x40 | (ipv4.ttl & 0x0b);
+  forward(3);
+}
+pipeline main { ports = [0..7]; parser = p; stages = [mark]; traffic = 100%; }
+target srv = dpdk_server { cores = 2; }
+deployment d { switch = tofino1; servers = [srv]; server_ports = [32]; rate = 1Mpps; }
+"""
+
+
+@pytest.mark.parametrize("arch", ["tna", "v1model"])
+def test_a_masked_value_ored_with_a_constant_is_one_deposit_and_computes_the_same(tmp_path, arch):
+    """A Tofino action does one ALU operation per field per stage: ``C | (x & M)`` with M one
+    run of ones is printed as a concatenation of C's bits and a slice of x (which the Tofino
+    back end takes as one deposit-field), and it still computes C | (x & M) on the switch
+    model, which runs the printed program; a mask that is not one run stays as written."""
+    from emulator.switchmodel import SwitchModel
+
+    out = tmp_path / "out"
+    r = nfc_cli("build", write(tmp_path, DEPOSITS), "--target", "tofino+dpdk", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    program = (out / "switch" / f"{arch}.p4").read_text()
+    assert re.search(r"hdr\.ipv4\.identification = 2w3 \+\+ hdr\.ipv4\.total_len\[13:0\];", program)
+    assert "hdr.eth.src = 8w2 ++ hdr.eth.dst[39:16] ++ 16w1;" in program.replace("(", "").replace(")", "")
+    assert re.search(r"\.ttl = 8w0x40 \| \(?.*ttl & 8w0xb\)?;", program)
+    sent = Ether(src="00:00:00:00:00:01", dst="aa:bb:cc:dd:ee:ff") / IP(src="10.0.0.1", dst="10.0.0.2", ttl=0x3f) \
+        / UDP(sport=1, dport=2) / (b"x" * 30)
+    result = SwitchModel.from_build(out, arch).process(bytes(sent), 1)
+    assert result.kind == "forward" and result.port == 3
+    got = Ether(result.data)
+    total_len = len(sent) - 14
+    assert got[IP].id == 0xC000 | (total_len & 0x3FFF)
+    assert got[Ether].src == "02:bb:cc:dd:00:01"  # 0x020000000001 | (0xaabbccddeeff & 0x00ffffff0000)
+    assert got[IP].ttl == 0x40 | (0x3F & 0x0B)

@@ -740,7 +740,7 @@ def _expr(c: _Ctx, e: ir.Expr) -> p.Expr:
         case ir.Unary():
             return p.Un(e.op, _expr(c, e.operand))
         case ir.Binary():
-            return p.Bin(e.op, _expr(c, e.left), _expr(c, e.right))
+            return _deposit(c, e) or p.Bin(e.op, _expr(c, e.left), _expr(c, e.right))
         case ir.Slice():
             return p.Slice(_expr(c, e.base), e.hi, e.lo)
         case ir.Cast():
@@ -763,6 +763,37 @@ def _expr(c: _Ctx, e: ir.Expr) -> p.Expr:
             raise Unsupported(f"{type(e).__name__} expressions on the switch", e.span)
         case _:
             assert_never(e)
+
+
+def _deposit(c: _Ctx, e: ir.Binary) -> p.Expr | None:
+    """``C | (x & M)`` (either way round) with M one run of ones and C clear under it, as a
+    concatenation of C's bits and x's: ``0xc000 | (h & 0x3fff)`` is ``2w3 ++ h[13:0]``.  The same
+    value; but a Tofino action does one ALU operation per field per stage, and the back end
+    refuses the AND and the OR in one action ("action spanning multiple stages"), while a
+    concatenation of a constant and a slice is a single deposit-field.  None: not that shape."""
+    if e.op != "|":
+        return None
+    for const, masked in ((e.left, e.right), (e.right, e.left)):
+        if not (isinstance(const, ir.Const) and isinstance(masked, ir.Binary) and masked.op == "&"):
+            continue
+        for mask, x in ((masked.left, masked.right), (masked.right, masked.left)):
+            if not isinstance(mask, ir.Const) or mask.value <= 0 or const.value & mask.value:
+                continue
+            lo = (mask.value & -mask.value).bit_length() - 1
+            hi = mask.value.bit_length() - 1
+            if mask.value != ((1 << (hi + 1)) - 1) ^ ((1 << lo) - 1) or hi >= e.width:
+                continue  # not one run of ones within the width
+            parts: list[p.Expr] = []
+            if hi + 1 < e.width:
+                parts.append(p.Const(const.value >> (hi + 1), e.width - hi - 1))
+            parts.append(p.Slice(_expr(c, x), hi, lo))
+            if lo:
+                parts.append(p.Const(const.value & ((1 << lo) - 1), lo))
+            out = parts[0]
+            for part in parts[1:]:
+                out = p.Bin("++", out, part)
+            return out
+    return None
 
 
 def _csum_update(c: _Ctx, e: ir.CsumUpdate) -> p.Expr:

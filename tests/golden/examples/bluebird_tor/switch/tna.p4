@@ -869,7 +869,7 @@ control Ingress(
                         meta.nfc_rd_ipv4__total_len = hdr.ipv4.total_len;
                     }
                     hdr.outer_udp.setValid();
-                    hdr.outer_udp.sport = 16w0xf000 | (meta.nfc_hash1 & 16w0xfff);
+                    hdr.outer_udp.sport = 4w0xf ++ meta.nfc_hash1[11:0];
                     hdr.outer_udp.dport = 16w0x12b5;
                     hdr.outer_udp.length = meta.nfc_rd_ipv4__total_len + 16w0x1e;
                     hdr.outer_udp.checksum = 16w0;

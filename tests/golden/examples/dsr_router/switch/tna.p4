@@ -807,7 +807,7 @@ control Ingress(
                     hdr.outer_ipv4.ttl = 8w0x40;
                     meta.nfc_hash2 = nfc_hash2.get({hdr.ipv4.src, hdr.ipv4.dst});
                     hdr.outer_udp.setValid();
-                    hdr.outer_udp.sport = 16w0xc000 | (meta.nfc_hash2 & 16w0x3fff);
+                    hdr.outer_udp.sport = 2w3 ++ meta.nfc_hash2[13:0];
                     hdr.outer_udp.dport = 16w0x12b5;
                     hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
                     hdr.outer_udp.checksum = 16w0;

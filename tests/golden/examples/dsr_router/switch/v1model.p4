@@ -814,7 +814,7 @@ control NfcIngress(
                     hdr.outer_ipv4.ttl = 8w0x40;
                     hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {hdr.ipv4.src, hdr.ipv4.dst}, 17w0x10000);
                     hdr.outer_udp.setValid();
-                    hdr.outer_udp.sport = 16w0xc000 | (meta.nfc_hash2 & 16w0x3fff);
+                    hdr.outer_udp.sport = 2w3 ++ meta.nfc_hash2[13:0];
                     hdr.outer_udp.dport = 16w0x12b5;
                     hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
                     hdr.outer_udp.checksum = 16w0;

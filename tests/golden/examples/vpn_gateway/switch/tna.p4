@@ -578,7 +578,7 @@ control Ingress(
                 hdr.outer_ipv4.dst = meta.host_ip;
                 meta.nfc_hash1 = nfc_hash1.get({hdr.ipv4.src, hdr.ipv4.dst, hdr.ipv4.protocol});
                 hdr.outer_udp.setValid();
-                hdr.outer_udp.sport = 16w0xc000 | (meta.nfc_hash1 & 16w0x3fff);
+                hdr.outer_udp.sport = 2w3 ++ meta.nfc_hash1[13:0];
                 hdr.outer_udp.dport = 16w0x12b5;
                 hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
                 hdr.outer_udp.checksum = 16w0;
