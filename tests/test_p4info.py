@@ -453,6 +453,7 @@ def test_a_tree_is_described_as_p4c_would() -> None:
     [cpm] = info.controller_packet_metadata
     assert (cpm.preamble.name, [(md.id, md.name, md.bitwidth) for md in cpm.metadata]) == \
         ("packet_in", [(1, "port", 9), (2, "why", 7)])
+    assert list(cpm.preamble.annotations) == ['@controller_header("packet_in")']  # as p4c writes it
     assert names["tables"]["t"]["match_fields"]["flag"] == {"id": 2, "bitwidth": 1, "match": "ternary"}
 
 

@@ -392,6 +392,9 @@ def build_p4info(prog: p.Program, arch: str,
         cpm = info.controller_packet_metadata.add()
         # p4c: the annotation's name is both the preamble name and the alias
         cpm.preamble.id, cpm.preamble.name, cpm.preamble.alias = ids["controller_header", cp_name], cp_name, cp_name
+        # p4c: the header type's annotations but @name, @id and the documentation ones, as written in P4
+        cpm.preamble.annotations.extend(a.source() for a in h.annotations
+                                        if a.name not in ("name", "id", "brief", "description"))
         metadata = {}
         for i, (fname, ftype) in enumerate(h.fields, 1):
             fwidth = types.width(ftype)

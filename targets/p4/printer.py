@@ -170,7 +170,7 @@ def _state(s: p.State, n: int) -> list[str]:
 def _decl(d: p.Decl) -> list[str]:
     match d:
         case p.HeaderType():
-            notes = [f"@{a.name}" + (f'("{a.text}")' if a.text is not None else "") for a in d.annotations]
+            notes = [a.source() for a in d.annotations]
             return [*_comment(d.comment, 0), *notes, f"header {d.name} {{", *_fields(d.fields, 1), "}"]
         case p.Struct():
             return [*_comment(d.comment, 0), f"struct {d.name} {{", *_fields(d.fields, 1), "}"]

@@ -240,6 +240,10 @@ class Annotation:
     name: str
     text: str | None = None
 
+    def source(self) -> str:
+        """The annotation as P4 source (and as p4c writes it into P4Info preambles)."""
+        return f"@{self.name}" + (f'("{self.text}")' if self.text is not None else "")
+
 
 @dataclass(frozen=True, slots=True)
 class Param:
