@@ -10,6 +10,7 @@ with ``targets.p4.p4info``.  The last tests feed hand-made syntax trees to
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from collections.abc import Callable
@@ -219,7 +220,10 @@ def table_problems(info: Any, p4: Printed) -> list[str]:
         names = [e.preamble.name for e in getattr(info, fname)]
         problems += [f"{fname}: {n} appears {names.count(n)} times" for n in sorted(set(names)) if names.count(n) > 1]
     printed_tables = {f"{c}.{t}": (ctl, pt) for c, ctl in p4.controls.items() for t, pt in ctl.tables.items()}
-    printed_actions = {f"{c}.{a}": prm for c, ctl in p4.controls.items() for a, prm in ctl.actions.items()}
+    # p4c drops the actions nothing uses (RemoveUnusedDeclarations): a table's or called ("a();")
+    printed_actions = {f"{c}.{a}": prm for c, ctl in p4.controls.items() for a, prm in ctl.actions.items()
+                       if any(a in pt.actions for pt in ctl.tables.values())
+                       or re.search(rf"^\s+{a}\(\);$", p4.text, re.MULTILINE)}
     if {t.preamble.name for t in info.tables} != set(printed_tables):
         problems.append(f"tables {sorted(t.preamble.name for t in info.tables)} != printed {sorted(printed_tables)}")
     if {a.preamble.name for a in info.actions} != set(printed_actions):
@@ -427,7 +431,7 @@ def _table(name: str = "t", actions: tuple[str, ...] = ("set", "miss"), default:
 def test_a_tree_is_described_as_p4c_would() -> None:
     cpu = p.HeaderType("cpu_h", (("port", p.Bits(9)), ("why", p.Bits(7))), annotations=(
         p.Annotation("controller_header", "packet_in"),))
-    other = p.Control("Eg", (), (p.Action("t", (), ()),), ())
+    other = p.Control("Eg", (), (p.Action("t", (), ()),), (p.CallStmt(p.Call(p.Path("t"))),))
     prog = _tree(SET, MISS, _table(const=False),
                  p.Instance(p.TypeName("counter"), (p.Const(8, 32), p.ref("CounterType.bytes")), "c"),
                  p.Instance(p.TypeName("Meter", (p.Bits(32),)), (p.Const(4, -1), p.ref("MeterType_t.PACKETS")), "m"),
@@ -466,10 +470,23 @@ def test_ids_are_p4cs_one_at_a_time_hashes_probed_in_name_order() -> None:
     assert one_at_a_time(b"The quick brown fox jumps over the lazy dog") == 0x519E91F5
     assert one_at_a_time(b"Ing.a3350") & 0xFFFFFF == one_at_a_time(b"Ing.a3553") & 0xFFFFFF == 0xD6740D
     late, early = p.Action("a3553", (), ()), p.Action("a3350", (), ())  # declared out of name order
-    info, _names = build_p4info(_tree(late, early, SET), "v1model")
+    info, _names = build_p4info(_tree(late, early, MISS, _table(actions=("a3553", "a3350", "miss"))), "v1model")
     ids = {a.preamble.name: a.preamble.id for a in info.actions}
     assert ids == {"Ing.a3350": 0x01D6740D, "Ing.a3553": 0x01D6740E,
-                   "Ing.set": 0x01000000 | one_at_a_time(b"Ing.set") & 0xFFFFFF}
+                   "Ing.miss": 0x01000000 | one_at_a_time(b"Ing.miss") & 0xFFFFFF}
+
+
+def test_an_action_nothing_uses_is_left_out_as_p4c_leaves_it() -> None:
+    """p4c's front end removes unused declarations before it writes P4Info: an action is an
+    object when a table lists it or a block calls it."""
+    called = p.Action("called", (), ())
+    prog = _tree(SET, MISS, p.Action("unused", (), ()), called, _table(),
+                 more=(p.Control("Eg", (), (p.Action("c2", (), ()),), (p.CallStmt(p.Call(p.Path("c2"))),)),))
+    prog = dataclasses.replace(prog, decls=tuple(
+        dataclasses.replace(d, apply=(*d.apply, p.CallStmt(p.Call(p.Path("called")))))
+        if isinstance(d, p.Control) and d.name == "Ing" else d for d in prog.decls))
+    info, _names = build_p4info(prog, "v1model")
+    assert sorted(a.preamble.name for a in info.actions) == ["Eg.c2", "Ing.called", "Ing.miss", "Ing.set"]
 
 
 @pytest.mark.parametrize(("tree", "message"), [
@@ -480,7 +497,8 @@ def test_ids_are_p4cs_one_at_a_time_hashes_probed_in_name_order() -> None:
      "two controls each declare the action 'miss'"),
     (lambda: _tree(SET, MISS, p.Table("t", (p.Key(p.ref("hdr.h.k"), "exact", "k"),) * 2, ("miss",), "miss", 4)),
      "table 'Ing.t' has two match fields named 'k'"),
-    (lambda: _tree(p.Action("a", (("x", p.Bits(1)), ("x", p.Bits(2))), ())), "two parameters named 'x'"),
+    (lambda: _tree(p.Action("a", (("x", p.Bits(1)), ("x", p.Bits(2))), ()), MISS, _table(actions=("a", "miss"))),
+     "two parameters named 'x'"),
     (lambda: _tree(MISS, _table()), "lists action 'set'"),
     (lambda: _tree(SET, MISS, _table(actions=("set", "set", "miss"))), "table 'Ing.t' lists action 'set' twice"),
     (lambda: _tree(SET, MISS, _table(default="set")), "default action 'set' has control-plane parameters"),
@@ -491,7 +509,8 @@ def test_ids_are_p4cs_one_at_a_time_hashes_probed_in_name_order() -> None:
                    p.Instance(p.TypeName("meter"), (p.Const(8, 32), p.ref("MeterType.bytes")), "c")),
      "'Ing.c' names more than one"),
     (lambda: _tree(p.Instance(p.TypeName("meter"), (p.Const(8, 32),), "m")), "meter 'Ing.m': cannot tell its unit"),
-    (lambda: _tree(p.Action("a", (("x", p.TypeName("unknown_t")),), ())), "parameter 'x'"),
+    (lambda: _tree(p.Action("a", (("x", p.TypeName("unknown_t")),), ()), MISS, _table(actions=("a", "miss"))),
+     "parameter 'x'"),
     (lambda: _tree(headers=(p.HeaderType("a_h", (("x", p.Bits(8)),), annotations=(
         p.Annotation("controller_header", "packet_in"),)), p.HeaderType("b_h", (("y", p.Bits(8)),), annotations=(
             p.Annotation("controller_header", "packet_in"),)))),

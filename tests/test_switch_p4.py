@@ -164,6 +164,25 @@ def test_p4test_and_p4c_bm2_ss_compile_the_v1model_twin(source, tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.skipif(BM2 is None, reason=f"p4c-bm2-ss not on PATH; {NO_P4C}")
+@pytest.mark.parametrize("source", SWITCH_PROGRAMS)
+def test_the_twins_p4info_is_p4cs_field_by_field_ids_included(source, tmp_path):
+    """nfc writes P4Info itself (targets/p4/p4info.py); p4c's bmv2 back end writes it for the
+    same v1model program: every field must agree, the ids too (p4c's hash and probing), so a
+    controller built against either addresses the same objects."""
+    d, plan = _switch_build(source, "tofino+dpdk")
+    theirs = tmp_path / "p4c.p4info.txtpb"
+    r = subprocess.run([BM2, str(d / plan["generated"]["switch_v1model"]), "-o", str(tmp_path / "out.json"),
+                        "--p4runtime-files", str(theirs)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    p4c = text_format.Parse(theirs.read_text(), p4info_pb2.P4Info())
+    nfc = text_format.Parse((d / plan["generated"]["p4info_v1model"]).read_text(), p4info_pb2.P4Info())
+    assert nfc.pkg_info.arch == p4c.pkg_info.arch == "v1model"
+    p4c.ClearField("pkg_info")  # p4c leaves the architecture out of pkg_info for bmv2; nfc names it
+    nfc.ClearField("pkg_info")
+    assert text_format.MessageToString(nfc) == text_format.MessageToString(p4c)
+
+
 @pytest.mark.skipif(BAREFOOT is None or TNA_INCLUDE is None,
                     reason=f"p4c-barefoot (p4c's Tofino back end) not on PATH or TNA_P4INCLUDE not set; {NO_P4C}")
 @pytest.mark.parametrize("target", CHIPS)

@@ -278,7 +278,12 @@ def build_p4info(prog: p.Program, arch: str,
     in it get their widths from the tree's types).  Raises ``P4InfoError``."""
     types = _Types(prog)
     controls = [d for d in prog.decls if isinstance(d, p.Control)]
-    actions = [(c, a) for c in controls for a in c.locals if isinstance(a, p.Action)]
+    # p4c's front end removes the actions nothing uses (RemoveUnusedDeclarations) before P4Info:
+    # an action is listed when a table can run it or the control's apply block or an action calls it
+    used = {(c.name, name) for c in controls for name in (
+        *(n for t in c.locals if isinstance(t, p.Table) for n in t.actions),
+        *p.called(c.apply), *(n for a in c.locals if isinstance(a, p.Action) for n in p.called(a.body)))}
+    all_actions = [(c, a) for c in controls for a in c.locals if isinstance(a, p.Action)]
     tables = [(c, t) for c in controls for t in c.locals if isinstance(t, p.Table)]
     externs = [x for c in controls for i in c.locals if isinstance(i, p.Instance)
                if (x := _counterlike(c.name, i)) is not None]
@@ -289,23 +294,26 @@ def build_p4info(prog: p.Program, arch: str,
 
     # one entry per name: p4c's checkForDuplicates, plus P4's one name per scope
     full: dict[str, list[str]] = {
-        "action": [f"{c.name}.{a.name}" for c, a in actions],
+        "action": [f"{c.name}.{a.name}" for c, a in all_actions],
         "table": [f"{c.name}.{t.name}" for c, t in tables],
         "counter": [x.name for x in externs if x.kind == "counter"],
         "meter": [x.name for x in externs if x.kind == "meter"],
         "register": [r[0] for r in registers],
-        "controller_header": [name for name, _ in packet_io],
+        "controller_header": [h.name for _, h in packet_io],  # p4c hashes the header type's name
     }
     for kind, declared in full.items():
         _unique(declared, kind.replace("_", " ") + " '{}' is declared more than once")
+    _unique([name for name, _ in packet_io], "controller header '{}' is declared more than once")
     _unique([n for kind in ("action", "table", "counter", "meter", "register") for n in full[kind]],
             "'{}' names more than one table, action, counter, meter or register")
-    for kind, locals_ in (("action", [a.name for _, a in actions]), ("table", [t.name for _, t in tables]),
+    for kind, locals_ in (("action", [a.name for _, a in all_actions]), ("table", [t.name for _, t in tables]),
                           ("counter", [x.local for x in externs if x.kind == "counter"]),
                           ("meter", [x.local for x in externs if x.kind == "meter"]),
                           ("register", [r[1] for r in registers])):
         _unique(locals_, f"two controls each declare the {kind} '{{}}', and the name map keys {kind}s by that name")
 
+    actions = [(c, a) for c, a in all_actions if (c.name, a.name) in used]
+    full["action"] = [f"{c.name}.{a.name}" for c, a in actions]
     alloc = _IdAllocator()
     ids = {(kind, name): alloc.get(kind, name)
            for kind in sorted(full, key=lambda k: PREFIX[k]) for name in sorted(full[kind])}
@@ -314,6 +322,7 @@ def build_p4info(prog: p.Program, arch: str,
 
     info = p4info_pb2.P4Info()
     info.pkg_info.arch = arch
+    info.type_info.SetInParent()  # p4c writes it, empty when the program names no P4Runtime types
     names: dict[str, Any] = {"tables": {}, "actions": {}, "counters": {}, "meters": {}, "registers": {},
                              "controller_packet_metadata": {}}
 
@@ -391,7 +400,7 @@ def build_p4info(prog: p.Program, arch: str,
     for cp_name, h in packet_io:
         cpm = info.controller_packet_metadata.add()
         # p4c: the annotation's name is both the preamble name and the alias
-        cpm.preamble.id, cpm.preamble.name, cpm.preamble.alias = ids["controller_header", cp_name], cp_name, cp_name
+        cpm.preamble.id, cpm.preamble.name, cpm.preamble.alias = ids["controller_header", h.name], cp_name, cp_name
         # p4c: the header type's annotations but @name, @id and the documentation ones, as written in P4
         cpm.preamble.annotations.extend(a.source() for a in h.annotations
                                         if a.name not in ("name", "id", "brief", "description"))

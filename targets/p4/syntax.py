@@ -10,6 +10,7 @@ and types are ``Bits`` / ``Bool`` / ``TypeName`` nodes, never text.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 __all__ = [
@@ -229,6 +230,16 @@ class Comment:
 
 
 Stmt = Assign | If | CallStmt | Exit | Comment
+
+
+def called(stmts: tuple[Stmt, ...]) -> Iterator[str]:
+    """The names of what ``stmts`` call by name (``a();``: an action, a function), branches included."""
+    for st in stmts:
+        if isinstance(st, CallStmt) and isinstance(st.call.target, Path):
+            yield st.call.target.name
+        elif isinstance(st, If):
+            yield from called(st.then)
+            yield from called(st.orelse)
 
 # ---- declarations -------------------------------------------------------------------------
 

@@ -96,7 +96,9 @@ def run_simple_switch(out: Path, model: SwitchModel, inputs: dict[int, list[byte
         wrpcap(str(work / f"p{port}_in.pcap"), [Raw(f) for f in inputs.get(port, [])], linktype=1)  # Ethernet
     thrift = _free_port()
     wait_s = 10  # seconds before simple_switch reads the inputs: the entries go in first
+    # its own Thrift port, device id and notification socket: two switches at once do not meet
     cmd = [BMV2_TOOLS["simple_switch"], "--use-files", str(wait_s), "--thrift-port", str(thrift),
+           "--device-id", str(thrift), "--notifications-addr", f"ipc://{work}/notifications.ipc",
            *[a for port in ports for a in ("-i", f"{port}@{work}/p{port}")], str(config)]
     log = open(work / "simple_switch.log", "w")  # noqa: SIM115 -- closed with the switch
     switch = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
