@@ -4,7 +4,8 @@ protobuf classes, and the name map that ties ``.nfp`` names to P4Runtime names a
 What goes in follows p4c's P4Runtime serializer (``control-plane/p4RuntimeSerializer.cpp``
 and ``p4RuntimeArchStandard.cpp``) on the syntax tree the generator prints:
 
-* every action and table declared in a control, and every ``counter`` / ``meter``
+* every table declared in a control and every action a table lists or a block calls (p4c's
+  front end removes the others first), and every ``counter`` / ``meter``
   (v1model) or ``Counter`` / ``Meter`` (TNA, PSA) instance, with its unit (from the
   ``CounterType`` / ``MeterType`` constructor argument) and size; every ``register`` /
   ``Register`` with its cell width (``type_spec`` bitstring) and size;
@@ -16,16 +17,19 @@ and ``p4RuntimeArchStandard.cpp``) on the syntax tree the generator prints:
 * a table refers to each of its actions once, has ``const_default_action_id`` only when
   its default action is ``const``, and an ``initial_default_action`` always;
 * ``controller_packet_metadata`` for each header type annotated
-  ``@controller_header("<name>")``: its fields in order, IDs from 1.
+  ``@controller_header("<name>")``: its fields in order, IDs from 1, and the type's
+  annotations in the preamble.
 
 Anything P4Runtime could not address unambiguously (a name declared twice, an action a
 table lists but nobody declares, a direct counter without a table) raises ``P4InfoError``
 naming it instead of being emitted.
 
-IDs are stable: the ``P4Ids.Prefix`` of the entity kind in the top byte and the CRC-32 of
-the fully qualified name in the low 24 bits.  Within a kind, names are numbered in sorted
-order and a collision moves to the next free value (as p4c does with its own hash), so the
-same program always gets the same IDs and adding a table does not renumber the rest.
+IDs are p4c's: the ``P4Ids.Prefix`` of the entity kind in the top byte and Jenkins's
+one-at-a-time hash of the fully qualified name (a controller header's: its type's name) in
+the low 24 bits.  Within a kind, names are numbered in sorted order and a collision moves to
+the next free value, so the same program always gets the same IDs, adding a table does not
+renumber the rest, and the P4Info equals what p4c writes for the same program
+(tests/test_switch_p4.py compares them where p4c is built).
 """
 
 from __future__ import annotations
