@@ -13,7 +13,7 @@
 # Remove a product (or a build folder) to redo its step.
 #
 # Sources come from local bare git mirrors (no network access is assumed):
-# set NFC_REAL_P4_MIRRORS (default /work/.mirror, laid out as <owner>+<name>/repo)
+# set NFC_REAL_P4_MIRRORS (default $NFC_REAL_P4/mirrors, laid out as <owner>+<name>/repo)
 # or the *_MIRROR variables below.  The project never vendors p4c or bmv2 code:
 # the few build fixes needed on Debian 12 are applied to the exported copy in
 # $NFC_REAL_P4/src (see patch_p4c).
@@ -21,7 +21,7 @@ set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 NFC_REAL_P4=${NFC_REAL_P4:-$HOME/.cache/nfc-real-p4}
-MIRRORS=${NFC_REAL_P4_MIRRORS:-/work/.mirror}
+MIRRORS=${NFC_REAL_P4_MIRRORS:-$NFC_REAL_P4/mirrors}
 P4C_MIRROR=${P4C_MIRROR:-$MIRRORS/p4lang+p4c/repo}
 BMV2_MIRROR=${BMV2_MIRROR:-$MIRRORS/p4lang+behavioral-model/repo}
 ABSEIL_MIRROR=${ABSEIL_MIRROR:-$MIRRORS/abseil+abseil-cpp/repo}
@@ -315,17 +315,22 @@ refix_pb_headers() {
 
 find_product() { find "$1" -name "$2" -type f -perm -u+x -not -path '*/CMakeFiles/*' 2>/dev/null | head -1; }
 
-step_p4c() {
-  local d=$BUILD/p4c
-  if [[ -n "$(find_product "$d" p4test)" && -n "$(find_product "$d" p4c-bm2-ss)" ]]; then
-    log "p4c: p4test and p4c-bm2-ss already built"
+# make TARGETS... in p4c build tree $2 (log name $1), unless every target is built already
+make_p4c_tree() {
+  local name=$1 d=$2 t missing=0
+  shift 2
+  for t in "$@"; do [[ -n "$(find_product "$d" "$t")" ]] || missing=1; done
+  if [[ $missing == 0 ]]; then
+    log "$name: $* already built"
     return
   fi
   [[ -f "$d/Makefile" ]] || step_configure
   install_helpers
   refix_pb_headers "$d"
-  heavy p4c env PATH="$VENV/bin:$PATH" make -C "$d" -j"$JOBS" p4test p4c-bm2-ss
+  heavy "$name" env PATH="$VENV/bin:$PATH" make -C "$d" -j"$JOBS" "$@"
 }
+
+step_p4c() { make_p4c_tree p4c "$BUILD/p4c" p4test p4c-bm2-ss; }
 
 BMV2_SUBDIRS=(thrift_src third_party proto src include targets/simple_switch tools)
 
@@ -348,17 +353,7 @@ step_bmv2() {
   done
 }
 
-step_tofino() {
-  local d=$BUILD/p4c-tofino
-  if [[ -n "$(find_product "$d" p4c-barefoot)" && -n "$(find_product "$d" bfas)" ]]; then
-    log "tofino: p4c-barefoot and bfas already built"
-    return
-  fi
-  [[ -f "$d/Makefile" ]] || step_configure
-  install_helpers
-  refix_pb_headers "$d"
-  heavy tofino env PATH="$VENV/bin:$PATH" make -C "$d" -j"$JOBS" p4c-barefoot bfas
-}
+step_tofino() { make_p4c_tree tofino "$BUILD/p4c-tofino" p4c-barefoot bfas; }
 
 # ------------------------------------------------------------------ summary
 # Small wrappers in $BIN, so that putting $BIN on PATH is all a user needs.
