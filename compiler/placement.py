@@ -185,6 +185,19 @@ class Bridge:
     def bytes(self) -> int:
         return self.bits // 8
 
+    def pads(self) -> tuple[tuple[int, int], ...]:
+        """The (bit offset, width) of each run of padding after the validity bits, in order:
+        the bits no field holds, written as zeros."""
+        out: list[tuple[int, int]] = []
+        at = 8 + len(self.valid_bits)
+        for f in sorted(self.fields, key=lambda f: f.offset):
+            if f.offset > at:
+                out.append((at, f.offset - at))
+            at = f.offset + f.width
+        if self.bits > at:
+            out.append((at, self.bits - at))
+        return tuple(out)
+
     @property
     def path(self) -> str:
         """As plan.json and the name map write it: ``main`` or ``miss:<table>``."""

@@ -60,8 +60,8 @@ def test_customer_qinq_goes_to_the_server_with_the_bridge_header(model):
 
 def test_packet_back_from_the_server_is_encapsulated_and_routed(model):
     inner = Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / IP(src="192.168.1.1", dst="192.168.1.10") / b"p"
-    # bridge #2: cut id 2, both headers valid, host_ip, vni, 6 pad bits
-    bridge = bits((2, 8), (1, 1), (1, 1), (ip2int("172.16.5.5"), 32), (5000, 24))
+    # bridge #2: cut id 2, both headers valid, 6 pad bits, host_ip, vni (whole-byte fields start on a byte)
+    bridge = bits((2, 8), (1, 1), (1, 1), (0, 6), (ip2int("172.16.5.5"), 32), (5000, 24))
     out = model.process(bridge + bytes(inner), 32)
     sport = 0xC000 | (crc16_arc(bytes(inner[IP])[12:20] + bytes([inner[IP].proto])) & 0x3FFF)
     want = (Ether(src=GW_MAC, dst=NH_MAC) / IP(src=GW_IP, dst="172.16.5.5", ttl=64, id=0, flags=0)

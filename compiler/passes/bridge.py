@@ -15,8 +15,12 @@ Header fields travel in the packet itself; the bridge carries what does not:
 * the egress port when it was chosen before the cut and may not be chosen again after, with
   a bit that says whether it was chosen on this packet's path (port 0 is a port).
 
-Fields are laid out in order (cut id, validity bits, then fields by name), padded to
-whole bytes.
+Fields are laid out in order: the cut id, the validity bits, the fields narrower than a byte,
+the other fields that are not whole bytes, then the whole-byte fields, each starting on a byte
+(each group by name), and zeros to a whole byte.  A whole-byte field that straddled a byte
+boundary would be extracted by the Tofino parser into parts of two containers, which its PHV
+allocator could not then fit beside the metadata the field is copied to (p4c's Tofino back end
+refused dsr_router's return bridge so).
 """
 
 from __future__ import annotations
@@ -90,7 +94,9 @@ def _layout(cut_id: int, p: ir.Pipeline, miss: str | None, direction: Direction,
     required = tuple(i for i in valid_bits if i in must)
     offset = 8 + len(valid_bits)
     laid: list[BridgeField] = []
-    for name, width in fields:
+    for name, width in sorted(fields, key=lambda f: (f[1] % 8 == 0, f[1] >= 8)):
+        if width % 8 == 0:
+            offset += -offset % 8
         laid.append(BridgeField(name, width, offset))
         offset += width
     bits = offset + (-offset % 8)

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field, replace
 from typing import assert_never
 
 from compiler import ir
-from compiler.analysis import drop_reasons, walk_expr, walk_stmts
+from compiler.analysis import changed_by, drop_reasons, expr_reads, stmt_exprs, stmt_writes, walk_expr, walk_stmts
 from compiler.ir import Span
 from compiler.passes.validity import must_be_valid, must_branches, must_step, packet_order
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
@@ -71,6 +71,11 @@ class _Ctx:
     meta_fields: dict[str, p.Type] = field(default_factory=dict)
     hashes: int = 0
     hoisted: list[p.Stmt] = field(default_factory=list)
+    # the stage being lowered: the hashes computed at its start (``_early_hashes``), by id,
+    # their statements, and the headers valid on entry
+    early: frozenset[int] = frozenset()
+    prelude: list[p.Stmt] = field(default_factory=list)
+    stage_must: frozenset[str] = frozenset()
     # in a stage, the headers valid on every path to the statement being lowered (reads of
     # the others are guarded); None elsewhere (parser selects, verify conditions: the caller
     # guards them)
@@ -165,10 +170,9 @@ def _header_types(c: _Ctx) -> tuple[p.HeaderType, ...]:
             for h in c.prog.headers.values() if h.name in used]
     for b in c.bridges:
         fields: list[tuple[str, p.Type]] = [("cut_id", p.Bits(8)), *((f"v_{n}", p.Bits(1)) for n in b.valid_bits)]
-        fields += [(_bridge_field(f.name), _bits(f.width)) for f in b.fields]
-        pad = b.bits - 8 - len(b.valid_bits) - sum(f.width for f in b.fields)
-        if pad:
-            fields.append(("pad", p.Bits(pad)))
+        laid = [(f.offset, _bridge_field(f.name), _bits(f.width)) for f in b.fields]
+        laid += [(off, _pad_name(b, off), p.Bits(width)) for off, width in b.pads()]
+        fields += [(name, t) for _, name, t in sorted(laid, key=lambda f: f[0])]
         out.append(p.HeaderType(f"nfc_bridge{b.cut_id}_h", tuple(fields),
                                 f"bridge #{b.cut_id}: pipeline {b.pipeline}, {b.path}, {b.direction.value}"))
     return tuple(out)
@@ -176,6 +180,12 @@ def _header_types(c: _Ctx) -> tuple[p.HeaderType, ...]:
 
 def _bridge_field(name: str) -> str:
     return name.replace(".", "_")
+
+
+def _pad_name(b: Bridge, offset: int) -> str:
+    """``pad`` when the bridge has one run of padding, else ``pad0``, ``pad1``, … in order."""
+    pads = b.pads()
+    return "pad" if len(pads) == 1 else f"pad{[off for off, _ in pads].index(offset)}"
 
 
 # ---- parser ----------------------------------------------------------------------------------
@@ -434,9 +444,13 @@ def _to_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
     out: list[p.Stmt] = [p.Comment(f"to the server: bridge #{b.cut_id}"),
                          p.CallStmt(p.Call(p.ref(f"{h}.setValid"))),
                          p.Assign(p.ref(f"{h}.cut_id"), p.Const(b.cut_id, 8))]
+    # each flag is a constant written under its own condition: a copy of the header's validity
+    # bit would be one more PHV source in the bridge's container (Tofino allows two per action)
+    # and makes p4c's Tofino back end alias a header field with a validity bit, which it cannot
     for inst in b.valid_bits:
-        out.append(p.Assign(p.ref(f"{h}.v_{inst}"),
-                            p.Cast(p.Bits(1), p.Call(p.ref(f"hdr.{inst}.isValid")))))
+        flag = p.ref(f"{h}.v_{inst}")
+        out.append(p.If(p.Call(p.ref(f"hdr.{inst}.isValid")), (p.Assign(flag, p.Const(1, 1)),),
+                        (p.Assign(flag, p.Const(0, 1)),)))
     for f in b.fields:
         if f.name in (EGRESS, EGRESS_SET):
             chosen = c.meta("nfc_egress", p.Bits(16)) if f.name == EGRESS else p.ref("meta.nfc_forwarded")
@@ -447,9 +461,6 @@ def _to_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
         if src is None:
             raise Unsupported(f"std.{name} on {c.arch.name}", Span(c.prog.file, 1, 1, 1, 1))
         out.append(p.Assign(p.ref(f"{h}.{_bridge_field(f.name)}"), src))
-    pad = b.bits - 8 - len(b.valid_bits) - sum(f.width for f in b.fields)
-    if pad:
-        out.append(p.Assign(p.ref(f"{h}.pad"), p.Const(0, pad)))
     return out + _to_server_port(c, b)
 
 
@@ -515,7 +526,28 @@ def _stage(c: _Ctx, st: ir.Stage) -> list[p.Stmt]:
         if isinstance(found, NotOne):
             raise Unsupported(found.reason + " on the switch", found.span)
         c.accesses[reg] = found
-    return [p.Comment(f"stage {st.name}, {_src(st.span)}"), *_block(c, st.body, c.must_at[st.name])]
+    c.early, c.prelude, c.stage_must = _early_hashes(c.prog, st.body), [], c.must_at[st.name]
+    body = _block(c, st.body, c.stage_must)
+    prelude, c.early, c.prelude = c.prelude, frozenset(), []
+    return [p.Comment(f"stage {st.name}, {_src(st.span)}"), *prelude, *body]
+
+
+def _early_hashes(prog: ir.Program, body: tuple[ir.Stmt, ...]) -> frozenset[int]:
+    """The hashes in stage ``body`` whose inputs nothing in the stage writes before them: the
+    stage computes them first, in statements of their own.  On Tofino a hash runs in the
+    action that uses it unless computed earlier, and an action that hashes cannot take action
+    data (p4c's Tofino back end: a keyless table's hash leaves no room for it), so its writes
+    of several validity bits, which need a bitmasked-set from action data, cannot be placed."""
+    written: set[tuple[str, ...]] = set()
+    early: set[int] = set()
+    late: set[int] = set()
+    for s in walk_stmts(body):
+        for e in stmt_exprs(s):
+            for x in walk_expr(e):
+                if isinstance(x, ir.Hash):
+                    (late if changed_by(expr_reads(x), written) else early).add(id(x))
+        written |= stmt_writes(prog, s)
+    return frozenset(early - late)
 
 
 def _register_accesses(c: _Ctx, s: ir.Stmt) -> list[p.Stmt]:
@@ -830,7 +862,14 @@ def _hash(c: _Ctx, e: ir.Hash) -> p.Expr:
     if inst is not None:
         c.locals.append(inst)
     target = c.meta(name, p.Bits(e.width))
-    c.hoisted.append(c.arch.hash_stmt(e.alg, e.width, name, target, p.ListExpr(tuple(_expr(c, a) for a in e.args))))
+    if id(e) not in c.early:
+        c.hoisted.append(c.arch.hash_stmt(e.alg, e.width, name, target, p.ListExpr(tuple(_expr(c, a) for a in e.args))))
+        return target
+    saved = c.hoisted, c.must
+    c.hoisted, c.must = [], c.stage_must  # its inputs are lowered as the stage's start sees them
+    args = p.ListExpr(tuple(_expr(c, a) for a in e.args))
+    c.prelude += [*c.hoisted, c.arch.hash_stmt(e.alg, e.width, name, target, args)]
+    c.hoisted, c.must = saved
     return target
 
 

@@ -118,15 +118,15 @@ header nfc_bridge1_h {
     bit<1> v_eth;
     bit<1> v_ipv4;
     bit<1> v_ipv6;
+    bit<1> meta_to_vnet;
+    bit<1> egress_set;
+    bit<3> pad;
     bit<48> meta_next_hop_mac;
     bit<16> meta_port;
-    bit<1> meta_to_vnet;
     bit<24> meta_vni;
     bit<16> meta_vrf;
     bit<32> meta_vtep;
     bit<16> egress_port;
-    bit<1> egress_set;
-    bit<3> pad;
 }
 
 // bridge #2: pipeline bare_metal_to_vnet, miss:ca_to_pa, server->switch
@@ -135,14 +135,14 @@ header nfc_bridge2_h {
     bit<1> v_eth;
     bit<1> v_ipv4;
     bit<1> v_ipv6;
+    bit<1> meta_to_vnet;
+    bit<1> egress_set;
+    bit<3> pad;
     bit<48> meta_next_hop_mac;
     bit<16> meta_port;
-    bit<1> meta_to_vnet;
     bit<24> meta_vni;
     bit<32> meta_vtep;
     bit<16> egress_port;
-    bit<1> egress_set;
-    bit<3> pad;
 }
 
 // bridge headers lead the packet on the server link; then the .nfp packet layout, in order
@@ -735,9 +735,9 @@ control NfcIngress(
             }
             if (meta.nfc_cut == 8w2) {
                 // back from the server at bridge #2 (miss:ca_to_pa)
+                meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
                 meta.next_hop_mac = hdr.nfc_bridge2.meta_next_hop_mac;
                 meta.port = hdr.nfc_bridge2.meta_port;
-                meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
                 meta.vni = hdr.nfc_bridge2.meta_vni;
                 meta.vtep = hdr.nfc_bridge2.meta_vtep;
                 if (hdr.nfc_bridge2.egress_set == 1w1) {
@@ -822,18 +822,29 @@ control NfcIngress(
                         // to the server: bridge #1
                         hdr.nfc_bridge1.setValid();
                         hdr.nfc_bridge1.cut_id = 8w1;
-                        hdr.nfc_bridge1.v_eth = (bit<1>)hdr.eth.isValid();
-                        hdr.nfc_bridge1.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
-                        hdr.nfc_bridge1.v_ipv6 = (bit<1>)hdr.ipv6.isValid();
+                        if (hdr.eth.isValid()) {
+                            hdr.nfc_bridge1.v_eth = 1w1;
+                        } else {
+                            hdr.nfc_bridge1.v_eth = 1w0;
+                        }
+                        if (hdr.ipv4.isValid()) {
+                            hdr.nfc_bridge1.v_ipv4 = 1w1;
+                        } else {
+                            hdr.nfc_bridge1.v_ipv4 = 1w0;
+                        }
+                        if (hdr.ipv6.isValid()) {
+                            hdr.nfc_bridge1.v_ipv6 = 1w1;
+                        } else {
+                            hdr.nfc_bridge1.v_ipv6 = 1w0;
+                        }
+                        hdr.nfc_bridge1.meta_to_vnet = meta.to_vnet;
+                        hdr.nfc_bridge1.egress_set = meta.nfc_forwarded;
                         hdr.nfc_bridge1.meta_next_hop_mac = meta.next_hop_mac;
                         hdr.nfc_bridge1.meta_port = meta.port;
-                        hdr.nfc_bridge1.meta_to_vnet = meta.to_vnet;
                         hdr.nfc_bridge1.meta_vni = meta.vni;
                         hdr.nfc_bridge1.meta_vrf = meta.vrf;
                         hdr.nfc_bridge1.meta_vtep = meta.vtep;
                         hdr.nfc_bridge1.egress_port = meta.nfc_egress;
-                        hdr.nfc_bridge1.egress_set = meta.nfc_forwarded;
-                        hdr.nfc_bridge1.pad = 3w0;
                         meta.nfc_egress = 16w0x40;
                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
@@ -843,6 +854,19 @@ control NfcIngress(
             }
             if (meta.nfc_resume <= 8w3) {
                 // stage vxlan_encap, examples/bluebird_tor.nfp:173
+                meta.nfc_rd_ipv4__src = 32w0;
+                if (hdr.ipv4.isValid()) {
+                    meta.nfc_rd_ipv4__src = hdr.ipv4.src;
+                }
+                meta.nfc_rd_ipv4__dst = 32w0;
+                if (hdr.ipv4.isValid()) {
+                    meta.nfc_rd_ipv4__dst = hdr.ipv4.dst;
+                }
+                meta.nfc_rd_ipv4__protocol = 8w0;
+                if (hdr.ipv4.isValid()) {
+                    meta.nfc_rd_ipv4__protocol = hdr.ipv4.protocol;
+                }
+                hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.nfc_rd_ipv4__src, meta.nfc_rd_ipv4__dst, meta.nfc_rd_ipv4__protocol}, 17w0x10000);
                 if (meta.to_vnet == 1w1) {
                     meta.nfc_rd_ipv4__total_len = 16w0;
                     if (hdr.ipv4.isValid()) {
@@ -862,19 +886,6 @@ control NfcIngress(
                     hdr.outer_ipv4.hdr_checksum = 16w0;
                     hdr.outer_ipv4.src = 32w0xa640001;
                     hdr.outer_ipv4.dst = meta.vtep;
-                    meta.nfc_rd_ipv4__src = 32w0;
-                    if (hdr.ipv4.isValid()) {
-                        meta.nfc_rd_ipv4__src = hdr.ipv4.src;
-                    }
-                    meta.nfc_rd_ipv4__dst = 32w0;
-                    if (hdr.ipv4.isValid()) {
-                        meta.nfc_rd_ipv4__dst = hdr.ipv4.dst;
-                    }
-                    meta.nfc_rd_ipv4__protocol = 8w0;
-                    if (hdr.ipv4.isValid()) {
-                        meta.nfc_rd_ipv4__protocol = hdr.ipv4.protocol;
-                    }
-                    hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.nfc_rd_ipv4__src, meta.nfc_rd_ipv4__dst, meta.nfc_rd_ipv4__protocol}, 17w0x10000);
                     meta.nfc_rd_ipv4__total_len = 16w0;
                     if (hdr.ipv4.isValid()) {
                         meta.nfc_rd_ipv4__total_len = hdr.ipv4.total_len;

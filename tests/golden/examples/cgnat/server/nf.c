@@ -316,7 +316,7 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
             uint64_t f32 = p->valid[4];
             uint64_t f33 = p->meta[0];
             uint64_t f34 = p->meta[2];
-            nfc_set64(out, ((((((((f27 & 0xffull) << 0x38u) | ((f28 & 1ull) << 0x37u)) | ((f29 & 1ull) << 0x36u)) | ((f30 & 1ull) << 0x35u)) | ((f31 & 1ull) << 0x34u)) | ((f32 & 1ull) << 0x33u)) | ((f33 & 0xffffffffull) << 0x13u)) | ((f34 & 0xffffull) << 3u));
+            nfc_set64(out, ((((((((f27 & 0xffull) << 0x38u) | ((f28 & 1ull) << 0x37u)) | ((f29 & 1ull) << 0x36u)) | ((f30 & 1ull) << 0x35u)) | ((f31 & 1ull) << 0x34u)) | ((f32 & 1ull) << 0x33u)) | ((f33 & 0xffffffffull) << 0x10u)) | (f34 & 0xffffull));
         }
     }
     return n;
@@ -497,9 +497,9 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         if ((nfc_get(data, 8u, 2u) & 3u) != 3u) {
             return 1;
         }
-        p->meta[0] = nfc_get(data, 0xdu, 0x20u);
-        p->meta[1] = nfc_get(data, 0x2du, 0x10u);
-        p->meta[3] = nfc_get(data, 0x3du, 0x20u);
+        p->meta[0] = nfc_get32(data + 2u);
+        p->meta[1] = nfc_get16(data + 6u);
+        p->meta[3] = nfc_get32(data + 8u);
         if ((off + 0x22u) > len) {
             return 0x10;
         }

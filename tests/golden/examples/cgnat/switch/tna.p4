@@ -138,10 +138,10 @@ header nfc_bridge3_h {
     bit<1> v_tcp;
     bit<1> v_udp;
     bit<1> v_icmp;
+    bit<3> pad;
     bit<32> meta_ext_ip;
     bit<16> meta_int_port;
     bit<32> meta_timeout;
-    bit<3> pad;
 }
 
 // bridge #4: pipeline outbound, miss:nat_out, server->switch
@@ -152,9 +152,9 @@ header nfc_bridge4_h {
     bit<1> v_tcp;
     bit<1> v_udp;
     bit<1> v_icmp;
+    bit<3> pad;
     bit<32> meta_ext_ip;
     bit<16> meta_ext_port;
-    bit<3> pad;
 }
 
 // bridge headers lead the packet on the server link; then the .nfp packet layout, in order
@@ -785,15 +785,34 @@ control Ingress(
                     // to the server: bridge #3
                     hdr.nfc_bridge3.setValid();
                     hdr.nfc_bridge3.cut_id = 8w3;
-                    hdr.nfc_bridge3.v_eth = (bit<1>)hdr.eth.isValid();
-                    hdr.nfc_bridge3.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
-                    hdr.nfc_bridge3.v_tcp = (bit<1>)hdr.tcp.isValid();
-                    hdr.nfc_bridge3.v_udp = (bit<1>)hdr.udp.isValid();
-                    hdr.nfc_bridge3.v_icmp = (bit<1>)hdr.icmp.isValid();
+                    if (hdr.eth.isValid()) {
+                        hdr.nfc_bridge3.v_eth = 1w1;
+                    } else {
+                        hdr.nfc_bridge3.v_eth = 1w0;
+                    }
+                    if (hdr.ipv4.isValid()) {
+                        hdr.nfc_bridge3.v_ipv4 = 1w1;
+                    } else {
+                        hdr.nfc_bridge3.v_ipv4 = 1w0;
+                    }
+                    if (hdr.tcp.isValid()) {
+                        hdr.nfc_bridge3.v_tcp = 1w1;
+                    } else {
+                        hdr.nfc_bridge3.v_tcp = 1w0;
+                    }
+                    if (hdr.udp.isValid()) {
+                        hdr.nfc_bridge3.v_udp = 1w1;
+                    } else {
+                        hdr.nfc_bridge3.v_udp = 1w0;
+                    }
+                    if (hdr.icmp.isValid()) {
+                        hdr.nfc_bridge3.v_icmp = 1w1;
+                    } else {
+                        hdr.nfc_bridge3.v_icmp = 1w0;
+                    }
                     hdr.nfc_bridge3.meta_ext_ip = meta.ext_ip;
                     hdr.nfc_bridge3.meta_int_port = meta.int_port;
                     hdr.nfc_bridge3.meta_timeout = meta.timeout;
-                    hdr.nfc_bridge3.pad = 3w0;
                     // shard by hash: examples/cgnat.nfp:313
                     meta.nfc_hash1 = nfc_hash1.get({meta.ext_ip});
                     meta.nfc_bucket = meta.nfc_hash1[15:8];
@@ -964,12 +983,31 @@ control Ingress(
                     // to the server: bridge #1
                     hdr.nfc_bridge1.setValid();
                     hdr.nfc_bridge1.cut_id = 8w1;
-                    hdr.nfc_bridge1.v_eth = (bit<1>)hdr.eth.isValid();
-                    hdr.nfc_bridge1.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
-                    hdr.nfc_bridge1.v_tcp = (bit<1>)hdr.tcp.isValid();
-                    hdr.nfc_bridge1.v_udp = (bit<1>)hdr.udp.isValid();
-                    hdr.nfc_bridge1.v_icmp = (bit<1>)hdr.icmp.isValid();
-                    hdr.nfc_bridge1.pad = 3w0;
+                    if (hdr.eth.isValid()) {
+                        hdr.nfc_bridge1.v_eth = 1w1;
+                    } else {
+                        hdr.nfc_bridge1.v_eth = 1w0;
+                    }
+                    if (hdr.ipv4.isValid()) {
+                        hdr.nfc_bridge1.v_ipv4 = 1w1;
+                    } else {
+                        hdr.nfc_bridge1.v_ipv4 = 1w0;
+                    }
+                    if (hdr.tcp.isValid()) {
+                        hdr.nfc_bridge1.v_tcp = 1w1;
+                    } else {
+                        hdr.nfc_bridge1.v_tcp = 1w0;
+                    }
+                    if (hdr.udp.isValid()) {
+                        hdr.nfc_bridge1.v_udp = 1w1;
+                    } else {
+                        hdr.nfc_bridge1.v_udp = 1w0;
+                    }
+                    if (hdr.icmp.isValid()) {
+                        hdr.nfc_bridge1.v_icmp = 1w1;
+                    } else {
+                        hdr.nfc_bridge1.v_icmp = 1w0;
+                    }
                     // shard by hash: examples/cgnat.nfp:313
                     meta.nfc_hash7 = nfc_hash7.get({meta.ext_ip});
                     meta.nfc_bucket = meta.nfc_hash7[15:8];

@@ -200,8 +200,8 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
             uint64_t f6 = 1;
             uint64_t f7 = p->meta[1];
             uint64_t f8 = p->meta[2];
-            nfc_set64(out, (((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 0xffffffffull) << 0x16u)) | ((f8 >> 2u) & 0x3fffffull));
-            nfc_set8(out + 8u, (f8 & 3ull) << 6u);
+            nfc_set64(out, (((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 0xffffffffull) << 0x10u)) | ((f8 >> 8u) & 0xffffull));
+            nfc_set8(out + 8u, f8 & 0xffull);
         }
     }
     return n;

@@ -128,9 +128,9 @@ header nfc_bridge2_h {
     bit<8> cut_id;
     bit<1> v_eth;
     bit<1> v_ipv4;
+    bit<6> pad;
     bit<32> meta_tunnel_dst;
     bit<24> meta_tunnel_key;
-    bit<6> pad;
 }
 
 // bridge headers lead the packet on the server link; then the .nfp packet layout, in order
@@ -704,8 +704,16 @@ control Ingress(
                     // to the server: bridge #1
                     hdr.nfc_bridge1.setValid();
                     hdr.nfc_bridge1.cut_id = 8w1;
-                    hdr.nfc_bridge1.v_eth = (bit<1>)hdr.eth.isValid();
-                    hdr.nfc_bridge1.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
+                    if (hdr.eth.isValid()) {
+                        hdr.nfc_bridge1.v_eth = 1w1;
+                    } else {
+                        hdr.nfc_bridge1.v_eth = 1w0;
+                    }
+                    if (hdr.ipv4.isValid()) {
+                        hdr.nfc_bridge1.v_ipv4 = 1w1;
+                    } else {
+                        hdr.nfc_bridge1.v_ipv4 = 1w0;
+                    }
                     hdr.nfc_bridge1.meta_vrf = meta.vrf;
                     // shard by hash: examples/dsr_router.nfp:298
                     meta.nfc_hash1 = nfc_hash1.get({meta.vrf, 2w0});
@@ -793,6 +801,7 @@ control Ingress(
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
                 // stage to_access, examples/dsr_router.nfp:245
+                meta.nfc_hash2 = nfc_hash2.get({hdr.ipv4.src, hdr.ipv4.dst});
                 if (key_to_access.apply().hit) {
                     hdr.gre.setInvalid();
                     hdr.gre_key.setInvalid();
@@ -805,7 +814,6 @@ control Ingress(
                     hdr.outer_ipv4.protocol = 8w0x11;
                     hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x32;
                     hdr.outer_ipv4.ttl = 8w0x40;
-                    meta.nfc_hash2 = nfc_hash2.get({hdr.ipv4.src, hdr.ipv4.dst});
                     hdr.outer_udp.setValid();
                     hdr.outer_udp.sport = 2w3 ++ meta.nfc_hash2[13:0];
                     hdr.outer_udp.dport = 16w0x12b5;

@@ -128,9 +128,9 @@ header nfc_bridge2_h {
     bit<8> cut_id;
     bit<1> v_eth;
     bit<1> v_ipv4;
+    bit<6> pad;
     bit<32> meta_tunnel_dst;
     bit<24> meta_tunnel_key;
-    bit<6> pad;
 }
 
 // bridge headers lead the packet on the server link; then the .nfp packet layout, in order
@@ -711,8 +711,16 @@ control NfcIngress(
                     // to the server: bridge #1
                     hdr.nfc_bridge1.setValid();
                     hdr.nfc_bridge1.cut_id = 8w1;
-                    hdr.nfc_bridge1.v_eth = (bit<1>)hdr.eth.isValid();
-                    hdr.nfc_bridge1.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
+                    if (hdr.eth.isValid()) {
+                        hdr.nfc_bridge1.v_eth = 1w1;
+                    } else {
+                        hdr.nfc_bridge1.v_eth = 1w0;
+                    }
+                    if (hdr.ipv4.isValid()) {
+                        hdr.nfc_bridge1.v_ipv4 = 1w1;
+                    } else {
+                        hdr.nfc_bridge1.v_ipv4 = 1w0;
+                    }
                     hdr.nfc_bridge1.meta_vrf = meta.vrf;
                     // shard by hash: examples/dsr_router.nfp:298
                     hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.vrf, 2w0}, 17w0x10000);
@@ -800,6 +808,7 @@ control NfcIngress(
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
                 // stage to_access, examples/dsr_router.nfp:245
+                hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {hdr.ipv4.src, hdr.ipv4.dst}, 17w0x10000);
                 if (key_to_access.apply().hit) {
                     hdr.gre.setInvalid();
                     hdr.gre_key.setInvalid();
@@ -812,7 +821,6 @@ control NfcIngress(
                     hdr.outer_ipv4.protocol = 8w0x11;
                     hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x32;
                     hdr.outer_ipv4.ttl = 8w0x40;
-                    hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {hdr.ipv4.src, hdr.ipv4.dst}, 17w0x10000);
                     hdr.outer_udp.setValid();
                     hdr.outer_udp.sport = 2w3 ++ meta.nfc_hash2[13:0];
                     hdr.outer_udp.dport = 16w0x12b5;

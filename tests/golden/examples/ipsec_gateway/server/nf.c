@@ -291,9 +291,9 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
             uint64_t f7 = 1;
             uint64_t f8 = p->valid[1];
             uint64_t f9 = p->valid[2];
-            uint64_t f10 = p->egress_set ? p->egress : 0ull;
-            uint64_t f11 = p->egress_set;
-            nfc_set32(out, ((((((f6 & 0xffull) << 0x18u) | ((f7 & 1ull) << 0x17u)) | ((f8 & 1ull) << 0x16u)) | ((f9 & 1ull) << 0x15u)) | ((f10 & 0xffffull) << 5u)) | ((f11 & 1ull) << 4u));
+            uint64_t f10 = p->egress_set;
+            uint64_t f11 = p->egress_set ? p->egress : 0ull;
+            nfc_set32(out, ((((((f6 & 0xffull) << 0x18u) | ((f7 & 1ull) << 0x17u)) | ((f8 & 1ull) << 0x16u)) | ((f9 & 1ull) << 0x15u)) | ((f10 & 1ull) << 0x14u)) | (f11 & 0xffffull));
         }
     }
     if (p->cut == 3u) {
@@ -515,7 +515,7 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
         if ((nfc_get(data, 8u, 2u) & 3u) != 3u) {
             return 1;
         }
-        p->meta[0] = nfc_get(data, 0xau, 0x10u);
+        p->meta[0] = nfc_get16(data + 2u);
         if ((off + 0x22u) > len) {
             return 0x12;
         }

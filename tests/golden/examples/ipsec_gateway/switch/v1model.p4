@@ -113,9 +113,9 @@ header nfc_bridge2_h {
     bit<1> v_eth;
     bit<1> v_outer;
     bit<1> v_esp;
-    bit<16> egress_port;
     bit<1> egress_set;
     bit<4> pad;
+    bit<16> egress_port;
 }
 
 // bridge #3: pipeline outbound, main, switch->server
@@ -123,8 +123,8 @@ header nfc_bridge3_h {
     bit<8> cut_id;
     bit<1> v_eth;
     bit<1> v_ipv4;
-    bit<16> meta_tunnel;
     bit<6> pad;
+    bit<16> meta_tunnel;
 }
 
 // bridge #4: pipeline outbound, main, server->switch
@@ -675,10 +675,21 @@ control NfcIngress(
                 // to the server: bridge #1
                 hdr.nfc_bridge1.setValid();
                 hdr.nfc_bridge1.cut_id = 8w1;
-                hdr.nfc_bridge1.v_eth = (bit<1>)hdr.eth.isValid();
-                hdr.nfc_bridge1.v_outer = (bit<1>)hdr.outer.isValid();
-                hdr.nfc_bridge1.v_esp = (bit<1>)hdr.esp.isValid();
-                hdr.nfc_bridge1.pad = 5w0;
+                if (hdr.eth.isValid()) {
+                    hdr.nfc_bridge1.v_eth = 1w1;
+                } else {
+                    hdr.nfc_bridge1.v_eth = 1w0;
+                }
+                if (hdr.outer.isValid()) {
+                    hdr.nfc_bridge1.v_outer = 1w1;
+                } else {
+                    hdr.nfc_bridge1.v_outer = 1w0;
+                }
+                if (hdr.esp.isValid()) {
+                    hdr.nfc_bridge1.v_esp = 1w1;
+                } else {
+                    hdr.nfc_bridge1.v_esp = 1w0;
+                }
                 // shard by hash: examples/ipsec_gateway.nfp:256
                 hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                 meta.nfc_bucket = meta.nfc_hash2[15:8];
@@ -718,10 +729,17 @@ control NfcIngress(
                 // to the server: bridge #3
                 hdr.nfc_bridge3.setValid();
                 hdr.nfc_bridge3.cut_id = 8w3;
-                hdr.nfc_bridge3.v_eth = (bit<1>)hdr.eth.isValid();
-                hdr.nfc_bridge3.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
+                if (hdr.eth.isValid()) {
+                    hdr.nfc_bridge3.v_eth = 1w1;
+                } else {
+                    hdr.nfc_bridge3.v_eth = 1w0;
+                }
+                if (hdr.ipv4.isValid()) {
+                    hdr.nfc_bridge3.v_ipv4 = 1w1;
+                } else {
+                    hdr.nfc_bridge3.v_ipv4 = 1w0;
+                }
                 hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
-                hdr.nfc_bridge3.pad = 6w0;
                 // shard by hash: examples/ipsec_gateway.nfp:256
                 hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                 meta.nfc_bucket = meta.nfc_hash4[15:8];

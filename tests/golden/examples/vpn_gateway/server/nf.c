@@ -204,8 +204,8 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
             uint64_t f7 = 1;
             uint64_t f8 = p->meta[2];
             uint64_t f9 = p->meta[3];
-            nfc_set64(out, (((((f5 & 0xffull) << 0x38u) | ((f6 & 1ull) << 0x37u)) | ((f7 & 1ull) << 0x36u)) | ((f8 & 0xffffffffull) << 0x16u)) | ((f9 >> 2u) & 0x3fffffull));
-            nfc_set8(out + 8u, (f9 & 3ull) << 6u);
+            nfc_set64(out, (((((f5 & 0xffull) << 0x38u) | ((f6 & 1ull) << 0x37u)) | ((f7 & 1ull) << 0x36u)) | ((f8 & 0xffffffffull) << 0x10u)) | ((f9 >> 8u) & 0xffffull));
+            nfc_set8(out + 8u, f9 & 0xffull);
         }
     }
     return n;

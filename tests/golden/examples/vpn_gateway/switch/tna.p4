@@ -136,9 +136,9 @@ header nfc_bridge2_h {
     bit<8> cut_id;
     bit<1> v_eth;
     bit<1> v_ipv4;
+    bit<6> pad;
     bit<32> meta_host_ip;
     bit<24> meta_vni;
-    bit<6> pad;
 }
 
 // bridge headers lead the packet on the server link; then the .nfp packet layout, in order
@@ -546,11 +546,18 @@ control Ingress(
                 // to the server: bridge #1
                 hdr.nfc_bridge1.setValid();
                 hdr.nfc_bridge1.cut_id = 8w1;
-                hdr.nfc_bridge1.v_eth = (bit<1>)hdr.eth.isValid();
-                hdr.nfc_bridge1.v_ipv4 = (bit<1>)hdr.ipv4.isValid();
+                if (hdr.eth.isValid()) {
+                    hdr.nfc_bridge1.v_eth = 1w1;
+                } else {
+                    hdr.nfc_bridge1.v_eth = 1w0;
+                }
+                if (hdr.ipv4.isValid()) {
+                    hdr.nfc_bridge1.v_ipv4 = 1w1;
+                } else {
+                    hdr.nfc_bridge1.v_ipv4 = 1w0;
+                }
                 hdr.nfc_bridge1.meta_customer = meta.customer;
                 hdr.nfc_bridge1.meta_overlay = meta.overlay;
-                hdr.nfc_bridge1.pad = 6w0;
                 meta.nfc_egress = 16w0x20;
                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                 meta.nfc_forwarded = 1w1;
@@ -558,6 +565,7 @@ control Ingress(
             }
             if (meta.nfc_resume <= 8w2) {
                 // stage vxlan_encap, examples/vpn_gateway.nfp:143
+                meta.nfc_hash1 = nfc_hash1.get({hdr.ipv4.src, hdr.ipv4.dst, hdr.ipv4.protocol});
                 hdr.outer_eth.setValid();
                 hdr.outer_eth.dst = 48w0;
                 hdr.outer_eth.src = 48w0x2000aff0001;
@@ -576,7 +584,6 @@ control Ingress(
                 hdr.outer_ipv4.hdr_checksum = 16w0;
                 hdr.outer_ipv4.src = 32w0xaff0001;
                 hdr.outer_ipv4.dst = meta.host_ip;
-                meta.nfc_hash1 = nfc_hash1.get({hdr.ipv4.src, hdr.ipv4.dst, hdr.ipv4.protocol});
                 hdr.outer_udp.setValid();
                 hdr.outer_udp.sport = 2w3 ++ meta.nfc_hash1[13:0];
                 hdr.outer_udp.dport = 16w0x12b5;
