@@ -99,6 +99,8 @@ def _put_match(fm: Any, spec: dict[str, Any], value: int, arg: int | None) -> bo
         fm.lpm.prefix_len = w if arg is None else arg
         return arg != 0
     elif spec["match"] == "ternary":
+        if spec.get("prefix") and arg is not None:  # an .nfp lpm field the switch matches as ternary
+            arg = (1 << w) - (1 << (w - arg))
         fm.ternary.value = _bytes(value)
         fm.ternary.mask = _bytes((1 << w) - 1 if arg is None else arg)
         return arg != 0
@@ -119,7 +121,10 @@ def _get_match(fm: Any | None, spec: dict[str, Any]) -> Match:
     if kind == "lpm":
         return int.from_bytes(fm.lpm.value, "big"), fm.lpm.prefix_len
     if kind == "ternary":
-        return int.from_bytes(fm.ternary.value, "big"), int.from_bytes(fm.ternary.mask, "big")
+        mask = int.from_bytes(fm.ternary.mask, "big")
+        if spec.get("prefix"):  # the prefix length of a mask the client wrote from one
+            return int.from_bytes(fm.ternary.value, "big"), w - ((~mask) & ((1 << w) - 1)).bit_length()
+        return int.from_bytes(fm.ternary.value, "big"), mask
     return int.from_bytes(fm.range.low, "big"), int.from_bytes(fm.range.high, "big")
 
 

@@ -361,6 +361,28 @@ def test_table_properties_are_checked():
         assert "P4L060" in codes(prog, "v1model")
 
 
+@pytest.mark.parametrize("arch", ARCHS)
+def test_lpm_beside_range_in_one_table_is_rejected_on_tofino(arch):
+    ig = control(mini(arch), ingress_name(arch))
+    table = next(x for x in ig.locals if isinstance(x, p.Table))
+    both = dataclasses.replace(table, keys=(*table.keys, p.Key(p.ref("hdr.ip.proto"), "range", "proto")))
+    prog = with_decl(mini(arch), ig.name, locals=tuple(both if x is table else x for x in ig.locals))
+    assert ("P4L061" in codes(prog, arch)) == (arch != "v1model")  # bmv2 takes it; p4c-barefoot does not
+    assert "P4L061" not in codes(mini(arch), arch)
+
+
+@pytest.mark.parametrize("arch", ARCHS)
+def test_a_validity_bit_copied_into_a_header_field_is_rejected_on_tofino(arch):
+    copy = p.Assign(p.ref("hdr.ip.ttl"), p.Cast(B(8), p.Cast(B(1), is_valid("eth"))))
+    guarded = p.If(is_valid("ip"), (copy,))
+    found = [e for e in errors(prepend(mini(arch), arch, guarded), arch) if e.code == "P4L083"]
+    assert len(found) == (0 if arch == "v1model" else 1)
+    # the way nfc writes a bridge's validity flags: constants under the header's isValid()
+    consts = p.If(is_valid("ip"), (p.If(is_valid("eth"), (p.Assign(p.ref("hdr.ip.ttl"), p.Const(1, 8)),),
+                                        (p.Assign(p.ref("hdr.ip.ttl"), p.Const(0, 8)),)),))
+    assert "P4L083" not in codes(prepend(mini(arch), arch, consts), arch)
+
+
 def test_package_blocks_must_match_the_architecture():
     parser = next(d for d in mini_v1model().decls if isinstance(d, p.Parser))
     meta_out = (parser.params[0], parser.params[1], dataclasses.replace(parser.params[2], direction="out"),

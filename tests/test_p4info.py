@@ -103,9 +103,10 @@ _FIELD = re.compile(r"^\s+(.+?) (\w+);$", re.M)
 _TYPEDEF = re.compile(r"^typedef (.+?) (\w+);$", re.M)
 _CONTROL = re.compile(r"^control (\w+)\(\n(.*?)\n\) \{\n(.*?)^\}", re.M | re.S)
 _PARAM = re.compile(r"^\s+(?:(?:in|out|inout) )?(\S+) (\w+),?$", re.M)
-_TABLE = re.compile(r"^    table (\w+) \{\n(.*?)^    \}", re.M | re.S)
+# a table or action annotated @hidden is not the control plane's: p4c leaves it out of P4Info
+_TABLE = re.compile(r"^((?:    @\w+\n)*)    table (\w+) \{\n(.*?)^    \}", re.M | re.S)
 _KEY = re.compile(r"^\s+(.+?) : (\w+) @name\(\"(\w+)\"\);$", re.M)
-_ACTION = re.compile(r"^    action (\w+)\((.*?)\) \{", re.M)
+_ACTION = re.compile(r"^((?:    @\w+\n)*)    action (\w+)\((.*?)\) \{", re.M)
 _INSTANCE = re.compile(r"^    (\w+)(?:<.*>)?\((.*)\) (\w+);$", re.M)
 _COUNTERLIKE = {"counter": "counter", "Counter": "counter", "meter": "meter", "Meter": "meter",
                 "direct_counter": "direct_counter", "DirectCounter": "direct_counter",
@@ -155,14 +156,18 @@ class Printed:
         self.controls: dict[str, PControl] = {}
         for name, params, body in _CONTROL.findall(text):
             c = PControl({n: t for t, n in _PARAM.findall(params)})
-            for tname, tbody in _TABLE.findall(body):
+            for notes, tname, tbody in _TABLE.findall(body):
+                if "@hidden" in notes:
+                    continue
                 acts = re.search(r"actions = \{(.*?)\}", tbody, re.S)
                 default = re.search(r"^\s+(const )?default_action = (\w+)\(\);$", tbody, re.M)
                 size = re.search(r"^\s+size = (\d+);$", tbody, re.M)
                 assert acts and default and size, tbody
                 c.tables[tname] = PTable(_KEY.findall(tbody), re.findall(r"(\w+);", acts.group(1)),
                                          default.group(2), bool(default.group(1)), int(size.group(1)))
-            for aname, aparams in _ACTION.findall(body):
+            for notes, aname, aparams in _ACTION.findall(body):
+                if "@hidden" in notes:
+                    continue
                 c.actions[aname] = [(n, _width_of_type(t, self.typedefs))
                                     for t, n in (prm.rsplit(" ", 1) for prm in aparams.split(", ") if prm)]
             for type_name, args, iname in _INSTANCE.findall(body):

@@ -42,7 +42,7 @@ def test_vpn_bridge_headers_carry_exactly_the_live_state(vpn):
     assert [f.name for f in back.fields] == ["meta.host_ip", "meta.vni"]
     assert back.bits == 8 + 2 + 32 + 24 + 6  # cut id, 2 validity bits, fields, padding to bytes
     offsets = [f.offset for f in back.fields]
-    assert offsets == [16, 48]  # whole-byte fields start on a byte
+    assert offsets == [16, 48]  # each field in bytes of its own
 
 
 def test_switch_resources_respect_per_stage_budget(vpn):

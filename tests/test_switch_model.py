@@ -51,8 +51,9 @@ def test_customer_qinq_goes_to_the_server_with_the_bridge_header(model):
     pkt = (Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / Dot1AD(vlan=7) / Dot1Q(vlan=42)
            / IP(src="192.168.1.1", dst="192.168.1.10") / UDP() / b"hello")
     out = model.process(bytes(pkt), 1)
-    # bridge #1: cut id 1, valid(eth)=1, valid(ipv4)=1, customer=7 (12 bits), overlay=42 (12 bits), 6 pad bits
-    bridge = bits((1, 8), (1, 1), (1, 1), (7, 12), (42, 12))
+    # bridge #1: cut id 1, valid(eth)=1, valid(ipv4)=1, 6 pad bits, then customer=7 and overlay=42,
+    # each 12 bits right-aligned in two bytes of its own
+    bridge = bits((1, 8), (1, 1), (1, 1), (0, 6), (0, 4), (7, 12), (0, 4), (42, 12))
     rest = Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02", type=0x0800) / pkt[IP]
     assert (out.kind, out.port) == ("forward", 32)
     assert out.data == bridge + bytes(rest)
@@ -60,7 +61,7 @@ def test_customer_qinq_goes_to_the_server_with_the_bridge_header(model):
 
 def test_packet_back_from_the_server_is_encapsulated_and_routed(model):
     inner = Ether(src="00:00:00:00:00:01", dst="00:00:00:00:00:02") / IP(src="192.168.1.1", dst="192.168.1.10") / b"p"
-    # bridge #2: cut id 2, both headers valid, 6 pad bits, host_ip, vni (whole-byte fields start on a byte)
+    # bridge #2: cut id 2, both headers valid, 6 pad bits, host_ip, vni (each field in bytes of its own)
     bridge = bits((2, 8), (1, 1), (1, 1), (0, 6), (ip2int("172.16.5.5"), 32), (5000, 24))
     out = model.process(bridge + bytes(inner), 32)
     sport = 0xC000 | (crc16_arc(bytes(inner[IP])[12:20] + bytes([inner[IP].proto])) & 0x3FFF)

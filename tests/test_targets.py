@@ -104,7 +104,7 @@ def test_pin_forces_the_server(tmp_path):
     assert c.placement.where("route") == "server"
     # the stage before it stays on the switch, so meta.tag crosses in the bridge... only if read later:
     # route does not read meta.tag, so the bridge carries no fields
-    assert [f.name for b in c.bridges for f in b.fields] == ["egress_set", "egress_port"]
+    assert [f.name for b in c.bridges for f in b.fields] == ["egress_port", "egress_set"]
 
 
 @pytest.mark.parametrize(("pin", "target"), [("server", "tofino"), ("switch", "dpdk")])

@@ -15,12 +15,12 @@ Header fields travel in the packet itself; the bridge carries what does not:
 * the egress port when it was chosen before the cut and may not be chosen again after, with
   a bit that says whether it was chosen on this packet's path (port 0 is a port).
 
-Fields are laid out in order: the cut id, the validity bits, the fields narrower than a byte,
-the other fields that are not whole bytes, then the whole-byte fields, each starting on a byte
-(each group by name), and zeros to a whole byte.  A whole-byte field that straddled a byte
-boundary would be extracted by the Tofino parser into parts of two containers, which its PHV
-allocator could not then fit beside the metadata the field is copied to (p4c's Tofino back end
-refused dsr_router's return bridge so).
+Fields are laid out in order (cut id, validity bits, then fields by name), each field in
+bytes of its own and right-aligned in them (a 12-bit field is 4 bits of padding and its 12
+bits), so that on Tofino each sits in the bits of a container it would take as metadata and
+one action's writes of the header read at most two PHV sources per container (p4c's Tofino
+back end refused the VPN gateway's bridge when its 12-bit fields shared bytes with the
+validity bits and straddled byte boundaries); the padding is zeros.
 """
 
 from __future__ import annotations
@@ -94,9 +94,8 @@ def _layout(cut_id: int, p: ir.Pipeline, miss: str | None, direction: Direction,
     required = tuple(i for i in valid_bits if i in must)
     offset = 8 + len(valid_bits)
     laid: list[BridgeField] = []
-    for name, width in sorted(fields, key=lambda f: (f[1] % 8 == 0, f[1] >= 8)):
-        if width % 8 == 0:
-            offset += -offset % 8
+    for name, width in fields:
+        offset += -offset % 8 + -width % 8  # from the next byte, right-aligned to end on a byte
         laid.append(BridgeField(name, width, offset))
         offset += width
     bits = offset + (-offset % 8)

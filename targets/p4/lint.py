@@ -47,6 +47,13 @@ P4L081   a TNA ``RegisterAction`` body a stateful ALU cannot run: it writes some
          (``* / % << >>``, slices), reads more than two packet fields or one wider than
          32 bits, compares more than twice, assigns more than one operation's result, or
          keeps cells of other than 1, 8, 16 or 32 bits
+P4L061   a TNA / T2NA table matching both ``lpm`` and ``range`` fields: the Tofino back
+         end refuses it ("Cannot match on both range and LPM fields")      p4c-barefoot
+P4L083   a TNA / T2NA header field assigned a header's validity (``hdr.b.v =
+         (bit<1>)hdr.a.isValid()``): p4c's Tofino back end offers to alias the two and
+         stops on an internal error (``pa_alias.cpp``: "Did not calculate aliasDest and
+         aliasSrc"; tools/real-p4/upstream/pov_alias.p4); write constants under an ``if``
+                                                                           p4c-barefoot
 P4L082   a register executed at more than one place in a control (TNA: a packet passes a
          register's stateful ALU once; v1model's twin keeps the same shape)
 =======  =================================================================================
@@ -114,10 +121,12 @@ CODES = {
     "P4L050": "read of a possibly invalid header",
     "P4L051": "write to a possibly invalid header",
     "P4L060": "table property",
+    "P4L061": "lpm and range in one Tofino table",
     "P4L070": "package block mismatch",
     "P4L080": "instance initializer",
     "P4L081": "stateful ALU",
     "P4L082": "register executed at more than one place",
+    "P4L083": "validity bit copied into a Tofino header field",
 }
 
 
@@ -246,6 +255,7 @@ _ORD = {"<", "<=", ">", ">="}
 _LOGIC = {"&&", "||"}
 _SHIFT = {"<<", ">>"}
 # the table property each architecture keeps per-entry idle time with (tofino1_arch.p4 tables; p4c-bm2-ss)
+TOFINO = ("tna", "t2na")
 IDLE_PROPERTY = {"tna": "idle_timeout", "t2na": "idle_timeout", "v1model": "support_timeout"}
 
 
@@ -852,6 +862,15 @@ class _Lint:
                 if problem:
                     self.err("P4L041", scope.where, _show(s.target), f"the right side of `{text}` must be {_tstr(lt)}, "
                                                                      f"not {problem}")
+                value = s.value
+                while isinstance(value, p.Cast):
+                    value = value.operand
+                if self.arch in TOFINO and isinstance(s.target, p.Member) and isinstance(value, p.Call) \
+                        and isinstance(value.target, p.Member) and value.target.field == "isValid" \
+                        and self.type_of(s.target.base, scope).kind == "header":
+                    self.err("P4L083", scope.where, _show(s.target), f"`{text}` must not copy a validity bit into a "
+                             "header field (p4c's Tofino back end stops on an internal error in PHV aliasing): "
+                             "assign constants under an if")
             case p.If():
                 t = self.type_of(s.cond, scope)
                 if t.kind not in ("bool", "unknown"):
@@ -1090,6 +1109,10 @@ class _Lint:
             if k.match not in self.match_kinds:
                 self.err("P4L060", scope.where, k.name, f"the match kind of key {k.name} must be one of "
                                                         f"{', '.join(sorted(self.match_kinds))}, not {k.match}")
+        if self.arch in TOFINO and {"lpm", "range"} <= {k.match for k in t.keys}:
+            self.err("P4L061", scope.where, t.name, f"table {t.name} must not match both lpm and range fields "
+                                                    f"on {self.arch} (the Tofino back end cannot): make the prefix "
+                                                    "ternary")
         for a in t.actions:
             if a not in scope.actions:
                 self.err("P4L060", scope.where, a, f"action {a} of table {t.name} must be declared in the control, "

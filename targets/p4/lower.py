@@ -534,10 +534,11 @@ def _stage(c: _Ctx, st: ir.Stage) -> list[p.Stmt]:
 
 def _early_hashes(prog: ir.Program, body: tuple[ir.Stmt, ...]) -> frozenset[int]:
     """The hashes in stage ``body`` whose inputs nothing in the stage writes before them: the
-    stage computes them first, in statements of their own.  On Tofino a hash runs in the
-    action that uses it unless computed earlier, and an action that hashes cannot take action
-    data (p4c's Tofino back end: a keyless table's hash leaves no room for it), so its writes
-    of several validity bits, which need a bitmasked-set from action data, cannot be placed."""
+    stage computes them first, each in a keyless table of its own.  On Tofino straight-line
+    code is one action, and an action that hashes cannot take action data (p4c's Tofino back
+    end: a keyless table's hash leaves no room for it), so the constants of an encapsulation
+    (a 48-bit MAC) and writes of several validity bits, which need a bitmasked-set from action
+    data, could not share the hash's action."""
     written: set[tuple[str, ...]] = set()
     early: set[int] = set()
     late: set[int] = set()
@@ -693,7 +694,11 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
     params = tuple((f"v_{v.name}", _bits(v.width)) for v in t.values)
     body = tuple(p.Assign(c.meta(f"{t.name}__{v.name}", _bits(v.width)), p.ref(f"v_{v.name}")) for v in t.values)
     action = p.Action(f"{t.name}__hit", params, body, f"entry of table {t.name}, {_src(t.span)}")
-    keys = tuple(p.Key(_expr(c, k.expr), k.match, k.name) for k in t.keys)
+    # beside a range field the priority decides and the prefix is a mask (docs/language.md): a
+    # ternary match, which p4c's Tofino back end takes where it refuses lpm beside range
+    ranked = any(k.match == "range" for k in t.keys)
+    keys = tuple(p.Key(_expr(c, k.expr), "ternary", k.name, prefix=True) if ranked and k.match == "lpm" else
+                 p.Key(_expr(c, k.expr), k.match, k.name) for k in t.keys)
     # a cache keeps each entry's idle time: the runtime evicts what the traffic no longer hits
     table = p.Table(t.name, keys, (action.name, "nfc_miss"), "nfc_miss", size,
                     f"table {t.name}, {_src(t.span)}" + (" (switch cache of the server's full table)" if t.hints.cache
@@ -868,7 +873,13 @@ def _hash(c: _Ctx, e: ir.Hash) -> p.Expr:
     saved = c.hoisted, c.must
     c.hoisted, c.must = [], c.stage_must  # its inputs are lowered as the stage's start sees them
     args = p.ListExpr(tuple(_expr(c, a) for a in e.args))
-    c.prelude += [*c.hoisted, c.arch.hash_stmt(e.alg, e.width, name, target, args)]
+    # in a table of its own: straight-line code after it would otherwise join its action
+    why = f"hash at {_src(e.span)}, computed first in its stage"
+    hidden = (p.Annotation("hidden"),)  # not the control plane's: p4c leaves it out of P4Info
+    c.locals += [p.Action(f"{name}_compute", (), (c.arch.hash_stmt(e.alg, e.width, name, target, args),), why,
+                          hidden),
+                 p.Table(f"{name}_table", (), (f"{name}_compute",), f"{name}_compute", 1, why, annotations=hidden)]
+    c.prelude += [*c.hoisted, p.CallStmt(p.Call(p.ref(f"{name}_table.apply")))]
     c.hoisted, c.must = saved
     return target
 

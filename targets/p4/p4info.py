@@ -287,8 +287,9 @@ def build_p4info(prog: p.Program, arch: str,
     used = {(c.name, name) for c in controls for name in (
         *(n for t in c.locals if isinstance(t, p.Table) for n in t.actions),
         *p.called(c.apply), *(n for a in c.locals if isinstance(a, p.Action) for n in p.called(a.body)))}
-    all_actions = [(c, a) for c in controls for a in c.locals if isinstance(a, p.Action)]
-    tables = [(c, t) for c in controls for t in c.locals if isinstance(t, p.Table)]
+    # p4c leaves out what is annotated @hidden (tables and actions the compiler made for itself)
+    all_actions = [(c, a) for c in controls for a in c.locals if isinstance(a, p.Action) and not _hidden(a)]
+    tables = [(c, t) for c in controls for t in c.locals if isinstance(t, p.Table) and not _hidden(t)]
     externs = [x for c in controls for i in c.locals if isinstance(i, p.Instance)
                if (x := _counterlike(c.name, i)) is not None]
     registers = [(f"{c.name}.{i.name}", i.name, *_register(f"{c.name}.{i.name}", i, types))
@@ -346,7 +347,8 @@ def build_p4info(prog: p.Program, arch: str,
                 mf.match_type = _MATCH[k.match]
             else:
                 mf.other_match_type = k.match
-            fields[k.name] = {"id": i, "bitwidth": width, "match": k.match}
+            # "prefix": written as an lpm field's prefix length, sent as its ternary mask
+            fields[k.name] = {"id": i, "bitwidth": width, "match": k.match} | ({"prefix": True} if k.prefix else {})
         _unique(t.actions, f"table '{qname}' lists action '{{}}' twice")
         for action_name in t.actions:
             if (c.name, action_name) not in action_decls:
@@ -419,6 +421,10 @@ def build_p4info(prog: p.Program, arch: str,
         names["controller_packet_metadata"][cp_name] = {"id": cpm.preamble.id, "header": h.name,
                                                         "metadata": metadata}
     return info, names
+
+
+def _hidden(d: p.Action | p.Table) -> bool:
+    return any(a.name == "hidden" for a in d.annotations)
 
 
 def _match_widths(qname: str, t: p.Table, given: list[int] | None, types: _Types,

@@ -299,8 +299,8 @@ class _Build(Transformer[Token, Any]):
         return p.Param("" if direction is None else str(direction), type_, str(name))
 
     def action_decl(self, c: list[Any]) -> p.Action:
-        comment, name, params, body = c
-        return p.Action(str(name), tuple(params or ()), body, _text(comment))
+        comment, *notes, name, params, body = c
+        return p.Action(str(name), tuple(params or ()), body, _text(comment), tuple(notes))
 
     def action_params(self, c: list[tuple[str, p.Type]]) -> tuple[tuple[str, p.Type], ...]:
         return tuple(c)
@@ -310,8 +310,9 @@ class _Build(Transformer[Token, Any]):
         return str(name), type_
 
     def table_decl(self, c: list[Any]) -> p.Table:
-        comment, name, keys, actions, (default, const), size, idle = c
-        return p.Table(str(name), keys, actions, default, _decimal(size), _text(comment), const, idle or "")
+        comment, *notes, name, keys, actions, (default, const), size, idle = c
+        return p.Table(str(name), keys, actions, default, _decimal(size), _text(comment), const, idle or "",
+                       tuple(notes))
 
     def table_idle(self, c: list[Token]) -> str:
         return str(c[0])

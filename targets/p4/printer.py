@@ -124,13 +124,15 @@ def _instance(i: p.Instance, n: int) -> list[str]:
 
 def _action(a: p.Action, n: int) -> list[str]:
     params = ", ".join(f"{type_(t)} {name}" for name, t in a.params)
-    return [*_comment(a.comment, n), f"{IND * n}action {a.name}({params}) {{", *_stmts(a.body, n + 1),
+    notes = [f"{IND * n}{x.source()}" for x in a.annotations]
+    return [*_comment(a.comment, n), *notes, f"{IND * n}action {a.name}({params}) {{", *_stmts(a.body, n + 1),
             f"{IND * n}}}"]
 
 
 def _table(t: p.Table, n: int) -> list[str]:
     pad = IND * n
-    out = [*_comment(t.comment, n), f"{pad}table {t.name} {{", f"{pad}{IND}key = {{"]
+    notes = [f"{pad}{x.source()}" for x in t.annotations]
+    out = [*_comment(t.comment, n), *notes, f"{pad}table {t.name} {{", f"{pad}{IND}key = {{"]
     out += [f'{pad}{IND * 2}{expr(k.expr)} : {k.match} @name("{k.name}");' for k in t.keys]
     out += [f"{pad}{IND}}}", f"{pad}{IND}actions = {{"]
     out += [f"{pad}{IND * 2}{a};" for a in t.actions]

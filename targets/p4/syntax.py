@@ -320,6 +320,7 @@ class Action:
     params: tuple[tuple[str, Type], ...]  # (name, type), directionless (control-plane data)
     body: tuple[Stmt, ...]
     comment: str = ""
+    annotations: tuple[Annotation, ...] = ()  # @hidden: not in P4Info (p4c leaves it out)
 
 
 @dataclass(frozen=True, slots=True)
@@ -327,6 +328,7 @@ class Key:
     expr: Expr
     match: str
     name: str  # @name annotation: the control-plane name of the key field
+    prefix: bool = False  # a ternary key the control plane writes as a prefix (an .nfp lpm field)
 
 
 @dataclass(frozen=True, slots=True)
@@ -339,6 +341,7 @@ class Table:
     comment: str = ""
     const_default: bool = True
     idle: str = ""  # the architecture's idle-time property set to true (idle_timeout, support_timeout); "": none
+    annotations: tuple[Annotation, ...] = ()  # @hidden: not in P4Info (p4c leaves it out)
 
 
 @dataclass(frozen=True, slots=True)

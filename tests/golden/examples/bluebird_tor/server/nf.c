@@ -187,23 +187,23 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
 {
     uint32_t n = 0u;
     if (p->cut == 1u) {
-        n = 0x13u;
-        if (room >= 0x13u) {
-            uint8_t * out = end - 0x13u;
+        n = 0x15u;
+        if (room >= 0x15u) {
+            uint8_t * out = end - 0x15u;
             uint64_t f4 = 2u;
             uint64_t f5 = 1;
             uint64_t f6 = p->valid[5];
             uint64_t f7 = p->valid[6];
-            uint64_t f8 = p->meta[1];
-            uint64_t f9 = p->egress_set;
-            uint64_t f10 = p->meta[3];
-            uint64_t f11 = p->meta[2];
-            uint64_t f12 = p->meta[5];
-            uint64_t f13 = p->meta[4];
-            uint64_t f14 = p->egress_set ? p->egress : 0ull;
-            nfc_set64(out, (((((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 1ull) << 0x35u)) | ((f8 & 1ull) << 0x34u)) | ((f9 & 1ull) << 0x33u)) | (f10 & 0xffffffffffffull));
-            nfc_set64(out + 8u, (((f11 & 0xffffull) << 0x30u) | ((f12 & 0xffffffull) << 0x18u)) | ((f13 >> 8u) & 0xffffffull));
-            nfc_store_be(out + 0x10u, 3u, ((f13 & 0xffull) << 0x10u) | (f14 & 0xffffull));
+            uint64_t f8 = p->meta[3];
+            uint64_t f9 = p->meta[2];
+            uint64_t f10 = p->meta[1];
+            uint64_t f11 = p->meta[5];
+            uint64_t f12 = p->meta[4];
+            uint64_t f13 = p->egress_set ? p->egress : 0ull;
+            uint64_t f14 = p->egress_set;
+            nfc_set64(out, (((((f4 & 0xffull) << 0x38u) | ((f5 & 1ull) << 0x37u)) | ((f6 & 1ull) << 0x36u)) | ((f7 & 1ull) << 0x35u)) | (f8 & 0xffffffffffffull));
+            nfc_set64(out + 8u, ((((f9 & 0xffffull) << 0x30u) | ((f10 & 1ull) << 0x28u)) | ((f11 & 0xffffffull) << 0x10u)) | ((f12 >> 0x10u) & 0xffffull));
+            nfc_store_be(out + 0x10u, 5u, (((f12 & 0xffffull) << 0x18u) | ((f13 & 0xffffull) << 8u)) | (f14 & 1ull));
         }
     }
     return n;
@@ -329,21 +329,21 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
     p->cut = data[0];
     if (p->cut == 1u) {
         /* bridge #1: pipeline bare_metal_to_vnet, miss:ca_to_pa */
-        if (len < 0x15u) {
+        if (len < 0x17u) {
             return 1;
         }
-        uint32_t off = 0x15u;
+        uint32_t off = 0x17u;
         if (!nfc_get(data, 8u, 1u)) {
             return 1;
         }
-        p->meta[1] = nfc_get(data, 0xbu, 1u);
-        p->egress_set = nfc_get(data, 0xcu, 1u);
         p->meta[3] = nfc_get(data, 0x10u, 0x30u);
         p->meta[2] = nfc_get16(data + 8u);
-        p->meta[5] = nfc_get(data, 0x50u, 0x18u);
-        p->meta[0] = nfc_get16(data + 0xdu);
-        p->meta[4] = nfc_get32(data + 0xfu);
-        p->egress = nfc_get16(data + 0x13u);
+        p->meta[1] = nfc_get(data, 0x57u, 1u);
+        p->meta[5] = nfc_get(data, 0x58u, 0x18u);
+        p->meta[0] = nfc_get16(data + 0xeu);
+        p->meta[4] = nfc_get32(data + 0x10u);
+        p->egress = nfc_get16(data + 0x14u);
+        p->egress_set = nfc_get(data, 0xb7u, 1u);
         if ((off + 0xeu) > len) {
             return 0x10;
         }

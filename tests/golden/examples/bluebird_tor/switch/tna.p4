@@ -118,15 +118,17 @@ header nfc_bridge1_h {
     bit<1> v_eth;
     bit<1> v_ipv4;
     bit<1> v_ipv6;
-    bit<1> meta_to_vnet;
-    bit<1> egress_set;
-    bit<3> pad;
+    bit<5> pad0;
     bit<48> meta_next_hop_mac;
     bit<16> meta_port;
+    bit<7> pad1;
+    bit<1> meta_to_vnet;
     bit<24> meta_vni;
     bit<16> meta_vrf;
     bit<32> meta_vtep;
     bit<16> egress_port;
+    bit<7> pad2;
+    bit<1> egress_set;
 }
 
 // bridge #2: pipeline bare_metal_to_vnet, miss:ca_to_pa, server->switch
@@ -135,14 +137,16 @@ header nfc_bridge2_h {
     bit<1> v_eth;
     bit<1> v_ipv4;
     bit<1> v_ipv6;
-    bit<1> meta_to_vnet;
-    bit<1> egress_set;
-    bit<3> pad;
+    bit<5> pad0;
     bit<48> meta_next_hop_mac;
     bit<16> meta_port;
+    bit<7> pad1;
+    bit<1> meta_to_vnet;
     bit<24> meta_vni;
     bit<32> meta_vtep;
     bit<16> egress_port;
+    bit<7> pad2;
+    bit<1> egress_set;
 }
 
 // bridge headers lead the packet on the server link; then the .nfp packet layout, in order
@@ -547,6 +551,24 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
 
+    // hash at examples/bluebird_tor.nfp:185, computed first in its stage
+    @hidden
+    action nfc_hash1_compute() {
+        meta.nfc_hash1 = nfc_hash1.get({meta.nfc_rd_ipv4__src, meta.nfc_rd_ipv4__dst, meta.nfc_rd_ipv4__protocol});
+    }
+
+    // hash at examples/bluebird_tor.nfp:185, computed first in its stage
+    @hidden
+    table nfc_hash1_table {
+        key = {
+        }
+        actions = {
+            nfc_hash1_compute;
+        }
+        const default_action = nfc_hash1_compute();
+        size = 1;
+    }
+
     // entry of table pa_routes, examples/bluebird_tor.nfp:195
     action pa_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.pa_routes__port = v_port;
@@ -724,9 +746,9 @@ control Ingress(
             }
             if (meta.nfc_cut == 8w2) {
                 // back from the server at bridge #2 (miss:ca_to_pa)
-                meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
                 meta.next_hop_mac = hdr.nfc_bridge2.meta_next_hop_mac;
                 meta.port = hdr.nfc_bridge2.meta_port;
+                meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
                 meta.vni = hdr.nfc_bridge2.meta_vni;
                 meta.vtep = hdr.nfc_bridge2.meta_vtep;
                 if (hdr.nfc_bridge2.egress_set == 1w1) {
@@ -826,14 +848,14 @@ control Ingress(
                         } else {
                             hdr.nfc_bridge1.v_ipv6 = 1w0;
                         }
-                        hdr.nfc_bridge1.meta_to_vnet = meta.to_vnet;
-                        hdr.nfc_bridge1.egress_set = meta.nfc_forwarded;
                         hdr.nfc_bridge1.meta_next_hop_mac = meta.next_hop_mac;
                         hdr.nfc_bridge1.meta_port = meta.port;
+                        hdr.nfc_bridge1.meta_to_vnet = meta.to_vnet;
                         hdr.nfc_bridge1.meta_vni = meta.vni;
                         hdr.nfc_bridge1.meta_vrf = meta.vrf;
                         hdr.nfc_bridge1.meta_vtep = meta.vtep;
                         hdr.nfc_bridge1.egress_port = meta.nfc_egress;
+                        hdr.nfc_bridge1.egress_set = meta.nfc_forwarded;
                         meta.nfc_egress = 16w0x40;
                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
@@ -855,7 +877,7 @@ control Ingress(
                 if (hdr.ipv4.isValid()) {
                     meta.nfc_rd_ipv4__protocol = hdr.ipv4.protocol;
                 }
-                meta.nfc_hash1 = nfc_hash1.get({meta.nfc_rd_ipv4__src, meta.nfc_rd_ipv4__dst, meta.nfc_rd_ipv4__protocol});
+                nfc_hash1_table.apply();
                 if (meta.to_vnet == 1w1) {
                     meta.nfc_rd_ipv4__total_len = 16w0;
                     if (hdr.ipv4.isValid()) {

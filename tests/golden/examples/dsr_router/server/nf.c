@@ -322,14 +322,14 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
     p->cut = data[0];
     if (p->cut == 1u) {
         /* bridge #1: pipeline access_to_vpc, miss:vrf_fib */
-        if (len < 3u) {
+        if (len < 4u) {
             return 1;
         }
-        uint32_t off = 3u;
+        uint32_t off = 4u;
         if ((nfc_get(data, 8u, 2u) & 3u) != 3u) {
             return 1;
         }
-        p->meta[0] = nfc_get(data, 0xau, 0xeu);
+        p->meta[0] = nfc_get(data, 0x12u, 0xeu);
         if ((off + 0x22u) > len) {
             return 0x10;
         }

@@ -120,6 +120,7 @@ header nfc_bridge1_h {
     bit<8> cut_id;
     bit<1> v_eth;
     bit<1> v_ipv4;
+    bit<8> pad;
     bit<14> meta_vrf;
 }
 
@@ -551,6 +552,24 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash2;
 
+    // hash at examples/dsr_router.nfp:256, computed first in its stage
+    @hidden
+    action nfc_hash2_compute() {
+        meta.nfc_hash2 = nfc_hash2.get({hdr.ipv4.src, hdr.ipv4.dst});
+    }
+
+    // hash at examples/dsr_router.nfp:256, computed first in its stage
+    @hidden
+    table nfc_hash2_table {
+        key = {
+        }
+        actions = {
+            nfc_hash2_compute;
+        }
+        const default_action = nfc_hash2_compute();
+        size = 1;
+    }
+
     apply {
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
@@ -801,7 +820,7 @@ control Ingress(
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
                 // stage to_access, examples/dsr_router.nfp:245
-                meta.nfc_hash2 = nfc_hash2.get({hdr.ipv4.src, hdr.ipv4.dst});
+                nfc_hash2_table.apply();
                 if (key_to_access.apply().hit) {
                     hdr.gre.setInvalid();
                     hdr.gre_key.setInvalid();

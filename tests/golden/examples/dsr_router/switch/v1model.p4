@@ -120,6 +120,7 @@ header nfc_bridge1_h {
     bit<8> cut_id;
     bit<1> v_eth;
     bit<1> v_ipv4;
+    bit<8> pad;
     bit<14> meta_vrf;
 }
 
@@ -550,6 +551,24 @@ control NfcIngress(
         size = 10000;
     }
 
+    // hash at examples/dsr_router.nfp:256, computed first in its stage
+    @hidden
+    action nfc_hash2_compute() {
+        hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {hdr.ipv4.src, hdr.ipv4.dst}, 17w0x10000);
+    }
+
+    // hash at examples/dsr_router.nfp:256, computed first in its stage
+    @hidden
+    table nfc_hash2_table {
+        key = {
+        }
+        actions = {
+            nfc_hash2_compute;
+        }
+        const default_action = nfc_hash2_compute();
+        size = 1;
+    }
+
     apply {
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
@@ -808,7 +827,7 @@ control NfcIngress(
         if (meta.nfc_pipeline == 8w2) {
             if (meta.nfc_resume <= 8w0) {
                 // stage to_access, examples/dsr_router.nfp:245
-                hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {hdr.ipv4.src, hdr.ipv4.dst}, 17w0x10000);
+                nfc_hash2_table.apply();
                 if (key_to_access.apply().hit) {
                     hdr.gre.setInvalid();
                     hdr.gre_key.setInvalid();

@@ -284,16 +284,16 @@ uint32_t nfc_bridge_out(const struct nfc_pkt *p, uint8_t *end, uint32_t room)
 {
     uint32_t n = 0u;
     if (p->cut == 1u) {
-        n = 4u;
-        if (room >= 4u) {
-            uint8_t * out = end - 4u;
+        n = 5u;
+        if (room >= 5u) {
+            uint8_t * out = end - 5u;
             uint64_t f6 = 2u;
             uint64_t f7 = 1;
             uint64_t f8 = p->valid[1];
             uint64_t f9 = p->valid[2];
-            uint64_t f10 = p->egress_set;
-            uint64_t f11 = p->egress_set ? p->egress : 0ull;
-            nfc_set32(out, ((((((f6 & 0xffull) << 0x18u) | ((f7 & 1ull) << 0x17u)) | ((f8 & 1ull) << 0x16u)) | ((f9 & 1ull) << 0x15u)) | ((f10 & 1ull) << 0x14u)) | (f11 & 0xffffull));
+            uint64_t f10 = p->egress_set ? p->egress : 0ull;
+            uint64_t f11 = p->egress_set;
+            nfc_store_be(out, 5u, ((((((f6 & 0xffull) << 0x20u) | ((f7 & 1ull) << 0x1fu)) | ((f8 & 1ull) << 0x1eu)) | ((f9 & 1ull) << 0x1du)) | ((f10 & 0xffffull) << 8u)) | (f11 & 1ull));
         }
     }
     if (p->cut == 3u) {

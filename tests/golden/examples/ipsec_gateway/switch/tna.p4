@@ -113,9 +113,10 @@ header nfc_bridge2_h {
     bit<1> v_eth;
     bit<1> v_outer;
     bit<1> v_esp;
-    bit<1> egress_set;
-    bit<4> pad;
+    bit<5> pad0;
     bit<16> egress_port;
+    bit<7> pad1;
+    bit<1> egress_set;
 }
 
 // bridge #3: pipeline outbound, main, switch->server

@@ -325,15 +325,15 @@ int nfc_from_switch(struct nfc_pkt *p, const uint8_t *data, uint32_t len, uint32
     p->cut = data[0];
     if (p->cut == 1u) {
         /* bridge #1: pipeline customer_to_cloud, main */
-        if (len < 5u) {
+        if (len < 6u) {
             return 1;
         }
-        uint32_t off = 5u;
+        uint32_t off = 6u;
         if ((nfc_get(data, 8u, 2u) & 3u) != 3u) {
             return 1;
         }
-        p->meta[0] = nfc_get(data, 0xau, 0xcu);
-        p->meta[1] = nfc_get(data, 0x16u, 0xcu);
+        p->meta[0] = nfc_get(data, 0x14u, 0xcu);
+        p->meta[1] = nfc_get(data, 0x24u, 0xcu);
         if ((off + 0x22u) > len) {
             return 0x11;
         }

@@ -126,9 +126,10 @@ header nfc_bridge1_h {
     bit<8> cut_id;
     bit<1> v_eth;
     bit<1> v_ipv4;
+    bit<10> pad0;
     bit<12> meta_customer;
+    bit<4> pad1;
     bit<12> meta_overlay;
-    bit<6> pad;
 }
 
 // bridge #2: pipeline customer_to_cloud, main, server->switch
@@ -415,6 +416,24 @@ control Ingress(
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash1;
 
+    // hash at examples/vpn_gateway.nfp:158, computed first in its stage
+    @hidden
+    action nfc_hash1_compute() {
+        meta.nfc_hash1 = nfc_hash1.get({hdr.ipv4.src, hdr.ipv4.dst, hdr.ipv4.protocol});
+    }
+
+    // hash at examples/vpn_gateway.nfp:158, computed first in its stage
+    @hidden
+    table nfc_hash1_table {
+        key = {
+        }
+        actions = {
+            nfc_hash1_compute;
+        }
+        const default_action = nfc_hash1_compute();
+        size = 1;
+    }
+
     // entry of table underlay_routes, examples/vpn_gateway.nfp:170
     action underlay_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.underlay_routes__port = v_port;
@@ -565,7 +584,7 @@ control Ingress(
             }
             if (meta.nfc_resume <= 8w2) {
                 // stage vxlan_encap, examples/vpn_gateway.nfp:143
-                meta.nfc_hash1 = nfc_hash1.get({hdr.ipv4.src, hdr.ipv4.dst, hdr.ipv4.protocol});
+                nfc_hash1_table.apply();
                 hdr.outer_eth.setValid();
                 hdr.outer_eth.dst = 48w0;
                 hdr.outer_eth.src = 48w0x2000aff0001;

@@ -126,9 +126,10 @@ header nfc_bridge1_h {
     bit<8> cut_id;
     bit<1> v_eth;
     bit<1> v_ipv4;
+    bit<10> pad0;
     bit<12> meta_customer;
+    bit<4> pad1;
     bit<12> meta_overlay;
-    bit<6> pad;
 }
 
 // bridge #2: pipeline customer_to_cloud, main, server->switch
@@ -414,6 +415,24 @@ control NfcIngress(
         meta.nfc_csum_sum_outer_ipv4 = ((bit<32>)meta.nfc_csum_sum_outer_ipv4[15:0]) + (meta.nfc_csum_sum_outer_ipv4 >> 16);
     }
 
+    // hash at examples/vpn_gateway.nfp:158, computed first in its stage
+    @hidden
+    action nfc_hash1_compute() {
+        hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {hdr.ipv4.src, hdr.ipv4.dst, hdr.ipv4.protocol}, 17w0x10000);
+    }
+
+    // hash at examples/vpn_gateway.nfp:158, computed first in its stage
+    @hidden
+    table nfc_hash1_table {
+        key = {
+        }
+        actions = {
+            nfc_hash1_compute;
+        }
+        const default_action = nfc_hash1_compute();
+        size = 1;
+    }
+
     // entry of table underlay_routes, examples/vpn_gateway.nfp:170
     action underlay_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.underlay_routes__port = v_port;
@@ -568,7 +587,7 @@ control NfcIngress(
             }
             if (meta.nfc_resume <= 8w2) {
                 // stage vxlan_encap, examples/vpn_gateway.nfp:143
-                hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {hdr.ipv4.src, hdr.ipv4.dst, hdr.ipv4.protocol}, 17w0x10000);
+                nfc_hash1_table.apply();
                 hdr.outer_eth.setValid();
                 hdr.outer_eth.dst = 48w0;
                 hdr.outer_eth.src = 48w0x2000aff0001;
