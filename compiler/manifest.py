@@ -17,11 +17,33 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-__all__ = ["PLAN_VERSION", "BridgeInfo", "Direction", "FieldInfo", "MauStageUse", "MissPathInfo", "ObjectInfo",
-           "ObjectPlacement", "Plan", "PlanError",
-           "ServerResource", "ServerResources", "ShardInfo", "ShardShare", "SolverInfo", "StageInfo",
-           "SwitchResources", "TableInfo",
-           "TablePlacement", "TargetInfo", "load_plan", "plan_from_json", "read_json"]
+__all__ = [
+    "PLAN_VERSION",
+    "BridgeInfo",
+    "Direction",
+    "FieldInfo",
+    "MauStageUse",
+    "MissPathInfo",
+    "ObjectInfo",
+    "ObjectPlacement",
+    "Plan",
+    "PlanError",
+    "ServerResource",
+    "ServerResources",
+    "ShardInfo",
+    "ShardShare",
+    "SolverInfo",
+    "StageInfo",
+    "SwitchResources",
+    "TableInfo",
+    "TablePlacement",
+    "TargetInfo",
+    "load_plan",
+    "mask_prefix",
+    "plan_from_json",
+    "prefix_mask",
+    "read_json",
+]
 
 # 2: source_sha256, compiler_version, artifacts.placed, bridges[].required
 # 3: resources.server.memory_available_bytes is one server's memory (each holds every server table),
@@ -193,6 +215,17 @@ class TargetInfo:
     generator: str
     profile: str
     resources: dict[str, float]
+
+
+def prefix_mask(length: int, width: int) -> int:
+    """The ternary mask of a ``width``-bit prefix of ``length`` bits: how a switch table writes an
+    ``.nfp`` lpm key it matches as ternary (the name map's match field says ``"prefix": true``)."""
+    return (1 << width) - (1 << (width - length))
+
+
+def mask_prefix(mask: int, width: int) -> int:
+    """The prefix length of a mask ``prefix_mask`` made (its leading ones)."""
+    return width - ((~mask) & ((1 << width) - 1)).bit_length()
 
 
 def bit_string(parts: list[tuple[int, int]]) -> bytes:

@@ -25,6 +25,7 @@ from google.rpc import code_pb2, status_pb2
 from p4.config.v1 import p4info_pb2
 from p4.v1 import p4runtime_pb2, p4runtime_pb2_grpc
 
+from compiler.manifest import mask_prefix, prefix_mask
 from runtime.errors import ChannelError, EntryExists, EntryNotFound, InvalidEntry, RuntimeApiError, TableFull
 
 __all__ = ["CHUNK", "PER_UPDATE", "ClientTls", "SwitchClient", "SwitchUpdate"]
@@ -100,7 +101,7 @@ def _put_match(fm: Any, spec: dict[str, Any], value: int, arg: int | None) -> bo
         return arg != 0
     elif spec["match"] == "ternary":
         if spec.get("prefix") and arg is not None:  # an .nfp lpm field the switch matches as ternary
-            arg = (1 << w) - (1 << (w - arg))
+            arg = prefix_mask(arg, w)
         fm.ternary.value = _bytes(value)
         fm.ternary.mask = _bytes((1 << w) - 1 if arg is None else arg)
         return arg != 0
@@ -123,7 +124,7 @@ def _get_match(fm: Any | None, spec: dict[str, Any]) -> Match:
     if kind == "ternary":
         mask = int.from_bytes(fm.ternary.mask, "big")
         if spec.get("prefix"):  # the prefix length of a mask the client wrote from one
-            return int.from_bytes(fm.ternary.value, "big"), w - ((~mask) & ((1 << w) - 1)).bit_length()
+            return int.from_bytes(fm.ternary.value, "big"), mask_prefix(mask, w)
         return int.from_bytes(fm.ternary.value, "big"), mask
     return int.from_bytes(fm.range.low, "big"), int.from_bytes(fm.range.high, "big")
 

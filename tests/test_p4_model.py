@@ -99,3 +99,57 @@ def test_a_mutated_program_is_caught(tmp_path):
         forwarded += a.kind == "forward"
         differ += not _same(a, model.process(data, port))
     assert forwarded > 0 and differ == forwarded
+
+
+def _ones_sum(data: bytes) -> int:
+    s = sum(int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2))
+    while s >> 16:
+        s = (s & 0xFFFF) + (s >> 16)
+    return s
+
+
+@pytest.mark.parametrize("arch", ["tna", "v1model"])
+def test_cgnat_l4_checksums_are_scapys_and_a_zero_udp_sum_leaves_as_all_ones(arch):
+    """On TNA the TCP/UDP/ICMP checksum updates of cgnat's rewrite stages are left to the
+    ingress deparser's checksum engine (in the ALUs their sums span stages, which the Tofino
+    back end refuses); v1model computes them in the ingress.  Either way scapy, recomputing
+    the rewritten packet's checksum from scratch, must agree; a UDP sum of zero is sent as
+    0xffff (RFC 768) and a UDP checksum of zero (none) stays zero."""
+    from scapy.layers.inet import ICMP, IP, TCP, UDP
+    from scapy.layers.l2 import Ether
+
+    from compiler.interp import Entry, Match
+
+    model = SwitchModel.from_build(build_example("cgnat", "tofino+dpdk", "--no-verify"), arch)
+    src, ext_ip, ext_port, dst = 0x0A000005, 0xC6336401, 40000, "203.0.113.9"
+    model.tables["subnet_to_external"].insert(Entry((Match(0x0A000000, 8),), {"ext_ip": ext_ip}))
+    model.tables["upstream_routes"].insert(Entry((Match(0, 0),), {"port": 25, "next_hop_mac": 0x020000000099}))
+    for proto, port in ((6, 1111), (17, 2222), (1, 3333)):
+        model.tables["nat_out"].insert(Entry((Match(src), Match(port), Match(proto)), {"ext_port": ext_port}))
+
+    def run(l4: object) -> object:
+        pkt = Ether(dst="02:00:00:00:00:01", src="02:00:00:00:00:02") / IP(src="10.0.0.5", dst=dst, ttl=9) / l4
+        out = model.process(bytes(pkt), 3)
+        assert (out.kind, out.port) == ("forward", 25), out
+        return Ether(out.data)
+
+    def scapy_checksum(got: object, layer: type) -> int:
+        again = got.copy()
+        del again[layer].chksum
+        return Ether(bytes(again))[layer].chksum
+
+    tcp = run(TCP(sport=1111, dport=80, flags="S") / b"payload!")
+    assert (tcp[IP].src, tcp[TCP].sport) == ("198.51.100.1", ext_port)
+    assert tcp[TCP].chksum == scapy_checksum(tcp, TCP)
+    icmp = run(ICMP(type=8, id=3333, seq=7) / b"ping")
+    assert icmp[ICMP].id == ext_port and icmp[ICMP].chksum == scapy_checksum(icmp, ICMP)
+    assert run(UDP(sport=2222, dport=53, chksum=0) / b"q")[UDP].chksum == 0  # no checksum stays none
+    # a UDP packet whose rewritten sum is zero: the payload word makes the pseudo-header and
+    # header sum to 0xffff after the rewrite, so the computed checksum 0 must leave as 0xffff
+    base = UDP(sport=ext_port, dport=53, len=8 + 2, chksum=0)
+    pseudo = bytes(IP(src="198.51.100.1", dst=dst, proto=17))[12:20] + bytes([0, 17]) + (10).to_bytes(2, "big")
+    word = (0xFFFF - _ones_sum(pseudo + bytes(base))) & 0xFFFF
+    zero = run(UDP(sport=2222, dport=53) / word.to_bytes(2, "big"))
+    assert _ones_sum(bytes(IP(src="198.51.100.1", dst=dst, proto=17))[12:20] + bytes([0, 17]) + (10).to_bytes(2, "big")
+                     + bytes(zero[UDP])[:6] + bytes(zero[UDP])[8:]) == 0xFFFF
+    assert zero[UDP].chksum == 0xFFFF

@@ -273,10 +273,15 @@ class ExternLib:
             return (lambda f: obj(f).parts.extend(parts(f))), p.TypeName("void")
         if method == "verify":
             return (lambda f: _csum16(obj(f).parts) == 0xFFFF), BOOL
-        if method == "update":
-            (data,) = self._args(call, 1)
+        if method == "update":  # (data, zeros_as_ones): the optional flag sends a zero sum as all ones
+            data, *zeros = call.args
             parts = self._list(c, data, scope)
-            return (lambda f: ~_csum16(parts(f)) & 0xFFFF), p.Bits(16)
+            as_ones = c.expr(zeros[0], scope)[0] if zeros else (lambda f: False)
+
+            def update(f: Frame) -> int:
+                value = ~_csum16(parts(f)) & 0xFFFF
+                return 0xFFFF if value == 0 and as_ones(f) else value
+            return update, p.Bits(16)
         raise TypeErrorP4(f"Checksum.{method} is not in the executed subset")
 
     # ---- free functions (v1model) --------------------------------------------------------------

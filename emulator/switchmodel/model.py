@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from compiler.interp import Entry, Match, Outcome, TableError
-from compiler.manifest import load_plan
+from compiler.manifest import load_plan, mask_prefix, prefix_mask
 from emulator.p4 import Match as P4Match
 from emulator.p4 import P4Executor, P4Table, TableEntry
 from emulator.p4 import TableError as P4TableError
@@ -35,29 +35,45 @@ class NfpTable:
     """A switch table seen with ``.nfp`` names: ``Entry(key, {value: int})`` ↔ the P4 table's
     ``<table>_hit`` action with parameters ``v_<value>``."""
 
-    def __init__(self, table: P4Table, action: str, keys: list[str], values: list[str]) -> None:
+    def __init__(self, table: P4Table, action: str, keys: list[str], values: list[str],
+                 prefixes: frozenset[int] = frozenset()) -> None:
         self.p4 = table
         self.action = action
         self.keys = keys  # .nfp key names, in key order
         self.values = values
+        self.prefixes = prefixes  # the .nfp lpm keys the P4 table matches as ternary: a prefix length ↔ a mask
+
+    def _p4_key(self, key: tuple[Match, ...]) -> tuple[P4Match, ...]:
+        out = []
+        for i, m in enumerate(key):
+            arg = m.arg
+            if i in self.prefixes and arg is not None:
+                arg = prefix_mask(arg, self.p4.keys[i].width)
+            out.append(P4Match(m.value, arg))
+        return tuple(out)
 
     def insert(self, e: Entry) -> None:
         try:
-            self.p4.insert(TableEntry(tuple(P4Match(m.value, m.arg) for m in e.key), self.action,
+            self.p4.insert(TableEntry(self._p4_key(e.key), self.action,
                                       {f"v_{k}": v for k, v in e.values.items()}, e.priority))
         except P4TableError as err:
             raise TableError(str(err)) from err
 
     def delete(self, key: tuple[Match, ...], priority: int = 0) -> Entry:
         try:
-            old = self.p4.delete(tuple(P4Match(m.value, m.arg) for m in key), priority)
+            old = self.p4.delete(self._p4_key(key), priority)
         except P4TableError as err:
             raise TableError(str(err)) from err
         return self._nfp(old)
 
     def _nfp(self, e: TableEntry) -> Entry:
-        return Entry(tuple(Match(m.value, m.arg) for m in e.key),
-                     {k.removeprefix("v_"): v for k, v in e.params.items()}, e.priority)
+        key = []
+        for i, m in enumerate(e.key):
+            arg = m.arg
+            if i in self.prefixes and arg is not None:
+                arg = mask_prefix(arg, self.p4.keys[i].width)
+            key.append(Match(m.value, arg))
+        return Entry(tuple(key), {k.removeprefix("v_"): v for k, v in e.params.items()}, e.priority)
 
     @property
     def entries(self) -> list[Entry]:
@@ -75,8 +91,12 @@ class SwitchModel:
         self.reason_of = {code: reason for reason, code in name_map["drop_reasons"].items()}
         self.punt_of = {code: reason for reason, code in name_map["punt_reasons"].items()}
         self.p4_tables = self.executor.tables
+        rt_tables = name_map[names_of].get("p4runtime", {}).get("tables", {})
+        fields = {t: info["match_fields"] for t, info in rt_tables.items()}
         self.tables: dict[str, NfpTable] = {
-            t: NfpTable(self.p4_tables[info["p4_table"]], info["p4_action"], list(info["keys"]), list(info["values"]))
+            t: NfpTable(self.p4_tables[info["p4_table"]], info["p4_action"], list(info["keys"]), list(info["values"]),
+                        frozenset(i for i, k in enumerate(info["keys"])
+                                  if fields.get(info["p4_table"], {}).get(k, {}).get("prefix")))
             for t, info in name_map[names_of]["tables"].items()}
         self.cpu_port = self.executor.env.consts["NFC_CPU_PORT"].value
         self.punt_header = self.executor.env.decls["nfc_packet_in_h"]

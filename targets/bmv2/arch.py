@@ -21,6 +21,7 @@ class V1Model:
     port_type: p.Type = p.Bits(9)
     port_width: int = 9
     needs_ingress_checksum: bool = True
+    deparser_checksum: bool = False  # bmv2's ALUs have no stages: csum_update is computed in place
 
     def parser_params(self) -> tuple[p.Param, ...]:
         return (_prm("", "packet_in", "pkt"), _prm("out", "headers_t", "hdr"), _prm("inout", "metadata_t", "meta"),
@@ -98,7 +99,9 @@ class V1Model:
 
     def rest(self, hdr_type: str, meta_type: str, emit: tuple[p.Stmt, ...],
              csum_updates: tuple[tuple[str, tuple[p.Expr, ...], p.Expr], ...],
-             parser: str, ingress: str) -> tuple[p.Decl, ...]:
+             parser: str, ingress: str,
+             deferred: tuple[tuple[str, p.Expr, tuple[p.Expr, ...], p.Expr, bool], ...] = ()) -> tuple[p.Decl, ...]:
+        assert not deferred, "v1model computes csum_update in the ingress"
         updates = tuple(p.CallStmt(p.Call(p.ref("update_checksum"), (
             p.Call(p.ref(f"hdr.{inst}.isValid")), p.ListExpr(fields), target, p.ref("HashAlgorithm.csum16"))))
             for inst, fields, target in csum_updates)

@@ -64,6 +64,10 @@ class Arch(Protocol):
 
     needs_ingress_checksum: bool
 
+    # whether ``csum_update`` chains into a header field are left to the ingress deparser's
+    # checksum engine (TNA: in the ALUs their sums would span stages)
+    deparser_checksum: bool
+
     def counter_instance(self, name: str, size: int) -> p.Instance: ...
 
     def count(self, name: str, index: p.Expr) -> p.Stmt: ...
@@ -93,6 +97,9 @@ class Arch(Protocol):
 
     def rest(self, hdr_type: str, meta_type: str, emit: tuple[p.Stmt, ...],
              csum_updates: tuple[tuple[str, tuple[p.Expr, ...], p.Expr], ...],
-             parser: str, ingress: str) -> tuple[p.Decl, ...]:
-        """Deparser, egress and the package instantiation."""
+             parser: str, ingress: str,
+             deferred: tuple[tuple[str, p.Expr, tuple[p.Expr, ...], p.Expr, bool], ...] = ()) -> tuple[p.Decl, ...]:
+        """Deparser, egress and the package instantiation.  ``deferred``: (engine, flag, words,
+        target, zeros as ones) of the checksums the ingress deparser computes where the flag
+        is set (only with ``deparser_checksum``)."""
         ...

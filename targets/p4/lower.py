@@ -24,7 +24,16 @@ from dataclasses import dataclass, field, replace
 from typing import assert_never
 
 from compiler import ir
-from compiler.analysis import changed_by, drop_reasons, expr_reads, stmt_exprs, stmt_writes, walk_expr, walk_stmts
+from compiler.analysis import (
+    changed_by,
+    drop_reasons,
+    expr_reads,
+    loc_of,
+    stmt_exprs,
+    stmt_writes,
+    walk_expr,
+    walk_stmts,
+)
 from compiler.ir import Span
 from compiler.passes.validity import must_be_valid, must_branches, must_step, packet_order
 from compiler.placement import EGRESS, EGRESS_SET, Bridge, Direction, Placement, Segment, find_bridge
@@ -58,6 +67,20 @@ def _src(span: Span) -> str:
 
 
 @dataclass
+class _Deferred:
+    """An Internet checksum updated by ``csum_update`` chains that the ingress deparser's
+    checksum engine computes (``Arch.deparser_checksum``): RFC 1624 eqn. 3 chained is
+    ~(~HC + ~m1 + m1' + ~m2 + m2' ...), a one's complement sum the engine takes over metadata
+    words the stage writes (one ALU operation each), for the packets whose flag is set; in the
+    ALUs the sum and its folds would span stages, which the Tofino back end refuses."""
+
+    name: str  # the flag; the words are <name>_sum, <name>_old<i>, <name>_new<i>
+    widths: tuple[int, ...]  # each update's slot width, in order (the widest of the chains)
+    zeros_as_ones: bool  # the chains end with ``if (c == 0) c = 0xffff`` (RFC 768)
+    pos: int = 0  # in the stage being lowered: the next update's slot
+
+
+@dataclass
 class _Ctx:
     prog: ir.Program
     arch: Arch
@@ -76,6 +99,8 @@ class _Ctx:
     early: frozenset[int] = frozenset()
     prelude: list[p.Stmt] = field(default_factory=list)
     stage_must: frozenset[str] = frozenset()
+    # the checksum fields the ingress deparser's engine computes (``_deferred_checksums``)
+    deferred: dict[tuple[str, str], _Deferred] = field(default_factory=dict)
     # in a stage, the headers valid on every path to the statement being lowered (reads of
     # the others are guarded); None elsewhere (parser selects, verify conditions: the caller
     # guards them)
@@ -100,6 +125,8 @@ class _Ctx:
 def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, ...], server_ports: tuple[int, ...],
                  arch: Arch, cpu_port: int = 192) -> tuple[p.Program, NameMap]:
     c = _Ctx(prog, arch, placement, bridges, server_ports, cpu_port, must_at=must_be_valid(prog))
+    if arch.deparser_checksum:
+        c.deferred = _deferred_checksums(prog, placement)
     taken = [pl for pl in prog.pipelines if pl.has_port(cpu_port)]
     if cpu_port in server_ports or taken:
         what = f"pipeline '{taken[0].name}'" if taken else "a server"
@@ -124,7 +151,8 @@ def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
     meta_struct = p.Struct("metadata_t", user_meta + tuple(sorted(c.meta_fields.items())))
     parser = _with_metadata_init(parser, meta_struct)
     emit = tuple(p.CallStmt(p.Call(p.ref("pkt.emit"), (p.ref(f"hdr.{n}"),))) for n, _ in hdr_struct.fields)
-    rest = arch.rest("headers_t", "metadata_t", emit, _csum_updates(prog), parser.name, ingress.name)
+    rest = arch.rest("headers_t", "metadata_t", emit, _csum_updates(prog), parser.name, ingress.name,
+                     _deparser_checksums(c))
     reason_consts = tuple(p.ConstDecl(p.Bits(8), f"NFC_DROP_{r.upper()}", p.Const(code, 8))
                           for r, code in c.names.reasons.items())
     reason_consts += tuple(p.ConstDecl(p.Bits(8), f"NFC_PUNT_{r.upper()}", p.Const(code, 8))
@@ -527,9 +555,92 @@ def _stage(c: _Ctx, st: ir.Stage) -> list[p.Stmt]:
             raise Unsupported(found.reason + " on the switch", found.span)
         c.accesses[reg] = found
     c.early, c.prelude, c.stage_must = _early_hashes(c.prog, st.body), [], c.must_at[st.name]
+    for d in c.deferred.values():
+        d.pos = 0
     body = _block(c, st.body, c.stage_must)
     prelude, c.early, c.prelude = c.prelude, frozenset(), []
     return [p.Comment(f"stage {st.name}, {_src(st.span)}"), *prelude, *body]
+
+
+def _csum_chain_step(s: ir.Stmt) -> tuple[tuple[str, str], ir.CsumUpdate] | None:
+    """``(checksum field, update)`` when ``s`` is ``h.c = csum_update(h.c, old, new)`` with
+    ``old`` and ``new`` not reading ``h.c``."""
+    if not (isinstance(s, ir.Assign) and isinstance(s.target, ir.HeaderField) and isinstance(s.value, ir.CsumUpdate)):
+        return None
+    loc = ("hdr", s.target.inst, s.target.field)
+    e = s.value
+    if loc_of(e.csum) != loc or loc in expr_reads(e.old) | expr_reads(e.new):
+        return None
+    return (s.target.inst, s.target.field), e
+
+
+def _zero_fix(s: ir.Stmt) -> tuple[str, str] | None:
+    """The checksum field ``s`` sends as all ones when it is zero: ``if (c == 0) { c = 0xffff; }``."""
+    if not (isinstance(s, ir.If) and not s.orelse and len(s.then) == 1 and isinstance(s.cond, ir.Binary)
+            and s.cond.op == "==" and isinstance(s.cond.left, ir.HeaderField) and isinstance(s.cond.right, ir.Const)
+            and s.cond.right.value == 0):
+        return None
+    f = s.cond.left
+    fix = s.then[0]
+    if isinstance(fix, ir.Assign) and loc_of(fix.target) == ("hdr", f.inst, f.field) \
+            and isinstance(fix.value, ir.Const) and fix.value.value == 0xFFFF:
+        return f.inst, f.field
+    return None
+
+
+def _deferred_checksums(prog: ir.Program, placement: Placement) -> dict[tuple[str, str], _Deferred]:
+    """The checksum fields whose ``csum_update`` chains the deparser can compute: on every
+    pipeline the switch stages update the field in at most one stage, in one block (so every
+    packet that takes the chain's first update takes all of it), and nothing on the switch
+    reads or writes the field, or changes its header's validity, after the first update but
+    the chain and an RFC 768 zero fix right after it, the same on every chain."""
+    chains: dict[tuple[str, str], list[list[int]]] = {}
+    fixes: dict[tuple[str, str], list[bool]] = {}
+    bad: set[tuple[str, str]] = set()
+
+    def block(stmts: tuple[ir.Stmt, ...], started: set[tuple[str, str]], here: dict[tuple[str, str], int]) -> None:
+        for s in stmts:
+            step = _csum_chain_step(s)
+            if step is not None:
+                f, e = step
+                if f in started and (f not in here or here[f] != id(stmts)):
+                    bad.add(f)  # a second stage, or another block of this one
+                if f not in started:
+                    chains.setdefault(f, []).append([])
+                    fixes.setdefault(f, []).append(False)
+                    started.add(f)
+                    here[f] = id(stmts)
+                chains[f][-1].append(e.old.width)
+                continue
+            fix = _zero_fix(s)
+            if fix is not None and here.get(fix) == id(stmts):
+                fixes[fix][-1] = True
+                continue
+            reads = {r for e in stmt_exprs(s) for r in expr_reads(e)}
+            writes = stmt_writes(prog, s)
+            for f in started:
+                inst, name = f
+                if {("hdr", inst, name), ("hdrall", inst)} & (reads | writes) or ("valid", inst) in writes:
+                    bad.add(f)
+            if isinstance(s, ir.If):
+                block(s.then, started, here)
+                block(s.orelse, started, here)
+            elif isinstance(s, ir.Lookup):
+                block(s.hit, started, here)
+                block(s.miss, started, here)
+
+    for pl in prog.pipelines:
+        started: set[tuple[str, str]] = set()
+        for name in pl.stages:
+            if placement.segment[name] is not Segment.SERVER:
+                block(prog.stages[name].body, started, {})
+    out = {}
+    for f, lists in chains.items():
+        if f in bad or len(set(fixes[f])) > 1:
+            continue
+        widths = tuple(max(ws[i] for ws in lists if i < len(ws)) for i in range(max(map(len, lists))))
+        out[f] = _Deferred(f"nfc_l4csum_{f[0]}", widths, fixes[f][0])
+    return out
 
 
 def _early_hashes(prog: ir.Program, body: tuple[ir.Stmt, ...]) -> frozenset[int]:
@@ -620,6 +731,10 @@ def _stmt(c: _Ctx, s: ir.Stmt) -> list[p.Stmt]:
             step = p.Assign(_register_value(c, s.target), _expr(c, s.value))
             inside = c.reg_in_range.get(s.target.reg)
             return [step if inside is None else p.If(inside, (step,))]
+        case ir.Assign() if (chain := _csum_chain_step(s)) is not None and chain[0] in c.deferred:
+            return _deferred_update(c, c.deferred[chain[0]], chain[1])
+        case ir.If() if (fix := _zero_fix(s)) is not None and fix in c.deferred:
+            return [p.Comment(f"{fix[0]}.{fix[1]}: a zero sum is sent as all ones by the deparser, {_src(s.span)}")]
         case ir.Assign():
             return [p.Assign(_lvalue(c, s.target), _expr(c, s.value))]
         case ir.If():
@@ -848,6 +963,31 @@ def _csum_update(c: _Ctx, e: ir.CsumUpdate) -> p.Expr:
     fold = p.Bin("+", p.Cast(p.Bits(32), p.Slice(acc, 15, 0)), p.Bin(">>", acc, p.Const(16, -1, base=10)))
     c.hoisted += [p.Assign(acc, total), p.Assign(acc, fold), p.Assign(acc, fold)]
     return p.Un("~", p.Slice(acc, 15, 0))
+
+
+def _deferred_update(c: _Ctx, d: _Deferred, e: ir.CsumUpdate) -> list[p.Stmt]:
+    """One step of a chain the deparser computes: its words, one ALU operation each."""
+    out: list[p.Stmt] = []
+    if d.pos == 0:
+        out += [p.Comment(f"the deparser updates the checksum (RFC 1624 eqn. 3): {_src(e.span)}"),
+                p.Assign(c.meta(f"{d.name}_sum", p.Bits(16)), p.Un("~", _expr(c, e.csum))),
+                p.Assign(c.meta(d.name, p.Bits(1)), p.Const(1, 1))]
+    w, width = d.widths[d.pos], e.old.width
+    for kind, value in (("old", p.Un("~", _expr(c, e.old))), ("new", _expr(c, e.new))):
+        slot = c.meta(f"{d.name}_{kind}{d.pos}", p.Bits(w))  # zero above a narrower value
+        out.append(p.Assign(slot if width == w else p.Slice(slot, width - 1, 0), value))
+    d.pos += 1
+    return out
+
+
+def _deparser_checksums(c: _Ctx) -> tuple[tuple[str, p.Expr, tuple[p.Expr, ...], p.Expr, bool], ...]:
+    """(engine, flag, words, target, zeros as ones) of each deferred checksum."""
+    out = []
+    for (inst, name), d in sorted(c.deferred.items()):
+        words = (p.ref(f"meta.{d.name}_sum"),
+                 *(p.ref(f"meta.{d.name}_{k}{i}") for i in range(len(d.widths)) for k in ("old", "new")))
+        out.append((d.name, p.ref(f"meta.{d.name}"), words, p.ref(f"hdr.{inst}.{name}"), d.zeros_as_ones))
+    return tuple(out)
 
 
 def _counter(c: _Ctx, name: str) -> str:

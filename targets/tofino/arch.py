@@ -21,6 +21,7 @@ class TNA:
     port_type: p.Type = p.TypeName("PortId_t")
     port_width: int = 9
     needs_ingress_checksum: bool = False
+    deparser_checksum: bool = True
 
     def __init__(self, chip: int = 1) -> None:
         self.chip = chip
@@ -117,11 +118,16 @@ class TNA:
 
     def rest(self, hdr_type: str, meta_type: str, emit: tuple[p.Stmt, ...],
              csum_updates: tuple[tuple[str, tuple[p.Expr, ...], p.Expr], ...],
-             parser: str, ingress: str) -> tuple[p.Decl, ...]:
+             parser: str, ingress: str,
+             deferred: tuple[tuple[str, p.Expr, tuple[p.Expr, ...], p.Expr, bool], ...] = ()) -> tuple[p.Decl, ...]:
         locals_ = tuple(p.Instance(p.TypeName("Checksum"), (), f"nfc_csum_{inst}") for inst, _, _ in csum_updates)
+        locals_ += tuple(p.Instance(p.TypeName("Checksum"), (), name) for name, *_ in deferred)
         updates = tuple(p.If(p.Call(p.ref(f"hdr.{inst}.isValid")),
                              (p.Assign(target, p.Call(p.ref(f"nfc_csum_{inst}.update"), (p.ListExpr(fields),))),))
                         for inst, fields, target in csum_updates)
+        updates += tuple(p.If(p.Bin("==", flag, p.Const(1, 1)), (p.Assign(target, p.Call(
+            p.ref(f"{name}.update"), (p.ListExpr(words), *((p.Const(1, 0),) if zeros else ())))),))
+            for name, flag, words, target, zeros in deferred)
         deparser = p.Control("IngressDeparser", (
             _prm("", "packet_out", "pkt"), _prm("inout", hdr_type, "hdr"), _prm("in", meta_type, "meta"),
             _prm("in", "ingress_intrinsic_metadata_for_deparser_t", "ig_dprsr_md")),

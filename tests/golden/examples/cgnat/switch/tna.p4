@@ -181,23 +181,29 @@ struct metadata_t {
     bit<16> nat_in__int_port;
     bit<16> nat_out__ext_port;
     bit<8> nfc_bucket;
-    bit<32> nfc_csum10;
-    bit<32> nfc_csum11;
-    bit<32> nfc_csum12;
-    bit<32> nfc_csum2;
-    bit<32> nfc_csum3;
-    bit<32> nfc_csum4;
-    bit<32> nfc_csum5;
-    bit<32> nfc_csum6;
-    bit<32> nfc_csum8;
-    bit<32> nfc_csum9;
     bool nfc_csum_ok_ipv4;
     bit<8> nfc_cut;
     bit<8> nfc_drop;
     bit<16> nfc_egress;
     bit<1> nfc_forwarded;
     bit<16> nfc_hash1;
-    bit<16> nfc_hash7;
+    bit<16> nfc_hash2;
+    bit<1> nfc_l4csum_icmp;
+    bit<16> nfc_l4csum_icmp_new0;
+    bit<16> nfc_l4csum_icmp_old0;
+    bit<16> nfc_l4csum_icmp_sum;
+    bit<1> nfc_l4csum_tcp;
+    bit<32> nfc_l4csum_tcp_new0;
+    bit<16> nfc_l4csum_tcp_new1;
+    bit<32> nfc_l4csum_tcp_old0;
+    bit<16> nfc_l4csum_tcp_old1;
+    bit<16> nfc_l4csum_tcp_sum;
+    bit<1> nfc_l4csum_udp;
+    bit<32> nfc_l4csum_udp_new0;
+    bit<16> nfc_l4csum_udp_new1;
+    bit<32> nfc_l4csum_udp_old0;
+    bit<16> nfc_l4csum_udp_old1;
+    bit<16> nfc_l4csum_udp_sum;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<32> nfc_rd_icmp__rest;
@@ -228,23 +234,29 @@ parser IngressParser(
         meta.nat_in__int_port = 16w0;
         meta.nat_out__ext_port = 16w0;
         meta.nfc_bucket = 8w0;
-        meta.nfc_csum10 = 32w0;
-        meta.nfc_csum11 = 32w0;
-        meta.nfc_csum12 = 32w0;
-        meta.nfc_csum2 = 32w0;
-        meta.nfc_csum3 = 32w0;
-        meta.nfc_csum4 = 32w0;
-        meta.nfc_csum5 = 32w0;
-        meta.nfc_csum6 = 32w0;
-        meta.nfc_csum8 = 32w0;
-        meta.nfc_csum9 = 32w0;
         meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_cut = 8w0;
         meta.nfc_drop = 8w0;
         meta.nfc_egress = 16w0;
         meta.nfc_forwarded = 1w0;
         meta.nfc_hash1 = 16w0;
-        meta.nfc_hash7 = 16w0;
+        meta.nfc_hash2 = 16w0;
+        meta.nfc_l4csum_icmp = 1w0;
+        meta.nfc_l4csum_icmp_new0 = 16w0;
+        meta.nfc_l4csum_icmp_old0 = 16w0;
+        meta.nfc_l4csum_icmp_sum = 16w0;
+        meta.nfc_l4csum_tcp = 1w0;
+        meta.nfc_l4csum_tcp_new0 = 32w0;
+        meta.nfc_l4csum_tcp_new1 = 16w0;
+        meta.nfc_l4csum_tcp_old0 = 32w0;
+        meta.nfc_l4csum_tcp_old1 = 16w0;
+        meta.nfc_l4csum_tcp_sum = 16w0;
+        meta.nfc_l4csum_udp = 1w0;
+        meta.nfc_l4csum_udp_new0 = 32w0;
+        meta.nfc_l4csum_udp_new1 = 16w0;
+        meta.nfc_l4csum_udp_old0 = 32w0;
+        meta.nfc_l4csum_udp_old1 = 16w0;
+        meta.nfc_l4csum_udp_sum = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_rd_icmp__rest = 32w0;
@@ -626,7 +638,7 @@ control Ingress(
         idle_timeout = true;
     }
 
-    Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash7;
+    Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash2;
 
     // steering of bridge #1: bucket -> server port when moved, examples/cgnat.nfp:313
     table nfc_steer1 {
@@ -856,37 +868,34 @@ control Ingress(
             if (meta.nfc_resume <= 8w2) {
                 // stage rewrite_out, examples/cgnat.nfp:175
                 if (hdr.tcp.isValid()) {
-                    meta.nfc_csum2 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                    meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 16);
-                    meta.nfc_csum2 = ((bit<32>)meta.nfc_csum2[15:0]) + (meta.nfc_csum2 >> 16);
-                    hdr.tcp.checksum = ~meta.nfc_csum2[15:0];
-                    meta.nfc_csum3 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                    meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
-                    meta.nfc_csum3 = ((bit<32>)meta.nfc_csum3[15:0]) + (meta.nfc_csum3 >> 16);
-                    hdr.tcp.checksum = ~meta.nfc_csum3[15:0];
+                    // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:177
+                    meta.nfc_l4csum_tcp_sum = ~hdr.tcp.checksum;
+                    meta.nfc_l4csum_tcp = 1w1;
+                    meta.nfc_l4csum_tcp_old0 = ~hdr.ipv4.src;
+                    meta.nfc_l4csum_tcp_new0 = meta.ext_ip;
+                    meta.nfc_l4csum_tcp_old1 = ~hdr.tcp.sport;
+                    meta.nfc_l4csum_tcp_new1 = meta.ext_port;
                     hdr.tcp.sport = meta.ext_port;
                 }
                 if (hdr.udp.isValid()) {
                     if (hdr.udp.checksum != 16w0) {
-                        meta.nfc_csum4 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.src[31:16]))) + ((bit<32>)meta.ext_ip[31:16])) + ((bit<32>)(~hdr.ipv4.src[15:0]))) + ((bit<32>)meta.ext_ip[15:0]);
-                        meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
-                        meta.nfc_csum4 = ((bit<32>)meta.nfc_csum4[15:0]) + (meta.nfc_csum4 >> 16);
-                        hdr.udp.checksum = ~meta.nfc_csum4[15:0];
-                        meta.nfc_csum5 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.sport[15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                        meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
-                        meta.nfc_csum5 = ((bit<32>)meta.nfc_csum5[15:0]) + (meta.nfc_csum5 >> 16);
-                        hdr.udp.checksum = ~meta.nfc_csum5[15:0];
-                        if (hdr.udp.checksum == 16w0) {
-                            hdr.udp.checksum = 16w0xffff;
-                        }
+                        // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:184
+                        meta.nfc_l4csum_udp_sum = ~hdr.udp.checksum;
+                        meta.nfc_l4csum_udp = 1w1;
+                        meta.nfc_l4csum_udp_old0 = ~hdr.ipv4.src;
+                        meta.nfc_l4csum_udp_new0 = meta.ext_ip;
+                        meta.nfc_l4csum_udp_old1 = ~hdr.udp.sport;
+                        meta.nfc_l4csum_udp_new1 = meta.ext_port;
+                        // udp.checksum: a zero sum is sent as all ones by the deparser, examples/cgnat.nfp:186
                     }
                     hdr.udp.sport = meta.ext_port;
                 }
                 if (hdr.icmp.isValid()) {
-                    meta.nfc_csum6 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.ext_port[15:0]);
-                    meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
-                    meta.nfc_csum6 = ((bit<32>)meta.nfc_csum6[15:0]) + (meta.nfc_csum6 >> 16);
-                    hdr.icmp.checksum = ~meta.nfc_csum6[15:0];
+                    // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:193
+                    meta.nfc_l4csum_icmp_sum = ~hdr.icmp.checksum;
+                    meta.nfc_l4csum_icmp = 1w1;
+                    meta.nfc_l4csum_icmp_old0 = ~hdr.icmp.rest[31:16];
+                    meta.nfc_l4csum_icmp_new0 = meta.ext_port;
                     hdr.icmp.rest = meta.ext_port ++ hdr.icmp.rest[15:0];
                 }
                 hdr.ipv4.src = meta.ext_ip;
@@ -944,37 +953,34 @@ control Ingress(
                 }
                 if (nat_in.apply().hit) {
                     if (hdr.tcp.isValid()) {
-                        meta.nfc_csum8 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                        meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
-                        meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
-                        hdr.tcp.checksum = ~meta.nfc_csum8[15:0];
-                        meta.nfc_csum9 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                        meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
-                        meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
-                        hdr.tcp.checksum = ~meta.nfc_csum9[15:0];
+                        // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:237
+                        meta.nfc_l4csum_tcp_sum = ~hdr.tcp.checksum;
+                        meta.nfc_l4csum_tcp = 1w1;
+                        meta.nfc_l4csum_tcp_old0 = ~hdr.ipv4.dst;
+                        meta.nfc_l4csum_tcp_new0 = meta.nat_in__int_ip;
+                        meta.nfc_l4csum_tcp_old1 = ~hdr.tcp.dport;
+                        meta.nfc_l4csum_tcp_new1 = meta.nat_in__int_port;
                         hdr.tcp.dport = meta.nat_in__int_port;
                     }
                     if (hdr.udp.isValid()) {
                         if (hdr.udp.checksum != 16w0) {
-                            meta.nfc_csum10 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                            meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
-                            meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
-                            hdr.udp.checksum = ~meta.nfc_csum10[15:0];
-                            meta.nfc_csum11 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
-                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
-                            hdr.udp.checksum = ~meta.nfc_csum11[15:0];
-                            if (hdr.udp.checksum == 16w0) {
-                                hdr.udp.checksum = 16w0xffff;
-                            }
+                            // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:243
+                            meta.nfc_l4csum_udp_sum = ~hdr.udp.checksum;
+                            meta.nfc_l4csum_udp = 1w1;
+                            meta.nfc_l4csum_udp_old0 = ~hdr.ipv4.dst;
+                            meta.nfc_l4csum_udp_new0 = meta.nat_in__int_ip;
+                            meta.nfc_l4csum_udp_old1 = ~hdr.udp.dport;
+                            meta.nfc_l4csum_udp_new1 = meta.nat_in__int_port;
+                            // udp.checksum: a zero sum is sent as all ones by the deparser, examples/cgnat.nfp:245
                         }
                         hdr.udp.dport = meta.nat_in__int_port;
                     }
                     if (hdr.icmp.isValid()) {
-                        meta.nfc_csum12 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                        meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 16);
-                        meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 16);
-                        hdr.icmp.checksum = ~meta.nfc_csum12[15:0];
+                        // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:252
+                        meta.nfc_l4csum_icmp_sum = ~hdr.icmp.checksum;
+                        meta.nfc_l4csum_icmp = 1w1;
+                        meta.nfc_l4csum_icmp_old0 = ~hdr.icmp.rest[31:16];
+                        meta.nfc_l4csum_icmp_new0 = meta.nat_in__int_port;
                         hdr.icmp.rest = meta.nat_in__int_port ++ hdr.icmp.rest[15:0];
                     }
                     hdr.ipv4.dst = meta.nat_in__int_ip;
@@ -1009,29 +1015,29 @@ control Ingress(
                         hdr.nfc_bridge1.v_icmp = 1w0;
                     }
                     // shard by hash: examples/cgnat.nfp:313
-                    meta.nfc_hash7 = nfc_hash7.get({meta.ext_ip});
-                    meta.nfc_bucket = meta.nfc_hash7[15:8];
-                    if (meta.nfc_hash7 >= 16w0xd500) {
+                    meta.nfc_hash2 = nfc_hash2.get({meta.ext_ip});
+                    meta.nfc_bucket = meta.nfc_hash2[15:8];
+                    if (meta.nfc_hash2 >= 16w0xd500) {
                         meta.nfc_egress = 16w0x25;
                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
-                        if (meta.nfc_hash7 >= 16w0xaa00) {
+                        if (meta.nfc_hash2 >= 16w0xaa00) {
                             meta.nfc_egress = 16w0x24;
                             ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
-                            if (meta.nfc_hash7 >= 16w0x8000) {
+                            if (meta.nfc_hash2 >= 16w0x8000) {
                                 meta.nfc_egress = 16w0x23;
                                 ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
-                                if (meta.nfc_hash7 >= 16w0x5500) {
+                                if (meta.nfc_hash2 >= 16w0x5500) {
                                     meta.nfc_egress = 16w0x22;
                                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                     meta.nfc_forwarded = 1w1;
                                 } else {
-                                    if (meta.nfc_hash7 >= 16w0x2a00) {
+                                    if (meta.nfc_hash2 >= 16w0x2a00) {
                                         meta.nfc_egress = 16w0x21;
                                         ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
@@ -1089,9 +1095,24 @@ control IngressDeparser(
 ) {
     Checksum() nfc_csum_ipv4;
 
+    Checksum() nfc_l4csum_icmp;
+
+    Checksum() nfc_l4csum_tcp;
+
+    Checksum() nfc_l4csum_udp;
+
     apply {
         if (hdr.ipv4.isValid()) {
             hdr.ipv4.hdr_checksum = nfc_csum_ipv4.update({hdr.ipv4.version, hdr.ipv4.ihl, hdr.ipv4.dscp, hdr.ipv4.ecn, hdr.ipv4.total_len, hdr.ipv4.identification, hdr.ipv4.flags, hdr.ipv4.frag_offset, hdr.ipv4.ttl, hdr.ipv4.protocol, hdr.ipv4.src, hdr.ipv4.dst});
+        }
+        if (meta.nfc_l4csum_icmp == 1w1) {
+            hdr.icmp.checksum = nfc_l4csum_icmp.update({meta.nfc_l4csum_icmp_sum, meta.nfc_l4csum_icmp_old0, meta.nfc_l4csum_icmp_new0});
+        }
+        if (meta.nfc_l4csum_tcp == 1w1) {
+            hdr.tcp.checksum = nfc_l4csum_tcp.update({meta.nfc_l4csum_tcp_sum, meta.nfc_l4csum_tcp_old0, meta.nfc_l4csum_tcp_new0, meta.nfc_l4csum_tcp_old1, meta.nfc_l4csum_tcp_new1});
+        }
+        if (meta.nfc_l4csum_udp == 1w1) {
+            hdr.udp.checksum = nfc_l4csum_udp.update({meta.nfc_l4csum_udp_sum, meta.nfc_l4csum_udp_old0, meta.nfc_l4csum_udp_new0, meta.nfc_l4csum_udp_old1, meta.nfc_l4csum_udp_new1}, true);
         }
         pkt.emit(hdr.nfc_packet_in);
         pkt.emit(hdr.nfc_packet_out);
