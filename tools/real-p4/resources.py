@@ -15,12 +15,17 @@ generated ``switch/tna.p4`` into ``WORK/<name>-tofino<chip>/bf``, one compile at
 leaves a ``context.json`` with no tables; the assembler writes the full one in a second or so).
 It prints one markdown row per program; a cell is ``nfc / p4c (×nfc÷p4c)``, ``—`` where a side
 reports nothing.  A program the back end refuses gets ``refused`` and the first error line.
-``--tables`` adds a table per program: each switch table and object of nfc's plan beside the
-compiler's allocation for it, then what the compiler allocated that the plan does not name.
+``--tables`` adds two tables per program: each switch table and object of nfc's plan beside the
+compiler's allocation for it, then what the compiler allocated that the plan does not name (the
+drop counter ``nfc_drops``, shard steering, hash and keyless tables nfc generates); and each MAU
+stage, nfc's blocks beside the compiler's with its logical tables (16 a stage), gateways and
+action-data bus bytes.
 
 What the columns count.  nfc's side is ``plan.json`` (``predicted_resources``); the compiler's is
 ``BF/pipe/logs/resources.json`` (written with ``-g``; ``compiled_resources``), else the
-assembler's ``BF/pipe/context.json``; PHV from ``logs/phv.json`` or ``context.json``.
+assembler's ``BF/pipe/context.json`` (both give the same RAM and TCAM counts per table; the
+fallback has no map RAMs, and its PHV lists only stages up to the chip's last).  PHV from
+``logs/phv.json``, else ``context.json``.
 
 * MAU stages: nfc: ``resources.switch.mau_stages_used``, the last MAU stage its placement gives a
   table unit, plus one.  p4c: the last stage holding any logical table (match tables, gateways,
@@ -40,7 +45,8 @@ assembler's ``BF/pipe/context.json``; PHV from ``logs/phv.json`` or ``context.js
   key less the bits the hash address implies, version bits, action bits and immediate action
   data), algorithmic TCAM RAMs, ternary-indirection (TIND) RAMs, action-data RAMs, and the RAMs of
   counters, meters, registers and selectors including the synthetic-two-port spare bank of each.
-  Not in either: map RAMs, gateways, hash-action / keyless tables (no RAM), stash entries.
+  Neither side counts here map RAMs, gateways, stash entries or the hash-action / keyless tables
+  (they take no RAM unless their action has data that is not immediate: then an action RAM).
 * TCAM blocks: one 512 x 44-bit TCAM (24 per stage: 12 rows x 2 columns).  nfc: ``ceil(key bits
   / 44)`` wide (range fields twice) x ``ceil(entries / 512)`` deep.  p4c: every TCAM
   ``resources.json`` names a user of (ternary and lpm match; Tofino-1 has no other TCAM user).
@@ -171,7 +177,8 @@ def _from_resources_json(doc: dict[str, Any], tables: dict[str, _Use]) -> dict[s
 
 
 def _walk_alloc(node: Any, stage: int | None, kind: str | None) -> Iterator[tuple[int, str, str, int]]:
-    """(stage, memory type, use, unit) of every memory unit under a context.json table."""
+    """(stage, memory type, use, unit) of every unit RAM and TCAM under a context.json table (its map
+    RAMs, gateways and phase-0 buffer are not counted)."""
     if isinstance(node, list):
         for x in node:
             yield from _walk_alloc(x, stage, kind)
@@ -181,8 +188,8 @@ def _walk_alloc(node: Any, stage: int | None, kind: str | None) -> Iterator[tupl
     stage = node.get("stage_number", stage)
     kind = node.get("stage_table_type", kind)
     alloc = node.get("memory_resource_allocation")
-    if isinstance(alloc, dict) and stage is not None and stage >= 0:
-        mtype = str(alloc.get("memory_type", "sram"))
+    mtype = str(alloc.get("memory_type")) if isinstance(alloc, dict) else ""
+    if isinstance(alloc, dict) and mtype in ("sram", "tcam") and stage is not None and stage >= 0:
         units = [u for mv in alloc.get("memory_units_and_vpns") or [] for u in mv.get("memory_units", [])]
         spare = alloc.get("spare_bank_memory_unit")
         if mtype == "sram" and isinstance(spare, int) and spare not in units:
