@@ -123,6 +123,7 @@ def test_tofino2_includes_t2na(tmp_path):
 P4TEST = shutil.which("p4test")
 BM2 = shutil.which("p4c-bm2-ss")
 BAREFOOT = shutil.which("p4c-barefoot")
+BFAS = shutil.which("bfas")
 TNA_INCLUDE = os.environ.get("TNA_P4INCLUDE")
 NO_P4C = "p4c is not in the package registries these machines reach: tools/real-p4/build.sh builds it"
 # every example and corpus program on both Tofino generations; a combination the compiler refuses
@@ -183,17 +184,46 @@ def test_the_twins_p4info_is_p4cs_field_by_field_ids_included(source, tmp_path):
     assert text_format.MessageToString(nfc) == text_format.MessageToString(p4c)
 
 
-@pytest.mark.skipif(BAREFOOT is None or TNA_INCLUDE is None,
-                    reason=f"p4c-barefoot (p4c's Tofino back end) not on PATH or TNA_P4INCLUDE not set; {NO_P4C}")
-@pytest.mark.parametrize("target", CHIPS)
-@pytest.mark.parametrize("source", SWITCH_PROGRAMS)
+# what p4c's Tofino back end still refuses, as last measured (bench/results/real_p4.md): each
+# must fail as named, and one that starts to compile fails the test until it is taken off
+REFUSED = {
+    ("examples/bluebird_tor.nfp", "tofino+dpdk"): "placed in 23 MAU stages, bfas: tofino supports up to 12",
+    ("examples/dsr_router.nfp", "tofino+dpdk"): "placed in 18 MAU stages, bfas: tofino supports up to 12",
+    ("examples/cgnat.nfp", "tofino+dpdk"): "PHV allocation: the 16-bit port and checksum-word cluster",
+    ("examples/ipsec_gateway.nfp", "tofino+dpdk"): "a 64,000-cell meter leaves no room in its stage for a table",
+}
+
+
+# Tofino-2 has not been measured program by program yet; Bluebird was refused: without
+# Tofino-1's exit handling, the drop counter's uses at every drop are not mutually exclusive
+TOFINO2 = "Tofino-2 not measured yet (bluebird_tor: the drop counter is shared by tables that are not exclusive)"
+
+
+def _barefoot_params() -> list[Any]:
+    def marks(s: str, t: str) -> list[Any]:
+        if (s, t) in REFUSED:
+            return [pytest.mark.xfail(reason=REFUSED[s, t], strict=True)]
+        return [pytest.mark.xfail(reason=TOFINO2, strict=False)] if CHIPS[t] == 2 else []
+    return [pytest.param(s, t, marks=marks(s, t)) for s in SWITCH_PROGRAMS for t in CHIPS]
+
+
+@pytest.mark.skipif(BAREFOOT is None or BFAS is None or TNA_INCLUDE is None,
+                    reason=f"p4c-barefoot and bfas (p4c's Tofino back end and assembler) not on PATH or "
+                           f"TNA_P4INCLUDE not set; {NO_P4C}")
+@pytest.mark.parametrize(("source", "target"), _barefoot_params())
 def test_the_tofino_back_end_compiles_the_tna_program(source, target, tmp_path):
-    """p4c's open-source Tofino back end allocates PHV, stages, SRAM and TCAM: what it refuses
-    a real Tofino cannot run (an action spanning stages, a PHV allocation that fails)."""
+    """p4c's open-source Tofino back end allocates PHV, stages, SRAM and TCAM, and its assembler
+    takes what fits the chip's stages: what they refuse a real Tofino cannot run (an action
+    spanning stages, a PHV allocation that fails, more MAU stages than the chip has)."""
     d, plan = _switch_build(source, target)
-    r = subprocess.run([BAREFOOT, "--target", "tofino" if CHIPS[target] == 1 else "tofino2",
-                        "--arch", "tna" if CHIPS[target] == 1 else "t2na", "-I", str(TNA_INCLUDE),
-                        "-o", str(tmp_path / "bf"), str(d / plan["generated"]["switch_tna"])],
+    chip = "tofino" if CHIPS[target] == 1 else "tofino2"
+    out = tmp_path / "bf"
+    r = subprocess.run([BAREFOOT, "--target", chip, "--arch", "tna" if CHIPS[target] == 1 else "t2na",
+                        "-I", str(TNA_INCLUDE), "-o", str(out), str(d / plan["generated"]["switch_tna"])],
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
+    (bfa,) = (out / "pipe").glob("*.bfa")
+    r = subprocess.run([BFAS, "--target", chip, "--no-bin", "-o", str(out / "pipe"), str(bfa)],
                        capture_output=True, text=True, timeout=600)
     assert r.returncode == 0, (r.stdout + r.stderr)[-4000:]
 

@@ -954,44 +954,45 @@ control Ingress(
                     }
                 }
             }
-        }
-        if (meta.nfc_pipeline == 8w2) {
-            if (meta.nfc_resume <= 8w0) {
-                // stage vxlan_decap, examples/bluebird_tor.nfp:303
-                if (vni_to_vrf.apply().hit) {
-                    meta.vrf = meta.vni_to_vrf__vrf;
-                    hdr.outer_eth.setInvalid();
-                    hdr.outer_ipv4.setInvalid();
-                    hdr.outer_udp.setInvalid();
-                    hdr.vxlan.setInvalid();
-                } else {
-                    meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
-                    ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
-                }
-            }
-            if (meta.nfc_resume <= 8w1) {
-                // stage deliver, examples/bluebird_tor.nfp:316
-                if (bare_metal_hosts.apply().hit) {
-                    hdr.eth.dst = meta.bare_metal_hosts__mac;
-                    hdr.eth.src = 48w0x122354a29f;
-                    hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
-                    if (meta.bare_metal_hosts__port <= 16w0x3f) {
-                        meta.nfc_egress = meta.bare_metal_hosts__port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
+        } else {
+            if (meta.nfc_pipeline == 8w2) {
+                if (meta.nfc_resume <= 8w0) {
+                    // stage vxlan_decap, examples/bluebird_tor.nfp:303
+                    if (vni_to_vrf.apply().hit) {
+                        meta.vrf = meta.vni_to_vrf__vrf;
+                        hdr.outer_eth.setInvalid();
+                        hdr.outer_ipv4.setInvalid();
+                        hdr.outer_udp.setInvalid();
+                        hdr.vxlan.setInvalid();
                     } else {
-                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
                         ig_dprsr_md.drop_ctl = 3w1;
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
-                } else {
-                    meta.nfc_drop = NFC_DROP_UNKNOWN_HOST;
-                    ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
+                }
+                if (meta.nfc_resume <= 8w1) {
+                    // stage deliver, examples/bluebird_tor.nfp:316
+                    if (bare_metal_hosts.apply().hit) {
+                        hdr.eth.dst = meta.bare_metal_hosts__mac;
+                        hdr.eth.src = 48w0x122354a29f;
+                        hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
+                        if (meta.bare_metal_hosts__port <= 16w0x3f) {
+                            meta.nfc_egress = meta.bare_metal_hosts__port;
+                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                            ig_dprsr_md.drop_ctl = 3w1;
+                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            exit;
+                        }
+                    } else {
+                        meta.nfc_drop = NFC_DROP_UNKNOWN_HOST;
+                        ig_dprsr_md.drop_ctl = 3w1;
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
                 }
             }
         }

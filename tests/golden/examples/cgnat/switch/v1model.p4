@@ -915,160 +915,161 @@ control NfcIngress(
                     exit;
                 }
             }
-        }
-        if (meta.nfc_pipeline == 8w2) {
-            if (meta.nfc_resume <= 8w0) {
-                // stage translate_in, examples/cgnat.nfp:222
-                meta.ext_ip = hdr.ipv4.dst;
-                if (hdr.tcp.isValid()) {
-                    meta.ext_port = hdr.tcp.dport;
-                } else {
-                    if (hdr.udp.isValid()) {
-                        meta.ext_port = hdr.udp.dport;
-                    } else {
-                        meta.nfc_rd_icmp__type = 8w0;
-                        if (hdr.icmp.isValid()) {
-                            meta.nfc_rd_icmp__type = hdr.icmp.type;
-                        }
-                        if (!(meta.nfc_rd_icmp__type == 8w0)) {
-                            meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
-                            mark_to_drop(standard_metadata);
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
-                            exit;
-                        }
-                        meta.nfc_rd_icmp__rest = 32w0;
-                        if (hdr.icmp.isValid()) {
-                            meta.nfc_rd_icmp__rest = hdr.icmp.rest;
-                        }
-                        meta.ext_port = meta.nfc_rd_icmp__rest[31:16];
-                    }
-                }
-                if (nat_in.apply().hit) {
+        } else {
+            if (meta.nfc_pipeline == 8w2) {
+                if (meta.nfc_resume <= 8w0) {
+                    // stage translate_in, examples/cgnat.nfp:222
+                    meta.ext_ip = hdr.ipv4.dst;
                     if (hdr.tcp.isValid()) {
-                        meta.nfc_csum8 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                        meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
-                        meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
-                        hdr.tcp.checksum = ~meta.nfc_csum8[15:0];
-                        meta.nfc_csum9 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                        meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
-                        meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
-                        hdr.tcp.checksum = ~meta.nfc_csum9[15:0];
-                        hdr.tcp.dport = meta.nat_in__int_port;
-                    }
-                    if (hdr.udp.isValid()) {
-                        if (hdr.udp.checksum != 16w0) {
-                            meta.nfc_csum10 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
-                            meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
-                            meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
-                            hdr.udp.checksum = ~meta.nfc_csum10[15:0];
-                            meta.nfc_csum11 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
-                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
-                            hdr.udp.checksum = ~meta.nfc_csum11[15:0];
-                            if (hdr.udp.checksum == 16w0) {
-                                hdr.udp.checksum = 16w0xffff;
+                        meta.ext_port = hdr.tcp.dport;
+                    } else {
+                        if (hdr.udp.isValid()) {
+                            meta.ext_port = hdr.udp.dport;
+                        } else {
+                            meta.nfc_rd_icmp__type = 8w0;
+                            if (hdr.icmp.isValid()) {
+                                meta.nfc_rd_icmp__type = hdr.icmp.type;
                             }
+                            if (!(meta.nfc_rd_icmp__type == 8w0)) {
+                                meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
+                                mark_to_drop(standard_metadata);
+                                nfc_drops.count((bit<32>)meta.nfc_drop);
+                                exit;
+                            }
+                            meta.nfc_rd_icmp__rest = 32w0;
+                            if (hdr.icmp.isValid()) {
+                                meta.nfc_rd_icmp__rest = hdr.icmp.rest;
+                            }
+                            meta.ext_port = meta.nfc_rd_icmp__rest[31:16];
                         }
-                        hdr.udp.dport = meta.nat_in__int_port;
                     }
-                    if (hdr.icmp.isValid()) {
-                        meta.nfc_csum12 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                        meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 16);
-                        meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 16);
-                        hdr.icmp.checksum = ~meta.nfc_csum12[15:0];
-                        hdr.icmp.rest = meta.nat_in__int_port ++ hdr.icmp.rest[15:0];
-                    }
-                    hdr.ipv4.dst = meta.nat_in__int_ip;
-                    hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
-                } else {
-                    // to the server: bridge #1
-                    hdr.nfc_bridge1.setValid();
-                    hdr.nfc_bridge1.cut_id = 8w1;
-                    if (hdr.eth.isValid()) {
-                        hdr.nfc_bridge1.v_eth = 1w1;
+                    if (nat_in.apply().hit) {
+                        if (hdr.tcp.isValid()) {
+                            meta.nfc_csum8 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                            meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
+                            meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
+                            hdr.tcp.checksum = ~meta.nfc_csum8[15:0];
+                            meta.nfc_csum9 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                            meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
+                            meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
+                            hdr.tcp.checksum = ~meta.nfc_csum9[15:0];
+                            hdr.tcp.dport = meta.nat_in__int_port;
+                        }
+                        if (hdr.udp.isValid()) {
+                            if (hdr.udp.checksum != 16w0) {
+                                meta.nfc_csum10 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                                meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
+                                meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
+                                hdr.udp.checksum = ~meta.nfc_csum10[15:0];
+                                meta.nfc_csum11 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                                meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
+                                meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
+                                hdr.udp.checksum = ~meta.nfc_csum11[15:0];
+                                if (hdr.udp.checksum == 16w0) {
+                                    hdr.udp.checksum = 16w0xffff;
+                                }
+                            }
+                            hdr.udp.dport = meta.nat_in__int_port;
+                        }
+                        if (hdr.icmp.isValid()) {
+                            meta.nfc_csum12 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                            meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 16);
+                            meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 16);
+                            hdr.icmp.checksum = ~meta.nfc_csum12[15:0];
+                            hdr.icmp.rest = meta.nat_in__int_port ++ hdr.icmp.rest[15:0];
+                        }
+                        hdr.ipv4.dst = meta.nat_in__int_ip;
+                        hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
                     } else {
-                        hdr.nfc_bridge1.v_eth = 1w0;
-                    }
-                    if (hdr.ipv4.isValid()) {
-                        hdr.nfc_bridge1.v_ipv4 = 1w1;
-                    } else {
-                        hdr.nfc_bridge1.v_ipv4 = 1w0;
-                    }
-                    if (hdr.tcp.isValid()) {
-                        hdr.nfc_bridge1.v_tcp = 1w1;
-                    } else {
-                        hdr.nfc_bridge1.v_tcp = 1w0;
-                    }
-                    if (hdr.udp.isValid()) {
-                        hdr.nfc_bridge1.v_udp = 1w1;
-                    } else {
-                        hdr.nfc_bridge1.v_udp = 1w0;
-                    }
-                    if (hdr.icmp.isValid()) {
-                        hdr.nfc_bridge1.v_icmp = 1w1;
-                    } else {
-                        hdr.nfc_bridge1.v_icmp = 1w0;
-                    }
-                    // shard by hash: examples/cgnat.nfp:313
-                    hash(meta.nfc_hash7, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
-                    meta.nfc_bucket = meta.nfc_hash7[15:8];
-                    if (meta.nfc_hash7 >= 16w0xd500) {
-                        meta.nfc_egress = 16w0x25;
-                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
-                    } else {
-                        if (meta.nfc_hash7 >= 16w0xaa00) {
-                            meta.nfc_egress = 16w0x24;
+                        // to the server: bridge #1
+                        hdr.nfc_bridge1.setValid();
+                        hdr.nfc_bridge1.cut_id = 8w1;
+                        if (hdr.eth.isValid()) {
+                            hdr.nfc_bridge1.v_eth = 1w1;
+                        } else {
+                            hdr.nfc_bridge1.v_eth = 1w0;
+                        }
+                        if (hdr.ipv4.isValid()) {
+                            hdr.nfc_bridge1.v_ipv4 = 1w1;
+                        } else {
+                            hdr.nfc_bridge1.v_ipv4 = 1w0;
+                        }
+                        if (hdr.tcp.isValid()) {
+                            hdr.nfc_bridge1.v_tcp = 1w1;
+                        } else {
+                            hdr.nfc_bridge1.v_tcp = 1w0;
+                        }
+                        if (hdr.udp.isValid()) {
+                            hdr.nfc_bridge1.v_udp = 1w1;
+                        } else {
+                            hdr.nfc_bridge1.v_udp = 1w0;
+                        }
+                        if (hdr.icmp.isValid()) {
+                            hdr.nfc_bridge1.v_icmp = 1w1;
+                        } else {
+                            hdr.nfc_bridge1.v_icmp = 1w0;
+                        }
+                        // shard by hash: examples/cgnat.nfp:313
+                        hash(meta.nfc_hash7, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
+                        meta.nfc_bucket = meta.nfc_hash7[15:8];
+                        if (meta.nfc_hash7 >= 16w0xd500) {
+                            meta.nfc_egress = 16w0x25;
                             standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
-                            if (meta.nfc_hash7 >= 16w0x8000) {
-                                meta.nfc_egress = 16w0x23;
+                            if (meta.nfc_hash7 >= 16w0xaa00) {
+                                meta.nfc_egress = 16w0x24;
                                 standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                 meta.nfc_forwarded = 1w1;
                             } else {
-                                if (meta.nfc_hash7 >= 16w0x5500) {
-                                    meta.nfc_egress = 16w0x22;
+                                if (meta.nfc_hash7 >= 16w0x8000) {
+                                    meta.nfc_egress = 16w0x23;
                                     standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                     meta.nfc_forwarded = 1w1;
                                 } else {
-                                    if (meta.nfc_hash7 >= 16w0x2a00) {
-                                        meta.nfc_egress = 16w0x21;
+                                    if (meta.nfc_hash7 >= 16w0x5500) {
+                                        meta.nfc_egress = 16w0x22;
                                         standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
                                         meta.nfc_forwarded = 1w1;
                                     } else {
-                                        meta.nfc_egress = 16w0x20;
-                                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                                        meta.nfc_forwarded = 1w1;
+                                        if (meta.nfc_hash7 >= 16w0x2a00) {
+                                            meta.nfc_egress = 16w0x21;
+                                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                            meta.nfc_forwarded = 1w1;
+                                        } else {
+                                            meta.nfc_egress = 16w0x20;
+                                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                                            meta.nfc_forwarded = 1w1;
+                                        }
                                     }
                                 }
                             }
                         }
+                        nfc_steer1.apply();
+                        exit;
                     }
-                    nfc_steer1.apply();
-                    exit;
                 }
-            }
-            if (meta.nfc_resume <= 8w1) {
-                // stage route_in, examples/cgnat.nfp:271
-                if (subscriber_routes.apply().hit) {
-                    hdr.eth.src = 48w0x200004e4154;
-                    hdr.eth.dst = meta.subscriber_routes__next_hop_mac;
-                    if (meta.subscriber_routes__port <= 16w0x1f) {
-                        meta.nfc_egress = meta.subscriber_routes__port;
-                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
+                if (meta.nfc_resume <= 8w1) {
+                    // stage route_in, examples/cgnat.nfp:271
+                    if (subscriber_routes.apply().hit) {
+                        hdr.eth.src = 48w0x200004e4154;
+                        hdr.eth.dst = meta.subscriber_routes__next_hop_mac;
+                        if (meta.subscriber_routes__port <= 16w0x1f) {
+                            meta.nfc_egress = meta.subscriber_routes__port;
+                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                            mark_to_drop(standard_metadata);
+                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            exit;
+                        }
                     } else {
-                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        meta.nfc_drop = NFC_DROP_NO_ROUTE;
                         mark_to_drop(standard_metadata);
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
-                } else {
-                    meta.nfc_drop = NFC_DROP_NO_ROUTE;
-                    mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
                 }
             }
         }

@@ -816,50 +816,51 @@ control Ingress(
                     exit;
                 }
             }
-        }
-        if (meta.nfc_pipeline == 8w2) {
-            if (meta.nfc_resume <= 8w0) {
-                // stage to_access, examples/dsr_router.nfp:245
-                nfc_hash2_table.apply();
-                if (key_to_access.apply().hit) {
-                    hdr.gre.setInvalid();
-                    hdr.gre_key.setInvalid();
-                    hdr.eth.setValid();
-                    hdr.eth.dst = meta.key_to_access__next_hop_mac;
-                    hdr.eth.src = 48w0x2000ac80001;
-                    hdr.eth.ethertype = 16w0x800;
-                    hdr.outer_ipv4.src = 32w0xac80001;
-                    hdr.outer_ipv4.dst = meta.key_to_access__vtep;
-                    hdr.outer_ipv4.protocol = 8w0x11;
-                    hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x32;
-                    hdr.outer_ipv4.ttl = 8w0x40;
-                    hdr.outer_udp.setValid();
-                    hdr.outer_udp.sport = 2w3 ++ meta.nfc_hash2[13:0];
-                    hdr.outer_udp.dport = 16w0x12b5;
-                    hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
-                    hdr.outer_udp.checksum = 16w0;
-                    hdr.vxlan.setValid();
-                    hdr.vxlan.flags = 8w8;
-                    hdr.vxlan.reserved = 24w0;
-                    hdr.vxlan.vni = meta.key_to_access__vni;
-                    hdr.vxlan.reserved2 = 8w0;
-                    hdr.outer_eth.src = 48w0x2000ac80001;
-                    hdr.outer_eth.dst = meta.key_to_access__next_hop_mac;
-                    if (meta.key_to_access__port <= 16w0x1f) {
-                        meta.nfc_egress = meta.key_to_access__port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
+        } else {
+            if (meta.nfc_pipeline == 8w2) {
+                if (meta.nfc_resume <= 8w0) {
+                    // stage to_access, examples/dsr_router.nfp:245
+                    nfc_hash2_table.apply();
+                    if (key_to_access.apply().hit) {
+                        hdr.gre.setInvalid();
+                        hdr.gre_key.setInvalid();
+                        hdr.eth.setValid();
+                        hdr.eth.dst = meta.key_to_access__next_hop_mac;
+                        hdr.eth.src = 48w0x2000ac80001;
+                        hdr.eth.ethertype = 16w0x800;
+                        hdr.outer_ipv4.src = 32w0xac80001;
+                        hdr.outer_ipv4.dst = meta.key_to_access__vtep;
+                        hdr.outer_ipv4.protocol = 8w0x11;
+                        hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x32;
+                        hdr.outer_ipv4.ttl = 8w0x40;
+                        hdr.outer_udp.setValid();
+                        hdr.outer_udp.sport = 2w3 ++ meta.nfc_hash2[13:0];
+                        hdr.outer_udp.dport = 16w0x12b5;
+                        hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
+                        hdr.outer_udp.checksum = 16w0;
+                        hdr.vxlan.setValid();
+                        hdr.vxlan.flags = 8w8;
+                        hdr.vxlan.reserved = 24w0;
+                        hdr.vxlan.vni = meta.key_to_access__vni;
+                        hdr.vxlan.reserved2 = 8w0;
+                        hdr.outer_eth.src = 48w0x2000ac80001;
+                        hdr.outer_eth.dst = meta.key_to_access__next_hop_mac;
+                        if (meta.key_to_access__port <= 16w0x1f) {
+                            meta.nfc_egress = meta.key_to_access__port;
+                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                            ig_dprsr_md.drop_ctl = 3w1;
+                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            exit;
+                        }
                     } else {
-                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        meta.nfc_drop = NFC_DROP_UNKNOWN_TUNNEL;
                         ig_dprsr_md.drop_ctl = 3w1;
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
-                } else {
-                    meta.nfc_drop = NFC_DROP_UNKNOWN_TUNNEL;
-                    ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
                 }
             }
         }

@@ -706,80 +706,81 @@ control NfcIngress(
                 nfc_steer1.apply();
                 exit;
             }
-        }
-        if (meta.nfc_pipeline == 8w2) {
-            if (meta.nfc_resume <= 8w0) {
-                // stage outbound_steer, examples/ipsec_gateway.nfp:156
-                if (traffic_selectors.apply().hit) {
-                    meta.tunnel = meta.traffic_selectors__tunnel;
-                } else {
-                    meta.nfc_drop = NFC_DROP_NO_TRAFFIC_SELECTOR;
-                    mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
-                }
-                tunnel_out_rate.execute_meter<bit<8>>((bit<32>)meta.tunnel, meta.nfc_colour3);
-                if (meta.nfc_colour3[1:0] == 2w2) {
-                    meta.nfc_drop = NFC_DROP_RATE_LIMITED;
-                    mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
-                }
-            }
-            if (meta.nfc_resume <= 8w1) {
-                // to the server: bridge #3
-                hdr.nfc_bridge3.setValid();
-                hdr.nfc_bridge3.cut_id = 8w3;
-                if (hdr.eth.isValid()) {
-                    hdr.nfc_bridge3.v_eth = 1w1;
-                } else {
-                    hdr.nfc_bridge3.v_eth = 1w0;
-                }
-                if (hdr.ipv4.isValid()) {
-                    hdr.nfc_bridge3.v_ipv4 = 1w1;
-                } else {
-                    hdr.nfc_bridge3.v_ipv4 = 1w0;
-                }
-                hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
-                // shard by hash: examples/ipsec_gateway.nfp:256
-                hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
-                meta.nfc_bucket = meta.nfc_hash4[15:8];
-                if (meta.nfc_hash4 >= 16w0x8000) {
-                    meta.nfc_egress = 16w0x21;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
-                } else {
-                    meta.nfc_egress = 16w0x20;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
-                }
-                nfc_steer3.apply();
-                exit;
-            }
-            if (meta.nfc_resume <= 8w2) {
-                // stage route_out, examples/ipsec_gateway.nfp:214
-                meta.nfc_rd_outer__dst = 32w0;
-                if (hdr.outer.isValid()) {
-                    meta.nfc_rd_outer__dst = hdr.outer.dst;
-                }
-                if (internet_routes.apply().hit) {
-                    hdr.eth.dst = meta.internet_routes__next_hop_mac;
-                    hdr.eth.src = 48w0x200cb007101;
-                    if (meta.internet_routes__port <= 16w0x1f) {
-                        meta.nfc_egress = meta.internet_routes__port;
-                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
+        } else {
+            if (meta.nfc_pipeline == 8w2) {
+                if (meta.nfc_resume <= 8w0) {
+                    // stage outbound_steer, examples/ipsec_gateway.nfp:156
+                    if (traffic_selectors.apply().hit) {
+                        meta.tunnel = meta.traffic_selectors__tunnel;
                     } else {
-                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        meta.nfc_drop = NFC_DROP_NO_TRAFFIC_SELECTOR;
                         mark_to_drop(standard_metadata);
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
-                } else {
-                    meta.nfc_drop = NFC_DROP_NO_ROUTE;
-                    mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    tunnel_out_rate.execute_meter<bit<8>>((bit<32>)meta.tunnel, meta.nfc_colour3);
+                    if (meta.nfc_colour3[1:0] == 2w2) {
+                        meta.nfc_drop = NFC_DROP_RATE_LIMITED;
+                        mark_to_drop(standard_metadata);
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
+                }
+                if (meta.nfc_resume <= 8w1) {
+                    // to the server: bridge #3
+                    hdr.nfc_bridge3.setValid();
+                    hdr.nfc_bridge3.cut_id = 8w3;
+                    if (hdr.eth.isValid()) {
+                        hdr.nfc_bridge3.v_eth = 1w1;
+                    } else {
+                        hdr.nfc_bridge3.v_eth = 1w0;
+                    }
+                    if (hdr.ipv4.isValid()) {
+                        hdr.nfc_bridge3.v_ipv4 = 1w1;
+                    } else {
+                        hdr.nfc_bridge3.v_ipv4 = 1w0;
+                    }
+                    hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
+                    // shard by hash: examples/ipsec_gateway.nfp:256
+                    hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
+                    meta.nfc_bucket = meta.nfc_hash4[15:8];
+                    if (meta.nfc_hash4 >= 16w0x8000) {
+                        meta.nfc_egress = 16w0x21;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_egress = 16w0x20;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    }
+                    nfc_steer3.apply();
                     exit;
+                }
+                if (meta.nfc_resume <= 8w2) {
+                    // stage route_out, examples/ipsec_gateway.nfp:214
+                    meta.nfc_rd_outer__dst = 32w0;
+                    if (hdr.outer.isValid()) {
+                        meta.nfc_rd_outer__dst = hdr.outer.dst;
+                    }
+                    if (internet_routes.apply().hit) {
+                        hdr.eth.dst = meta.internet_routes__next_hop_mac;
+                        hdr.eth.src = 48w0x200cb007101;
+                        if (meta.internet_routes__port <= 16w0x1f) {
+                            meta.nfc_egress = meta.internet_routes__port;
+                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                            mark_to_drop(standard_metadata);
+                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            exit;
+                        }
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_ROUTE;
+                        mark_to_drop(standard_metadata);
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
                 }
             }
         }

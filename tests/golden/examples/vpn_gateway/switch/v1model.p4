@@ -638,41 +638,42 @@ control NfcIngress(
                     exit;
                 }
             }
-        }
-        if (meta.nfc_pipeline == 8w2) {
-            if (meta.nfc_resume <= 8w0) {
-                // stage vxlan_decap, examples/vpn_gateway.nfp:260
-                if (vni_to_qinq.apply().hit) {
-                    hdr.outer_eth.setInvalid();
-                    hdr.outer_ipv4.setInvalid();
-                    hdr.outer_udp.setInvalid();
-                    hdr.vxlan.setInvalid();
-                    hdr.svlan.setValid();
-                    hdr.svlan.pcp = 3w0;
-                    hdr.svlan.dei = 1w0;
-                    hdr.svlan.vid = meta.vni_to_qinq__s_tag;
-                    hdr.svlan.ethertype = 16w0x8100;
-                    hdr.cvlan.setValid();
-                    hdr.cvlan.pcp = 3w0;
-                    hdr.cvlan.dei = 1w0;
-                    hdr.cvlan.vid = meta.vni_to_qinq__c_tag;
-                    hdr.cvlan.ethertype = hdr.eth.ethertype;
-                    hdr.eth.ethertype = 16w0x88a8;
-                    if (meta.vni_to_qinq__port <= 16w0x1f) {
-                        meta.nfc_egress = meta.vni_to_qinq__port;
-                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
+        } else {
+            if (meta.nfc_pipeline == 8w2) {
+                if (meta.nfc_resume <= 8w0) {
+                    // stage vxlan_decap, examples/vpn_gateway.nfp:260
+                    if (vni_to_qinq.apply().hit) {
+                        hdr.outer_eth.setInvalid();
+                        hdr.outer_ipv4.setInvalid();
+                        hdr.outer_udp.setInvalid();
+                        hdr.vxlan.setInvalid();
+                        hdr.svlan.setValid();
+                        hdr.svlan.pcp = 3w0;
+                        hdr.svlan.dei = 1w0;
+                        hdr.svlan.vid = meta.vni_to_qinq__s_tag;
+                        hdr.svlan.ethertype = 16w0x8100;
+                        hdr.cvlan.setValid();
+                        hdr.cvlan.pcp = 3w0;
+                        hdr.cvlan.dei = 1w0;
+                        hdr.cvlan.vid = meta.vni_to_qinq__c_tag;
+                        hdr.cvlan.ethertype = hdr.eth.ethertype;
+                        hdr.eth.ethertype = 16w0x88a8;
+                        if (meta.vni_to_qinq__port <= 16w0x1f) {
+                            meta.nfc_egress = meta.vni_to_qinq__port;
+                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            meta.nfc_forwarded = 1w1;
+                        } else {
+                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                            mark_to_drop(standard_metadata);
+                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            exit;
+                        }
                     } else {
-                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
                         mark_to_drop(standard_metadata);
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
-                } else {
-                    meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
-                    mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
-                    exit;
                 }
             }
         }
