@@ -90,9 +90,11 @@ static void drain_log(unsigned l, struct nfc_hit_log *log)
     for (uint64_t i = from; i < head; i++)
         seen[i - from] = log->s[i & (NFC_HITS_LOG - 1)];
     __atomic_thread_fence(__ATOMIC_ACQUIRE);
+    /* While head reads `now`, the writer may be writing sample `now`, into the slot of sample
+     * now - LOG: sample i was intact while copied only if i + LOG > now. */
     uint64_t now = __atomic_load_n(&log->head, __ATOMIC_RELAXED), safe = from;
-    if (now - from > NFC_HITS_LOG) /* samples below now - LOG were being rewritten */
-        safe = now - NFC_HITS_LOG < head ? now - NFC_HITS_LOG : head;
+    if (now + 1 - from > NFC_HITS_LOG)
+        safe = now + 1 - NFC_HITS_LOG < head ? now + 1 - NFC_HITS_LOG : head;
     lost += safe - from;
     for (uint64_t i = safe; i < head; i++)
         count(&seen[i - from]);
