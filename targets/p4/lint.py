@@ -972,14 +972,14 @@ class _Lint:
     def _stateful_alu(self, m: p.Method, scope: _Scope) -> None:
         own = {prm.name for prm in m.params}
         fields: set[str] = set()
-        for s in _stmts_of(m.body):
+        for s in p.stmts_of(m.body):
             if isinstance(s, p.Assign) and not (isinstance(s.target, p.Path) and s.target.name in own):
                 self.err("P4L081", scope.where, _show(s.target), f"`{_show(s.target)}` must not be written by a "
                          f"register action: a stateful ALU writes only its cell and its result ({', '.join(own)})")
             if isinstance(s, p.CallStmt | p.Exit):
                 self.err("P4L081", scope.where, m.name, "a register action must only assign and branch, not call "
                                                         "or exit")
-        for e in _exprs_of(m.body):
+        for e in p.exprs_of(m.body):
             if isinstance(e, p.Call):
                 self.err("P4L081", scope.where, _show(e), f"`{_show(e)}` must not be called in a register action")
             elif (isinstance(e, p.Bin | p.Un) and e.op not in _SALU_OPS) or isinstance(e, p.Slice):
@@ -995,15 +995,15 @@ class _Lint:
         if cell.kind == "bit" and cell.width not in (1, 8, 16, 32):
             self.err("P4L081", scope.where, m.name, f"a register cell must be of 1, 8, 16 or 32 bits (what a "
                                                     f"stateful ALU keeps), not {cell.width}")
-        compares = sum(isinstance(e, p.Bin) and e.op in _EQ | _ORD for e in _exprs_of(m.body))
+        compares = sum(isinstance(e, p.Bin) and e.op in _EQ | _ORD for e in p.exprs_of(m.body))
         if compares > 2:
             self.err("P4L081", scope.where, m.name, f"a register action must compare at most twice (a stateful "
                                                     f"ALU's two condition units), not {compares} times")
-        for value in (s.value for s in _stmts_of(m.body) if isinstance(s, p.Assign)):
-            if sum(isinstance(e, p.Bin | p.Un) for e in _subexprs(value)) > 1:
+        for value in (s.value for s in p.stmts_of(m.body) if isinstance(s, p.Assign)):
+            if sum(isinstance(e, p.Bin | p.Un) for e in p.subexprs(value)) > 1:
                 self.err("P4L081", scope.where, _show(value), f"a register action assigns the result of one "
                                                               f"operation, not `{_show(value)}`")
-        for e in _exprs_of(m.body):
+        for e in p.exprs_of(m.body):
             t = self.quiet_type(e, scope) if isinstance(e, p.Member) else _UNK
             if t.kind == "bit" and t.width > 32:
                 self.err("P4L081", scope.where, _show(e), f"a register action reads 32-bit words, not the "
@@ -1071,7 +1071,7 @@ class _Lint:
         self.stmts(d.apply, base.at(f"control {d.name} › apply"))
         # check 2: one apply site per table
         counts: dict[str, int] = {}
-        for e in _exprs_of(d.apply):
+        for e in p.exprs_of(d.apply):
             if isinstance(e, p.Call) and isinstance(e.target, p.Member) and e.target.field == "apply" \
                     and isinstance(e.target.base, p.Path) and e.target.base.name in base.tables:
                 counts[e.target.base.name] = counts.get(e.target.base.name, 0) + 1
@@ -1090,7 +1090,7 @@ class _Lint:
         registers = {x.name for x in d.locals if isinstance(x, p.Instance) and x.type.name == "register"}
         sites: dict[tuple[str, str], list[str]] = {}  # (register, execute / read / write) -> the calls
         bodies = [d.apply, *(a.body for a in d.locals if isinstance(a, p.Action))]
-        for e in (e for body in bodies for e in _exprs_of(body)):
+        for e in (e for body in bodies for e in p.exprs_of(body)):
             if isinstance(e, p.Call) and isinstance(e.target, p.Member) and isinstance(e.target.base, p.Path):
                 name, method = e.target.base.name, e.target.field
                 if name in owner and method == "execute":
@@ -1224,43 +1224,6 @@ def _kind(d: object) -> str:
             p.Table: "table"}.get(type(d), "declaration")
 
 
-def _subexprs(e: p.Expr) -> Iterator[p.Expr]:
-    yield e
-    match e:
-        case p.Member():
-            yield from _subexprs(e.base)
-        case p.Bin():
-            yield from _subexprs(e.left)
-            yield from _subexprs(e.right)
-        case p.Un() | p.Cast():
-            yield from _subexprs(e.operand)
-        case p.Slice():
-            yield from _subexprs(e.base)
-        case p.Call():
-            yield from _subexprs(e.target)
-            for a in e.args:
-                yield from _subexprs(a)
-        case p.ListExpr():
-            for i in e.items:
-                yield from _subexprs(i)
-        case p.Mask():
-            yield from _subexprs(e.value)
-            yield from _subexprs(e.mask)
-        case p.Range():
-            yield from _subexprs(e.lo)
-            yield from _subexprs(e.hi)
-        case _:
-            pass
-
-
-def _stmts_of(stmts: tuple[p.Stmt, ...]) -> Iterator[p.Stmt]:
-    for s in stmts:
-        yield s
-        if isinstance(s, p.If):
-            yield from _stmts_of(s.then)
-            yield from _stmts_of(s.orelse)
-
-
 def _decisions(d: p.Parser | p.Control) -> tuple[list[p.Expr], list[tuple[p.Expr, p.Expr]]]:
     """The expressions of ``d`` whose value decides a branch (see ``_Validity._relevant``),
     and its assignments (target, value)."""
@@ -1273,33 +1236,17 @@ def _decisions(d: p.Parser | p.Control) -> tuple[list[p.Expr], list[tuple[p.Expr
         bodies += [d.apply] + [a.body for a in d.locals if isinstance(a, p.Action)]
     assigned: list[tuple[p.Expr, p.Expr]] = []
     for body in bodies:
-        for s in _stmts_of(body):
+        for s in p.stmts_of(body):
             if isinstance(s, p.If):
                 decided.append(s.cond)
             elif isinstance(s, p.Assign):
                 assigned.append((s.target, s.value))
-        for e in _exprs_of(body):
+        for e in p.exprs_of(body):
             if isinstance(e, p.Bin) and e.op in _LOGIC:
                 decided += [e.left, e.right]
             elif isinstance(e, p.Call) and e.args:
                 decided.append(e.args[0])
     return decided, assigned
-
-
-def _exprs_of(stmts: tuple[p.Stmt, ...]) -> Iterator[p.Expr]:
-    for s in stmts:
-        match s:
-            case p.Assign():
-                yield from _subexprs(s.target)
-                yield from _subexprs(s.value)
-            case p.If():
-                yield from _subexprs(s.cond)
-                yield from _exprs_of(s.then)
-                yield from _exprs_of(s.orelse)
-            case p.CallStmt():
-                yield from _subexprs(s.call)
-            case _:
-                pass
 
 
 # ---- check 5: reads of possibly invalid headers ------------------------------------------------
@@ -1442,7 +1389,7 @@ class _Validity:
 
     def _keys(self, e: p.Expr) -> set[str]:
         """The tracked locations ``e`` reads."""
-        locs = (self.loc(x) for x in _subexprs(e) if isinstance(x, p.Member | p.Path))
+        locs = (self.loc(x) for x in p.subexprs(e) if isinstance(x, p.Member | p.Path))
         return {loc[1] for loc in locs if loc is not None and loc[0] == "loc"}
 
     def _liveness(self) -> list[frozenset[str]]:
@@ -1457,7 +1404,7 @@ class _Validity:
             d = self.flow[i]
             self.enter(d)
             if isinstance(d, p.Parser):  # conservatively: everything the parser reads, and what comes after
-                live[i] = live[i + 1] | {k for s in d.states for e in (*_exprs_of(s.body), *s.select)
+                live[i] = live[i + 1] | {k for s in d.states for e in (*p.exprs_of(s.body), *s.select)
                                          for k in self._keys(e)}
             else:
                 self.exit_live = live[i + 1]
@@ -1495,7 +1442,7 @@ class _Validity:
         """The tracked locations evaluating ``e`` may read, through the actions of the
         tables it applies and of the actions it calls (all of them, none killed)."""
         keys = self._keys(e)
-        for c in _subexprs(e):
+        for c in p.subexprs(e):
             if not isinstance(c, p.Call):
                 continue
             bodies: list[tuple[str, p.Expr | None]] = []
@@ -1509,7 +1456,7 @@ class _Validity:
                 if key is not None:
                     keys |= self._keys(key)
                 elif name in self.scope.actions and name not in seen:
-                    for x in _exprs_of(self.scope.actions[name].body):
+                    for x in p.exprs_of(self.scope.actions[name].body):
                         keys |= self._gen(x, seen | {name})
         return keys
 
@@ -1810,7 +1757,7 @@ class _Validity:
         if not state.select:
             return [(state.next, st)]
         for e in state.select:
-            for sub in _subexprs(e):
+            for sub in p.subexprs(e):
                 if isinstance(sub, p.Call) and sub.target == p.Member(p.Path(packet), "lookahead"):
                     rejected.setdefault((st, "PacketTooShort"), (*trace, f"reject ({_show(sub, 60)} fails)"))
         evaluated: list[tuple[_St, list[object]]] = [(st, [])]

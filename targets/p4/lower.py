@@ -99,6 +99,8 @@ class _Ctx:
     early: frozenset[int] = frozenset()
     prelude: list[p.Stmt] = field(default_factory=list)
     stage_must: frozenset[str] = frozenset()
+    in_stage: bool = False
+    written: set[tuple[str, ...]] = field(default_factory=set)  # what the stage wrote so far (any path)
     # the checksum fields the ingress deparser's engine computes (``_deferred_checksums``)
     deferred: dict[tuple[str, str], _Deferred] = field(default_factory=dict)
     # in a stage, the headers valid on every path to the statement being lowered (reads of
@@ -510,26 +512,36 @@ def _to_server_port(c: _Ctx, b: Bridge) -> list[p.Stmt]:
     if shard is None or len(ports) < 2:
         return _forward(c, p.Const(ports[0], 16))
     st = steering(shard, len(ports))
-    saved, c.hoisted = c.hoisted, []
+    # where the stage wrote nothing the selector reads yet (a cache's miss path at the start of
+    # its stage), the server port is chosen at the stage's start, beside the lookup, not after
+    # it: the Tofino back end placed the hash, the comparisons and the steering table in three
+    # stages after the DSR router's 8-stage route cache
+    early = c.in_stage and not changed_by(expr_reads(st.selector), c.written)
+    saved = c.hoisted, c.must
+    c.hoisted = []
+    if early:
+        c.must = c.stage_must
     value = _expr(c, st.selector)
     out: list[p.Stmt] = [p.Comment(f"shard by {shard.method}: {_src(shard.span)}"), *c.hoisted]
     selector = value
     if not isinstance(value, p.Member):  # an expression: computed once
         selector = c.meta("nfc_shard", p.Bits(st.selector.width))
         out.append(p.Assign(selector, value))
-    c.hoisted = saved
+    c.hoisted, c.must = saved
     share = c.meta("nfc_bucket", p.Bits(8))  # the bucket: the selector's top bits
     bucket: p.Expr = p.Slice(selector, st.selector.width - 1, st.bucket_shift)
     out.append(p.Assign(share, bucket if st.bucket_bits == 8 else p.Cast(p.Bits(8), bucket)))
 
+    server_port = c.meta("nfc_server_port", p.Bits(16))
+
     def to(i: int) -> tuple[p.Stmt, ...]:
-        return tuple(_forward(c, p.Const(ports[i], 16)))
+        return (p.Assign(server_port, p.Const(ports[i], 16)),)
 
     chain: tuple[p.Stmt, ...] = to(0)
     for i, bound in enumerate(st.bounds[1:], start=1):
         chain = (p.If(p.Bin(">=", selector, p.Const(bound, st.selector.width)), to(i), chain),)
     if not any(isinstance(x, p.Action) and x.name == STEER_ACTION for x in c.locals):
-        c.locals.append(p.Action(STEER_ACTION, (("v_port", p.Bits(16)),), tuple(_forward(c, p.ref("v_port"))),
+        c.locals.append(p.Action(STEER_ACTION, (("v_port", p.Bits(16)),), (p.Assign(server_port, p.ref("v_port")),),
                                  f"a bucket moved to another server port (Runtime.steer), {_src(shard.span)}"))
     name = f"nfc_steer{b.cut_id}"
     buckets = 1 << st.bucket_bits
@@ -538,7 +550,11 @@ def _to_server_port(c: _Ctx, b: Bridge) -> list[p.Stmt]:
                                      f"{_src(shard.span)}"))
     c.names.tables[name] = {"p4_table": name, "p4_action": STEER_ACTION, "size": buckets, "keys": ["bucket"],
                             "values": ["port"], "steering": True}
-    return [*out, *chain, p.CallStmt(p.Call(p.ref(f"{name}.apply")))]
+    choose = [*out, *chain, p.CallStmt(p.Call(p.ref(f"{name}.apply")))]
+    if early:
+        c.prelude += choose
+        return _forward(c, server_port)
+    return [*choose, *_forward(c, server_port)]
 
 
 # ---- stages and statements -------------------------------------------------------------------
@@ -559,10 +575,11 @@ def _stage(c: _Ctx, st: ir.Stage) -> list[p.Stmt]:
             raise Unsupported(found.reason + " on the switch", found.span)
         c.accesses[reg] = found
     c.early, c.prelude, c.stage_must = _early_hashes(c.prog, st.body), [], c.must_at[st.name]
+    c.in_stage, c.written = True, set()
     for d in c.deferred.values():
         d.pos = 0
     body = _block(c, st.body, c.stage_must)
-    prelude, c.early, c.prelude = c.prelude, frozenset(), []
+    prelude, c.early, c.prelude, c.in_stage = c.prelude, frozenset(), [], False
     return [p.Comment(f"stage {st.name}, {_src(st.span)}"), *prelude, *body]
 
 
@@ -715,6 +732,7 @@ def _block(c: _Ctx, stmts: tuple[ir.Stmt, ...], must: frozenset[str]) -> tuple[p
         lowered = _stmt(c, s)  # nested blocks save and restore ``hoisted`` and ``must`` the same way
         out += [*c.hoisted, *lowered]
         c.hoisted = outer
+        c.written |= stmt_writes(c.prog, s)
         after = must_step(s, must, packet_order(c.prog))
         if after is None:  # no path goes on: what follows is unreachable
             break
@@ -769,7 +787,10 @@ def _stmt(c: _Ctx, s: ir.Stmt) -> list[p.Stmt]:
 
 def _forward(c: _Ctx, port: p.Expr) -> list[p.Stmt]:
     egress = c.meta("nfc_egress", p.Bits(16))
-    return [p.Assign(egress, port), *c.arch.forward(egress), p.Assign(p.ref("meta.nfc_forwarded"), p.Const(1, 1))]
+    # the port's own field, not the copy this action writes: a Tofino action reads the fields
+    # as they were before it
+    source = port if isinstance(port, p.Member | p.Path) else egress
+    return [p.Assign(egress, port), *c.arch.forward(source), p.Assign(p.ref("meta.nfc_forwarded"), p.Const(1, 1))]
 
 
 def _punt(c: _Ctx, code: p.Expr) -> tuple[p.Stmt, ...]:
@@ -811,7 +832,13 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
         return [p.Comment(f"lookup {t.name}, {_src(s.span)}: its switch cache has no entry, every packet goes to "
                           "the server"), *_to_server_miss(c, s)]
     params = tuple((f"v_{v.name}", _bits(v.width)) for v in t.values)
-    body = tuple(p.Assign(c.meta(f"{t.name}__{v.name}", _bits(v.width)), p.ref(f"v_{v.name}")) for v in t.values)
+    results = {p.ref(f"meta.{t.name}__{v.name}"): p.Path(f"v_{v.name}") for v in t.values}
+    assert c.must is not None, "statements are lowered in stages"
+    (hit, on_hit), (miss, on_miss) = must_branches(s, c.must, packet_order(c.prog))
+    moved, on_hit_rest = _into_action(_block(c, hit, on_hit), results)
+    kept = {r for r in p.exprs_of(on_hit_rest) if r in results}
+    body = (*(p.Assign(c.meta(f"{t.name}__{v.name}", _bits(v.width)), p.ref(f"v_{v.name}")) for v in t.values
+              if p.ref(f"meta.{t.name}__{v.name}") in kept), *moved)
     action = p.Action(f"{t.name}__hit", params, body, f"entry of table {t.name}, {_src(t.span)}")
     # beside a range field the priority decides and the prefix is a mask (docs/language.md): a
     # ternary match, which p4c's Tofino back end takes where it refuses lpm beside range
@@ -826,10 +853,44 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
     c.names.tables[t.name] = {"p4_table": table.name, "p4_action": action.name, "size": size,
                               "keys": [k.name for k in t.keys], "values": [v.name for v in t.values]}
     apply = p.Member(p.Call(p.ref(f"{t.name}.apply")), "hit")
-    assert c.must is not None, "statements are lowered in stages"
-    (hit, on_hit), (miss, on_miss) = must_branches(s, c.must, packet_order(c.prog))
     lowered = _to_server_miss(c, s) if t.hints.cache else _block(c, miss, on_miss)
-    return [p.If(apply, _block(c, hit, on_hit), lowered)]
+    return [p.If(apply, on_hit_rest, lowered)]
+
+
+def _into_action(hit: tuple[p.Stmt, ...],
+                 results: dict[p.Expr, p.Expr]) -> tuple[tuple[p.Stmt, ...], tuple[p.Stmt, ...]]:
+    """The leading assignments of a lookup's hit branch that its action can make itself, with
+    the entry's values (``results``: ``meta.<table>__<value>`` → the action's parameter) read
+    straight from the parameters, and the rest of the branch.
+
+    A Tofino action is one stage's VLIW instruction: copying the results into their fields in
+    an action of their own after the lookup costs a stage per lookup (the real back end placed
+    Bluebird in 23 stages).  Moved: assignments whose value calls nothing and reads no field an
+    earlier moved assignment wrote (unless that one wrote a parameter or a constant, which is
+    then read in its place), each field written once; and ``setValid`` / ``setInvalid``, which
+    no moved assignment reads (a validity test is a call)."""
+    moved: list[p.Stmt] = []
+    known = dict(results)  # what a read of a field means inside the action
+    written: set[p.Expr] = set()
+    for i, st in enumerate(hit):
+        if isinstance(st, p.Comment) or _validity_write(st):
+            moved.append(st)
+            continue
+        if not isinstance(st, p.Assign):
+            return tuple(moved), hit[i:]
+        whole = st.target.base if isinstance(st.target, p.Slice) else st.target
+        reads = set(p.subexprs(st.value)) | ({whole} if isinstance(st.target, p.Slice) else set())
+        if (whole in written or any(isinstance(r, p.Call) for r in reads)
+                or any(r in written and r not in known for r in reads)):
+            return tuple(moved), hit[i:]
+        value = p.substitute(st.value, known)
+        moved.append(p.Assign(st.target, value))
+        written |= {st.target, whole}
+        if isinstance(value, p.Path | p.Const) and not isinstance(st.target, p.Slice):
+            known[whole] = value
+        else:
+            known.pop(whole, None)
+    return tuple(moved), ()
 
 
 def _to_server_miss(c: _Ctx, s: ir.Lookup) -> tuple[p.Stmt, ...]:
@@ -837,6 +898,11 @@ def _to_server_miss(c: _Ctx, s: ir.Lookup) -> tuple[p.Stmt, ...]:
     if b is None:
         raise Unsupported(f"cached table '{s.table}' without a miss-path bridge", s.span)
     return (*_to_server(c, b), p.Exit())
+
+
+def _validity_write(st: p.Stmt) -> bool:
+    return (isinstance(st, p.CallStmt) and isinstance(st.call.target, p.Member) and not st.call.args
+            and st.call.target.field in ("setValid", "setInvalid"))
 
 
 def _lvalue(c: _Ctx, e: ir.LValue) -> p.Expr:
@@ -867,8 +933,10 @@ def _read(c: _Ctx, e: ir.HeaderField) -> p.Expr:
     if c.must is None or e.inst in c.must:
         return _lvalue(c, e)
     copy = c.meta(f"nfc_rd_{e.inst}__{e.field}", _bits(e.width))
-    c.hoisted += [p.Assign(copy, p.Const(0, e.width)),
-                  p.If(p.Call(p.ref(f"hdr.{e.inst}.isValid")), (p.Assign(copy, _lvalue(c, e)),), ())]
+    # one test, two exclusive writes: zeroing first and copying under a test are two writes of
+    # the field in a row, which the Tofino back end places in two stages
+    c.hoisted.append(p.If(p.Call(p.ref(f"hdr.{e.inst}.isValid")), (p.Assign(copy, _lvalue(c, e)),),
+                          (p.Assign(copy, p.Const(0, e.width)),)))
     return copy
 
 

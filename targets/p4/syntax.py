@@ -57,7 +57,11 @@ __all__ = [
     "Typedef",
     "Un",
     "bits",
+    "exprs_of",
     "ref",
+    "stmts_of",
+    "subexprs",
+    "substitute",
 ]
 
 # ---- types --------------------------------------------------------------------------------
@@ -240,6 +244,89 @@ def called(stmts: tuple[Stmt, ...]) -> Iterator[str]:
         elif isinstance(st, If):
             yield from called(st.then)
             yield from called(st.orelse)
+
+def subexprs(e: Expr) -> Iterator[Expr]:
+    """``e`` and every expression inside it, outermost first."""
+    yield e
+    match e:
+        case Member():
+            yield from subexprs(e.base)
+        case Bin():
+            yield from subexprs(e.left)
+            yield from subexprs(e.right)
+        case Un() | Cast():
+            yield from subexprs(e.operand)
+        case Slice():
+            yield from subexprs(e.base)
+        case Call():
+            yield from subexprs(e.target)
+            for a in e.args:
+                yield from subexprs(a)
+        case ListExpr():
+            for i in e.items:
+                yield from subexprs(i)
+        case Mask():
+            yield from subexprs(e.value)
+            yield from subexprs(e.mask)
+        case Range():
+            yield from subexprs(e.lo)
+            yield from subexprs(e.hi)
+        case _:
+            pass
+
+
+def substitute(e: Expr, by: dict[Expr, Expr]) -> Expr:
+    """``e`` with every subexpression that is a key of ``by`` replaced by its value."""
+    if e in by:
+        return by[e]
+    match e:
+        case Member():
+            return Member(substitute(e.base, by), e.field)
+        case Bin():
+            return Bin(e.op, substitute(e.left, by), substitute(e.right, by))
+        case Un():
+            return Un(e.op, substitute(e.operand, by))
+        case Cast():
+            return Cast(e.type, substitute(e.operand, by))
+        case Slice():
+            return Slice(substitute(e.base, by), e.hi, e.lo)
+        case Call():
+            return Call(substitute(e.target, by), tuple(substitute(a, by) for a in e.args), e.type_args)
+        case ListExpr():
+            return ListExpr(tuple(substitute(i, by) for i in e.items))
+        case Mask():
+            return Mask(substitute(e.value, by), substitute(e.mask, by))
+        case Range():
+            return Range(substitute(e.lo, by), substitute(e.hi, by))
+        case _:
+            return e
+
+
+def stmts_of(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
+    """Every statement of ``stmts``, branches included."""
+    for s in stmts:
+        yield s
+        if isinstance(s, If):
+            yield from stmts_of(s.then)
+            yield from stmts_of(s.orelse)
+
+
+def exprs_of(stmts: tuple[Stmt, ...]) -> Iterator[Expr]:
+    """Every expression of ``stmts`` (targets, values, conditions, calls), branches included."""
+    for s in stmts:
+        match s:
+            case Assign():
+                yield from subexprs(s.target)
+                yield from subexprs(s.value)
+            case If():
+                yield from subexprs(s.cond)
+                yield from exprs_of(s.then)
+                yield from exprs_of(s.orelse)
+            case CallStmt():
+                yield from subexprs(s.call)
+            case _:
+                pass
+
 
 # ---- declarations -------------------------------------------------------------------------
 

@@ -171,11 +171,7 @@ struct metadata_t {
     bit<48> next_hop_mac;
     bit<32> vtep;
     bit<24> vni;
-    bit<48> bare_metal_hosts__mac;
     bit<16> bare_metal_hosts__port;
-    bit<48> ca_to_pa__vm_mac;
-    bit<24> ca_to_pa__vni;
-    bit<32> ca_to_pa__vtep;
     bool nfc_csum_ok_ipv4;
     bool nfc_csum_ok_outer_ipv4;
     bit<32> nfc_csum_sum_ipv4;
@@ -194,14 +190,7 @@ struct metadata_t {
     bit<128> nfc_rd_ipv6__dst;
     bit<8> nfc_rd_ipv6__hop_limit;
     bit<8> nfc_resume;
-    bit<48> pa_routes__next_hop_mac;
     bit<16> pa_routes__port;
-    bit<16> port_vrf__vrf;
-    bit<16> vni_to_vrf__vrf;
-    bit<48> vrf_routes_v4__next_hop_mac;
-    bit<16> vrf_routes_v4__port;
-    bit<1> vrf_routes_v4__to_vnet;
-    bit<48> vrf_routes_v6__next_hop_mac;
     bit<16> vrf_routes_v6__port;
 }
 
@@ -218,11 +207,7 @@ parser NfcParser(
         meta.next_hop_mac = 48w0;
         meta.vtep = 32w0;
         meta.vni = 24w0;
-        meta.bare_metal_hosts__mac = 48w0;
         meta.bare_metal_hosts__port = 16w0;
-        meta.ca_to_pa__vm_mac = 48w0;
-        meta.ca_to_pa__vni = 24w0;
-        meta.ca_to_pa__vtep = 32w0;
         meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_csum_ok_outer_ipv4 = false;
         meta.nfc_csum_sum_ipv4 = 32w0;
@@ -241,14 +226,7 @@ parser NfcParser(
         meta.nfc_rd_ipv6__dst = 128w0;
         meta.nfc_rd_ipv6__hop_limit = 8w0;
         meta.nfc_resume = 8w0;
-        meta.pa_routes__next_hop_mac = 48w0;
         meta.pa_routes__port = 16w0;
-        meta.port_vrf__vrf = 16w0;
-        meta.vni_to_vrf__vrf = 16w0;
-        meta.vrf_routes_v4__next_hop_mac = 48w0;
-        meta.vrf_routes_v4__port = 16w0;
-        meta.vrf_routes_v4__to_vnet = 1w0;
-        meta.vrf_routes_v6__next_hop_mac = 48w0;
         meta.vrf_routes_v6__port = 16w0;
         transition select(standard_metadata.ingress_port) {
             9w192: nfc_packet_out;
@@ -475,7 +453,7 @@ control NfcIngress(
 
     // entry of table port_vrf, examples/bluebird_tor.nfp:69
     action port_vrf__hit(bit<16> v_vrf) {
-        meta.port_vrf__vrf = v_vrf;
+        meta.vrf = v_vrf;
     }
 
     // table port_vrf, examples/bluebird_tor.nfp:69
@@ -493,9 +471,10 @@ control NfcIngress(
 
     // entry of table vrf_routes_v4, examples/bluebird_tor.nfp:84
     action vrf_routes_v4__hit(bit<1> v_to_vnet, bit<16> v_port, bit<48> v_next_hop_mac) {
-        meta.vrf_routes_v4__to_vnet = v_to_vnet;
-        meta.vrf_routes_v4__port = v_port;
-        meta.vrf_routes_v4__next_hop_mac = v_next_hop_mac;
+        meta.to_vnet = v_to_vnet;
+        meta.port = v_port;
+        meta.next_hop_mac = v_next_hop_mac;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
     }
 
     // table vrf_routes_v4, examples/bluebird_tor.nfp:84
@@ -515,7 +494,8 @@ control NfcIngress(
     // entry of table vrf_routes_v6, examples/bluebird_tor.nfp:99
     action vrf_routes_v6__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.vrf_routes_v6__port = v_port;
-        meta.vrf_routes_v6__next_hop_mac = v_next_hop_mac;
+        hdr.eth.dst = v_next_hop_mac;
+        hdr.eth.src = 48w0x122354a29f;
     }
 
     // table vrf_routes_v6, examples/bluebird_tor.nfp:99
@@ -534,9 +514,9 @@ control NfcIngress(
 
     // entry of table ca_to_pa, examples/bluebird_tor.nfp:137
     action ca_to_pa__hit(bit<32> v_vtep, bit<24> v_vni, bit<48> v_vm_mac) {
-        meta.ca_to_pa__vtep = v_vtep;
-        meta.ca_to_pa__vni = v_vni;
-        meta.ca_to_pa__vm_mac = v_vm_mac;
+        meta.vtep = v_vtep;
+        meta.vni = v_vni;
+        hdr.eth.dst = v_vm_mac;
     }
 
     // table ca_to_pa, examples/bluebird_tor.nfp:137 (switch cache of the server's full table)
@@ -575,7 +555,10 @@ control NfcIngress(
     // entry of table pa_routes, examples/bluebird_tor.nfp:195
     action pa_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.pa_routes__port = v_port;
-        meta.pa_routes__next_hop_mac = v_next_hop_mac;
+        hdr.outer_eth.setValid();
+        hdr.outer_eth.dst = v_next_hop_mac;
+        hdr.outer_eth.src = 48w0x122354a29f;
+        hdr.outer_eth.ethertype = 16w0x800;
     }
 
     // table pa_routes, examples/bluebird_tor.nfp:195
@@ -593,7 +576,11 @@ control NfcIngress(
 
     // entry of table vni_to_vrf, examples/bluebird_tor.nfp:284
     action vni_to_vrf__hit(bit<16> v_vrf) {
-        meta.vni_to_vrf__vrf = v_vrf;
+        meta.vrf = v_vrf;
+        hdr.outer_eth.setInvalid();
+        hdr.outer_ipv4.setInvalid();
+        hdr.outer_udp.setInvalid();
+        hdr.vxlan.setInvalid();
     }
 
     // table vni_to_vrf, examples/bluebird_tor.nfp:284
@@ -612,7 +599,9 @@ control NfcIngress(
     // entry of table bare_metal_hosts, examples/bluebird_tor.nfp:291
     action bare_metal_hosts__hit(bit<16> v_port, bit<48> v_mac) {
         meta.bare_metal_hosts__port = v_port;
-        meta.bare_metal_hosts__mac = v_mac;
+        hdr.eth.dst = v_mac;
+        hdr.eth.src = 48w0x122354a29f;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
     }
 
     // table bare_metal_hosts, examples/bluebird_tor.nfp:291
@@ -632,7 +621,7 @@ control NfcIngress(
     apply {
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
-            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+            standard_metadata.egress_spec = (bit<9>)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;
@@ -764,7 +753,7 @@ control NfcIngress(
                 meta.vtep = hdr.nfc_bridge2.meta_vtep;
                 if (hdr.nfc_bridge2.egress_set == 1w1) {
                     meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    standard_metadata.egress_spec = (bit<9>)hdr.nfc_bridge2.egress_port[8:0];
                     meta.nfc_forwarded = 1w1;
                 }
                 hdr.nfc_bridge2.setInvalid();
@@ -776,7 +765,6 @@ control NfcIngress(
             if (meta.nfc_resume <= 8w0) {
                 // stage select_vrf, examples/bluebird_tor.nfp:75
                 if (port_vrf.apply().hit) {
-                    meta.vrf = meta.port_vrf__vrf;
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_PORT;
                     mark_to_drop(standard_metadata);
@@ -788,10 +776,6 @@ control NfcIngress(
                 // stage route, examples/bluebird_tor.nfp:111
                 if (hdr.ipv4.isValid()) {
                     if (vrf_routes_v4.apply().hit) {
-                        meta.to_vnet = meta.vrf_routes_v4__to_vnet;
-                        meta.port = meta.vrf_routes_v4__port;
-                        meta.next_hop_mac = meta.vrf_routes_v4__next_hop_mac;
-                        hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_ROUTE;
                         mark_to_drop(standard_metadata);
@@ -799,21 +783,21 @@ control NfcIngress(
                         exit;
                     }
                 } else {
-                    meta.nfc_rd_ipv6__dst = 128w0;
                     if (hdr.ipv6.isValid()) {
                         meta.nfc_rd_ipv6__dst = hdr.ipv6.dst;
+                    } else {
+                        meta.nfc_rd_ipv6__dst = 128w0;
                     }
                     if (vrf_routes_v6.apply().hit) {
-                        hdr.eth.dst = meta.vrf_routes_v6__next_hop_mac;
-                        hdr.eth.src = 48w0x122354a29f;
-                        meta.nfc_rd_ipv6__hop_limit = 8w0;
                         if (hdr.ipv6.isValid()) {
                             meta.nfc_rd_ipv6__hop_limit = hdr.ipv6.hop_limit;
+                        } else {
+                            meta.nfc_rd_ipv6__hop_limit = 8w0;
                         }
                         hdr.ipv6.hop_limit = meta.nfc_rd_ipv6__hop_limit - 8w1;
                         if (meta.vrf_routes_v6__port <= 16w0x3f) {
                             meta.nfc_egress = meta.vrf_routes_v6__port;
-                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            standard_metadata.egress_spec = (bit<9>)meta.vrf_routes_v6__port[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
@@ -832,14 +816,12 @@ control NfcIngress(
             if (meta.nfc_resume <= 8w2) {
                 // stage map_ca_to_pa, examples/bluebird_tor.nfp:155
                 if (meta.to_vnet == 1w1) {
-                    meta.nfc_rd_ipv4__dst = 32w0;
                     if (hdr.ipv4.isValid()) {
                         meta.nfc_rd_ipv4__dst = hdr.ipv4.dst;
+                    } else {
+                        meta.nfc_rd_ipv4__dst = 32w0;
                     }
                     if (ca_to_pa.apply().hit) {
-                        meta.vtep = meta.ca_to_pa__vtep;
-                        meta.vni = meta.ca_to_pa__vni;
-                        hdr.eth.dst = meta.ca_to_pa__vm_mac;
                     } else {
                         // to the server: bridge #1
                         hdr.nfc_bridge1.setValid();
@@ -876,23 +858,27 @@ control NfcIngress(
             }
             if (meta.nfc_resume <= 8w3) {
                 // stage vxlan_encap, examples/bluebird_tor.nfp:173
-                meta.nfc_rd_ipv4__src = 32w0;
                 if (hdr.ipv4.isValid()) {
                     meta.nfc_rd_ipv4__src = hdr.ipv4.src;
+                } else {
+                    meta.nfc_rd_ipv4__src = 32w0;
                 }
-                meta.nfc_rd_ipv4__dst = 32w0;
                 if (hdr.ipv4.isValid()) {
                     meta.nfc_rd_ipv4__dst = hdr.ipv4.dst;
+                } else {
+                    meta.nfc_rd_ipv4__dst = 32w0;
                 }
-                meta.nfc_rd_ipv4__protocol = 8w0;
                 if (hdr.ipv4.isValid()) {
                     meta.nfc_rd_ipv4__protocol = hdr.ipv4.protocol;
+                } else {
+                    meta.nfc_rd_ipv4__protocol = 8w0;
                 }
                 nfc_hash1_table.apply();
                 if (meta.to_vnet == 1w1) {
-                    meta.nfc_rd_ipv4__total_len = 16w0;
                     if (hdr.ipv4.isValid()) {
                         meta.nfc_rd_ipv4__total_len = hdr.ipv4.total_len;
+                    } else {
+                        meta.nfc_rd_ipv4__total_len = 16w0;
                     }
                     hdr.outer_ipv4.setValid();
                     hdr.outer_ipv4.version = 4w4;
@@ -908,9 +894,10 @@ control NfcIngress(
                     hdr.outer_ipv4.hdr_checksum = 16w0;
                     hdr.outer_ipv4.src = 32w0xa640001;
                     hdr.outer_ipv4.dst = meta.vtep;
-                    meta.nfc_rd_ipv4__total_len = 16w0;
                     if (hdr.ipv4.isValid()) {
                         meta.nfc_rd_ipv4__total_len = hdr.ipv4.total_len;
+                    } else {
+                        meta.nfc_rd_ipv4__total_len = 16w0;
                     }
                     hdr.outer_udp.setValid();
                     hdr.outer_udp.sport = 4w0xf ++ meta.nfc_hash1[11:0];
@@ -928,13 +915,9 @@ control NfcIngress(
                 // stage underlay, examples/bluebird_tor.nfp:204
                 if (meta.to_vnet == 1w1) {
                     if (pa_routes.apply().hit) {
-                        hdr.outer_eth.setValid();
-                        hdr.outer_eth.dst = meta.pa_routes__next_hop_mac;
-                        hdr.outer_eth.src = 48w0x122354a29f;
-                        hdr.outer_eth.ethertype = 16w0x800;
                         if (meta.pa_routes__port <= 16w0x3f) {
                             meta.nfc_egress = meta.pa_routes__port;
-                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            standard_metadata.egress_spec = (bit<9>)meta.pa_routes__port[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
@@ -954,7 +937,7 @@ control NfcIngress(
                         hdr.eth.src = 48w0x122354a29f;
                         if (meta.port <= 16w0x3f) {
                             meta.nfc_egress = meta.port;
-                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            standard_metadata.egress_spec = (bit<9>)meta.port[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
@@ -970,11 +953,6 @@ control NfcIngress(
                 if (meta.nfc_resume <= 8w0) {
                     // stage vxlan_decap, examples/bluebird_tor.nfp:303
                     if (vni_to_vrf.apply().hit) {
-                        meta.vrf = meta.vni_to_vrf__vrf;
-                        hdr.outer_eth.setInvalid();
-                        hdr.outer_ipv4.setInvalid();
-                        hdr.outer_udp.setInvalid();
-                        hdr.vxlan.setInvalid();
                     } else {
                         meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
                         mark_to_drop(standard_metadata);
@@ -985,12 +963,9 @@ control NfcIngress(
                 if (meta.nfc_resume <= 8w1) {
                     // stage deliver, examples/bluebird_tor.nfp:316
                     if (bare_metal_hosts.apply().hit) {
-                        hdr.eth.dst = meta.bare_metal_hosts__mac;
-                        hdr.eth.src = 48w0x122354a29f;
-                        hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
                         if (meta.bare_metal_hosts__port <= 16w0x3f) {
                             meta.nfc_egress = meta.bare_metal_hosts__port;
-                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            standard_metadata.egress_spec = (bit<9>)meta.bare_metal_hosts__port[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;

@@ -179,7 +179,6 @@ struct metadata_t {
     bit<32> timeout;
     bit<32> nat_in__int_ip;
     bit<16> nat_in__int_port;
-    bit<16> nat_out__ext_port;
     bit<8> nfc_bucket;
     bool nfc_csum_ok_ipv4;
     bit<8> nfc_cut;
@@ -209,10 +208,8 @@ struct metadata_t {
     bit<32> nfc_rd_icmp__rest;
     bit<8> nfc_rd_icmp__type;
     bit<8> nfc_resume;
-    bit<32> subnet_to_external__ext_ip;
-    bit<48> subscriber_routes__next_hop_mac;
+    bit<16> nfc_server_port;
     bit<16> subscriber_routes__port;
-    bit<48> upstream_routes__next_hop_mac;
     bit<16> upstream_routes__port;
 }
 
@@ -232,7 +229,6 @@ parser IngressParser(
         meta.timeout = 32w0;
         meta.nat_in__int_ip = 32w0;
         meta.nat_in__int_port = 16w0;
-        meta.nat_out__ext_port = 16w0;
         meta.nfc_bucket = 8w0;
         meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_cut = 8w0;
@@ -262,10 +258,8 @@ parser IngressParser(
         meta.nfc_rd_icmp__rest = 32w0;
         meta.nfc_rd_icmp__type = 8w0;
         meta.nfc_resume = 8w0;
-        meta.subnet_to_external__ext_ip = 32w0;
-        meta.subscriber_routes__next_hop_mac = 48w0;
+        meta.nfc_server_port = 16w0;
         meta.subscriber_routes__port = 16w0;
-        meta.upstream_routes__next_hop_mac = 48w0;
         meta.upstream_routes__port = 16w0;
         transition select(ig_intr_md.ingress_port) {
             9w192: nfc_packet_out;
@@ -538,7 +532,7 @@ control Ingress(
 
     // entry of table subnet_to_external, examples/cgnat.nfp:92
     action subnet_to_external__hit(bit<32> v_ext_ip) {
-        meta.subnet_to_external__ext_ip = v_ext_ip;
+        meta.ext_ip = v_ext_ip;
     }
 
     // table subnet_to_external, examples/cgnat.nfp:92
@@ -556,7 +550,7 @@ control Ingress(
 
     // entry of table nat_out, examples/cgnat.nfp:124
     action nat_out__hit(bit<16> v_ext_port) {
-        meta.nat_out__ext_port = v_ext_port;
+        meta.ext_port = v_ext_port;
     }
 
     // table nat_out, examples/cgnat.nfp:124 (switch cache of the server's full table)
@@ -579,9 +573,7 @@ control Ingress(
 
     // a bucket moved to another server port (Runtime.steer), examples/cgnat.nfp:313
     action nfc_steer_to(bit<16> v_port) {
-        meta.nfc_egress = v_port;
-        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-        meta.nfc_forwarded = 1w1;
+        meta.nfc_server_port = v_port;
     }
 
     // steering of bridge #3: bucket -> server port when moved, examples/cgnat.nfp:313
@@ -600,7 +592,8 @@ control Ingress(
     // entry of table upstream_routes, examples/cgnat.nfp:200
     action upstream_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.upstream_routes__port = v_port;
-        meta.upstream_routes__next_hop_mac = v_next_hop_mac;
+        hdr.eth.src = 48w0x200004e4154;
+        hdr.eth.dst = v_next_hop_mac;
     }
 
     // table upstream_routes, examples/cgnat.nfp:200
@@ -656,7 +649,8 @@ control Ingress(
     // entry of table subscriber_routes, examples/cgnat.nfp:262
     action subscriber_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.subscriber_routes__port = v_port;
-        meta.subscriber_routes__next_hop_mac = v_next_hop_mac;
+        hdr.eth.src = 48w0x200004e4154;
+        hdr.eth.dst = v_next_hop_mac;
     }
 
     // table subscriber_routes, examples/cgnat.nfp:262
@@ -675,7 +669,7 @@ control Ingress(
     apply {
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
-            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+            ig_tm_md.ucast_egress_port = (PortId_t)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;
@@ -755,7 +749,6 @@ control Ingress(
             if (meta.nfc_resume <= 8w0) {
                 // stage classify_out, examples/cgnat.nfp:98
                 if (subnet_to_external.apply().hit) {
-                    meta.ext_ip = meta.subnet_to_external__ext_ip;
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_NAT_SUBNET;
                     ig_dprsr_md.drop_ctl = 3w1;
@@ -770,9 +763,10 @@ control Ingress(
                         meta.int_port = hdr.udp.sport;
                         meta.timeout = 32w0x12c;
                     } else {
-                        meta.nfc_rd_icmp__type = 8w0;
                         if (hdr.icmp.isValid()) {
                             meta.nfc_rd_icmp__type = hdr.icmp.type;
+                        } else {
+                            meta.nfc_rd_icmp__type = 8w0;
                         }
                         if (!(meta.nfc_rd_icmp__type == 8w8)) {
                             meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
@@ -780,9 +774,10 @@ control Ingress(
                             nfc_drops.count((bit<32>)meta.nfc_drop);
                             exit;
                         }
-                        meta.nfc_rd_icmp__rest = 32w0;
                         if (hdr.icmp.isValid()) {
                             meta.nfc_rd_icmp__rest = hdr.icmp.rest;
+                        } else {
+                            meta.nfc_rd_icmp__rest = 32w0;
                         }
                         meta.int_port = meta.nfc_rd_icmp__rest[31:16];
                         meta.timeout = 32w0x3c;
@@ -791,8 +786,32 @@ control Ingress(
             }
             if (meta.nfc_resume <= 8w1) {
                 // stage translate_out, examples/cgnat.nfp:158
+                // shard by hash: examples/cgnat.nfp:313
+                meta.nfc_hash1 = nfc_hash1.get({meta.ext_ip});
+                meta.nfc_bucket = meta.nfc_hash1[15:8];
+                if (meta.nfc_hash1 >= 16w0xd500) {
+                    meta.nfc_server_port = 16w0x25;
+                } else {
+                    if (meta.nfc_hash1 >= 16w0xaa00) {
+                        meta.nfc_server_port = 16w0x24;
+                    } else {
+                        if (meta.nfc_hash1 >= 16w0x8000) {
+                            meta.nfc_server_port = 16w0x23;
+                        } else {
+                            if (meta.nfc_hash1 >= 16w0x5500) {
+                                meta.nfc_server_port = 16w0x22;
+                            } else {
+                                if (meta.nfc_hash1 >= 16w0x2a00) {
+                                    meta.nfc_server_port = 16w0x21;
+                                } else {
+                                    meta.nfc_server_port = 16w0x20;
+                                }
+                            }
+                        }
+                    }
+                }
+                nfc_steer3.apply();
                 if (nat_out.apply().hit) {
-                    meta.ext_port = meta.nat_out__ext_port;
                 } else {
                     // to the server: bridge #3
                     hdr.nfc_bridge3.setValid();
@@ -825,43 +844,9 @@ control Ingress(
                     hdr.nfc_bridge3.meta_ext_ip = meta.ext_ip;
                     hdr.nfc_bridge3.meta_int_port = meta.int_port;
                     hdr.nfc_bridge3.meta_timeout = meta.timeout;
-                    // shard by hash: examples/cgnat.nfp:313
-                    meta.nfc_hash1 = nfc_hash1.get({meta.ext_ip});
-                    meta.nfc_bucket = meta.nfc_hash1[15:8];
-                    if (meta.nfc_hash1 >= 16w0xd500) {
-                        meta.nfc_egress = 16w0x25;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
-                    } else {
-                        if (meta.nfc_hash1 >= 16w0xaa00) {
-                            meta.nfc_egress = 16w0x24;
-                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            if (meta.nfc_hash1 >= 16w0x8000) {
-                                meta.nfc_egress = 16w0x23;
-                                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                meta.nfc_forwarded = 1w1;
-                            } else {
-                                if (meta.nfc_hash1 >= 16w0x5500) {
-                                    meta.nfc_egress = 16w0x22;
-                                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                    meta.nfc_forwarded = 1w1;
-                                } else {
-                                    if (meta.nfc_hash1 >= 16w0x2a00) {
-                                        meta.nfc_egress = 16w0x21;
-                                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                        meta.nfc_forwarded = 1w1;
-                                    } else {
-                                        meta.nfc_egress = 16w0x20;
-                                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                        meta.nfc_forwarded = 1w1;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    nfc_steer3.apply();
+                    meta.nfc_egress = meta.nfc_server_port;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
+                    meta.nfc_forwarded = 1w1;
                     exit;
                 }
             }
@@ -904,11 +889,9 @@ control Ingress(
             if (meta.nfc_resume <= 8w3) {
                 // stage route_out, examples/cgnat.nfp:209
                 if (upstream_routes.apply().hit) {
-                    hdr.eth.src = 48w0x200004e4154;
-                    hdr.eth.dst = meta.upstream_routes__next_hop_mac;
                     if (meta.upstream_routes__port <= 16w0x1f) {
                         meta.nfc_egress = meta.upstream_routes__port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.upstream_routes__port[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
@@ -934,9 +917,10 @@ control Ingress(
                         if (hdr.udp.isValid()) {
                             meta.ext_port = hdr.udp.dport;
                         } else {
-                            meta.nfc_rd_icmp__type = 8w0;
                             if (hdr.icmp.isValid()) {
                                 meta.nfc_rd_icmp__type = hdr.icmp.type;
+                            } else {
+                                meta.nfc_rd_icmp__type = 8w0;
                             }
                             if (!(meta.nfc_rd_icmp__type == 8w0)) {
                                 meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
@@ -944,9 +928,10 @@ control Ingress(
                                 nfc_drops.count((bit<32>)meta.nfc_drop);
                                 exit;
                             }
-                            meta.nfc_rd_icmp__rest = 32w0;
                             if (hdr.icmp.isValid()) {
                                 meta.nfc_rd_icmp__rest = hdr.icmp.rest;
+                            } else {
+                                meta.nfc_rd_icmp__rest = 32w0;
                             }
                             meta.ext_port = meta.nfc_rd_icmp__rest[31:16];
                         }
@@ -1018,50 +1003,39 @@ control Ingress(
                         meta.nfc_hash2 = nfc_hash2.get({meta.ext_ip});
                         meta.nfc_bucket = meta.nfc_hash2[15:8];
                         if (meta.nfc_hash2 >= 16w0xd500) {
-                            meta.nfc_egress = 16w0x25;
-                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                            meta.nfc_forwarded = 1w1;
+                            meta.nfc_server_port = 16w0x25;
                         } else {
                             if (meta.nfc_hash2 >= 16w0xaa00) {
-                                meta.nfc_egress = 16w0x24;
-                                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                meta.nfc_forwarded = 1w1;
+                                meta.nfc_server_port = 16w0x24;
                             } else {
                                 if (meta.nfc_hash2 >= 16w0x8000) {
-                                    meta.nfc_egress = 16w0x23;
-                                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                    meta.nfc_forwarded = 1w1;
+                                    meta.nfc_server_port = 16w0x23;
                                 } else {
                                     if (meta.nfc_hash2 >= 16w0x5500) {
-                                        meta.nfc_egress = 16w0x22;
-                                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                        meta.nfc_forwarded = 1w1;
+                                        meta.nfc_server_port = 16w0x22;
                                     } else {
                                         if (meta.nfc_hash2 >= 16w0x2a00) {
-                                            meta.nfc_egress = 16w0x21;
-                                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                            meta.nfc_forwarded = 1w1;
+                                            meta.nfc_server_port = 16w0x21;
                                         } else {
-                                            meta.nfc_egress = 16w0x20;
-                                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                            meta.nfc_forwarded = 1w1;
+                                            meta.nfc_server_port = 16w0x20;
                                         }
                                     }
                                 }
                             }
                         }
                         nfc_steer1.apply();
+                        meta.nfc_egress = meta.nfc_server_port;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
+                        meta.nfc_forwarded = 1w1;
                         exit;
                     }
                 }
                 if (meta.nfc_resume <= 8w1) {
                     // stage route_in, examples/cgnat.nfp:271
                     if (subscriber_routes.apply().hit) {
-                        hdr.eth.src = 48w0x200004e4154;
-                        hdr.eth.dst = meta.subscriber_routes__next_hop_mac;
                         if (meta.subscriber_routes__port <= 16w0x1f) {
                             meta.nfc_egress = meta.subscriber_routes__port;
-                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                            ig_tm_md.ucast_egress_port = (PortId_t)meta.subscriber_routes__port[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;

@@ -179,16 +179,15 @@ struct metadata_t {
     bit<32> timeout;
     bit<32> nat_in__int_ip;
     bit<16> nat_in__int_port;
-    bit<16> nat_out__ext_port;
     bit<8> nfc_bucket;
     bit<32> nfc_csum10;
     bit<32> nfc_csum11;
-    bit<32> nfc_csum12;
     bit<32> nfc_csum2;
     bit<32> nfc_csum3;
     bit<32> nfc_csum4;
     bit<32> nfc_csum5;
     bit<32> nfc_csum6;
+    bit<32> nfc_csum7;
     bit<32> nfc_csum8;
     bit<32> nfc_csum9;
     bool nfc_csum_ok_ipv4;
@@ -198,16 +197,14 @@ struct metadata_t {
     bit<16> nfc_egress;
     bit<1> nfc_forwarded;
     bit<16> nfc_hash1;
-    bit<16> nfc_hash7;
+    bit<16> nfc_hash12;
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<32> nfc_rd_icmp__rest;
     bit<8> nfc_rd_icmp__type;
     bit<8> nfc_resume;
-    bit<32> subnet_to_external__ext_ip;
-    bit<48> subscriber_routes__next_hop_mac;
+    bit<16> nfc_server_port;
     bit<16> subscriber_routes__port;
-    bit<48> upstream_routes__next_hop_mac;
     bit<16> upstream_routes__port;
 }
 
@@ -224,16 +221,15 @@ parser NfcParser(
         meta.timeout = 32w0;
         meta.nat_in__int_ip = 32w0;
         meta.nat_in__int_port = 16w0;
-        meta.nat_out__ext_port = 16w0;
         meta.nfc_bucket = 8w0;
         meta.nfc_csum10 = 32w0;
         meta.nfc_csum11 = 32w0;
-        meta.nfc_csum12 = 32w0;
         meta.nfc_csum2 = 32w0;
         meta.nfc_csum3 = 32w0;
         meta.nfc_csum4 = 32w0;
         meta.nfc_csum5 = 32w0;
         meta.nfc_csum6 = 32w0;
+        meta.nfc_csum7 = 32w0;
         meta.nfc_csum8 = 32w0;
         meta.nfc_csum9 = 32w0;
         meta.nfc_csum_ok_ipv4 = false;
@@ -243,16 +239,14 @@ parser NfcParser(
         meta.nfc_egress = 16w0;
         meta.nfc_forwarded = 1w0;
         meta.nfc_hash1 = 16w0;
-        meta.nfc_hash7 = 16w0;
+        meta.nfc_hash12 = 16w0;
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_rd_icmp__rest = 32w0;
         meta.nfc_rd_icmp__type = 8w0;
         meta.nfc_resume = 8w0;
-        meta.subnet_to_external__ext_ip = 32w0;
-        meta.subscriber_routes__next_hop_mac = 48w0;
+        meta.nfc_server_port = 16w0;
         meta.subscriber_routes__port = 16w0;
-        meta.upstream_routes__next_hop_mac = 48w0;
         meta.upstream_routes__port = 16w0;
         transition select(standard_metadata.ingress_port) {
             9w192: nfc_packet_out;
@@ -527,7 +521,7 @@ control NfcIngress(
 
     // entry of table subnet_to_external, examples/cgnat.nfp:92
     action subnet_to_external__hit(bit<32> v_ext_ip) {
-        meta.subnet_to_external__ext_ip = v_ext_ip;
+        meta.ext_ip = v_ext_ip;
     }
 
     // table subnet_to_external, examples/cgnat.nfp:92
@@ -545,7 +539,7 @@ control NfcIngress(
 
     // entry of table nat_out, examples/cgnat.nfp:124
     action nat_out__hit(bit<16> v_ext_port) {
-        meta.nat_out__ext_port = v_ext_port;
+        meta.ext_port = v_ext_port;
     }
 
     // table nat_out, examples/cgnat.nfp:124 (switch cache of the server's full table)
@@ -566,9 +560,7 @@ control NfcIngress(
 
     // a bucket moved to another server port (Runtime.steer), examples/cgnat.nfp:313
     action nfc_steer_to(bit<16> v_port) {
-        meta.nfc_egress = v_port;
-        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-        meta.nfc_forwarded = 1w1;
+        meta.nfc_server_port = v_port;
     }
 
     // steering of bridge #3: bucket -> server port when moved, examples/cgnat.nfp:313
@@ -587,7 +579,8 @@ control NfcIngress(
     // entry of table upstream_routes, examples/cgnat.nfp:200
     action upstream_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.upstream_routes__port = v_port;
-        meta.upstream_routes__next_hop_mac = v_next_hop_mac;
+        hdr.eth.src = 48w0x200004e4154;
+        hdr.eth.dst = v_next_hop_mac;
     }
 
     // table upstream_routes, examples/cgnat.nfp:200
@@ -641,7 +634,8 @@ control NfcIngress(
     // entry of table subscriber_routes, examples/cgnat.nfp:262
     action subscriber_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.subscriber_routes__port = v_port;
-        meta.subscriber_routes__next_hop_mac = v_next_hop_mac;
+        hdr.eth.src = 48w0x200004e4154;
+        hdr.eth.dst = v_next_hop_mac;
     }
 
     // table subscriber_routes, examples/cgnat.nfp:262
@@ -660,7 +654,7 @@ control NfcIngress(
     apply {
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
-            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+            standard_metadata.egress_spec = (bit<9>)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;
@@ -744,7 +738,6 @@ control NfcIngress(
             if (meta.nfc_resume <= 8w0) {
                 // stage classify_out, examples/cgnat.nfp:98
                 if (subnet_to_external.apply().hit) {
-                    meta.ext_ip = meta.subnet_to_external__ext_ip;
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_NAT_SUBNET;
                     mark_to_drop(standard_metadata);
@@ -759,9 +752,10 @@ control NfcIngress(
                         meta.int_port = hdr.udp.sport;
                         meta.timeout = 32w0x12c;
                     } else {
-                        meta.nfc_rd_icmp__type = 8w0;
                         if (hdr.icmp.isValid()) {
                             meta.nfc_rd_icmp__type = hdr.icmp.type;
+                        } else {
+                            meta.nfc_rd_icmp__type = 8w0;
                         }
                         if (!(meta.nfc_rd_icmp__type == 8w8)) {
                             meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
@@ -769,9 +763,10 @@ control NfcIngress(
                             nfc_drops.count((bit<32>)meta.nfc_drop);
                             exit;
                         }
-                        meta.nfc_rd_icmp__rest = 32w0;
                         if (hdr.icmp.isValid()) {
                             meta.nfc_rd_icmp__rest = hdr.icmp.rest;
+                        } else {
+                            meta.nfc_rd_icmp__rest = 32w0;
                         }
                         meta.int_port = meta.nfc_rd_icmp__rest[31:16];
                         meta.timeout = 32w0x3c;
@@ -780,8 +775,32 @@ control NfcIngress(
             }
             if (meta.nfc_resume <= 8w1) {
                 // stage translate_out, examples/cgnat.nfp:158
+                // shard by hash: examples/cgnat.nfp:313
+                hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
+                meta.nfc_bucket = meta.nfc_hash1[15:8];
+                if (meta.nfc_hash1 >= 16w0xd500) {
+                    meta.nfc_server_port = 16w0x25;
+                } else {
+                    if (meta.nfc_hash1 >= 16w0xaa00) {
+                        meta.nfc_server_port = 16w0x24;
+                    } else {
+                        if (meta.nfc_hash1 >= 16w0x8000) {
+                            meta.nfc_server_port = 16w0x23;
+                        } else {
+                            if (meta.nfc_hash1 >= 16w0x5500) {
+                                meta.nfc_server_port = 16w0x22;
+                            } else {
+                                if (meta.nfc_hash1 >= 16w0x2a00) {
+                                    meta.nfc_server_port = 16w0x21;
+                                } else {
+                                    meta.nfc_server_port = 16w0x20;
+                                }
+                            }
+                        }
+                    }
+                }
+                nfc_steer3.apply();
                 if (nat_out.apply().hit) {
-                    meta.ext_port = meta.nat_out__ext_port;
                 } else {
                     // to the server: bridge #3
                     hdr.nfc_bridge3.setValid();
@@ -814,43 +833,9 @@ control NfcIngress(
                     hdr.nfc_bridge3.meta_ext_ip = meta.ext_ip;
                     hdr.nfc_bridge3.meta_int_port = meta.int_port;
                     hdr.nfc_bridge3.meta_timeout = meta.timeout;
-                    // shard by hash: examples/cgnat.nfp:313
-                    hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
-                    meta.nfc_bucket = meta.nfc_hash1[15:8];
-                    if (meta.nfc_hash1 >= 16w0xd500) {
-                        meta.nfc_egress = 16w0x25;
-                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
-                    } else {
-                        if (meta.nfc_hash1 >= 16w0xaa00) {
-                            meta.nfc_egress = 16w0x24;
-                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            if (meta.nfc_hash1 >= 16w0x8000) {
-                                meta.nfc_egress = 16w0x23;
-                                standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                                meta.nfc_forwarded = 1w1;
-                            } else {
-                                if (meta.nfc_hash1 >= 16w0x5500) {
-                                    meta.nfc_egress = 16w0x22;
-                                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                                    meta.nfc_forwarded = 1w1;
-                                } else {
-                                    if (meta.nfc_hash1 >= 16w0x2a00) {
-                                        meta.nfc_egress = 16w0x21;
-                                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                                        meta.nfc_forwarded = 1w1;
-                                    } else {
-                                        meta.nfc_egress = 16w0x20;
-                                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                                        meta.nfc_forwarded = 1w1;
-                                    }
-                                }
-                            }
-                        }
-                    }
-                    nfc_steer3.apply();
+                    meta.nfc_egress = meta.nfc_server_port;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
+                    meta.nfc_forwarded = 1w1;
                     exit;
                 }
             }
@@ -896,11 +881,9 @@ control NfcIngress(
             if (meta.nfc_resume <= 8w3) {
                 // stage route_out, examples/cgnat.nfp:209
                 if (upstream_routes.apply().hit) {
-                    hdr.eth.src = 48w0x200004e4154;
-                    hdr.eth.dst = meta.upstream_routes__next_hop_mac;
                     if (meta.upstream_routes__port <= 16w0x1f) {
                         meta.nfc_egress = meta.upstream_routes__port;
-                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        standard_metadata.egress_spec = (bit<9>)meta.upstream_routes__port[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
@@ -926,9 +909,10 @@ control NfcIngress(
                         if (hdr.udp.isValid()) {
                             meta.ext_port = hdr.udp.dport;
                         } else {
-                            meta.nfc_rd_icmp__type = 8w0;
                             if (hdr.icmp.isValid()) {
                                 meta.nfc_rd_icmp__type = hdr.icmp.type;
+                            } else {
+                                meta.nfc_rd_icmp__type = 8w0;
                             }
                             if (!(meta.nfc_rd_icmp__type == 8w0)) {
                                 meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
@@ -936,35 +920,36 @@ control NfcIngress(
                                 nfc_drops.count((bit<32>)meta.nfc_drop);
                                 exit;
                             }
-                            meta.nfc_rd_icmp__rest = 32w0;
                             if (hdr.icmp.isValid()) {
                                 meta.nfc_rd_icmp__rest = hdr.icmp.rest;
+                            } else {
+                                meta.nfc_rd_icmp__rest = 32w0;
                             }
                             meta.ext_port = meta.nfc_rd_icmp__rest[31:16];
                         }
                     }
                     if (nat_in.apply().hit) {
                         if (hdr.tcp.isValid()) {
-                            meta.nfc_csum8 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                            meta.nfc_csum7 = (((((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                            meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
+                            meta.nfc_csum7 = ((bit<32>)meta.nfc_csum7[15:0]) + (meta.nfc_csum7 >> 16);
+                            hdr.tcp.checksum = ~meta.nfc_csum7[15:0];
+                            meta.nfc_csum8 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
                             meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
                             meta.nfc_csum8 = ((bit<32>)meta.nfc_csum8[15:0]) + (meta.nfc_csum8 >> 16);
                             hdr.tcp.checksum = ~meta.nfc_csum8[15:0];
-                            meta.nfc_csum9 = (((bit<32>)(~hdr.tcp.checksum)) + ((bit<32>)(~hdr.tcp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                            meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
-                            meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
-                            hdr.tcp.checksum = ~meta.nfc_csum9[15:0];
                             hdr.tcp.dport = meta.nat_in__int_port;
                         }
                         if (hdr.udp.isValid()) {
                             if (hdr.udp.checksum != 16w0) {
-                                meta.nfc_csum10 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                                meta.nfc_csum9 = (((((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.ipv4.dst[31:16]))) + ((bit<32>)meta.nat_in__int_ip[31:16])) + ((bit<32>)(~hdr.ipv4.dst[15:0]))) + ((bit<32>)meta.nat_in__int_ip[15:0]);
+                                meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
+                                meta.nfc_csum9 = ((bit<32>)meta.nfc_csum9[15:0]) + (meta.nfc_csum9 >> 16);
+                                hdr.udp.checksum = ~meta.nfc_csum9[15:0];
+                                meta.nfc_csum10 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
                                 meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
                                 meta.nfc_csum10 = ((bit<32>)meta.nfc_csum10[15:0]) + (meta.nfc_csum10 >> 16);
                                 hdr.udp.checksum = ~meta.nfc_csum10[15:0];
-                                meta.nfc_csum11 = (((bit<32>)(~hdr.udp.checksum)) + ((bit<32>)(~hdr.udp.dport[15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                                meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
-                                meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
-                                hdr.udp.checksum = ~meta.nfc_csum11[15:0];
                                 if (hdr.udp.checksum == 16w0) {
                                     hdr.udp.checksum = 16w0xffff;
                                 }
@@ -972,10 +957,10 @@ control NfcIngress(
                             hdr.udp.dport = meta.nat_in__int_port;
                         }
                         if (hdr.icmp.isValid()) {
-                            meta.nfc_csum12 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
-                            meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 16);
-                            meta.nfc_csum12 = ((bit<32>)meta.nfc_csum12[15:0]) + (meta.nfc_csum12 >> 16);
-                            hdr.icmp.checksum = ~meta.nfc_csum12[15:0];
+                            meta.nfc_csum11 = (((bit<32>)(~hdr.icmp.checksum)) + ((bit<32>)(~hdr.icmp.rest[31:16][15:0]))) + ((bit<32>)meta.nat_in__int_port[15:0]);
+                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
+                            meta.nfc_csum11 = ((bit<32>)meta.nfc_csum11[15:0]) + (meta.nfc_csum11 >> 16);
+                            hdr.icmp.checksum = ~meta.nfc_csum11[15:0];
                             hdr.icmp.rest = meta.nat_in__int_port ++ hdr.icmp.rest[15:0];
                         }
                         hdr.ipv4.dst = meta.nat_in__int_ip;
@@ -1010,53 +995,42 @@ control NfcIngress(
                             hdr.nfc_bridge1.v_icmp = 1w0;
                         }
                         // shard by hash: examples/cgnat.nfp:313
-                        hash(meta.nfc_hash7, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
-                        meta.nfc_bucket = meta.nfc_hash7[15:8];
-                        if (meta.nfc_hash7 >= 16w0xd500) {
-                            meta.nfc_egress = 16w0x25;
-                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                            meta.nfc_forwarded = 1w1;
+                        hash(meta.nfc_hash12, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
+                        meta.nfc_bucket = meta.nfc_hash12[15:8];
+                        if (meta.nfc_hash12 >= 16w0xd500) {
+                            meta.nfc_server_port = 16w0x25;
                         } else {
-                            if (meta.nfc_hash7 >= 16w0xaa00) {
-                                meta.nfc_egress = 16w0x24;
-                                standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                                meta.nfc_forwarded = 1w1;
+                            if (meta.nfc_hash12 >= 16w0xaa00) {
+                                meta.nfc_server_port = 16w0x24;
                             } else {
-                                if (meta.nfc_hash7 >= 16w0x8000) {
-                                    meta.nfc_egress = 16w0x23;
-                                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                                    meta.nfc_forwarded = 1w1;
+                                if (meta.nfc_hash12 >= 16w0x8000) {
+                                    meta.nfc_server_port = 16w0x23;
                                 } else {
-                                    if (meta.nfc_hash7 >= 16w0x5500) {
-                                        meta.nfc_egress = 16w0x22;
-                                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                                        meta.nfc_forwarded = 1w1;
+                                    if (meta.nfc_hash12 >= 16w0x5500) {
+                                        meta.nfc_server_port = 16w0x22;
                                     } else {
-                                        if (meta.nfc_hash7 >= 16w0x2a00) {
-                                            meta.nfc_egress = 16w0x21;
-                                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                                            meta.nfc_forwarded = 1w1;
+                                        if (meta.nfc_hash12 >= 16w0x2a00) {
+                                            meta.nfc_server_port = 16w0x21;
                                         } else {
-                                            meta.nfc_egress = 16w0x20;
-                                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                                            meta.nfc_forwarded = 1w1;
+                                            meta.nfc_server_port = 16w0x20;
                                         }
                                     }
                                 }
                             }
                         }
                         nfc_steer1.apply();
+                        meta.nfc_egress = meta.nfc_server_port;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
+                        meta.nfc_forwarded = 1w1;
                         exit;
                     }
                 }
                 if (meta.nfc_resume <= 8w1) {
                     // stage route_in, examples/cgnat.nfp:271
                     if (subscriber_routes.apply().hit) {
-                        hdr.eth.src = 48w0x200004e4154;
-                        hdr.eth.dst = meta.subscriber_routes__next_hop_mac;
                         if (meta.subscriber_routes__port <= 16w0x1f) {
                             meta.nfc_egress = meta.subscriber_routes__port;
-                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            standard_metadata.egress_spec = (bit<9>)meta.subscriber_routes__port[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;

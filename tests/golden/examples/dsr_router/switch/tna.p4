@@ -154,12 +154,8 @@ struct metadata_t {
     bit<14> vrf;
     bit<32> tunnel_dst;
     bit<24> tunnel_key;
-    bit<48> fabric_routes__next_hop_mac;
     bit<16> fabric_routes__port;
-    bit<48> key_to_access__next_hop_mac;
     bit<16> key_to_access__port;
-    bit<24> key_to_access__vni;
-    bit<32> key_to_access__vtep;
     bit<8> nfc_bucket;
     bool nfc_csum_ok_ipv4;
     bool nfc_csum_ok_outer_ipv4;
@@ -172,9 +168,7 @@ struct metadata_t {
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<8> nfc_resume;
-    bit<14> vni_to_vrf__vrf;
-    bit<32> vrf_fib__tunnel_dst;
-    bit<24> vrf_fib__tunnel_key;
+    bit<16> nfc_server_port;
 }
 
 parser IngressParser(
@@ -191,12 +185,8 @@ parser IngressParser(
         meta.vrf = 14w0;
         meta.tunnel_dst = 32w0;
         meta.tunnel_key = 24w0;
-        meta.fabric_routes__next_hop_mac = 48w0;
         meta.fabric_routes__port = 16w0;
-        meta.key_to_access__next_hop_mac = 48w0;
         meta.key_to_access__port = 16w0;
-        meta.key_to_access__vni = 24w0;
-        meta.key_to_access__vtep = 32w0;
         meta.nfc_bucket = 8w0;
         meta.nfc_csum_ok_ipv4 = false;
         meta.nfc_csum_ok_outer_ipv4 = false;
@@ -209,9 +199,7 @@ parser IngressParser(
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_resume = 8w0;
-        meta.vni_to_vrf__vrf = 14w0;
-        meta.vrf_fib__tunnel_dst = 32w0;
-        meta.vrf_fib__tunnel_key = 24w0;
+        meta.nfc_server_port = 16w0;
         transition select(ig_intr_md.ingress_port) {
             9w192: nfc_packet_out;
             9w32: nfc_from_server;
@@ -451,7 +439,11 @@ control Ingress(
 
     // entry of table vni_to_vrf, examples/dsr_router.nfp:97
     action vni_to_vrf__hit(bit<14> v_vrf) {
-        meta.vni_to_vrf__vrf = v_vrf;
+        meta.vrf = v_vrf;
+        hdr.outer_eth.setInvalid();
+        hdr.outer_ipv4.setInvalid();
+        hdr.outer_udp.setInvalid();
+        hdr.vxlan.setInvalid();
     }
 
     // table vni_to_vrf, examples/dsr_router.nfp:97
@@ -469,8 +461,9 @@ control Ingress(
 
     // entry of table vrf_fib, examples/dsr_router.nfp:119
     action vrf_fib__hit(bit<32> v_tunnel_dst, bit<24> v_tunnel_key) {
-        meta.vrf_fib__tunnel_dst = v_tunnel_dst;
-        meta.vrf_fib__tunnel_key = v_tunnel_key;
+        meta.tunnel_dst = v_tunnel_dst;
+        meta.tunnel_key = v_tunnel_key;
+        hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
     }
 
     // table vrf_fib, examples/dsr_router.nfp:119 (switch cache of the server's full table)
@@ -492,9 +485,7 @@ control Ingress(
 
     // a bucket moved to another server port (Runtime.steer), examples/dsr_router.nfp:298
     action nfc_steer_to(bit<16> v_port) {
-        meta.nfc_egress = v_port;
-        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-        meta.nfc_forwarded = 1w1;
+        meta.nfc_server_port = v_port;
     }
 
     // steering of bridge #1: bucket -> server port when moved, examples/dsr_router.nfp:298
@@ -513,7 +504,7 @@ control Ingress(
     // entry of table fabric_routes, examples/dsr_router.nfp:162
     action fabric_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.fabric_routes__port = v_port;
-        meta.fabric_routes__next_hop_mac = v_next_hop_mac;
+        hdr.outer_eth.dst = v_next_hop_mac;
     }
 
     // table fabric_routes, examples/dsr_router.nfp:162
@@ -527,27 +518,6 @@ control Ingress(
         }
         const default_action = nfc_miss();
         size = 16000;
-    }
-
-    // entry of table key_to_access, examples/dsr_router.nfp:234
-    action key_to_access__hit(bit<24> v_vni, bit<32> v_vtep, bit<16> v_port, bit<48> v_next_hop_mac) {
-        meta.key_to_access__vni = v_vni;
-        meta.key_to_access__vtep = v_vtep;
-        meta.key_to_access__port = v_port;
-        meta.key_to_access__next_hop_mac = v_next_hop_mac;
-    }
-
-    // table key_to_access, examples/dsr_router.nfp:234
-    table key_to_access {
-        key = {
-            hdr.gre_key.vsid : exact @name("tunnel_key");
-        }
-        actions = {
-            key_to_access__hit;
-            nfc_miss;
-        }
-        const default_action = nfc_miss();
-        size = 10000;
     }
 
     Hash<bit<16>>(HashAlgorithm_t.CRC16) nfc_hash2;
@@ -570,10 +540,51 @@ control Ingress(
         size = 1;
     }
 
+    // entry of table key_to_access, examples/dsr_router.nfp:234
+    action key_to_access__hit(bit<24> v_vni, bit<32> v_vtep, bit<16> v_port, bit<48> v_next_hop_mac) {
+        meta.key_to_access__port = v_port;
+        hdr.gre.setInvalid();
+        hdr.gre_key.setInvalid();
+        hdr.eth.setValid();
+        hdr.eth.dst = v_next_hop_mac;
+        hdr.eth.src = 48w0x2000ac80001;
+        hdr.eth.ethertype = 16w0x800;
+        hdr.outer_ipv4.src = 32w0xac80001;
+        hdr.outer_ipv4.dst = v_vtep;
+        hdr.outer_ipv4.protocol = 8w0x11;
+        hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x32;
+        hdr.outer_ipv4.ttl = 8w0x40;
+        hdr.outer_udp.setValid();
+        hdr.outer_udp.sport = 2w3 ++ meta.nfc_hash2[13:0];
+        hdr.outer_udp.dport = 16w0x12b5;
+        hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
+        hdr.outer_udp.checksum = 16w0;
+        hdr.vxlan.setValid();
+        hdr.vxlan.flags = 8w8;
+        hdr.vxlan.reserved = 24w0;
+        hdr.vxlan.vni = v_vni;
+        hdr.vxlan.reserved2 = 8w0;
+        hdr.outer_eth.src = 48w0x2000ac80001;
+        hdr.outer_eth.dst = v_next_hop_mac;
+    }
+
+    // table key_to_access, examples/dsr_router.nfp:234
+    table key_to_access {
+        key = {
+            hdr.gre_key.vsid : exact @name("tunnel_key");
+        }
+        actions = {
+            key_to_access__hit;
+            nfc_miss;
+        }
+        const default_action = nfc_miss();
+        size = 10000;
+    }
+
     apply {
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
-            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+            ig_tm_md.ucast_egress_port = (PortId_t)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;
@@ -701,11 +712,6 @@ control Ingress(
             if (meta.nfc_resume <= 8w0) {
                 // stage tenant, examples/dsr_router.nfp:103
                 if (vni_to_vrf.apply().hit) {
-                    meta.vrf = meta.vni_to_vrf__vrf;
-                    hdr.outer_eth.setInvalid();
-                    hdr.outer_ipv4.setInvalid();
-                    hdr.outer_udp.setInvalid();
-                    hdr.vxlan.setInvalid();
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_TENANT;
                     ig_dprsr_md.drop_ctl = 3w1;
@@ -715,10 +721,24 @@ control Ingress(
             }
             if (meta.nfc_resume <= 8w1) {
                 // stage route, examples/dsr_router.nfp:134
+                // shard by hash: examples/dsr_router.nfp:298
+                meta.nfc_hash1 = nfc_hash1.get({meta.vrf, 2w0});
+                meta.nfc_bucket = meta.nfc_hash1[15:8];
+                if (meta.nfc_hash1 >= 16w0xc000) {
+                    meta.nfc_server_port = 16w0x23;
+                } else {
+                    if (meta.nfc_hash1 >= 16w0x8000) {
+                        meta.nfc_server_port = 16w0x22;
+                    } else {
+                        if (meta.nfc_hash1 >= 16w0x4000) {
+                            meta.nfc_server_port = 16w0x21;
+                        } else {
+                            meta.nfc_server_port = 16w0x20;
+                        }
+                    }
+                }
+                nfc_steer1.apply();
                 if (vrf_fib.apply().hit) {
-                    meta.tunnel_dst = meta.vrf_fib__tunnel_dst;
-                    meta.tunnel_key = meta.vrf_fib__tunnel_key;
-                    hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
                 } else {
                     // to the server: bridge #1
                     hdr.nfc_bridge1.setValid();
@@ -734,31 +754,9 @@ control Ingress(
                         hdr.nfc_bridge1.v_ipv4 = 1w0;
                     }
                     hdr.nfc_bridge1.meta_vrf = meta.vrf;
-                    // shard by hash: examples/dsr_router.nfp:298
-                    meta.nfc_hash1 = nfc_hash1.get({meta.vrf, 2w0});
-                    meta.nfc_bucket = meta.nfc_hash1[15:8];
-                    if (meta.nfc_hash1 >= 16w0xc000) {
-                        meta.nfc_egress = 16w0x23;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
-                    } else {
-                        if (meta.nfc_hash1 >= 16w0x8000) {
-                            meta.nfc_egress = 16w0x22;
-                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            if (meta.nfc_hash1 >= 16w0x4000) {
-                                meta.nfc_egress = 16w0x21;
-                                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                meta.nfc_forwarded = 1w1;
-                            } else {
-                                meta.nfc_egress = 16w0x20;
-                                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
-                                meta.nfc_forwarded = 1w1;
-                            }
-                        }
-                    }
-                    nfc_steer1.apply();
+                    meta.nfc_egress = meta.nfc_server_port;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
+                    meta.nfc_forwarded = 1w1;
                     exit;
                 }
             }
@@ -798,10 +796,9 @@ control Ingress(
             if (meta.nfc_resume <= 8w3) {
                 // stage fabric, examples/dsr_router.nfp:171
                 if (fabric_routes.apply().hit) {
-                    hdr.outer_eth.dst = meta.fabric_routes__next_hop_mac;
                     if (meta.fabric_routes__port <= 16w0x1f) {
                         meta.nfc_egress = meta.fabric_routes__port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.fabric_routes__port[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
@@ -822,32 +819,9 @@ control Ingress(
                     // stage to_access, examples/dsr_router.nfp:245
                     nfc_hash2_table.apply();
                     if (key_to_access.apply().hit) {
-                        hdr.gre.setInvalid();
-                        hdr.gre_key.setInvalid();
-                        hdr.eth.setValid();
-                        hdr.eth.dst = meta.key_to_access__next_hop_mac;
-                        hdr.eth.src = 48w0x2000ac80001;
-                        hdr.eth.ethertype = 16w0x800;
-                        hdr.outer_ipv4.src = 32w0xac80001;
-                        hdr.outer_ipv4.dst = meta.key_to_access__vtep;
-                        hdr.outer_ipv4.protocol = 8w0x11;
-                        hdr.outer_ipv4.total_len = hdr.ipv4.total_len + 16w0x32;
-                        hdr.outer_ipv4.ttl = 8w0x40;
-                        hdr.outer_udp.setValid();
-                        hdr.outer_udp.sport = 2w3 ++ meta.nfc_hash2[13:0];
-                        hdr.outer_udp.dport = 16w0x12b5;
-                        hdr.outer_udp.length = hdr.ipv4.total_len + 16w0x1e;
-                        hdr.outer_udp.checksum = 16w0;
-                        hdr.vxlan.setValid();
-                        hdr.vxlan.flags = 8w8;
-                        hdr.vxlan.reserved = 24w0;
-                        hdr.vxlan.vni = meta.key_to_access__vni;
-                        hdr.vxlan.reserved2 = 8w0;
-                        hdr.outer_eth.src = 48w0x2000ac80001;
-                        hdr.outer_eth.dst = meta.key_to_access__next_hop_mac;
                         if (meta.key_to_access__port <= 16w0x1f) {
                             meta.nfc_egress = meta.key_to_access__port;
-                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                            ig_tm_md.ucast_egress_port = (PortId_t)meta.key_to_access__port[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;

@@ -156,7 +156,6 @@ struct headers_t {
 struct metadata_t {
     bit<16> tunnel;
     bit<32> seq;
-    bit<48> internet_routes__next_hop_mac;
     bit<16> internet_routes__port;
     bit<8> nfc_bucket;
     bit<8> nfc_colour1;
@@ -175,8 +174,7 @@ struct metadata_t {
     bit<8> nfc_punt;
     bit<32> nfc_rd_outer__dst;
     bit<8> nfc_resume;
-    bit<16> spi_steering__tunnel;
-    bit<16> traffic_selectors__tunnel;
+    bit<16> nfc_server_port;
 }
 
 parser NfcParser(
@@ -188,7 +186,6 @@ parser NfcParser(
     state start {
         meta.tunnel = 16w0;
         meta.seq = 32w0;
-        meta.internet_routes__next_hop_mac = 48w0;
         meta.internet_routes__port = 16w0;
         meta.nfc_bucket = 8w0;
         meta.nfc_colour1 = 8w0;
@@ -207,8 +204,7 @@ parser NfcParser(
         meta.nfc_punt = 8w0;
         meta.nfc_rd_outer__dst = 32w0;
         meta.nfc_resume = 8w0;
-        meta.spi_steering__tunnel = 16w0;
-        meta.traffic_selectors__tunnel = 16w0;
+        meta.nfc_server_port = 16w0;
         transition select(standard_metadata.ingress_port) {
             9w192: nfc_packet_out;
             9w32: nfc_from_server;
@@ -456,7 +452,7 @@ control NfcIngress(
 
     // entry of table spi_steering, examples/ipsec_gateway.nfp:65
     action spi_steering__hit(bit<16> v_tunnel) {
-        meta.spi_steering__tunnel = v_tunnel;
+        meta.tunnel = v_tunnel;
     }
 
     // table spi_steering, examples/ipsec_gateway.nfp:65
@@ -477,9 +473,7 @@ control NfcIngress(
 
     // a bucket moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:256
     action nfc_steer_to(bit<16> v_port) {
-        meta.nfc_egress = v_port;
-        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-        meta.nfc_forwarded = 1w1;
+        meta.nfc_server_port = v_port;
     }
 
     // steering of bridge #1: bucket -> server port when moved, examples/ipsec_gateway.nfp:256
@@ -497,7 +491,7 @@ control NfcIngress(
 
     // entry of table traffic_selectors, examples/ipsec_gateway.nfp:142
     action traffic_selectors__hit(bit<16> v_tunnel) {
-        meta.traffic_selectors__tunnel = v_tunnel;
+        meta.tunnel = v_tunnel;
     }
 
     // table traffic_selectors, examples/ipsec_gateway.nfp:142
@@ -535,7 +529,8 @@ control NfcIngress(
     // entry of table internet_routes, examples/ipsec_gateway.nfp:205
     action internet_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.internet_routes__port = v_port;
-        meta.internet_routes__next_hop_mac = v_next_hop_mac;
+        hdr.eth.dst = v_next_hop_mac;
+        hdr.eth.src = 48w0x200cb007101;
     }
 
     // table internet_routes, examples/ipsec_gateway.nfp:205
@@ -554,7 +549,7 @@ control NfcIngress(
     apply {
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
-            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+            standard_metadata.egress_spec = (bit<9>)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;
@@ -639,7 +634,7 @@ control NfcIngress(
                 // back from the server at bridge #2 (main)
                 if (hdr.nfc_bridge2.egress_set == 1w1) {
                     meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    standard_metadata.egress_spec = (bit<9>)hdr.nfc_bridge2.egress_port[8:0];
                     meta.nfc_forwarded = 1w1;
                 }
                 hdr.nfc_bridge2.setInvalid();
@@ -657,7 +652,6 @@ control NfcIngress(
             if (meta.nfc_resume <= 8w0) {
                 // stage inbound_steer, examples/ipsec_gateway.nfp:75
                 if (spi_steering.apply().hit) {
-                    meta.tunnel = meta.spi_steering__tunnel;
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_SPI;
                     mark_to_drop(standard_metadata);
@@ -695,15 +689,14 @@ control NfcIngress(
                 hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                 meta.nfc_bucket = meta.nfc_hash2[15:8];
                 if (meta.nfc_hash2 >= 16w0x8000) {
-                    meta.nfc_egress = 16w0x21;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    meta.nfc_server_port = 16w0x21;
                 } else {
-                    meta.nfc_egress = 16w0x20;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                    meta.nfc_forwarded = 1w1;
+                    meta.nfc_server_port = 16w0x20;
                 }
                 nfc_steer1.apply();
+                meta.nfc_egress = meta.nfc_server_port;
+                standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
+                meta.nfc_forwarded = 1w1;
                 exit;
             }
         } else {
@@ -711,7 +704,6 @@ control NfcIngress(
                 if (meta.nfc_resume <= 8w0) {
                     // stage outbound_steer, examples/ipsec_gateway.nfp:156
                     if (traffic_selectors.apply().hit) {
-                        meta.tunnel = meta.traffic_selectors__tunnel;
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_TRAFFIC_SELECTOR;
                         mark_to_drop(standard_metadata);
@@ -745,29 +737,27 @@ control NfcIngress(
                     hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                     meta.nfc_bucket = meta.nfc_hash4[15:8];
                     if (meta.nfc_hash4 >= 16w0x8000) {
-                        meta.nfc_egress = 16w0x21;
-                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
+                        meta.nfc_server_port = 16w0x21;
                     } else {
-                        meta.nfc_egress = 16w0x20;
-                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
-                        meta.nfc_forwarded = 1w1;
+                        meta.nfc_server_port = 16w0x20;
                     }
                     nfc_steer3.apply();
+                    meta.nfc_egress = meta.nfc_server_port;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
+                    meta.nfc_forwarded = 1w1;
                     exit;
                 }
                 if (meta.nfc_resume <= 8w2) {
                     // stage route_out, examples/ipsec_gateway.nfp:214
-                    meta.nfc_rd_outer__dst = 32w0;
                     if (hdr.outer.isValid()) {
                         meta.nfc_rd_outer__dst = hdr.outer.dst;
+                    } else {
+                        meta.nfc_rd_outer__dst = 32w0;
                     }
                     if (internet_routes.apply().hit) {
-                        hdr.eth.dst = meta.internet_routes__next_hop_mac;
-                        hdr.eth.src = 48w0x200cb007101;
                         if (meta.internet_routes__port <= 16w0x1f) {
                             meta.nfc_egress = meta.internet_routes__port;
-                            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                            standard_metadata.egress_spec = (bit<9>)meta.internet_routes__port[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;

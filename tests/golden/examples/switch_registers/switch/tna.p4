@@ -214,7 +214,7 @@ control Ingress(
     apply {
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
-            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+            ig_tm_md.ucast_egress_port = (PortId_t)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;

@@ -183,7 +183,7 @@ control NfcIngress(
     apply {
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
-            standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+            standard_metadata.egress_spec = (bit<9>)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;

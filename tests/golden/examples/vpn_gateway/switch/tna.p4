@@ -172,11 +172,8 @@ struct metadata_t {
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<8> nfc_resume;
-    bit<48> underlay_routes__next_hop_mac;
     bit<16> underlay_routes__port;
-    bit<12> vni_to_qinq__c_tag;
     bit<16> vni_to_qinq__port;
-    bit<12> vni_to_qinq__s_tag;
 }
 
 parser IngressParser(
@@ -202,11 +199,8 @@ parser IngressParser(
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_resume = 8w0;
-        meta.underlay_routes__next_hop_mac = 48w0;
         meta.underlay_routes__port = 16w0;
-        meta.vni_to_qinq__c_tag = 12w0;
         meta.vni_to_qinq__port = 16w0;
-        meta.vni_to_qinq__s_tag = 12w0;
         transition select(ig_intr_md.ingress_port) {
             9w192: nfc_packet_out;
             9w32: nfc_from_server;
@@ -437,7 +431,7 @@ control Ingress(
     // entry of table underlay_routes, examples/vpn_gateway.nfp:170
     action underlay_routes__hit(bit<16> v_port, bit<48> v_next_hop_mac) {
         meta.underlay_routes__port = v_port;
-        meta.underlay_routes__next_hop_mac = v_next_hop_mac;
+        hdr.outer_eth.dst = v_next_hop_mac;
     }
 
     // table underlay_routes, examples/vpn_gateway.nfp:170
@@ -455,9 +449,22 @@ control Ingress(
 
     // entry of table vni_to_qinq, examples/vpn_gateway.nfp:248
     action vni_to_qinq__hit(bit<12> v_s_tag, bit<12> v_c_tag, bit<16> v_port) {
-        meta.vni_to_qinq__s_tag = v_s_tag;
-        meta.vni_to_qinq__c_tag = v_c_tag;
         meta.vni_to_qinq__port = v_port;
+        hdr.outer_eth.setInvalid();
+        hdr.outer_ipv4.setInvalid();
+        hdr.outer_udp.setInvalid();
+        hdr.vxlan.setInvalid();
+        hdr.svlan.setValid();
+        hdr.svlan.pcp = 3w0;
+        hdr.svlan.dei = 1w0;
+        hdr.svlan.vid = v_s_tag;
+        hdr.svlan.ethertype = 16w0x8100;
+        hdr.cvlan.setValid();
+        hdr.cvlan.pcp = 3w0;
+        hdr.cvlan.dei = 1w0;
+        hdr.cvlan.vid = v_c_tag;
+        hdr.cvlan.ethertype = hdr.eth.ethertype;
+        hdr.eth.ethertype = 16w0x88a8;
     }
 
     // table vni_to_qinq, examples/vpn_gateway.nfp:248
@@ -476,7 +483,7 @@ control Ingress(
     apply {
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
-            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+            ig_tm_md.ucast_egress_port = (PortId_t)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;
@@ -617,10 +624,9 @@ control Ingress(
             if (meta.nfc_resume <= 8w3) {
                 // stage underlay_route, examples/vpn_gateway.nfp:182
                 if (underlay_routes.apply().hit) {
-                    hdr.outer_eth.dst = meta.underlay_routes__next_hop_mac;
                     if (meta.underlay_routes__port <= 16w0x1f) {
                         meta.nfc_egress = meta.underlay_routes__port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.underlay_routes__port[8:0];
                         meta.nfc_forwarded = 1w1;
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
@@ -640,24 +646,9 @@ control Ingress(
                 if (meta.nfc_resume <= 8w0) {
                     // stage vxlan_decap, examples/vpn_gateway.nfp:260
                     if (vni_to_qinq.apply().hit) {
-                        hdr.outer_eth.setInvalid();
-                        hdr.outer_ipv4.setInvalid();
-                        hdr.outer_udp.setInvalid();
-                        hdr.vxlan.setInvalid();
-                        hdr.svlan.setValid();
-                        hdr.svlan.pcp = 3w0;
-                        hdr.svlan.dei = 1w0;
-                        hdr.svlan.vid = meta.vni_to_qinq__s_tag;
-                        hdr.svlan.ethertype = 16w0x8100;
-                        hdr.cvlan.setValid();
-                        hdr.cvlan.pcp = 3w0;
-                        hdr.cvlan.dei = 1w0;
-                        hdr.cvlan.vid = meta.vni_to_qinq__c_tag;
-                        hdr.cvlan.ethertype = hdr.eth.ethertype;
-                        hdr.eth.ethertype = 16w0x88a8;
                         if (meta.vni_to_qinq__port <= 16w0x1f) {
                             meta.nfc_egress = meta.vni_to_qinq__port;
-                            ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                            ig_tm_md.ucast_egress_port = (PortId_t)meta.vni_to_qinq__port[8:0];
                             meta.nfc_forwarded = 1w1;
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
