@@ -786,31 +786,6 @@ control Ingress(
             }
             if (meta.nfc_resume <= 8w1) {
                 // stage translate_out, examples/cgnat.nfp:158
-                // shard by hash: examples/cgnat.nfp:313
-                meta.nfc_hash1 = nfc_hash1.get({meta.ext_ip});
-                meta.nfc_bucket = meta.nfc_hash1[15:8];
-                if (meta.nfc_hash1 >= 16w0xd500) {
-                    meta.nfc_server_port = 16w0x25;
-                } else {
-                    if (meta.nfc_hash1 >= 16w0xaa00) {
-                        meta.nfc_server_port = 16w0x24;
-                    } else {
-                        if (meta.nfc_hash1 >= 16w0x8000) {
-                            meta.nfc_server_port = 16w0x23;
-                        } else {
-                            if (meta.nfc_hash1 >= 16w0x5500) {
-                                meta.nfc_server_port = 16w0x22;
-                            } else {
-                                if (meta.nfc_hash1 >= 16w0x2a00) {
-                                    meta.nfc_server_port = 16w0x21;
-                                } else {
-                                    meta.nfc_server_port = 16w0x20;
-                                }
-                            }
-                        }
-                    }
-                }
-                nfc_steer3.apply();
                 if (nat_out.apply().hit) {
                 } else {
                     // to the server: bridge #3
@@ -844,6 +819,31 @@ control Ingress(
                     hdr.nfc_bridge3.meta_ext_ip = meta.ext_ip;
                     hdr.nfc_bridge3.meta_int_port = meta.int_port;
                     hdr.nfc_bridge3.meta_timeout = meta.timeout;
+                    // shard by hash: examples/cgnat.nfp:313
+                    meta.nfc_hash1 = nfc_hash1.get({meta.ext_ip});
+                    meta.nfc_bucket = meta.nfc_hash1[15:8];
+                    if (meta.nfc_hash1 >= 16w0xd500) {
+                        meta.nfc_server_port = 16w0x25;
+                    } else {
+                        if (meta.nfc_hash1 >= 16w0xaa00) {
+                            meta.nfc_server_port = 16w0x24;
+                        } else {
+                            if (meta.nfc_hash1 >= 16w0x8000) {
+                                meta.nfc_server_port = 16w0x23;
+                            } else {
+                                if (meta.nfc_hash1 >= 16w0x5500) {
+                                    meta.nfc_server_port = 16w0x22;
+                                } else {
+                                    if (meta.nfc_hash1 >= 16w0x2a00) {
+                                        meta.nfc_server_port = 16w0x21;
+                                    } else {
+                                        meta.nfc_server_port = 16w0x20;
+                                    }
+                                }
+                            }
+                        }
+                    }
+                    nfc_steer3.apply();
                     meta.nfc_egress = meta.nfc_server_port;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
                     meta.nfc_forwarded = 1w1;

@@ -721,23 +721,6 @@ control Ingress(
             }
             if (meta.nfc_resume <= 8w1) {
                 // stage route, examples/dsr_router.nfp:134
-                // shard by hash: examples/dsr_router.nfp:298
-                meta.nfc_hash1 = nfc_hash1.get({meta.vrf, 2w0});
-                meta.nfc_bucket = meta.nfc_hash1[15:8];
-                if (meta.nfc_hash1 >= 16w0xc000) {
-                    meta.nfc_server_port = 16w0x23;
-                } else {
-                    if (meta.nfc_hash1 >= 16w0x8000) {
-                        meta.nfc_server_port = 16w0x22;
-                    } else {
-                        if (meta.nfc_hash1 >= 16w0x4000) {
-                            meta.nfc_server_port = 16w0x21;
-                        } else {
-                            meta.nfc_server_port = 16w0x20;
-                        }
-                    }
-                }
-                nfc_steer1.apply();
                 if (vrf_fib.apply().hit) {
                 } else {
                     // to the server: bridge #1
@@ -754,6 +737,23 @@ control Ingress(
                         hdr.nfc_bridge1.v_ipv4 = 1w0;
                     }
                     hdr.nfc_bridge1.meta_vrf = meta.vrf;
+                    // shard by hash: examples/dsr_router.nfp:298
+                    meta.nfc_hash1 = nfc_hash1.get({meta.vrf, 2w0});
+                    meta.nfc_bucket = meta.nfc_hash1[15:8];
+                    if (meta.nfc_hash1 >= 16w0xc000) {
+                        meta.nfc_server_port = 16w0x23;
+                    } else {
+                        if (meta.nfc_hash1 >= 16w0x8000) {
+                            meta.nfc_server_port = 16w0x22;
+                        } else {
+                            if (meta.nfc_hash1 >= 16w0x4000) {
+                                meta.nfc_server_port = 16w0x21;
+                            } else {
+                                meta.nfc_server_port = 16w0x20;
+                            }
+                        }
+                    }
+                    nfc_steer1.apply();
                     meta.nfc_egress = meta.nfc_server_port;
                     ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
                     meta.nfc_forwarded = 1w1;

@@ -728,23 +728,6 @@ control NfcIngress(
             }
             if (meta.nfc_resume <= 8w1) {
                 // stage route, examples/dsr_router.nfp:134
-                // shard by hash: examples/dsr_router.nfp:298
-                hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.vrf, 2w0}, 17w0x10000);
-                meta.nfc_bucket = meta.nfc_hash1[15:8];
-                if (meta.nfc_hash1 >= 16w0xc000) {
-                    meta.nfc_server_port = 16w0x23;
-                } else {
-                    if (meta.nfc_hash1 >= 16w0x8000) {
-                        meta.nfc_server_port = 16w0x22;
-                    } else {
-                        if (meta.nfc_hash1 >= 16w0x4000) {
-                            meta.nfc_server_port = 16w0x21;
-                        } else {
-                            meta.nfc_server_port = 16w0x20;
-                        }
-                    }
-                }
-                nfc_steer1.apply();
                 if (vrf_fib.apply().hit) {
                 } else {
                     // to the server: bridge #1
@@ -761,6 +744,23 @@ control NfcIngress(
                         hdr.nfc_bridge1.v_ipv4 = 1w0;
                     }
                     hdr.nfc_bridge1.meta_vrf = meta.vrf;
+                    // shard by hash: examples/dsr_router.nfp:298
+                    hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.vrf, 2w0}, 17w0x10000);
+                    meta.nfc_bucket = meta.nfc_hash1[15:8];
+                    if (meta.nfc_hash1 >= 16w0xc000) {
+                        meta.nfc_server_port = 16w0x23;
+                    } else {
+                        if (meta.nfc_hash1 >= 16w0x8000) {
+                            meta.nfc_server_port = 16w0x22;
+                        } else {
+                            if (meta.nfc_hash1 >= 16w0x4000) {
+                                meta.nfc_server_port = 16w0x21;
+                            } else {
+                                meta.nfc_server_port = 16w0x20;
+                            }
+                        }
+                    }
+                    nfc_steer1.apply();
                     meta.nfc_egress = meta.nfc_server_port;
                     standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
                     meta.nfc_forwarded = 1w1;
