@@ -358,6 +358,10 @@ def _ingress(c: _Ctx) -> p.Control:
     c.locals.append(p.Action("nfc_miss", (), (), "the default action of every table: a miss"))
     front: list[p.Stmt] = [p.Comment("what the reference semantics does while parsing, in the same order")]
     front += _checksum_flags(c)
+    # the first check that fails names the drop: one if-else chain writing the reason, then one
+    # drop (a drop and an ``exit`` under every check made p4c's Tofino back end order the
+    # checks one after another: three stages of them before the first lookup)
+    checks: list[tuple[p.Expr, str]] = []
     for parser, inst, v in c.verifies:
         cond: p.Expr = p.Un("!", _expr(c, v.cond))
         if inst:
@@ -370,7 +374,11 @@ def _ingress(c: _Ctx) -> p.Control:
             for k in users[1:]:
                 which = p.Bin("||", which, p.Bin("==", p.ref("meta.nfc_pipeline"), p.Const(k, 8)))
             cond = p.Bin("&&", which, cond)
-        front.append(p.If(cond, _drop(c, v.reason), ()))
+        checks.append((cond, v.reason))
+    chain: tuple[p.Stmt, ...] = ()
+    for cond, reason in reversed(checks):
+        chain = (p.If(cond, (p.Assign(p.ref("meta.nfc_drop"), p.ref(f"NFC_DROP_{reason.upper()}")),), chain),)
+    front += chain
     front.append(p.If(p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8)), _drop_code(c), ()))
     front.append(p.If(p.Bin("!=", p.ref("meta.nfc_punt"), p.Const(0, 8)), _punt(c, p.ref("meta.nfc_punt")), ()))
     front.append(p.If(c.arch.parser_error(), _drop(c, "truncated"), ()))
@@ -476,13 +484,7 @@ def _to_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
     out: list[p.Stmt] = [p.Comment(f"to the server: bridge #{b.cut_id}"),
                          p.CallStmt(p.Call(p.ref(f"{h}.setValid"))),
                          p.Assign(p.ref(f"{h}.cut_id"), p.Const(b.cut_id, 8))]
-    # each flag is a constant written under its own condition: a copy of the header's validity
-    # bit would be one more PHV source in the bridge's container (Tofino allows two per action)
-    # and makes p4c's Tofino back end alias a header field with a validity bit, which it cannot
-    for inst in b.valid_bits:
-        flag = p.ref(f"{h}.v_{inst}")
-        out.append(p.If(p.Call(p.ref(f"hdr.{inst}.isValid")), (p.Assign(flag, p.Const(1, 1)),),
-                        (p.Assign(flag, p.Const(0, 1)),)))
+    out += _validity_flags(c, b)
     for f in b.fields:
         if f.name in (EGRESS, EGRESS_SET):
             chosen = c.meta("nfc_egress", p.Bits(16)) if f.name == EGRESS else p.ref("meta.nfc_forwarded")
@@ -494,6 +496,38 @@ def _to_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
             raise Unsupported(f"std.{name} on {c.arch.name}", Span(c.prog.file, 1, 1, 1, 1))
         out.append(p.Assign(p.ref(f"{h}.{_bridge_field(f.name)}"), src))
     return out + _to_server_port(c, b)
+
+
+# at most this many headers of a bridge of unknown validity get one test tree (2^n leaves)
+FLAG_TREE_MAX = 3
+
+
+def _validity_flags(c: _Ctx, b: Bridge) -> list[p.Stmt]:
+    """Bridge ``b``'s validity flags, each written as a constant: a copy of the header's
+    validity bit would be one more PHV source in the bridge's container (Tofino allows two per
+    action) and makes p4c's Tofino back end alias a header field with a validity bit, which it
+    cannot.  A header valid on every path here gets 1; the others are tested in one tree of
+    ``if``s whose every leaf writes all the flags: one action per path, so the back end places
+    them in one stage (a test per flag wrote the flags' shared container from three tables,
+    which it placed in three stages one after another)."""
+    h = f"hdr.nfc_bridge{b.cut_id}"
+    known = tuple(i for i in b.valid_bits if i in b.required or (c.must is not None and i in c.must))
+    unknown = tuple(i for i in b.valid_bits if i not in known)
+
+    def leaf(chosen: dict[str, int]) -> tuple[p.Stmt, ...]:
+        return tuple(p.Assign(p.ref(f"{h}.v_{i}"), p.Const(chosen.get(i, 1), 1)) for i in b.valid_bits)
+
+    def tree(rest: tuple[str, ...], chosen: dict[str, int]) -> tuple[p.Stmt, ...]:
+        if not rest:
+            return leaf(chosen)
+        valid = p.Call(p.ref(f"hdr.{rest[0]}.isValid"))
+        return (p.If(valid, tree(rest[1:], {**chosen, rest[0]: 1}), tree(rest[1:], {**chosen, rest[0]: 0})),)
+
+    if len(unknown) <= FLAG_TREE_MAX:
+        return list(tree(unknown, {}))
+    return [*(p.Assign(p.ref(f"{h}.v_{i}"), p.Const(1, 1)) for i in known),
+            *(p.If(p.Call(p.ref(f"hdr.{i}.isValid")), (p.Assign(p.ref(f"{h}.v_{i}"), p.Const(1, 1)),),
+                   (p.Assign(p.ref(f"{h}.v_{i}"), p.Const(0, 1)),)) for i in unknown)]
 
 
 STEER_ACTION = "nfc_steer_to"

@@ -378,7 +378,7 @@ class _Build(Transformer[Token, Any]):
 
     def if_stmt(self, c: list[Any]) -> p.If:
         cond, then, orelse = c
-        return p.If(cond, then, orelse or ())
+        return p.If(cond, then, (orelse,) if isinstance(orelse, p.If) else orelse or ())
 
     def exit_stmt(self, c: list[Any]) -> p.Exit:
         return p.Exit()

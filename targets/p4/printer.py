@@ -82,8 +82,12 @@ def _stmt(s: p.Stmt, n: int) -> list[str]:
             return [f"{pad}{expr(s.target)} = {expr(s.value)};"]
         case p.If():
             out = [f"{pad}if ({expr(s.cond)}) {{", *_stmts(s.then, n + 1)]
-            if s.orelse:
-                out += [f"{pad}}} else {{", *_stmts(s.orelse, n + 1)]
+            orelse = s.orelse
+            while len(orelse) == 1 and isinstance(orelse[0], p.If):  # an else-if chain stays flat
+                out += [f"{pad}}} else if ({expr(orelse[0].cond)}) {{", *_stmts(orelse[0].then, n + 1)]
+                orelse = orelse[0].orelse
+            if orelse:
+                out += [f"{pad}}} else {{", *_stmts(orelse, n + 1)]
             return [*out, f"{pad}}}"]
         case p.CallStmt():
             return [f"{pad}{expr(s.call)};"]

@@ -638,81 +638,30 @@ control NfcIngress(
             }
             if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.version == 4w6)))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.version == 4w6)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV6_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.hop_limit > 8w1)))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.hop_limit > 8w1)))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
             }
             if (meta.nfc_drop != 8w0) {
                 mark_to_drop(standard_metadata);
@@ -826,19 +775,23 @@ control NfcIngress(
                         // to the server: bridge #1
                         hdr.nfc_bridge1.setValid();
                         hdr.nfc_bridge1.cut_id = 8w1;
-                        if (hdr.eth.isValid()) {
-                            hdr.nfc_bridge1.v_eth = 1w1;
-                        } else {
-                            hdr.nfc_bridge1.v_eth = 1w0;
-                        }
                         if (hdr.ipv4.isValid()) {
-                            hdr.nfc_bridge1.v_ipv4 = 1w1;
-                        } else {
+                            if (hdr.ipv6.isValid()) {
+                                hdr.nfc_bridge1.v_eth = 1w1;
+                                hdr.nfc_bridge1.v_ipv4 = 1w1;
+                                hdr.nfc_bridge1.v_ipv6 = 1w1;
+                            } else {
+                                hdr.nfc_bridge1.v_eth = 1w1;
+                                hdr.nfc_bridge1.v_ipv4 = 1w1;
+                                hdr.nfc_bridge1.v_ipv6 = 1w0;
+                            }
+                        } else if (hdr.ipv6.isValid()) {
+                            hdr.nfc_bridge1.v_eth = 1w1;
                             hdr.nfc_bridge1.v_ipv4 = 1w0;
-                        }
-                        if (hdr.ipv6.isValid()) {
                             hdr.nfc_bridge1.v_ipv6 = 1w1;
                         } else {
+                            hdr.nfc_bridge1.v_eth = 1w1;
+                            hdr.nfc_bridge1.v_ipv4 = 1w0;
                             hdr.nfc_bridge1.v_ipv6 = 1w0;
                         }
                         hdr.nfc_bridge1.meta_next_hop_mac = meta.next_hop_mac;
@@ -931,54 +884,50 @@ control NfcIngress(
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
-                } else {
-                    if (hdr.ipv4.isValid()) {
-                        hdr.eth.dst = meta.next_hop_mac;
-                        hdr.eth.src = 48w0x122354a29f;
-                        if (meta.port <= 16w0x3f) {
-                            meta.nfc_egress = meta.port;
-                            standard_metadata.egress_spec = (bit<9>)meta.port[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
-                            mark_to_drop(standard_metadata);
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
-                            exit;
-                        }
+                } else if (hdr.ipv4.isValid()) {
+                    hdr.eth.dst = meta.next_hop_mac;
+                    hdr.eth.src = 48w0x122354a29f;
+                    if (meta.port <= 16w0x3f) {
+                        meta.nfc_egress = meta.port;
+                        standard_metadata.egress_spec = (bit<9>)meta.port[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        mark_to_drop(standard_metadata);
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
                     }
                 }
             }
-        } else {
-            if (meta.nfc_pipeline == 8w2) {
-                if (meta.nfc_resume <= 8w0) {
-                    // stage vxlan_decap, examples/bluebird_tor.nfp:303
-                    if (vni_to_vrf.apply().hit) {
-                    } else {
-                        meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
-                        mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
-                        exit;
-                    }
+        } else if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
+                // stage vxlan_decap, examples/bluebird_tor.nfp:303
+                if (vni_to_vrf.apply().hit) {
+                } else {
+                    meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
+                    mark_to_drop(standard_metadata);
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
                 }
-                if (meta.nfc_resume <= 8w1) {
-                    // stage deliver, examples/bluebird_tor.nfp:316
-                    if (bare_metal_hosts.apply().hit) {
-                        if (meta.bare_metal_hosts__port <= 16w0x3f) {
-                            meta.nfc_egress = meta.bare_metal_hosts__port;
-                            standard_metadata.egress_spec = (bit<9>)meta.bare_metal_hosts__port[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
-                            mark_to_drop(standard_metadata);
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
-                            exit;
-                        }
+            }
+            if (meta.nfc_resume <= 8w1) {
+                // stage deliver, examples/bluebird_tor.nfp:316
+                if (bare_metal_hosts.apply().hit) {
+                    if (meta.bare_metal_hosts__port <= 16w0x3f) {
+                        meta.nfc_egress = meta.bare_metal_hosts__port;
+                        standard_metadata.egress_spec = (bit<9>)meta.bare_metal_hosts__port[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_drop = NFC_DROP_UNKNOWN_HOST;
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         mark_to_drop(standard_metadata);
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
+                } else {
+                    meta.nfc_drop = NFC_DROP_UNKNOWN_HOST;
+                    mark_to_drop(standard_metadata);
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
                 }
             }
         }

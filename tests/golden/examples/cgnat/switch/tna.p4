@@ -678,27 +678,12 @@ control Ingress(
             // what the reference semantics does while parsing, in the same order
             if (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5))) {
+            } else if (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4)) {
+            } else if (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4)) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1))) {
+            } else if (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
             }
             if (meta.nfc_drop != 8w0) {
                 ig_dprsr_md.drop_ctl = 3w1;
@@ -758,30 +743,28 @@ control Ingress(
                 if (hdr.tcp.isValid()) {
                     meta.int_port = hdr.tcp.sport;
                     meta.timeout = 32w0x1d10;
+                } else if (hdr.udp.isValid()) {
+                    meta.int_port = hdr.udp.sport;
+                    meta.timeout = 32w0x12c;
                 } else {
-                    if (hdr.udp.isValid()) {
-                        meta.int_port = hdr.udp.sport;
-                        meta.timeout = 32w0x12c;
+                    if (hdr.icmp.isValid()) {
+                        meta.nfc_rd_icmp__type = hdr.icmp.type;
                     } else {
-                        if (hdr.icmp.isValid()) {
-                            meta.nfc_rd_icmp__type = hdr.icmp.type;
-                        } else {
-                            meta.nfc_rd_icmp__type = 8w0;
-                        }
-                        if (!(meta.nfc_rd_icmp__type == 8w8)) {
-                            meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
-                            ig_dprsr_md.drop_ctl = 3w1;
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
-                            exit;
-                        }
-                        if (hdr.icmp.isValid()) {
-                            meta.nfc_rd_icmp__rest = hdr.icmp.rest;
-                        } else {
-                            meta.nfc_rd_icmp__rest = 32w0;
-                        }
-                        meta.int_port = meta.nfc_rd_icmp__rest[31:16];
-                        meta.timeout = 32w0x3c;
+                        meta.nfc_rd_icmp__type = 8w0;
                     }
+                    if (!(meta.nfc_rd_icmp__type == 8w8)) {
+                        meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
+                        ig_dprsr_md.drop_ctl = 3w1;
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
+                    if (hdr.icmp.isValid()) {
+                        meta.nfc_rd_icmp__rest = hdr.icmp.rest;
+                    } else {
+                        meta.nfc_rd_icmp__rest = 32w0;
+                    }
+                    meta.int_port = meta.nfc_rd_icmp__rest[31:16];
+                    meta.timeout = 32w0x3c;
                 }
             }
             if (meta.nfc_resume <= 8w1) {
@@ -791,29 +774,59 @@ control Ingress(
                     // to the server: bridge #3
                     hdr.nfc_bridge3.setValid();
                     hdr.nfc_bridge3.cut_id = 8w3;
-                    if (hdr.eth.isValid()) {
-                        hdr.nfc_bridge3.v_eth = 1w1;
-                    } else {
-                        hdr.nfc_bridge3.v_eth = 1w0;
-                    }
-                    if (hdr.ipv4.isValid()) {
-                        hdr.nfc_bridge3.v_ipv4 = 1w1;
-                    } else {
-                        hdr.nfc_bridge3.v_ipv4 = 1w0;
-                    }
                     if (hdr.tcp.isValid()) {
-                        hdr.nfc_bridge3.v_tcp = 1w1;
-                    } else {
+                        if (hdr.udp.isValid()) {
+                            if (hdr.icmp.isValid()) {
+                                hdr.nfc_bridge3.v_eth = 1w1;
+                                hdr.nfc_bridge3.v_ipv4 = 1w1;
+                                hdr.nfc_bridge3.v_tcp = 1w1;
+                                hdr.nfc_bridge3.v_udp = 1w1;
+                                hdr.nfc_bridge3.v_icmp = 1w1;
+                            } else {
+                                hdr.nfc_bridge3.v_eth = 1w1;
+                                hdr.nfc_bridge3.v_ipv4 = 1w1;
+                                hdr.nfc_bridge3.v_tcp = 1w1;
+                                hdr.nfc_bridge3.v_udp = 1w1;
+                                hdr.nfc_bridge3.v_icmp = 1w0;
+                            }
+                        } else if (hdr.icmp.isValid()) {
+                            hdr.nfc_bridge3.v_eth = 1w1;
+                            hdr.nfc_bridge3.v_ipv4 = 1w1;
+                            hdr.nfc_bridge3.v_tcp = 1w1;
+                            hdr.nfc_bridge3.v_udp = 1w0;
+                            hdr.nfc_bridge3.v_icmp = 1w1;
+                        } else {
+                            hdr.nfc_bridge3.v_eth = 1w1;
+                            hdr.nfc_bridge3.v_ipv4 = 1w1;
+                            hdr.nfc_bridge3.v_tcp = 1w1;
+                            hdr.nfc_bridge3.v_udp = 1w0;
+                            hdr.nfc_bridge3.v_icmp = 1w0;
+                        }
+                    } else if (hdr.udp.isValid()) {
+                        if (hdr.icmp.isValid()) {
+                            hdr.nfc_bridge3.v_eth = 1w1;
+                            hdr.nfc_bridge3.v_ipv4 = 1w1;
+                            hdr.nfc_bridge3.v_tcp = 1w0;
+                            hdr.nfc_bridge3.v_udp = 1w1;
+                            hdr.nfc_bridge3.v_icmp = 1w1;
+                        } else {
+                            hdr.nfc_bridge3.v_eth = 1w1;
+                            hdr.nfc_bridge3.v_ipv4 = 1w1;
+                            hdr.nfc_bridge3.v_tcp = 1w0;
+                            hdr.nfc_bridge3.v_udp = 1w1;
+                            hdr.nfc_bridge3.v_icmp = 1w0;
+                        }
+                    } else if (hdr.icmp.isValid()) {
+                        hdr.nfc_bridge3.v_eth = 1w1;
+                        hdr.nfc_bridge3.v_ipv4 = 1w1;
                         hdr.nfc_bridge3.v_tcp = 1w0;
-                    }
-                    if (hdr.udp.isValid()) {
-                        hdr.nfc_bridge3.v_udp = 1w1;
-                    } else {
                         hdr.nfc_bridge3.v_udp = 1w0;
-                    }
-                    if (hdr.icmp.isValid()) {
                         hdr.nfc_bridge3.v_icmp = 1w1;
                     } else {
+                        hdr.nfc_bridge3.v_eth = 1w1;
+                        hdr.nfc_bridge3.v_ipv4 = 1w1;
+                        hdr.nfc_bridge3.v_tcp = 1w0;
+                        hdr.nfc_bridge3.v_udp = 1w0;
                         hdr.nfc_bridge3.v_icmp = 1w0;
                     }
                     hdr.nfc_bridge3.meta_ext_ip = meta.ext_ip;
@@ -824,24 +837,16 @@ control Ingress(
                     meta.nfc_bucket = meta.nfc_hash1[15:8];
                     if (meta.nfc_hash1 >= 16w0xd500) {
                         meta.nfc_server_port = 16w0x25;
+                    } else if (meta.nfc_hash1 >= 16w0xaa00) {
+                        meta.nfc_server_port = 16w0x24;
+                    } else if (meta.nfc_hash1 >= 16w0x8000) {
+                        meta.nfc_server_port = 16w0x23;
+                    } else if (meta.nfc_hash1 >= 16w0x5500) {
+                        meta.nfc_server_port = 16w0x22;
+                    } else if (meta.nfc_hash1 >= 16w0x2a00) {
+                        meta.nfc_server_port = 16w0x21;
                     } else {
-                        if (meta.nfc_hash1 >= 16w0xaa00) {
-                            meta.nfc_server_port = 16w0x24;
-                        } else {
-                            if (meta.nfc_hash1 >= 16w0x8000) {
-                                meta.nfc_server_port = 16w0x23;
-                            } else {
-                                if (meta.nfc_hash1 >= 16w0x5500) {
-                                    meta.nfc_server_port = 16w0x22;
-                                } else {
-                                    if (meta.nfc_hash1 >= 16w0x2a00) {
-                                        meta.nfc_server_port = 16w0x21;
-                                    } else {
-                                        meta.nfc_server_port = 16w0x20;
-                                    }
-                                }
-                            }
-                        }
+                        meta.nfc_server_port = 16w0x20;
                     }
                     nfc_steer3.apply();
                     meta.nfc_egress = meta.nfc_server_port;
@@ -906,149 +911,167 @@ control Ingress(
                     exit;
                 }
             }
-        } else {
-            if (meta.nfc_pipeline == 8w2) {
-                if (meta.nfc_resume <= 8w0) {
-                    // stage translate_in, examples/cgnat.nfp:222
-                    meta.ext_ip = hdr.ipv4.dst;
-                    if (hdr.tcp.isValid()) {
-                        meta.ext_port = hdr.tcp.dport;
+        } else if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
+                // stage translate_in, examples/cgnat.nfp:222
+                meta.ext_ip = hdr.ipv4.dst;
+                if (hdr.tcp.isValid()) {
+                    meta.ext_port = hdr.tcp.dport;
+                } else if (hdr.udp.isValid()) {
+                    meta.ext_port = hdr.udp.dport;
+                } else {
+                    if (hdr.icmp.isValid()) {
+                        meta.nfc_rd_icmp__type = hdr.icmp.type;
                     } else {
-                        if (hdr.udp.isValid()) {
-                            meta.ext_port = hdr.udp.dport;
-                        } else {
-                            if (hdr.icmp.isValid()) {
-                                meta.nfc_rd_icmp__type = hdr.icmp.type;
-                            } else {
-                                meta.nfc_rd_icmp__type = 8w0;
-                            }
-                            if (!(meta.nfc_rd_icmp__type == 8w0)) {
-                                meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
-                                ig_dprsr_md.drop_ctl = 3w1;
-                                nfc_drops.count((bit<32>)meta.nfc_drop);
-                                exit;
-                            }
-                            if (hdr.icmp.isValid()) {
-                                meta.nfc_rd_icmp__rest = hdr.icmp.rest;
-                            } else {
-                                meta.nfc_rd_icmp__rest = 32w0;
-                            }
-                            meta.ext_port = meta.nfc_rd_icmp__rest[31:16];
-                        }
+                        meta.nfc_rd_icmp__type = 8w0;
                     }
-                    if (nat_in.apply().hit) {
-                        if (hdr.tcp.isValid()) {
-                            // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:237
-                            meta.nfc_l4csum_tcp_sum = ~hdr.tcp.checksum;
-                            meta.nfc_l4csum_tcp = 1w1;
-                            meta.nfc_l4csum_tcp_old0 = ~hdr.ipv4.dst;
-                            meta.nfc_l4csum_tcp_new0 = meta.nat_in__int_ip;
-                            meta.nfc_l4csum_tcp_old1 = ~hdr.tcp.dport;
-                            meta.nfc_l4csum_tcp_new1 = meta.nat_in__int_port;
-                            hdr.tcp.dport = meta.nat_in__int_port;
-                        }
-                        if (hdr.udp.isValid()) {
-                            if (hdr.udp.checksum != 16w0) {
-                                // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:243
-                                meta.nfc_l4csum_udp_sum = ~hdr.udp.checksum;
-                                meta.nfc_l4csum_udp = 1w1;
-                                meta.nfc_l4csum_udp_old0 = ~hdr.ipv4.dst;
-                                meta.nfc_l4csum_udp_new0 = meta.nat_in__int_ip;
-                                meta.nfc_l4csum_udp_old1 = ~hdr.udp.dport;
-                                meta.nfc_l4csum_udp_new1 = meta.nat_in__int_port;
-                                // udp.checksum: a zero sum is sent as all ones by the deparser, examples/cgnat.nfp:245
-                            }
-                            hdr.udp.dport = meta.nat_in__int_port;
-                        }
-                        if (hdr.icmp.isValid()) {
-                            // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:252
-                            meta.nfc_l4csum_icmp_sum = ~hdr.icmp.checksum;
-                            meta.nfc_l4csum_icmp = 1w1;
-                            meta.nfc_l4csum_icmp_old0 = ~hdr.icmp.rest[31:16];
-                            meta.nfc_l4csum_icmp_new0 = meta.nat_in__int_port;
-                            hdr.icmp.rest = meta.nat_in__int_port ++ hdr.icmp.rest[15:0];
-                        }
-                        hdr.ipv4.dst = meta.nat_in__int_ip;
-                        hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
-                    } else {
-                        // to the server: bridge #1
-                        hdr.nfc_bridge1.setValid();
-                        hdr.nfc_bridge1.cut_id = 8w1;
-                        if (hdr.eth.isValid()) {
-                            hdr.nfc_bridge1.v_eth = 1w1;
-                        } else {
-                            hdr.nfc_bridge1.v_eth = 1w0;
-                        }
-                        if (hdr.ipv4.isValid()) {
-                            hdr.nfc_bridge1.v_ipv4 = 1w1;
-                        } else {
-                            hdr.nfc_bridge1.v_ipv4 = 1w0;
-                        }
-                        if (hdr.tcp.isValid()) {
-                            hdr.nfc_bridge1.v_tcp = 1w1;
-                        } else {
-                            hdr.nfc_bridge1.v_tcp = 1w0;
-                        }
-                        if (hdr.udp.isValid()) {
-                            hdr.nfc_bridge1.v_udp = 1w1;
-                        } else {
-                            hdr.nfc_bridge1.v_udp = 1w0;
-                        }
-                        if (hdr.icmp.isValid()) {
-                            hdr.nfc_bridge1.v_icmp = 1w1;
-                        } else {
-                            hdr.nfc_bridge1.v_icmp = 1w0;
-                        }
-                        // shard by hash: examples/cgnat.nfp:313
-                        meta.nfc_hash2 = nfc_hash2.get({meta.ext_ip});
-                        meta.nfc_bucket = meta.nfc_hash2[15:8];
-                        if (meta.nfc_hash2 >= 16w0xd500) {
-                            meta.nfc_server_port = 16w0x25;
-                        } else {
-                            if (meta.nfc_hash2 >= 16w0xaa00) {
-                                meta.nfc_server_port = 16w0x24;
-                            } else {
-                                if (meta.nfc_hash2 >= 16w0x8000) {
-                                    meta.nfc_server_port = 16w0x23;
-                                } else {
-                                    if (meta.nfc_hash2 >= 16w0x5500) {
-                                        meta.nfc_server_port = 16w0x22;
-                                    } else {
-                                        if (meta.nfc_hash2 >= 16w0x2a00) {
-                                            meta.nfc_server_port = 16w0x21;
-                                        } else {
-                                            meta.nfc_server_port = 16w0x20;
-                                        }
-                                    }
-                                }
-                            }
-                        }
-                        nfc_steer1.apply();
-                        meta.nfc_egress = meta.nfc_server_port;
-                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
-                        meta.nfc_forwarded = 1w1;
-                        exit;
-                    }
-                }
-                if (meta.nfc_resume <= 8w1) {
-                    // stage route_in, examples/cgnat.nfp:271
-                    if (subscriber_routes.apply().hit) {
-                        if (meta.subscriber_routes__port <= 16w0x1f) {
-                            meta.nfc_egress = meta.subscriber_routes__port;
-                            ig_tm_md.ucast_egress_port = (PortId_t)meta.subscriber_routes__port[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
-                            ig_dprsr_md.drop_ctl = 3w1;
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
-                            exit;
-                        }
-                    } else {
-                        meta.nfc_drop = NFC_DROP_NO_ROUTE;
+                    if (!(meta.nfc_rd_icmp__type == 8w0)) {
+                        meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
                         ig_dprsr_md.drop_ctl = 3w1;
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
+                    if (hdr.icmp.isValid()) {
+                        meta.nfc_rd_icmp__rest = hdr.icmp.rest;
+                    } else {
+                        meta.nfc_rd_icmp__rest = 32w0;
+                    }
+                    meta.ext_port = meta.nfc_rd_icmp__rest[31:16];
+                }
+                if (nat_in.apply().hit) {
+                    if (hdr.tcp.isValid()) {
+                        // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:237
+                        meta.nfc_l4csum_tcp_sum = ~hdr.tcp.checksum;
+                        meta.nfc_l4csum_tcp = 1w1;
+                        meta.nfc_l4csum_tcp_old0 = ~hdr.ipv4.dst;
+                        meta.nfc_l4csum_tcp_new0 = meta.nat_in__int_ip;
+                        meta.nfc_l4csum_tcp_old1 = ~hdr.tcp.dport;
+                        meta.nfc_l4csum_tcp_new1 = meta.nat_in__int_port;
+                        hdr.tcp.dport = meta.nat_in__int_port;
+                    }
+                    if (hdr.udp.isValid()) {
+                        if (hdr.udp.checksum != 16w0) {
+                            // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:243
+                            meta.nfc_l4csum_udp_sum = ~hdr.udp.checksum;
+                            meta.nfc_l4csum_udp = 1w1;
+                            meta.nfc_l4csum_udp_old0 = ~hdr.ipv4.dst;
+                            meta.nfc_l4csum_udp_new0 = meta.nat_in__int_ip;
+                            meta.nfc_l4csum_udp_old1 = ~hdr.udp.dport;
+                            meta.nfc_l4csum_udp_new1 = meta.nat_in__int_port;
+                            // udp.checksum: a zero sum is sent as all ones by the deparser, examples/cgnat.nfp:245
+                        }
+                        hdr.udp.dport = meta.nat_in__int_port;
+                    }
+                    if (hdr.icmp.isValid()) {
+                        // the deparser updates the checksum (RFC 1624 eqn. 3): examples/cgnat.nfp:252
+                        meta.nfc_l4csum_icmp_sum = ~hdr.icmp.checksum;
+                        meta.nfc_l4csum_icmp = 1w1;
+                        meta.nfc_l4csum_icmp_old0 = ~hdr.icmp.rest[31:16];
+                        meta.nfc_l4csum_icmp_new0 = meta.nat_in__int_port;
+                        hdr.icmp.rest = meta.nat_in__int_port ++ hdr.icmp.rest[15:0];
+                    }
+                    hdr.ipv4.dst = meta.nat_in__int_ip;
+                    hdr.ipv4.ttl = hdr.ipv4.ttl - 8w1;
+                } else {
+                    // to the server: bridge #1
+                    hdr.nfc_bridge1.setValid();
+                    hdr.nfc_bridge1.cut_id = 8w1;
+                    if (hdr.tcp.isValid()) {
+                        if (hdr.udp.isValid()) {
+                            if (hdr.icmp.isValid()) {
+                                hdr.nfc_bridge1.v_eth = 1w1;
+                                hdr.nfc_bridge1.v_ipv4 = 1w1;
+                                hdr.nfc_bridge1.v_tcp = 1w1;
+                                hdr.nfc_bridge1.v_udp = 1w1;
+                                hdr.nfc_bridge1.v_icmp = 1w1;
+                            } else {
+                                hdr.nfc_bridge1.v_eth = 1w1;
+                                hdr.nfc_bridge1.v_ipv4 = 1w1;
+                                hdr.nfc_bridge1.v_tcp = 1w1;
+                                hdr.nfc_bridge1.v_udp = 1w1;
+                                hdr.nfc_bridge1.v_icmp = 1w0;
+                            }
+                        } else if (hdr.icmp.isValid()) {
+                            hdr.nfc_bridge1.v_eth = 1w1;
+                            hdr.nfc_bridge1.v_ipv4 = 1w1;
+                            hdr.nfc_bridge1.v_tcp = 1w1;
+                            hdr.nfc_bridge1.v_udp = 1w0;
+                            hdr.nfc_bridge1.v_icmp = 1w1;
+                        } else {
+                            hdr.nfc_bridge1.v_eth = 1w1;
+                            hdr.nfc_bridge1.v_ipv4 = 1w1;
+                            hdr.nfc_bridge1.v_tcp = 1w1;
+                            hdr.nfc_bridge1.v_udp = 1w0;
+                            hdr.nfc_bridge1.v_icmp = 1w0;
+                        }
+                    } else if (hdr.udp.isValid()) {
+                        if (hdr.icmp.isValid()) {
+                            hdr.nfc_bridge1.v_eth = 1w1;
+                            hdr.nfc_bridge1.v_ipv4 = 1w1;
+                            hdr.nfc_bridge1.v_tcp = 1w0;
+                            hdr.nfc_bridge1.v_udp = 1w1;
+                            hdr.nfc_bridge1.v_icmp = 1w1;
+                        } else {
+                            hdr.nfc_bridge1.v_eth = 1w1;
+                            hdr.nfc_bridge1.v_ipv4 = 1w1;
+                            hdr.nfc_bridge1.v_tcp = 1w0;
+                            hdr.nfc_bridge1.v_udp = 1w1;
+                            hdr.nfc_bridge1.v_icmp = 1w0;
+                        }
+                    } else if (hdr.icmp.isValid()) {
+                        hdr.nfc_bridge1.v_eth = 1w1;
+                        hdr.nfc_bridge1.v_ipv4 = 1w1;
+                        hdr.nfc_bridge1.v_tcp = 1w0;
+                        hdr.nfc_bridge1.v_udp = 1w0;
+                        hdr.nfc_bridge1.v_icmp = 1w1;
+                    } else {
+                        hdr.nfc_bridge1.v_eth = 1w1;
+                        hdr.nfc_bridge1.v_ipv4 = 1w1;
+                        hdr.nfc_bridge1.v_tcp = 1w0;
+                        hdr.nfc_bridge1.v_udp = 1w0;
+                        hdr.nfc_bridge1.v_icmp = 1w0;
+                    }
+                    // shard by hash: examples/cgnat.nfp:313
+                    meta.nfc_hash2 = nfc_hash2.get({meta.ext_ip});
+                    meta.nfc_bucket = meta.nfc_hash2[15:8];
+                    if (meta.nfc_hash2 >= 16w0xd500) {
+                        meta.nfc_server_port = 16w0x25;
+                    } else if (meta.nfc_hash2 >= 16w0xaa00) {
+                        meta.nfc_server_port = 16w0x24;
+                    } else if (meta.nfc_hash2 >= 16w0x8000) {
+                        meta.nfc_server_port = 16w0x23;
+                    } else if (meta.nfc_hash2 >= 16w0x5500) {
+                        meta.nfc_server_port = 16w0x22;
+                    } else if (meta.nfc_hash2 >= 16w0x2a00) {
+                        meta.nfc_server_port = 16w0x21;
+                    } else {
+                        meta.nfc_server_port = 16w0x20;
+                    }
+                    nfc_steer1.apply();
+                    meta.nfc_egress = meta.nfc_server_port;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
+                    meta.nfc_forwarded = 1w1;
+                    exit;
+                }
+            }
+            if (meta.nfc_resume <= 8w1) {
+                // stage route_in, examples/cgnat.nfp:271
+                if (subscriber_routes.apply().hit) {
+                    if (meta.subscriber_routes__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.subscriber_routes__port;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.subscriber_routes__port[8:0];
+                        meta.nfc_forwarded = 1w1;
+                    } else {
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
+                        ig_dprsr_md.drop_ctl = 3w1;
+                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        exit;
+                    }
+                } else {
+                    meta.nfc_drop = NFC_DROP_NO_ROUTE;
+                    ig_dprsr_md.drop_ctl = 3w1;
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
                 }
             }
         }

@@ -593,81 +593,30 @@ control Ingress(
             // what the reference semantics does while parsing, in the same order
             if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
             }
             if (meta.nfc_drop != 8w0) {
                 ig_dprsr_md.drop_ctl = 3w1;
@@ -726,32 +675,20 @@ control Ingress(
                     // to the server: bridge #1
                     hdr.nfc_bridge1.setValid();
                     hdr.nfc_bridge1.cut_id = 8w1;
-                    if (hdr.eth.isValid()) {
-                        hdr.nfc_bridge1.v_eth = 1w1;
-                    } else {
-                        hdr.nfc_bridge1.v_eth = 1w0;
-                    }
-                    if (hdr.ipv4.isValid()) {
-                        hdr.nfc_bridge1.v_ipv4 = 1w1;
-                    } else {
-                        hdr.nfc_bridge1.v_ipv4 = 1w0;
-                    }
+                    hdr.nfc_bridge1.v_eth = 1w1;
+                    hdr.nfc_bridge1.v_ipv4 = 1w1;
                     hdr.nfc_bridge1.meta_vrf = meta.vrf;
                     // shard by hash: examples/dsr_router.nfp:298
                     meta.nfc_hash1 = nfc_hash1.get({meta.vrf, 2w0});
                     meta.nfc_bucket = meta.nfc_hash1[15:8];
                     if (meta.nfc_hash1 >= 16w0xc000) {
                         meta.nfc_server_port = 16w0x23;
+                    } else if (meta.nfc_hash1 >= 16w0x8000) {
+                        meta.nfc_server_port = 16w0x22;
+                    } else if (meta.nfc_hash1 >= 16w0x4000) {
+                        meta.nfc_server_port = 16w0x21;
                     } else {
-                        if (meta.nfc_hash1 >= 16w0x8000) {
-                            meta.nfc_server_port = 16w0x22;
-                        } else {
-                            if (meta.nfc_hash1 >= 16w0x4000) {
-                                meta.nfc_server_port = 16w0x21;
-                            } else {
-                                meta.nfc_server_port = 16w0x20;
-                            }
-                        }
+                        meta.nfc_server_port = 16w0x20;
                     }
                     nfc_steer1.apply();
                     meta.nfc_egress = meta.nfc_server_port;
@@ -813,28 +750,26 @@ control Ingress(
                     exit;
                 }
             }
-        } else {
-            if (meta.nfc_pipeline == 8w2) {
-                if (meta.nfc_resume <= 8w0) {
-                    // stage to_access, examples/dsr_router.nfp:245
-                    nfc_hash2_table.apply();
-                    if (key_to_access.apply().hit) {
-                        if (meta.key_to_access__port <= 16w0x1f) {
-                            meta.nfc_egress = meta.key_to_access__port;
-                            ig_tm_md.ucast_egress_port = (PortId_t)meta.key_to_access__port[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
-                            ig_dprsr_md.drop_ctl = 3w1;
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
-                            exit;
-                        }
+        } else if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
+                // stage to_access, examples/dsr_router.nfp:245
+                nfc_hash2_table.apply();
+                if (key_to_access.apply().hit) {
+                    if (meta.key_to_access__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.key_to_access__port;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.key_to_access__port[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_drop = NFC_DROP_UNKNOWN_TUNNEL;
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         ig_dprsr_md.drop_ctl = 3w1;
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
+                } else {
+                    meta.nfc_drop = NFC_DROP_UNKNOWN_TUNNEL;
+                    ig_dprsr_md.drop_ctl = 3w1;
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
                 }
             }
         }

@@ -555,39 +555,16 @@ control Ingress(
             // what the reference semantics does while parsing, in the same order
             if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!((hdr.outer.version == 4w4) && (hdr.outer.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!(hdr.outer.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!(hdr.outer.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
             }
             if (meta.nfc_drop != 8w0) {
                 ig_dprsr_md.drop_ctl = 3w1;
@@ -662,21 +639,9 @@ control Ingress(
                 // to the server: bridge #1
                 hdr.nfc_bridge1.setValid();
                 hdr.nfc_bridge1.cut_id = 8w1;
-                if (hdr.eth.isValid()) {
-                    hdr.nfc_bridge1.v_eth = 1w1;
-                } else {
-                    hdr.nfc_bridge1.v_eth = 1w0;
-                }
-                if (hdr.outer.isValid()) {
-                    hdr.nfc_bridge1.v_outer = 1w1;
-                } else {
-                    hdr.nfc_bridge1.v_outer = 1w0;
-                }
-                if (hdr.esp.isValid()) {
-                    hdr.nfc_bridge1.v_esp = 1w1;
-                } else {
-                    hdr.nfc_bridge1.v_esp = 1w0;
-                }
+                hdr.nfc_bridge1.v_eth = 1w1;
+                hdr.nfc_bridge1.v_outer = 1w1;
+                hdr.nfc_bridge1.v_esp = 1w1;
                 // shard by hash: examples/ipsec_gateway.nfp:256
                 meta.nfc_hash2 = nfc_hash2.get({meta.tunnel});
                 meta.nfc_bucket = meta.nfc_hash2[15:8];
@@ -691,81 +656,71 @@ control Ingress(
                 meta.nfc_forwarded = 1w1;
                 exit;
             }
-        } else {
-            if (meta.nfc_pipeline == 8w2) {
-                if (meta.nfc_resume <= 8w0) {
-                    // stage outbound_steer, examples/ipsec_gateway.nfp:156
-                    if (traffic_selectors.apply().hit) {
-                    } else {
-                        meta.nfc_drop = NFC_DROP_NO_TRAFFIC_SELECTOR;
-                        ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
-                        exit;
-                    }
-                    meta.nfc_colour3 = tunnel_out_rate.execute((bit<32>)meta.tunnel);
-                    if (meta.nfc_colour3 == 8w3) {
-                        meta.nfc_colour3 = 8w2;
-                    }
-                    if (meta.nfc_colour3[1:0] == 2w2) {
-                        meta.nfc_drop = NFC_DROP_RATE_LIMITED;
-                        ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
-                        exit;
-                    }
-                }
-                if (meta.nfc_resume <= 8w1) {
-                    // to the server: bridge #3
-                    hdr.nfc_bridge3.setValid();
-                    hdr.nfc_bridge3.cut_id = 8w3;
-                    if (hdr.eth.isValid()) {
-                        hdr.nfc_bridge3.v_eth = 1w1;
-                    } else {
-                        hdr.nfc_bridge3.v_eth = 1w0;
-                    }
-                    if (hdr.ipv4.isValid()) {
-                        hdr.nfc_bridge3.v_ipv4 = 1w1;
-                    } else {
-                        hdr.nfc_bridge3.v_ipv4 = 1w0;
-                    }
-                    hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
-                    // shard by hash: examples/ipsec_gateway.nfp:256
-                    meta.nfc_hash4 = nfc_hash4.get({meta.tunnel});
-                    meta.nfc_bucket = meta.nfc_hash4[15:8];
-                    if (meta.nfc_hash4 >= 16w0x8000) {
-                        meta.nfc_server_port = 16w0x21;
-                    } else {
-                        meta.nfc_server_port = 16w0x20;
-                    }
-                    nfc_steer3.apply();
-                    meta.nfc_egress = meta.nfc_server_port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
-                    meta.nfc_forwarded = 1w1;
+        } else if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
+                // stage outbound_steer, examples/ipsec_gateway.nfp:156
+                if (traffic_selectors.apply().hit) {
+                } else {
+                    meta.nfc_drop = NFC_DROP_NO_TRAFFIC_SELECTOR;
+                    ig_dprsr_md.drop_ctl = 3w1;
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
-                if (meta.nfc_resume <= 8w2) {
-                    // stage route_out, examples/ipsec_gateway.nfp:214
-                    if (hdr.outer.isValid()) {
-                        meta.nfc_rd_outer__dst = hdr.outer.dst;
+                meta.nfc_colour3 = tunnel_out_rate.execute((bit<32>)meta.tunnel);
+                if (meta.nfc_colour3 == 8w3) {
+                    meta.nfc_colour3 = 8w2;
+                }
+                if (meta.nfc_colour3[1:0] == 2w2) {
+                    meta.nfc_drop = NFC_DROP_RATE_LIMITED;
+                    ig_dprsr_md.drop_ctl = 3w1;
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
+                }
+            }
+            if (meta.nfc_resume <= 8w1) {
+                // to the server: bridge #3
+                hdr.nfc_bridge3.setValid();
+                hdr.nfc_bridge3.cut_id = 8w3;
+                hdr.nfc_bridge3.v_eth = 1w1;
+                hdr.nfc_bridge3.v_ipv4 = 1w1;
+                hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
+                // shard by hash: examples/ipsec_gateway.nfp:256
+                meta.nfc_hash4 = nfc_hash4.get({meta.tunnel});
+                meta.nfc_bucket = meta.nfc_hash4[15:8];
+                if (meta.nfc_hash4 >= 16w0x8000) {
+                    meta.nfc_server_port = 16w0x21;
+                } else {
+                    meta.nfc_server_port = 16w0x20;
+                }
+                nfc_steer3.apply();
+                meta.nfc_egress = meta.nfc_server_port;
+                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
+                meta.nfc_forwarded = 1w1;
+                exit;
+            }
+            if (meta.nfc_resume <= 8w2) {
+                // stage route_out, examples/ipsec_gateway.nfp:214
+                if (hdr.outer.isValid()) {
+                    meta.nfc_rd_outer__dst = hdr.outer.dst;
+                } else {
+                    meta.nfc_rd_outer__dst = 32w0;
+                }
+                if (internet_routes.apply().hit) {
+                    if (meta.internet_routes__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.internet_routes__port;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.internet_routes__port[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_rd_outer__dst = 32w0;
-                    }
-                    if (internet_routes.apply().hit) {
-                        if (meta.internet_routes__port <= 16w0x1f) {
-                            meta.nfc_egress = meta.internet_routes__port;
-                            ig_tm_md.ucast_egress_port = (PortId_t)meta.internet_routes__port[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
-                            ig_dprsr_md.drop_ctl = 3w1;
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
-                            exit;
-                        }
-                    } else {
-                        meta.nfc_drop = NFC_DROP_NO_ROUTE;
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         ig_dprsr_md.drop_ctl = 3w1;
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
+                } else {
+                    meta.nfc_drop = NFC_DROP_NO_ROUTE;
+                    ig_dprsr_md.drop_ctl = 3w1;
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
                 }
             }
         }

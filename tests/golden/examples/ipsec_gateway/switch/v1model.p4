@@ -566,39 +566,16 @@ control NfcIngress(
             }
             if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!((hdr.outer.version == 4w4) && (hdr.outer.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!(hdr.outer.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!(hdr.outer.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer))) {
+            } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
             }
             if (meta.nfc_drop != 8w0) {
                 mark_to_drop(standard_metadata);
@@ -670,21 +647,9 @@ control NfcIngress(
                 // to the server: bridge #1
                 hdr.nfc_bridge1.setValid();
                 hdr.nfc_bridge1.cut_id = 8w1;
-                if (hdr.eth.isValid()) {
-                    hdr.nfc_bridge1.v_eth = 1w1;
-                } else {
-                    hdr.nfc_bridge1.v_eth = 1w0;
-                }
-                if (hdr.outer.isValid()) {
-                    hdr.nfc_bridge1.v_outer = 1w1;
-                } else {
-                    hdr.nfc_bridge1.v_outer = 1w0;
-                }
-                if (hdr.esp.isValid()) {
-                    hdr.nfc_bridge1.v_esp = 1w1;
-                } else {
-                    hdr.nfc_bridge1.v_esp = 1w0;
-                }
+                hdr.nfc_bridge1.v_eth = 1w1;
+                hdr.nfc_bridge1.v_outer = 1w1;
+                hdr.nfc_bridge1.v_esp = 1w1;
                 // shard by hash: examples/ipsec_gateway.nfp:256
                 hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                 meta.nfc_bucket = meta.nfc_hash2[15:8];
@@ -699,78 +664,68 @@ control NfcIngress(
                 meta.nfc_forwarded = 1w1;
                 exit;
             }
-        } else {
-            if (meta.nfc_pipeline == 8w2) {
-                if (meta.nfc_resume <= 8w0) {
-                    // stage outbound_steer, examples/ipsec_gateway.nfp:156
-                    if (traffic_selectors.apply().hit) {
-                    } else {
-                        meta.nfc_drop = NFC_DROP_NO_TRAFFIC_SELECTOR;
-                        mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
-                        exit;
-                    }
-                    tunnel_out_rate.execute_meter<bit<8>>((bit<32>)meta.tunnel, meta.nfc_colour3);
-                    if (meta.nfc_colour3[1:0] == 2w2) {
-                        meta.nfc_drop = NFC_DROP_RATE_LIMITED;
-                        mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
-                        exit;
-                    }
-                }
-                if (meta.nfc_resume <= 8w1) {
-                    // to the server: bridge #3
-                    hdr.nfc_bridge3.setValid();
-                    hdr.nfc_bridge3.cut_id = 8w3;
-                    if (hdr.eth.isValid()) {
-                        hdr.nfc_bridge3.v_eth = 1w1;
-                    } else {
-                        hdr.nfc_bridge3.v_eth = 1w0;
-                    }
-                    if (hdr.ipv4.isValid()) {
-                        hdr.nfc_bridge3.v_ipv4 = 1w1;
-                    } else {
-                        hdr.nfc_bridge3.v_ipv4 = 1w0;
-                    }
-                    hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
-                    // shard by hash: examples/ipsec_gateway.nfp:256
-                    hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
-                    meta.nfc_bucket = meta.nfc_hash4[15:8];
-                    if (meta.nfc_hash4 >= 16w0x8000) {
-                        meta.nfc_server_port = 16w0x21;
-                    } else {
-                        meta.nfc_server_port = 16w0x20;
-                    }
-                    nfc_steer3.apply();
-                    meta.nfc_egress = meta.nfc_server_port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
-                    meta.nfc_forwarded = 1w1;
+        } else if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
+                // stage outbound_steer, examples/ipsec_gateway.nfp:156
+                if (traffic_selectors.apply().hit) {
+                } else {
+                    meta.nfc_drop = NFC_DROP_NO_TRAFFIC_SELECTOR;
+                    mark_to_drop(standard_metadata);
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
                     exit;
                 }
-                if (meta.nfc_resume <= 8w2) {
-                    // stage route_out, examples/ipsec_gateway.nfp:214
-                    if (hdr.outer.isValid()) {
-                        meta.nfc_rd_outer__dst = hdr.outer.dst;
+                tunnel_out_rate.execute_meter<bit<8>>((bit<32>)meta.tunnel, meta.nfc_colour3);
+                if (meta.nfc_colour3[1:0] == 2w2) {
+                    meta.nfc_drop = NFC_DROP_RATE_LIMITED;
+                    mark_to_drop(standard_metadata);
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
+                }
+            }
+            if (meta.nfc_resume <= 8w1) {
+                // to the server: bridge #3
+                hdr.nfc_bridge3.setValid();
+                hdr.nfc_bridge3.cut_id = 8w3;
+                hdr.nfc_bridge3.v_eth = 1w1;
+                hdr.nfc_bridge3.v_ipv4 = 1w1;
+                hdr.nfc_bridge3.meta_tunnel = meta.tunnel;
+                // shard by hash: examples/ipsec_gateway.nfp:256
+                hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
+                meta.nfc_bucket = meta.nfc_hash4[15:8];
+                if (meta.nfc_hash4 >= 16w0x8000) {
+                    meta.nfc_server_port = 16w0x21;
+                } else {
+                    meta.nfc_server_port = 16w0x20;
+                }
+                nfc_steer3.apply();
+                meta.nfc_egress = meta.nfc_server_port;
+                standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
+                meta.nfc_forwarded = 1w1;
+                exit;
+            }
+            if (meta.nfc_resume <= 8w2) {
+                // stage route_out, examples/ipsec_gateway.nfp:214
+                if (hdr.outer.isValid()) {
+                    meta.nfc_rd_outer__dst = hdr.outer.dst;
+                } else {
+                    meta.nfc_rd_outer__dst = 32w0;
+                }
+                if (internet_routes.apply().hit) {
+                    if (meta.internet_routes__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.internet_routes__port;
+                        standard_metadata.egress_spec = (bit<9>)meta.internet_routes__port[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_rd_outer__dst = 32w0;
-                    }
-                    if (internet_routes.apply().hit) {
-                        if (meta.internet_routes__port <= 16w0x1f) {
-                            meta.nfc_egress = meta.internet_routes__port;
-                            standard_metadata.egress_spec = (bit<9>)meta.internet_routes__port[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
-                            mark_to_drop(standard_metadata);
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
-                            exit;
-                        }
-                    } else {
-                        meta.nfc_drop = NFC_DROP_NO_ROUTE;
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         mark_to_drop(standard_metadata);
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
+                } else {
+                    meta.nfc_drop = NFC_DROP_NO_ROUTE;
+                    mark_to_drop(standard_metadata);
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
                 }
             }
         }

@@ -492,33 +492,14 @@ control Ingress(
             // what the reference semantics does while parsing, in the same order
             if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.eth.isValid() && (!(((hdr.eth.ethertype != 16w0x8100) && (hdr.eth.ethertype != 16w0x88a8)) && (hdr.eth.ethertype != 16w0x9100))))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.eth.isValid() && (!(((hdr.eth.ethertype != 16w0x8100) && (hdr.eth.ethertype != 16w0x88a8)) && (hdr.eth.ethertype != 16w0x9100))))) {
                 meta.nfc_drop = NFC_DROP_INNER_VLAN_TAG;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
             }
             if (meta.nfc_drop != 8w0) {
                 ig_dprsr_md.drop_ctl = 3w1;
@@ -572,16 +553,8 @@ control Ingress(
                 // to the server: bridge #1
                 hdr.nfc_bridge1.setValid();
                 hdr.nfc_bridge1.cut_id = 8w1;
-                if (hdr.eth.isValid()) {
-                    hdr.nfc_bridge1.v_eth = 1w1;
-                } else {
-                    hdr.nfc_bridge1.v_eth = 1w0;
-                }
-                if (hdr.ipv4.isValid()) {
-                    hdr.nfc_bridge1.v_ipv4 = 1w1;
-                } else {
-                    hdr.nfc_bridge1.v_ipv4 = 1w0;
-                }
+                hdr.nfc_bridge1.v_eth = 1w1;
+                hdr.nfc_bridge1.v_ipv4 = 1w1;
                 hdr.nfc_bridge1.meta_customer = meta.customer;
                 hdr.nfc_bridge1.meta_overlay = meta.overlay;
                 meta.nfc_egress = 16w0x20;
@@ -641,27 +614,25 @@ control Ingress(
                     exit;
                 }
             }
-        } else {
-            if (meta.nfc_pipeline == 8w2) {
-                if (meta.nfc_resume <= 8w0) {
-                    // stage vxlan_decap, examples/vpn_gateway.nfp:260
-                    if (vni_to_qinq.apply().hit) {
-                        if (meta.vni_to_qinq__port <= 16w0x1f) {
-                            meta.nfc_egress = meta.vni_to_qinq__port;
-                            ig_tm_md.ucast_egress_port = (PortId_t)meta.vni_to_qinq__port[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
-                            ig_dprsr_md.drop_ctl = 3w1;
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
-                            exit;
-                        }
+        } else if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
+                // stage vxlan_decap, examples/vpn_gateway.nfp:260
+                if (vni_to_qinq.apply().hit) {
+                    if (meta.vni_to_qinq__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.vni_to_qinq__port;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.vni_to_qinq__port[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         ig_dprsr_md.drop_ctl = 3w1;
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
+                } else {
+                    meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
+                    ig_dprsr_md.drop_ctl = 3w1;
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
                 }
             }
         }

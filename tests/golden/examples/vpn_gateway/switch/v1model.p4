@@ -495,33 +495,14 @@ control NfcIngress(
             }
             if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.eth.isValid() && (!(((hdr.eth.ethertype != 16w0x8100) && (hdr.eth.ethertype != 16w0x88a8)) && (hdr.eth.ethertype != 16w0x9100))))) {
+            } else if ((meta.nfc_pipeline == 8w2) && (hdr.eth.isValid() && (!(((hdr.eth.ethertype != 16w0x8100) && (hdr.eth.ethertype != 16w0x88a8)) && (hdr.eth.ethertype != 16w0x9100))))) {
                 meta.nfc_drop = NFC_DROP_INNER_VLAN_TAG;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
             }
             if (meta.nfc_drop != 8w0) {
                 mark_to_drop(standard_metadata);
@@ -575,16 +556,8 @@ control NfcIngress(
                 // to the server: bridge #1
                 hdr.nfc_bridge1.setValid();
                 hdr.nfc_bridge1.cut_id = 8w1;
-                if (hdr.eth.isValid()) {
-                    hdr.nfc_bridge1.v_eth = 1w1;
-                } else {
-                    hdr.nfc_bridge1.v_eth = 1w0;
-                }
-                if (hdr.ipv4.isValid()) {
-                    hdr.nfc_bridge1.v_ipv4 = 1w1;
-                } else {
-                    hdr.nfc_bridge1.v_ipv4 = 1w0;
-                }
+                hdr.nfc_bridge1.v_eth = 1w1;
+                hdr.nfc_bridge1.v_ipv4 = 1w1;
                 hdr.nfc_bridge1.meta_customer = meta.customer;
                 hdr.nfc_bridge1.meta_overlay = meta.overlay;
                 meta.nfc_egress = 16w0x20;
@@ -644,27 +617,25 @@ control NfcIngress(
                     exit;
                 }
             }
-        } else {
-            if (meta.nfc_pipeline == 8w2) {
-                if (meta.nfc_resume <= 8w0) {
-                    // stage vxlan_decap, examples/vpn_gateway.nfp:260
-                    if (vni_to_qinq.apply().hit) {
-                        if (meta.vni_to_qinq__port <= 16w0x1f) {
-                            meta.nfc_egress = meta.vni_to_qinq__port;
-                            standard_metadata.egress_spec = (bit<9>)meta.vni_to_qinq__port[8:0];
-                            meta.nfc_forwarded = 1w1;
-                        } else {
-                            meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
-                            mark_to_drop(standard_metadata);
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
-                            exit;
-                        }
+        } else if (meta.nfc_pipeline == 8w2) {
+            if (meta.nfc_resume <= 8w0) {
+                // stage vxlan_decap, examples/vpn_gateway.nfp:260
+                if (vni_to_qinq.apply().hit) {
+                    if (meta.vni_to_qinq__port <= 16w0x1f) {
+                        meta.nfc_egress = meta.vni_to_qinq__port;
+                        standard_metadata.egress_spec = (bit<9>)meta.vni_to_qinq__port[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
+                        meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         mark_to_drop(standard_metadata);
                         nfc_drops.count((bit<32>)meta.nfc_drop);
                         exit;
                     }
+                } else {
+                    meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
+                    mark_to_drop(standard_metadata);
+                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    exit;
                 }
             }
         }
