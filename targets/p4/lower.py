@@ -544,29 +544,26 @@ def _to_server_port(c: _Ctx, b: Bridge) -> list[p.Stmt]:
     if shard is None or len(ports) < 2:
         return _forward(c, p.Const(ports[0], 16))
     st = steering(shard, len(ports))
-    saved = c.hoisted, c.must
-    c.hoisted = []
+    saved, c.hoisted = c.hoisted, []
     value = _expr(c, st.selector)
     out: list[p.Stmt] = [p.Comment(f"shard by {shard.method}: {_src(shard.span)}"), *c.hoisted]
     selector = value
     if not isinstance(value, p.Member):  # an expression: computed once
         selector = c.meta("nfc_shard", p.Bits(st.selector.width))
         out.append(p.Assign(selector, value))
-    c.hoisted, c.must = saved
+    c.hoisted = saved
     share = c.meta("nfc_bucket", p.Bits(8))  # the bucket: the selector's top bits
     bucket: p.Expr = p.Slice(selector, st.selector.width - 1, st.bucket_shift)
     out.append(p.Assign(share, bucket if st.bucket_bits == 8 else p.Cast(p.Bits(8), bucket)))
 
-    server_port = c.meta("nfc_server_port", p.Bits(16))
-
     def to(i: int) -> tuple[p.Stmt, ...]:
-        return (p.Assign(server_port, p.Const(ports[i], 16)),)
+        return tuple(_forward(c, p.Const(ports[i], 16)))
 
     chain: tuple[p.Stmt, ...] = to(0)
     for i, bound in enumerate(st.bounds[1:], start=1):
         chain = (p.If(p.Bin(">=", selector, p.Const(bound, st.selector.width)), to(i), chain),)
     if not any(isinstance(x, p.Action) and x.name == STEER_ACTION for x in c.locals):
-        c.locals.append(p.Action(STEER_ACTION, (("v_port", p.Bits(16)),), (p.Assign(server_port, p.ref("v_port")),),
+        c.locals.append(p.Action(STEER_ACTION, (("v_port", p.Bits(16)),), tuple(_forward(c, p.ref("v_port"))),
                                  f"a bucket moved to another server port (Runtime.steer), {_src(shard.span)}"))
     name = f"nfc_steer{b.cut_id}"
     buckets = 1 << st.bucket_bits
@@ -579,7 +576,7 @@ def _to_server_port(c: _Ctx, b: Bridge) -> list[p.Stmt]:
     # lookup whose miss sends it), the Tofino back end still placed the lookup after the
     # choice, as it orders every table with an ``exit`` after the tables before it (the DSR
     # router went from 17 stages to 18)
-    return [*out, *chain, p.CallStmt(p.Call(p.ref(f"{name}.apply"))), *_forward(c, server_port)]
+    return [*out, *chain, p.CallStmt(p.Call(p.ref(f"{name}.apply")))]
 
 
 # ---- stages and statements -------------------------------------------------------------------

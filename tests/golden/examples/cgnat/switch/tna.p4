@@ -208,7 +208,6 @@ struct metadata_t {
     bit<32> nfc_rd_icmp__rest;
     bit<8> nfc_rd_icmp__type;
     bit<8> nfc_resume;
-    bit<16> nfc_server_port;
     bit<16> subscriber_routes__port;
     bit<16> upstream_routes__port;
 }
@@ -258,7 +257,6 @@ parser IngressParser(
         meta.nfc_rd_icmp__rest = 32w0;
         meta.nfc_rd_icmp__type = 8w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_server_port = 16w0;
         meta.subscriber_routes__port = 16w0;
         meta.upstream_routes__port = 16w0;
         transition select(ig_intr_md.ingress_port) {
@@ -573,7 +571,9 @@ control Ingress(
 
     // a bucket moved to another server port (Runtime.steer), examples/cgnat.nfp:313
     action nfc_steer_to(bit<16> v_port) {
-        meta.nfc_server_port = v_port;
+        meta.nfc_egress = v_port;
+        ig_tm_md.ucast_egress_port = (PortId_t)v_port[8:0];
+        meta.nfc_forwarded = 1w1;
     }
 
     // steering of bridge #3: bucket -> server port when moved, examples/cgnat.nfp:313
@@ -836,22 +836,31 @@ control Ingress(
                     meta.nfc_hash1 = nfc_hash1.get({meta.ext_ip});
                     meta.nfc_bucket = meta.nfc_hash1[15:8];
                     if (meta.nfc_hash1 >= 16w0xd500) {
-                        meta.nfc_server_port = 16w0x25;
+                        meta.nfc_egress = 16w0x25;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0xaa00) {
-                        meta.nfc_server_port = 16w0x24;
+                        meta.nfc_egress = 16w0x24;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0x8000) {
-                        meta.nfc_server_port = 16w0x23;
+                        meta.nfc_egress = 16w0x23;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0x5500) {
-                        meta.nfc_server_port = 16w0x22;
+                        meta.nfc_egress = 16w0x22;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0x2a00) {
-                        meta.nfc_server_port = 16w0x21;
+                        meta.nfc_egress = 16w0x21;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_server_port = 16w0x20;
+                        meta.nfc_egress = 16w0x20;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     }
                     nfc_steer3.apply();
-                    meta.nfc_egress = meta.nfc_server_port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
-                    meta.nfc_forwarded = 1w1;
                     exit;
                 }
             }
@@ -1035,22 +1044,31 @@ control Ingress(
                     meta.nfc_hash2 = nfc_hash2.get({meta.ext_ip});
                     meta.nfc_bucket = meta.nfc_hash2[15:8];
                     if (meta.nfc_hash2 >= 16w0xd500) {
-                        meta.nfc_server_port = 16w0x25;
+                        meta.nfc_egress = 16w0x25;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash2 >= 16w0xaa00) {
-                        meta.nfc_server_port = 16w0x24;
+                        meta.nfc_egress = 16w0x24;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash2 >= 16w0x8000) {
-                        meta.nfc_server_port = 16w0x23;
+                        meta.nfc_egress = 16w0x23;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash2 >= 16w0x5500) {
-                        meta.nfc_server_port = 16w0x22;
+                        meta.nfc_egress = 16w0x22;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash2 >= 16w0x2a00) {
-                        meta.nfc_server_port = 16w0x21;
+                        meta.nfc_egress = 16w0x21;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_server_port = 16w0x20;
+                        meta.nfc_egress = 16w0x20;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     }
                     nfc_steer1.apply();
-                    meta.nfc_egress = meta.nfc_server_port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
-                    meta.nfc_forwarded = 1w1;
                     exit;
                 }
             }

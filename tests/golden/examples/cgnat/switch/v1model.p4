@@ -203,7 +203,6 @@ struct metadata_t {
     bit<32> nfc_rd_icmp__rest;
     bit<8> nfc_rd_icmp__type;
     bit<8> nfc_resume;
-    bit<16> nfc_server_port;
     bit<16> subscriber_routes__port;
     bit<16> upstream_routes__port;
 }
@@ -245,7 +244,6 @@ parser NfcParser(
         meta.nfc_rd_icmp__rest = 32w0;
         meta.nfc_rd_icmp__type = 8w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_server_port = 16w0;
         meta.subscriber_routes__port = 16w0;
         meta.upstream_routes__port = 16w0;
         transition select(standard_metadata.ingress_port) {
@@ -560,7 +558,9 @@ control NfcIngress(
 
     // a bucket moved to another server port (Runtime.steer), examples/cgnat.nfp:313
     action nfc_steer_to(bit<16> v_port) {
-        meta.nfc_server_port = v_port;
+        meta.nfc_egress = v_port;
+        standard_metadata.egress_spec = (bit<9>)v_port[8:0];
+        meta.nfc_forwarded = 1w1;
     }
 
     // steering of bridge #3: bucket -> server port when moved, examples/cgnat.nfp:313
@@ -825,22 +825,31 @@ control NfcIngress(
                     hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
                     meta.nfc_bucket = meta.nfc_hash1[15:8];
                     if (meta.nfc_hash1 >= 16w0xd500) {
-                        meta.nfc_server_port = 16w0x25;
+                        meta.nfc_egress = 16w0x25;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0xaa00) {
-                        meta.nfc_server_port = 16w0x24;
+                        meta.nfc_egress = 16w0x24;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0x8000) {
-                        meta.nfc_server_port = 16w0x23;
+                        meta.nfc_egress = 16w0x23;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0x5500) {
-                        meta.nfc_server_port = 16w0x22;
+                        meta.nfc_egress = 16w0x22;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0x2a00) {
-                        meta.nfc_server_port = 16w0x21;
+                        meta.nfc_egress = 16w0x21;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_server_port = 16w0x20;
+                        meta.nfc_egress = 16w0x20;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     }
                     nfc_steer3.apply();
-                    meta.nfc_egress = meta.nfc_server_port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
-                    meta.nfc_forwarded = 1w1;
                     exit;
                 }
             }
@@ -1030,22 +1039,31 @@ control NfcIngress(
                     hash(meta.nfc_hash12, HashAlgorithm.crc16, 16w0, {meta.ext_ip}, 17w0x10000);
                     meta.nfc_bucket = meta.nfc_hash12[15:8];
                     if (meta.nfc_hash12 >= 16w0xd500) {
-                        meta.nfc_server_port = 16w0x25;
+                        meta.nfc_egress = 16w0x25;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash12 >= 16w0xaa00) {
-                        meta.nfc_server_port = 16w0x24;
+                        meta.nfc_egress = 16w0x24;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash12 >= 16w0x8000) {
-                        meta.nfc_server_port = 16w0x23;
+                        meta.nfc_egress = 16w0x23;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash12 >= 16w0x5500) {
-                        meta.nfc_server_port = 16w0x22;
+                        meta.nfc_egress = 16w0x22;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash12 >= 16w0x2a00) {
-                        meta.nfc_server_port = 16w0x21;
+                        meta.nfc_egress = 16w0x21;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_server_port = 16w0x20;
+                        meta.nfc_egress = 16w0x20;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     }
                     nfc_steer1.apply();
-                    meta.nfc_egress = meta.nfc_server_port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
-                    meta.nfc_forwarded = 1w1;
                     exit;
                 }
             }

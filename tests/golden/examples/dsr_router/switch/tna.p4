@@ -168,7 +168,6 @@ struct metadata_t {
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<8> nfc_resume;
-    bit<16> nfc_server_port;
 }
 
 parser IngressParser(
@@ -199,7 +198,6 @@ parser IngressParser(
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_server_port = 16w0;
         transition select(ig_intr_md.ingress_port) {
             9w192: nfc_packet_out;
             9w32: nfc_from_server;
@@ -485,7 +483,9 @@ control Ingress(
 
     // a bucket moved to another server port (Runtime.steer), examples/dsr_router.nfp:298
     action nfc_steer_to(bit<16> v_port) {
-        meta.nfc_server_port = v_port;
+        meta.nfc_egress = v_port;
+        ig_tm_md.ucast_egress_port = (PortId_t)v_port[8:0];
+        meta.nfc_forwarded = 1w1;
     }
 
     // steering of bridge #1: bucket -> server port when moved, examples/dsr_router.nfp:298
@@ -682,18 +682,23 @@ control Ingress(
                     meta.nfc_hash1 = nfc_hash1.get({meta.vrf, 2w0});
                     meta.nfc_bucket = meta.nfc_hash1[15:8];
                     if (meta.nfc_hash1 >= 16w0xc000) {
-                        meta.nfc_server_port = 16w0x23;
+                        meta.nfc_egress = 16w0x23;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0x8000) {
-                        meta.nfc_server_port = 16w0x22;
+                        meta.nfc_egress = 16w0x22;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0x4000) {
-                        meta.nfc_server_port = 16w0x21;
+                        meta.nfc_egress = 16w0x21;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_server_port = 16w0x20;
+                        meta.nfc_egress = 16w0x20;
+                        ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     }
                     nfc_steer1.apply();
-                    meta.nfc_egress = meta.nfc_server_port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
-                    meta.nfc_forwarded = 1w1;
                     exit;
                 }
             }

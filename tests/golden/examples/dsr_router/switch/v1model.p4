@@ -170,7 +170,6 @@ struct metadata_t {
     bit<8> nfc_pipeline;
     bit<8> nfc_punt;
     bit<8> nfc_resume;
-    bit<16> nfc_server_port;
 }
 
 parser NfcParser(
@@ -199,7 +198,6 @@ parser NfcParser(
         meta.nfc_pipeline = 8w0;
         meta.nfc_punt = 8w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_server_port = 16w0;
         transition select(standard_metadata.ingress_port) {
             9w192: nfc_packet_out;
             9w32: nfc_from_server;
@@ -486,7 +484,9 @@ control NfcIngress(
 
     // a bucket moved to another server port (Runtime.steer), examples/dsr_router.nfp:298
     action nfc_steer_to(bit<16> v_port) {
-        meta.nfc_server_port = v_port;
+        meta.nfc_egress = v_port;
+        standard_metadata.egress_spec = (bit<9>)v_port[8:0];
+        meta.nfc_forwarded = 1w1;
     }
 
     // steering of bridge #1: bucket -> server port when moved, examples/dsr_router.nfp:298
@@ -689,18 +689,23 @@ control NfcIngress(
                     hash(meta.nfc_hash1, HashAlgorithm.crc16, 16w0, {meta.vrf, 2w0}, 17w0x10000);
                     meta.nfc_bucket = meta.nfc_hash1[15:8];
                     if (meta.nfc_hash1 >= 16w0xc000) {
-                        meta.nfc_server_port = 16w0x23;
+                        meta.nfc_egress = 16w0x23;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0x8000) {
-                        meta.nfc_server_port = 16w0x22;
+                        meta.nfc_egress = 16w0x22;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else if (meta.nfc_hash1 >= 16w0x4000) {
-                        meta.nfc_server_port = 16w0x21;
+                        meta.nfc_egress = 16w0x21;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     } else {
-                        meta.nfc_server_port = 16w0x20;
+                        meta.nfc_egress = 16w0x20;
+                        standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                        meta.nfc_forwarded = 1w1;
                     }
                     nfc_steer1.apply();
-                    meta.nfc_egress = meta.nfc_server_port;
-                    standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
-                    meta.nfc_forwarded = 1w1;
                     exit;
                 }
             }

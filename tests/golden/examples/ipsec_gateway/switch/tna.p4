@@ -172,7 +172,6 @@ struct metadata_t {
     bit<8> nfc_punt;
     bit<32> nfc_rd_outer__dst;
     bit<8> nfc_resume;
-    bit<16> nfc_server_port;
 }
 
 parser IngressParser(
@@ -204,7 +203,6 @@ parser IngressParser(
         meta.nfc_punt = 8w0;
         meta.nfc_rd_outer__dst = 32w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_server_port = 16w0;
         transition select(ig_intr_md.ingress_port) {
             9w192: nfc_packet_out;
             9w32: nfc_from_server;
@@ -468,7 +466,9 @@ control Ingress(
 
     // a bucket moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:256
     action nfc_steer_to(bit<16> v_port) {
-        meta.nfc_server_port = v_port;
+        meta.nfc_egress = v_port;
+        ig_tm_md.ucast_egress_port = (PortId_t)v_port[8:0];
+        meta.nfc_forwarded = 1w1;
     }
 
     // steering of bridge #1: bucket -> server port when moved, examples/ipsec_gateway.nfp:256
@@ -646,14 +646,15 @@ control Ingress(
                 meta.nfc_hash2 = nfc_hash2.get({meta.tunnel});
                 meta.nfc_bucket = meta.nfc_hash2[15:8];
                 if (meta.nfc_hash2 >= 16w0x8000) {
-                    meta.nfc_server_port = 16w0x21;
+                    meta.nfc_egress = 16w0x21;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
                 } else {
-                    meta.nfc_server_port = 16w0x20;
+                    meta.nfc_egress = 16w0x20;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
                 }
                 nfc_steer1.apply();
-                meta.nfc_egress = meta.nfc_server_port;
-                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
-                meta.nfc_forwarded = 1w1;
                 exit;
             }
         } else if (meta.nfc_pipeline == 8w2) {
@@ -688,14 +689,15 @@ control Ingress(
                 meta.nfc_hash4 = nfc_hash4.get({meta.tunnel});
                 meta.nfc_bucket = meta.nfc_hash4[15:8];
                 if (meta.nfc_hash4 >= 16w0x8000) {
-                    meta.nfc_server_port = 16w0x21;
+                    meta.nfc_egress = 16w0x21;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
                 } else {
-                    meta.nfc_server_port = 16w0x20;
+                    meta.nfc_egress = 16w0x20;
+                    ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
                 }
                 nfc_steer3.apply();
-                meta.nfc_egress = meta.nfc_server_port;
-                ig_tm_md.ucast_egress_port = (PortId_t)meta.nfc_server_port[8:0];
-                meta.nfc_forwarded = 1w1;
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {

@@ -174,7 +174,6 @@ struct metadata_t {
     bit<8> nfc_punt;
     bit<32> nfc_rd_outer__dst;
     bit<8> nfc_resume;
-    bit<16> nfc_server_port;
 }
 
 parser NfcParser(
@@ -204,7 +203,6 @@ parser NfcParser(
         meta.nfc_punt = 8w0;
         meta.nfc_rd_outer__dst = 32w0;
         meta.nfc_resume = 8w0;
-        meta.nfc_server_port = 16w0;
         transition select(standard_metadata.ingress_port) {
             9w192: nfc_packet_out;
             9w32: nfc_from_server;
@@ -473,7 +471,9 @@ control NfcIngress(
 
     // a bucket moved to another server port (Runtime.steer), examples/ipsec_gateway.nfp:256
     action nfc_steer_to(bit<16> v_port) {
-        meta.nfc_server_port = v_port;
+        meta.nfc_egress = v_port;
+        standard_metadata.egress_spec = (bit<9>)v_port[8:0];
+        meta.nfc_forwarded = 1w1;
     }
 
     // steering of bridge #1: bucket -> server port when moved, examples/ipsec_gateway.nfp:256
@@ -654,14 +654,15 @@ control NfcIngress(
                 hash(meta.nfc_hash2, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                 meta.nfc_bucket = meta.nfc_hash2[15:8];
                 if (meta.nfc_hash2 >= 16w0x8000) {
-                    meta.nfc_server_port = 16w0x21;
+                    meta.nfc_egress = 16w0x21;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
                 } else {
-                    meta.nfc_server_port = 16w0x20;
+                    meta.nfc_egress = 16w0x20;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
                 }
                 nfc_steer1.apply();
-                meta.nfc_egress = meta.nfc_server_port;
-                standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
-                meta.nfc_forwarded = 1w1;
                 exit;
             }
         } else if (meta.nfc_pipeline == 8w2) {
@@ -693,14 +694,15 @@ control NfcIngress(
                 hash(meta.nfc_hash4, HashAlgorithm.crc16, 16w0, {meta.tunnel}, 17w0x10000);
                 meta.nfc_bucket = meta.nfc_hash4[15:8];
                 if (meta.nfc_hash4 >= 16w0x8000) {
-                    meta.nfc_server_port = 16w0x21;
+                    meta.nfc_egress = 16w0x21;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
                 } else {
-                    meta.nfc_server_port = 16w0x20;
+                    meta.nfc_egress = 16w0x20;
+                    standard_metadata.egress_spec = (bit<9>)meta.nfc_egress[8:0];
+                    meta.nfc_forwarded = 1w1;
                 }
                 nfc_steer3.apply();
-                meta.nfc_egress = meta.nfc_server_port;
-                standard_metadata.egress_spec = (bit<9>)meta.nfc_server_port[8:0];
-                meta.nfc_forwarded = 1w1;
                 exit;
             }
             if (meta.nfc_resume <= 8w2) {
