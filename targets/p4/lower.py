@@ -273,9 +273,16 @@ def _bridge_states(c: _Ctx) -> list[p.State]:
                            "(bad_bridge stands until the whole bridge header has been read)")]
     for b in back:
         name = f"nfc_bridge{b.cut_id}"
+        # the pipeline and the stage to resume at are set here, not in the ingress control: the
+        # pipelines' tests then read nothing a table writes (on Tofino they can start in the
+        # first stage)
+        pl = next(x for x in c.prog.pipelines if x.name == b.pipeline)
+        resume = pl.stages.index(b.before_stage) if b.before_stage else len(pl.stages)
         body = (p.CallStmt(p.Call(p.ref("pkt.extract"), (p.ref(f"hdr.{name}"),))),
                 p.Assign(p.ref("meta.nfc_drop"), p.Const(0, 8)),
-                p.Assign(p.ref("meta.nfc_cut"), p.Const(b.cut_id, 8)))
+                p.Assign(p.ref("meta.nfc_cut"), p.Const(b.cut_id, 8)),
+                p.Assign(p.ref("meta.nfc_pipeline"), p.Const(c.names.pipelines[pl.name], 8)),
+                p.Assign(p.ref("meta.nfc_resume"), p.Const(resume, 8)))
         comment = f"bridge #{b.cut_id}: re-parse from the validity bits"
         if b.required:  # valid on every path to the cut: a clear bit is a forged or corrupt bridge
             comment += f"; {', '.join(b.required)} must be valid here, a bridge saying otherwise is bad"
@@ -465,8 +472,7 @@ def _pipeline(c: _Ctx, pl: ir.Pipeline) -> list[p.Stmt]:
 
 
 def _from_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
-    """Restore what bridge ``b`` carried back from the server and set the resume point."""
-    pl = next(x for x in c.prog.pipelines if x.name == b.pipeline)
+    """Restore what bridge ``b`` carried back from the server (the parser set the resume point)."""
     body: list[p.Stmt] = [p.Comment(f"back from the server at bridge #{b.cut_id} ({b.path})")]
     for f in b.fields:
         src = p.ref(f"hdr.nfc_bridge{b.cut_id}.{_bridge_field(f.name)}")
@@ -478,9 +484,6 @@ def _from_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
         else:
             body.append(p.Assign(_bridge_target(c, f.name), src))
     body.append(p.CallStmt(p.Call(p.ref(f"hdr.nfc_bridge{b.cut_id}.setInvalid"))))
-    resume = pl.stages.index(b.before_stage) if b.before_stage else len(pl.stages)
-    body += [p.Assign(p.ref("meta.nfc_pipeline"), p.Const(c.names.pipelines[pl.name], 8)),
-             p.Assign(p.ref("meta.nfc_resume"), p.Const(resume, 8))]
     return [p.If(p.Bin("==", p.ref("meta.nfc_cut"), p.Const(b.cut_id, 8)), tuple(body))]
 
 

@@ -264,6 +264,8 @@ parser NfcParser(
         pkt.extract(hdr.nfc_bridge2);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
+        meta.nfc_pipeline = 8w1;
+        meta.nfc_resume = 8w3;
         transition select(hdr.nfc_bridge2.v_eth) {
             1w1: nfc_bridge2_v0;
             default: nfc_bad_bridge;
@@ -706,8 +708,6 @@ control NfcIngress(
                     meta.nfc_forwarded = 1w1;
                 }
                 hdr.nfc_bridge2.setInvalid();
-                meta.nfc_pipeline = 8w1;
-                meta.nfc_resume = 8w3;
             }
         }
         if (meta.nfc_pipeline == 8w1) {

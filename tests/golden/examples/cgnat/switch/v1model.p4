@@ -287,6 +287,8 @@ parser NfcParser(
         pkt.extract(hdr.nfc_bridge2);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
+        meta.nfc_pipeline = 8w2;
+        meta.nfc_resume = 8w1;
         transition select(hdr.nfc_bridge2.v_eth, hdr.nfc_bridge2.v_ipv4) {
             (1w1, 1w1): nfc_bridge2_v0;
             default: nfc_bad_bridge;
@@ -356,6 +358,8 @@ parser NfcParser(
         pkt.extract(hdr.nfc_bridge4);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w4;
+        meta.nfc_pipeline = 8w1;
+        meta.nfc_resume = 8w2;
         transition select(hdr.nfc_bridge4.v_eth, hdr.nfc_bridge4.v_ipv4) {
             (1w1, 1w1): nfc_bridge4_v0;
             default: nfc_bad_bridge;
@@ -707,16 +711,12 @@ control NfcIngress(
             if (meta.nfc_cut == 8w2) {
                 // back from the server at bridge #2 (miss:nat_in)
                 hdr.nfc_bridge2.setInvalid();
-                meta.nfc_pipeline = 8w2;
-                meta.nfc_resume = 8w1;
             }
             if (meta.nfc_cut == 8w4) {
                 // back from the server at bridge #4 (miss:nat_out)
                 meta.ext_ip = hdr.nfc_bridge4.meta_ext_ip;
                 meta.ext_port = hdr.nfc_bridge4.meta_ext_port;
                 hdr.nfc_bridge4.setInvalid();
-                meta.nfc_pipeline = 8w1;
-                meta.nfc_resume = 8w2;
             }
         }
         if (meta.nfc_pipeline == 8w1) {

@@ -240,6 +240,8 @@ parser NfcParser(
         pkt.extract(hdr.nfc_bridge2);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
+        meta.nfc_pipeline = 8w1;
+        meta.nfc_resume = 8w2;
         transition select(hdr.nfc_bridge2.v_eth) {
             1w1: nfc_bridge2_v0;
             default: nfc_bad_bridge;
@@ -288,6 +290,8 @@ parser NfcParser(
         pkt.extract(hdr.nfc_bridge4);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w4;
+        meta.nfc_pipeline = 8w2;
+        meta.nfc_resume = 8w2;
         transition select(hdr.nfc_bridge4.v_eth) {
             1w1: nfc_bridge4_v0;
             default: nfc_bad_bridge;
@@ -615,14 +619,10 @@ control NfcIngress(
                     meta.nfc_forwarded = 1w1;
                 }
                 hdr.nfc_bridge2.setInvalid();
-                meta.nfc_pipeline = 8w1;
-                meta.nfc_resume = 8w2;
             }
             if (meta.nfc_cut == 8w4) {
                 // back from the server at bridge #4 (main)
                 hdr.nfc_bridge4.setInvalid();
-                meta.nfc_pipeline = 8w2;
-                meta.nfc_resume = 8w2;
             }
         }
         if (meta.nfc_pipeline == 8w1) {

@@ -236,6 +236,8 @@ parser IngressParser(
         pkt.extract(hdr.nfc_bridge2);
         meta.nfc_drop = 8w0;
         meta.nfc_cut = 8w2;
+        meta.nfc_pipeline = 8w1;
+        meta.nfc_resume = 8w2;
         transition select(hdr.nfc_bridge2.v_eth, hdr.nfc_bridge2.v_ipv4) {
             (1w1, 1w1): nfc_bridge2_v0;
             default: nfc_bad_bridge;
@@ -536,8 +538,6 @@ control Ingress(
                 meta.host_ip = hdr.nfc_bridge2.meta_host_ip;
                 meta.vni = hdr.nfc_bridge2.meta_vni;
                 hdr.nfc_bridge2.setInvalid();
-                meta.nfc_pipeline = 8w1;
-                meta.nfc_resume = 8w2;
             }
         }
         if (meta.nfc_pipeline == 8w1) {
