@@ -25,7 +25,6 @@ from typing import assert_never
 
 from compiler import ir
 from compiler.analysis import (
-    Loc,
     changed_by,
     drop_reasons,
     expr_reads,
@@ -100,10 +99,6 @@ class _Ctx:
     early: frozenset[int] = frozenset()
     prelude: list[p.Stmt] = field(default_factory=list)
     stage_must: frozenset[str] = frozenset()
-    # of those, the ones no earlier stage of the pipeline changes the inputs of: computed at
-    # the pipeline's start (``lifted``), their statements in ``pipeline_prelude``
-    lifted: frozenset[int] = frozenset()
-    pipeline_prelude: list[p.Stmt] = field(default_factory=list)
     # the checksum fields the ingress deparser's engine computes (``_deferred_checksums``)
     deferred: dict[tuple[str, str], _Deferred] = field(default_factory=dict)
     # in a stage, the headers valid on every path to the statement being lowered (reads of
@@ -455,20 +450,13 @@ def _pipeline(c: _Ctx, pl: ir.Pipeline) -> list[p.Stmt]:
     a table applied at one place per control only)."""
     out: list[p.Stmt] = []
     main = find_bridge(c.bridges, pl.name, Direction.TO_SERVER)
-    before: set[Loc] = set()  # what the pipeline's stages before this one write (any segment)
-    c.pipeline_prelude = []
     for i, s in enumerate(pl.stages):
         at = p.Bin("<=", p.ref("meta.nfc_resume"), p.Const(i, 8))
         if main is not None and s == main.before_stage:
             out.append(p.If(at, (*_to_server(c, main), p.Exit())))
         if c.placement.segment[s] is not Segment.SERVER:
-            out.append(p.If(at, tuple(_stage(c, c.prog.stages[s], before))))
-        before |= {w for x in walk_stmts(c.prog.stages[s].body) for w in stmt_writes(c.prog, x)}
-    # a hash whose inputs no stage before it changes is computed first, for every packet of the
-    # pipeline (one back from a server too: nothing it crossed changed them): the Tofino back
-    # end then places it beside the first lookups, not after the lookups before its stage
-    prelude, c.pipeline_prelude = c.pipeline_prelude, []
-    return [*prelude, *out]
+            out.append(p.If(at, tuple(_stage(c, c.prog.stages[s]))))
+    return out
 
 
 def _from_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
@@ -596,7 +584,7 @@ def _to_server_port(c: _Ctx, b: Bridge) -> list[p.Stmt]:
 
 # ---- stages and statements -------------------------------------------------------------------
 
-def _stage(c: _Ctx, st: ir.Stage, before: set[Loc]) -> list[p.Stmt]:
+def _stage(c: _Ctx, st: ir.Stage) -> list[p.Stmt]:
     c.accesses = {}
     for reg in accessed_registers(st.body):
         r = c.prog.registers[reg]
@@ -611,13 +599,11 @@ def _stage(c: _Ctx, st: ir.Stage, before: set[Loc]) -> list[p.Stmt]:
         if isinstance(found, NotOne):
             raise Unsupported(found.reason + " on the switch", found.span)
         c.accesses[reg] = found
-    early = _early_hashes(c.prog, st.body)
-    c.early, c.prelude, c.stage_must = frozenset(map(id, early)), [], c.must_at[st.name]
-    c.lifted = frozenset(id(h) for h in early if not changed_by(expr_reads(h), before))
+    c.early, c.prelude, c.stage_must = _early_hashes(c.prog, st.body), [], c.must_at[st.name]
     for d in c.deferred.values():
         d.pos = 0
     body = _block(c, st.body, c.stage_must)
-    prelude, c.early, c.lifted, c.prelude = c.prelude, frozenset(), frozenset(), []
+    prelude, c.early, c.prelude = c.prelude, frozenset(), []
     return [p.Comment(f"stage {st.name}, {_src(st.span)}"), *prelude, *body]
 
 
@@ -702,7 +688,7 @@ def _deferred_checksums(prog: ir.Program, placement: Placement) -> dict[tuple[st
     return out
 
 
-def _early_hashes(prog: ir.Program, body: tuple[ir.Stmt, ...]) -> list[ir.Hash]:
+def _early_hashes(prog: ir.Program, body: tuple[ir.Stmt, ...]) -> frozenset[int]:
     """The hashes in stage ``body`` whose inputs nothing in the stage writes before them: the
     stage computes them first, each in a keyless table of its own.  On Tofino straight-line
     code is one action, and an action that hashes cannot take action data (p4c's Tofino back
@@ -710,18 +696,15 @@ def _early_hashes(prog: ir.Program, body: tuple[ir.Stmt, ...]) -> list[ir.Hash]:
     (a 48-bit MAC) and writes of several validity bits, which need a bitmasked-set from action
     data, could not share the hash's action."""
     written: set[tuple[str, ...]] = set()
-    early: dict[int, ir.Hash] = {}
+    early: set[int] = set()
     late: set[int] = set()
     for s in walk_stmts(body):
         for e in stmt_exprs(s):
             for x in walk_expr(e):
                 if isinstance(x, ir.Hash):
-                    if changed_by(expr_reads(x), written):
-                        late.add(id(x))
-                    else:
-                        early[id(x)] = x
+                    (late if changed_by(expr_reads(x), written) else early).add(id(x))
         written |= stmt_writes(prog, s)
-    return [h for k, h in early.items() if k not in late]
+    return frozenset(early - late)
 
 
 def _register_accesses(c: _Ctx, s: ir.Stmt) -> list[p.Stmt]:
@@ -1131,8 +1114,7 @@ def _hash(c: _Ctx, e: ir.Hash) -> p.Expr:
     c.locals += [p.Action(f"{name}_compute", (), (c.arch.hash_stmt(e.alg, e.width, name, target, args),), why,
                           hidden),
                  p.Table(f"{name}_table", (), (f"{name}_compute",), f"{name}_compute", 1, why, annotations=hidden)]
-    first = c.pipeline_prelude if id(e) in c.lifted else c.prelude
-    first += [*c.hoisted, p.CallStmt(p.Call(p.ref(f"{name}_table.apply")))]
+    c.prelude += [*c.hoisted, p.CallStmt(p.Call(p.ref(f"{name}_table.apply")))]
     c.hoisted, c.must = saved
     return target
 

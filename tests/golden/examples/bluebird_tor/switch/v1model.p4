@@ -711,22 +711,6 @@ control NfcIngress(
             }
         }
         if (meta.nfc_pipeline == 8w1) {
-            if (hdr.ipv4.isValid()) {
-                meta.nfc_rd_ipv4__src = hdr.ipv4.src;
-            } else {
-                meta.nfc_rd_ipv4__src = 32w0;
-            }
-            if (hdr.ipv4.isValid()) {
-                meta.nfc_rd_ipv4__dst = hdr.ipv4.dst;
-            } else {
-                meta.nfc_rd_ipv4__dst = 32w0;
-            }
-            if (hdr.ipv4.isValid()) {
-                meta.nfc_rd_ipv4__protocol = hdr.ipv4.protocol;
-            } else {
-                meta.nfc_rd_ipv4__protocol = 8w0;
-            }
-            nfc_hash1_table.apply();
             if (meta.nfc_resume <= 8w0) {
                 // stage select_vrf, examples/bluebird_tor.nfp:75
                 if (port_vrf.apply().hit) {
@@ -827,6 +811,22 @@ control NfcIngress(
             }
             if (meta.nfc_resume <= 8w3) {
                 // stage vxlan_encap, examples/bluebird_tor.nfp:173
+                if (hdr.ipv4.isValid()) {
+                    meta.nfc_rd_ipv4__src = hdr.ipv4.src;
+                } else {
+                    meta.nfc_rd_ipv4__src = 32w0;
+                }
+                if (hdr.ipv4.isValid()) {
+                    meta.nfc_rd_ipv4__dst = hdr.ipv4.dst;
+                } else {
+                    meta.nfc_rd_ipv4__dst = 32w0;
+                }
+                if (hdr.ipv4.isValid()) {
+                    meta.nfc_rd_ipv4__protocol = hdr.ipv4.protocol;
+                } else {
+                    meta.nfc_rd_ipv4__protocol = 8w0;
+                }
+                nfc_hash1_table.apply();
                 if (meta.to_vnet == 1w1) {
                     if (hdr.ipv4.isValid()) {
                         meta.nfc_rd_ipv4__total_len = hdr.ipv4.total_len;

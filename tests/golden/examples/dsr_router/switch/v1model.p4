@@ -763,9 +763,9 @@ control NfcIngress(
                 }
             }
         } else if (meta.nfc_pipeline == 8w2) {
-            nfc_hash2_table.apply();
             if (meta.nfc_resume <= 8w0) {
                 // stage to_access, examples/dsr_router.nfp:245
+                nfc_hash2_table.apply();
                 if (key_to_access.apply().hit) {
                     if (meta.key_to_access__port <= 16w0x1f) {
                         meta.nfc_egress = meta.key_to_access__port;

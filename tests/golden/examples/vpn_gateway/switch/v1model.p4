@@ -544,7 +544,6 @@ control NfcIngress(
             }
         }
         if (meta.nfc_pipeline == 8w1) {
-            nfc_hash1_table.apply();
             if (meta.nfc_resume <= 8w0) {
                 // stage qinq_terminate, examples/vpn_gateway.nfp:97
                 meta.customer = hdr.svlan.vid;
@@ -568,6 +567,7 @@ control NfcIngress(
             }
             if (meta.nfc_resume <= 8w2) {
                 // stage vxlan_encap, examples/vpn_gateway.nfp:143
+                nfc_hash1_table.apply();
                 hdr.outer_eth.setValid();
                 hdr.outer_eth.dst = 48w0;
                 hdr.outer_eth.src = 48w0x2000aff0001;
