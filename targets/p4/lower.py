@@ -365,9 +365,9 @@ def _ingress(c: _Ctx) -> p.Control:
     c.locals.append(p.Action("nfc_miss", (), (), "the default action of every table: a miss"))
     front: list[p.Stmt] = [p.Comment("what the reference semantics does while parsing, in the same order")]
     front += _checksum_flags(c)
-    # the first check that fails names the drop: one if-else chain writing the reason, then one
-    # drop (a drop and an ``exit`` under every check made p4c's Tofino back end order the
-    # checks one after another: three stages of them before the first lookup)
+    # the first check that fails names the drop: one if-else chain, so p4c's Tofino back end
+    # knows the drops exclusive and places them in one stage (separate ifs, each with a drop
+    # and an ``exit``, it ordered one after another: three stages before the first lookup)
     checks: list[tuple[p.Expr, str]] = []
     for parser, inst, v in c.verifies:
         cond: p.Expr = p.Un("!", _expr(c, v.cond))
@@ -382,16 +382,13 @@ def _ingress(c: _Ctx) -> p.Control:
                 which = p.Bin("||", which, p.Bin("==", p.ref("meta.nfc_pipeline"), p.Const(k, 8)))
             cond = p.Bin("&&", which, cond)
         checks.append((cond, v.reason))
-    chain: tuple[p.Stmt, ...] = ()
-    for cond, reason in reversed(checks):
-        chain = (p.If(cond, (p.Assign(p.ref("meta.nfc_drop"), p.ref(f"NFC_DROP_{reason.upper()}")),), chain),)
-    front += chain
-    front.append(p.If(p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8)), _drop_code(c), ()))
-    front.append(p.If(p.Bin("!=", p.ref("meta.nfc_punt"), p.Const(0, 8)), _punt(c, p.ref("meta.nfc_punt")), ()))
-    front.append(p.If(c.arch.parser_error(), _drop(c, "truncated"), ()))
-    restore = [p.If(p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8)), _drop_code(c), ()),
-               p.If(c.arch.parser_error(), _drop(c, "truncated"), ()),
-               *(stmt for b in c.bridges if b.direction is Direction.TO_SWITCH for stmt in _from_server(c, b))]
+    parsed = p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8))  # the parser chose a drop
+    front += _chain([*((cond, _drop(c, reason)) for cond, reason in checks),
+                     (parsed, _drop_code(c)),
+                     (p.Bin("!=", p.ref("meta.nfc_punt"), p.Const(0, 8)), _punt(c, p.ref("meta.nfc_punt"))),
+                     (c.arch.parser_error(), _drop(c, "truncated"))])
+    restore = _chain([(parsed, _drop_code(c)), (c.arch.parser_error(), _drop(c, "truncated")),
+                      *(_from_server(c, b) for b in c.bridges if b.direction is Direction.TO_SWITCH)])
     # one if-else chain: the Tofino back end then knows the pipelines' tables exclusive and
     # places them side by side (as separate ifs it ran them one after another: the DSR
     # router took 20 stages, 18 as a chain)
@@ -407,6 +404,14 @@ def _ingress(c: _Ctx) -> p.Control:
              p.If(p.Bin("==", p.ref("meta.nfc_forwarded"), p.Const(0, 1)), _drop(c, "no_egress"), ()))
     return p.Control("Ingress" if c.arch.name == "tna" else "NfcIngress", c.arch.ingress_params(),
                      tuple(c.locals), apply)
+
+
+def _chain(arms: list[tuple[p.Expr, tuple[p.Stmt, ...]]]) -> list[p.Stmt]:
+    """``if (a) {..} else if (b) {..} ...``: the first arm whose condition holds."""
+    out: tuple[p.Stmt, ...] = ()
+    for cond, body in reversed(arms):
+        out = (p.If(cond, body, out),)
+    return list(out)
 
 
 def _checksum_flags(c: _Ctx) -> list[p.Stmt]:
@@ -459,8 +464,9 @@ def _pipeline(c: _Ctx, pl: ir.Pipeline) -> list[p.Stmt]:
     return out
 
 
-def _from_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
-    """Restore what bridge ``b`` carried back from the server (the parser set the resume point)."""
+def _from_server(c: _Ctx, b: Bridge) -> tuple[p.Expr, tuple[p.Stmt, ...]]:
+    """Restore what bridge ``b`` carried back from the server (the parser set the resume
+    point): the condition (this bridge's cut) and the statements."""
     body: list[p.Stmt] = [p.Comment(f"back from the server at bridge #{b.cut_id} ({b.path})")]
     for f in b.fields:
         src = p.ref(f"hdr.nfc_bridge{b.cut_id}.{_bridge_field(f.name)}")
@@ -472,7 +478,7 @@ def _from_server(c: _Ctx, b: Bridge) -> list[p.Stmt]:
         else:
             body.append(p.Assign(_bridge_target(c, f.name), src))
     body.append(p.CallStmt(p.Call(p.ref(f"hdr.nfc_bridge{b.cut_id}.setInvalid"))))
-    return [p.If(p.Bin("==", p.ref("meta.nfc_cut"), p.Const(b.cut_id, 8)), tuple(body))]
+    return p.Bin("==", p.ref("meta.nfc_cut"), p.Const(b.cut_id, 8)), tuple(body)
 
 
 def _bridge_target(c: _Ctx, name: str) -> p.Expr:
@@ -824,13 +830,18 @@ def _punt(c: _Ctx, code: p.Expr) -> tuple[p.Stmt, ...]:
             *c.arch.forward(p.ref("NFC_CPU_PORT")), p.Exit())
 
 
+DROP_CODE = p.ref("meta.nfc_drop")
+
+
 def _drop(c: _Ctx, reason: str) -> tuple[p.Stmt, ...]:
     code = p.ref(f"NFC_DROP_{reason.upper()}")
-    return (p.Assign(p.ref("meta.nfc_drop"), code), *_drop_code(c))
+    return (p.Assign(p.ref("meta.nfc_drop"), code), *_drop_code(c, code))
 
 
-def _drop_code(c: _Ctx) -> tuple[p.Stmt, ...]:
-    return (*c.arch.drop(), c.arch.count("nfc_drops", p.ref("meta.nfc_drop")), p.Exit())
+def _drop_code(c: _Ctx, code: p.Expr = DROP_CODE) -> tuple[p.Stmt, ...]:
+    """Drop, counted under ``code`` (a known reason: its constant, so the counter's index is
+    not the field the same action writes, which Tofino would read in a later stage)."""
+    return (*c.arch.drop(), c.arch.count("nfc_drops", code), p.Exit())
 
 
 def _push(c: _Ctx, s: ir.Push) -> list[p.Stmt]:

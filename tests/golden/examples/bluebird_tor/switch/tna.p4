@@ -629,75 +629,107 @@ control Ingress(
             // what the reference semantics does while parsing, in the same order
             if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.version == 4w6)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV6_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV6_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.hop_limit > 8w1)))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-            }
-            if (meta.nfc_drop != 8w0) {
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
+                exit;
+            } else if (meta.nfc_drop != 8w0) {
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            }
-            if (meta.nfc_punt != 8w0) {
+            } else if (meta.nfc_punt != 8w0) {
                 hdr.nfc_packet_in.setValid();
                 hdr.nfc_packet_in.reason = meta.nfc_punt;
                 hdr.nfc_packet_in.ingress_port = (bit<16>)ig_intr_md.ingress_port;
                 ig_tm_md.ucast_egress_port = (PortId_t)NFC_CPU_PORT[8:0];
                 exit;
-            }
-            if (ig_prsr_md.parser_err != 16w0) {
+            } else if (ig_prsr_md.parser_err != 16w0) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
+                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
                 exit;
             }
-        } else {
-            if (meta.nfc_drop != 8w0) {
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
+        } else if (meta.nfc_drop != 8w0) {
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)meta.nfc_drop);
+            exit;
+        } else if (ig_prsr_md.parser_err != 16w0) {
+            meta.nfc_drop = NFC_DROP_TRUNCATED;
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
+            exit;
+        } else if (meta.nfc_cut == 8w2) {
+            // back from the server at bridge #2 (miss:ca_to_pa)
+            meta.next_hop_mac = hdr.nfc_bridge2.meta_next_hop_mac;
+            meta.port = hdr.nfc_bridge2.meta_port;
+            meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
+            meta.vni = hdr.nfc_bridge2.meta_vni;
+            meta.vtep = hdr.nfc_bridge2.meta_vtep;
+            if (hdr.nfc_bridge2.egress_set == 1w1) {
+                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
+                ig_tm_md.ucast_egress_port = (PortId_t)hdr.nfc_bridge2.egress_port[8:0];
+                meta.nfc_forwarded = 1w1;
             }
-            if (ig_prsr_md.parser_err != 16w0) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (miss:ca_to_pa)
-                meta.next_hop_mac = hdr.nfc_bridge2.meta_next_hop_mac;
-                meta.port = hdr.nfc_bridge2.meta_port;
-                meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
-                meta.vni = hdr.nfc_bridge2.meta_vni;
-                meta.vtep = hdr.nfc_bridge2.meta_vtep;
-                if (hdr.nfc_bridge2.egress_set == 1w1) {
-                    meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)hdr.nfc_bridge2.egress_port[8:0];
-                    meta.nfc_forwarded = 1w1;
-                }
-                hdr.nfc_bridge2.setInvalid();
-            }
+            hdr.nfc_bridge2.setInvalid();
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
@@ -706,7 +738,7 @@ control Ingress(
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_PORT;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_UNKNOWN_PORT);
                     exit;
                 }
             }
@@ -717,7 +749,7 @@ control Ingress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_ROUTE;
                         ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_ROUTE);
                         exit;
                     }
                 } else {
@@ -740,13 +772,13 @@ control Ingress(
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                             ig_dprsr_md.drop_ctl = 3w1;
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                             exit;
                         }
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_ROUTE;
                         ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_ROUTE);
                         exit;
                     }
                 }
@@ -864,13 +896,13 @@ control Ingress(
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                             ig_dprsr_md.drop_ctl = 3w1;
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                             exit;
                         }
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_UNDERLAY_ROUTE;
                         ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_UNDERLAY_ROUTE);
                         exit;
                     }
                 } else if (hdr.ipv4.isValid()) {
@@ -883,7 +915,7 @@ control Ingress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 }
@@ -895,7 +927,7 @@ control Ingress(
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_UNKNOWN_VNI);
                     exit;
                 }
             }
@@ -909,13 +941,13 @@ control Ingress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_HOST;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_UNKNOWN_HOST);
                     exit;
                 }
             }
@@ -923,7 +955,7 @@ control Ingress(
         if (meta.nfc_forwarded == 1w0) {
             meta.nfc_drop = NFC_DROP_NO_EGRESS;
             ig_dprsr_md.drop_ctl = 3w1;
-            nfc_drops.count((bit<32>)meta.nfc_drop);
+            nfc_drops.count((bit<32>)NFC_DROP_NO_EGRESS);
             exit;
         }
     }

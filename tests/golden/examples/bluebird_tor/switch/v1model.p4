@@ -640,75 +640,107 @@ control NfcIngress(
             }
             if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.version == 4w6)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV6_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV6_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.hop_limit > 8w1)))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-            }
-            if (meta.nfc_drop != 8w0) {
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
+                exit;
+            } else if (meta.nfc_drop != 8w0) {
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            }
-            if (meta.nfc_punt != 8w0) {
+            } else if (meta.nfc_punt != 8w0) {
                 hdr.nfc_packet_in.setValid();
                 hdr.nfc_packet_in.reason = meta.nfc_punt;
                 hdr.nfc_packet_in.ingress_port = (bit<16>)standard_metadata.ingress_port;
                 standard_metadata.egress_spec = (bit<9>)NFC_CPU_PORT[8:0];
                 exit;
-            }
-            if (standard_metadata.parser_error != error.NoError) {
+            } else if (standard_metadata.parser_error != error.NoError) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
+                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
                 exit;
             }
-        } else {
-            if (meta.nfc_drop != 8w0) {
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
+        } else if (meta.nfc_drop != 8w0) {
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)meta.nfc_drop);
+            exit;
+        } else if (standard_metadata.parser_error != error.NoError) {
+            meta.nfc_drop = NFC_DROP_TRUNCATED;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
+            exit;
+        } else if (meta.nfc_cut == 8w2) {
+            // back from the server at bridge #2 (miss:ca_to_pa)
+            meta.next_hop_mac = hdr.nfc_bridge2.meta_next_hop_mac;
+            meta.port = hdr.nfc_bridge2.meta_port;
+            meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
+            meta.vni = hdr.nfc_bridge2.meta_vni;
+            meta.vtep = hdr.nfc_bridge2.meta_vtep;
+            if (hdr.nfc_bridge2.egress_set == 1w1) {
+                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
+                standard_metadata.egress_spec = (bit<9>)hdr.nfc_bridge2.egress_port[8:0];
+                meta.nfc_forwarded = 1w1;
             }
-            if (standard_metadata.parser_error != error.NoError) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (miss:ca_to_pa)
-                meta.next_hop_mac = hdr.nfc_bridge2.meta_next_hop_mac;
-                meta.port = hdr.nfc_bridge2.meta_port;
-                meta.to_vnet = hdr.nfc_bridge2.meta_to_vnet;
-                meta.vni = hdr.nfc_bridge2.meta_vni;
-                meta.vtep = hdr.nfc_bridge2.meta_vtep;
-                if (hdr.nfc_bridge2.egress_set == 1w1) {
-                    meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                    standard_metadata.egress_spec = (bit<9>)hdr.nfc_bridge2.egress_port[8:0];
-                    meta.nfc_forwarded = 1w1;
-                }
-                hdr.nfc_bridge2.setInvalid();
-            }
+            hdr.nfc_bridge2.setInvalid();
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
@@ -717,7 +749,7 @@ control NfcIngress(
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_PORT;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_UNKNOWN_PORT);
                     exit;
                 }
             }
@@ -728,7 +760,7 @@ control NfcIngress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_ROUTE;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_ROUTE);
                         exit;
                     }
                 } else {
@@ -751,13 +783,13 @@ control NfcIngress(
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                             mark_to_drop(standard_metadata);
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                             exit;
                         }
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_ROUTE;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_ROUTE);
                         exit;
                     }
                 }
@@ -875,13 +907,13 @@ control NfcIngress(
                         } else {
                             meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                             mark_to_drop(standard_metadata);
-                            nfc_drops.count((bit<32>)meta.nfc_drop);
+                            nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                             exit;
                         }
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_UNDERLAY_ROUTE;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_UNDERLAY_ROUTE);
                         exit;
                     }
                 } else if (hdr.ipv4.isValid()) {
@@ -894,7 +926,7 @@ control NfcIngress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 }
@@ -906,7 +938,7 @@ control NfcIngress(
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_UNKNOWN_VNI);
                     exit;
                 }
             }
@@ -920,13 +952,13 @@ control NfcIngress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_HOST;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_UNKNOWN_HOST);
                     exit;
                 }
             }
@@ -934,7 +966,7 @@ control NfcIngress(
         if (meta.nfc_forwarded == 1w0) {
             meta.nfc_drop = NFC_DROP_NO_EGRESS;
             mark_to_drop(standard_metadata);
-            nfc_drops.count((bit<32>)meta.nfc_drop);
+            nfc_drops.count((bit<32>)NFC_DROP_NO_EGRESS);
             exit;
         }
     }

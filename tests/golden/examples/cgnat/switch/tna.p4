@@ -682,53 +682,57 @@ control Ingress(
             // what the reference semantics does while parsing, in the same order
             if (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4)) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-            }
-            if (meta.nfc_drop != 8w0) {
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
+                exit;
+            } else if (meta.nfc_drop != 8w0) {
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            }
-            if (meta.nfc_punt != 8w0) {
+            } else if (meta.nfc_punt != 8w0) {
                 hdr.nfc_packet_in.setValid();
                 hdr.nfc_packet_in.reason = meta.nfc_punt;
                 hdr.nfc_packet_in.ingress_port = (bit<16>)ig_intr_md.ingress_port;
                 ig_tm_md.ucast_egress_port = (PortId_t)NFC_CPU_PORT[8:0];
                 exit;
-            }
-            if (ig_prsr_md.parser_err != 16w0) {
+            } else if (ig_prsr_md.parser_err != 16w0) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
+                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
                 exit;
             }
-        } else {
-            if (meta.nfc_drop != 8w0) {
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (ig_prsr_md.parser_err != 16w0) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (miss:nat_in)
-                hdr.nfc_bridge2.setInvalid();
-            }
-            if (meta.nfc_cut == 8w4) {
-                // back from the server at bridge #4 (miss:nat_out)
-                meta.ext_ip = hdr.nfc_bridge4.meta_ext_ip;
-                meta.ext_port = hdr.nfc_bridge4.meta_ext_port;
-                hdr.nfc_bridge4.setInvalid();
-            }
+        } else if (meta.nfc_drop != 8w0) {
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)meta.nfc_drop);
+            exit;
+        } else if (ig_prsr_md.parser_err != 16w0) {
+            meta.nfc_drop = NFC_DROP_TRUNCATED;
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
+            exit;
+        } else if (meta.nfc_cut == 8w2) {
+            // back from the server at bridge #2 (miss:nat_in)
+            hdr.nfc_bridge2.setInvalid();
+        } else if (meta.nfc_cut == 8w4) {
+            // back from the server at bridge #4 (miss:nat_out)
+            meta.ext_ip = hdr.nfc_bridge4.meta_ext_ip;
+            meta.ext_port = hdr.nfc_bridge4.meta_ext_port;
+            hdr.nfc_bridge4.setInvalid();
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
@@ -737,7 +741,7 @@ control Ingress(
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_NAT_SUBNET;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_NAT_SUBNET);
                     exit;
                 }
                 if (hdr.tcp.isValid()) {
@@ -755,7 +759,7 @@ control Ingress(
                     if (!(meta.nfc_rd_icmp__type == 8w8)) {
                         meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
                         ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_ICMP_UNSUPPORTED);
                         exit;
                     }
                     if (hdr.icmp.isValid()) {
@@ -910,13 +914,13 @@ control Ingress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_ROUTE;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_ROUTE);
                     exit;
                 }
             }
@@ -937,7 +941,7 @@ control Ingress(
                     if (!(meta.nfc_rd_icmp__type == 8w0)) {
                         meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
                         ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_ICMP_UNSUPPORTED);
                         exit;
                     }
                     if (hdr.icmp.isValid()) {
@@ -1082,13 +1086,13 @@ control Ingress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_ROUTE;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_ROUTE);
                     exit;
                 }
             }
@@ -1096,7 +1100,7 @@ control Ingress(
         if (meta.nfc_forwarded == 1w0) {
             meta.nfc_drop = NFC_DROP_NO_EGRESS;
             ig_dprsr_md.drop_ctl = 3w1;
-            nfc_drops.count((bit<32>)meta.nfc_drop);
+            nfc_drops.count((bit<32>)NFC_DROP_NO_EGRESS);
             exit;
         }
     }

@@ -671,53 +671,57 @@ control NfcIngress(
             }
             if (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4)) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1))) {
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-            }
-            if (meta.nfc_drop != 8w0) {
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
+                exit;
+            } else if (meta.nfc_drop != 8w0) {
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            }
-            if (meta.nfc_punt != 8w0) {
+            } else if (meta.nfc_punt != 8w0) {
                 hdr.nfc_packet_in.setValid();
                 hdr.nfc_packet_in.reason = meta.nfc_punt;
                 hdr.nfc_packet_in.ingress_port = (bit<16>)standard_metadata.ingress_port;
                 standard_metadata.egress_spec = (bit<9>)NFC_CPU_PORT[8:0];
                 exit;
-            }
-            if (standard_metadata.parser_error != error.NoError) {
+            } else if (standard_metadata.parser_error != error.NoError) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
+                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
                 exit;
             }
-        } else {
-            if (meta.nfc_drop != 8w0) {
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (standard_metadata.parser_error != error.NoError) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (miss:nat_in)
-                hdr.nfc_bridge2.setInvalid();
-            }
-            if (meta.nfc_cut == 8w4) {
-                // back from the server at bridge #4 (miss:nat_out)
-                meta.ext_ip = hdr.nfc_bridge4.meta_ext_ip;
-                meta.ext_port = hdr.nfc_bridge4.meta_ext_port;
-                hdr.nfc_bridge4.setInvalid();
-            }
+        } else if (meta.nfc_drop != 8w0) {
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)meta.nfc_drop);
+            exit;
+        } else if (standard_metadata.parser_error != error.NoError) {
+            meta.nfc_drop = NFC_DROP_TRUNCATED;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
+            exit;
+        } else if (meta.nfc_cut == 8w2) {
+            // back from the server at bridge #2 (miss:nat_in)
+            hdr.nfc_bridge2.setInvalid();
+        } else if (meta.nfc_cut == 8w4) {
+            // back from the server at bridge #4 (miss:nat_out)
+            meta.ext_ip = hdr.nfc_bridge4.meta_ext_ip;
+            meta.ext_port = hdr.nfc_bridge4.meta_ext_port;
+            hdr.nfc_bridge4.setInvalid();
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
@@ -726,7 +730,7 @@ control NfcIngress(
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_NAT_SUBNET;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_NAT_SUBNET);
                     exit;
                 }
                 if (hdr.tcp.isValid()) {
@@ -744,7 +748,7 @@ control NfcIngress(
                     if (!(meta.nfc_rd_icmp__type == 8w8)) {
                         meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_ICMP_UNSUPPORTED);
                         exit;
                     }
                     if (hdr.icmp.isValid()) {
@@ -902,13 +906,13 @@ control NfcIngress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_ROUTE;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_ROUTE);
                     exit;
                 }
             }
@@ -929,7 +933,7 @@ control NfcIngress(
                     if (!(meta.nfc_rd_icmp__type == 8w0)) {
                         meta.nfc_drop = NFC_DROP_ICMP_UNSUPPORTED;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_ICMP_UNSUPPORTED);
                         exit;
                     }
                     if (hdr.icmp.isValid()) {
@@ -1077,13 +1081,13 @@ control NfcIngress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_ROUTE;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_ROUTE);
                     exit;
                 }
             }
@@ -1091,7 +1095,7 @@ control NfcIngress(
         if (meta.nfc_forwarded == 1w0) {
             meta.nfc_drop = NFC_DROP_NO_EGRESS;
             mark_to_drop(standard_metadata);
-            nfc_drops.count((bit<32>)meta.nfc_drop);
+            nfc_drops.count((bit<32>)NFC_DROP_NO_EGRESS);
             exit;
         }
     }

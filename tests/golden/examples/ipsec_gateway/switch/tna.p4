@@ -559,60 +559,70 @@ control Ingress(
             // what the reference semantics does while parsing, in the same order
             if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!((hdr.outer.version == 4w4) && (hdr.outer.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!(hdr.outer.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-            }
-            if (meta.nfc_drop != 8w0) {
+                ig_dprsr_md.drop_ctl = 3w1;
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
+            } else if (meta.nfc_drop != 8w0) {
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            }
-            if (meta.nfc_punt != 8w0) {
+            } else if (meta.nfc_punt != 8w0) {
                 hdr.nfc_packet_in.setValid();
                 hdr.nfc_packet_in.reason = meta.nfc_punt;
                 hdr.nfc_packet_in.ingress_port = (bit<16>)ig_intr_md.ingress_port;
                 ig_tm_md.ucast_egress_port = (PortId_t)NFC_CPU_PORT[8:0];
                 exit;
-            }
-            if (ig_prsr_md.parser_err != 16w0) {
+            } else if (ig_prsr_md.parser_err != 16w0) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
+                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
                 exit;
             }
-        } else {
-            if (meta.nfc_drop != 8w0) {
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
+        } else if (meta.nfc_drop != 8w0) {
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)meta.nfc_drop);
+            exit;
+        } else if (ig_prsr_md.parser_err != 16w0) {
+            meta.nfc_drop = NFC_DROP_TRUNCATED;
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
+            exit;
+        } else if (meta.nfc_cut == 8w2) {
+            // back from the server at bridge #2 (main)
+            if (hdr.nfc_bridge2.egress_set == 1w1) {
+                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
+                ig_tm_md.ucast_egress_port = (PortId_t)hdr.nfc_bridge2.egress_port[8:0];
+                meta.nfc_forwarded = 1w1;
             }
-            if (ig_prsr_md.parser_err != 16w0) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (main)
-                if (hdr.nfc_bridge2.egress_set == 1w1) {
-                    meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                    ig_tm_md.ucast_egress_port = (PortId_t)hdr.nfc_bridge2.egress_port[8:0];
-                    meta.nfc_forwarded = 1w1;
-                }
-                hdr.nfc_bridge2.setInvalid();
-            }
-            if (meta.nfc_cut == 8w4) {
-                // back from the server at bridge #4 (main)
-                hdr.nfc_bridge4.setInvalid();
-            }
+            hdr.nfc_bridge2.setInvalid();
+        } else if (meta.nfc_cut == 8w4) {
+            // back from the server at bridge #4 (main)
+            hdr.nfc_bridge4.setInvalid();
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
@@ -621,7 +631,7 @@ control Ingress(
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_SPI;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_UNKNOWN_SPI);
                     exit;
                 }
                 meta.nfc_colour1 = tunnel_in_rate.execute((bit<32>)meta.tunnel);
@@ -631,7 +641,7 @@ control Ingress(
                 if (meta.nfc_colour1[1:0] == 2w2) {
                     meta.nfc_drop = NFC_DROP_RATE_LIMITED;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_RATE_LIMITED);
                     exit;
                 }
             }
@@ -664,7 +674,7 @@ control Ingress(
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_TRAFFIC_SELECTOR;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_TRAFFIC_SELECTOR);
                     exit;
                 }
                 meta.nfc_colour3 = tunnel_out_rate.execute((bit<32>)meta.tunnel);
@@ -674,7 +684,7 @@ control Ingress(
                 if (meta.nfc_colour3[1:0] == 2w2) {
                     meta.nfc_drop = NFC_DROP_RATE_LIMITED;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_RATE_LIMITED);
                     exit;
                 }
             }
@@ -715,13 +725,13 @@ control Ingress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         ig_dprsr_md.drop_ctl = 3w1;
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_ROUTE;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_ROUTE);
                     exit;
                 }
             }
@@ -729,7 +739,7 @@ control Ingress(
         if (meta.nfc_forwarded == 1w0) {
             meta.nfc_drop = NFC_DROP_NO_EGRESS;
             ig_dprsr_md.drop_ctl = 3w1;
-            nfc_drops.count((bit<32>)meta.nfc_drop);
+            nfc_drops.count((bit<32>)NFC_DROP_NO_EGRESS);
             exit;
         }
     }

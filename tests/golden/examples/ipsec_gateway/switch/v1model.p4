@@ -570,60 +570,70 @@ control NfcIngress(
             }
             if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!((hdr.outer.version == 4w4) && (hdr.outer.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!(hdr.outer.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer.isValid() && (!meta.nfc_csum_ok_outer))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-            }
-            if (meta.nfc_drop != 8w0) {
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
+            } else if (meta.nfc_drop != 8w0) {
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            }
-            if (meta.nfc_punt != 8w0) {
+            } else if (meta.nfc_punt != 8w0) {
                 hdr.nfc_packet_in.setValid();
                 hdr.nfc_packet_in.reason = meta.nfc_punt;
                 hdr.nfc_packet_in.ingress_port = (bit<16>)standard_metadata.ingress_port;
                 standard_metadata.egress_spec = (bit<9>)NFC_CPU_PORT[8:0];
                 exit;
-            }
-            if (standard_metadata.parser_error != error.NoError) {
+            } else if (standard_metadata.parser_error != error.NoError) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
+                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
                 exit;
             }
-        } else {
-            if (meta.nfc_drop != 8w0) {
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
+        } else if (meta.nfc_drop != 8w0) {
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)meta.nfc_drop);
+            exit;
+        } else if (standard_metadata.parser_error != error.NoError) {
+            meta.nfc_drop = NFC_DROP_TRUNCATED;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
+            exit;
+        } else if (meta.nfc_cut == 8w2) {
+            // back from the server at bridge #2 (main)
+            if (hdr.nfc_bridge2.egress_set == 1w1) {
+                meta.nfc_egress = hdr.nfc_bridge2.egress_port;
+                standard_metadata.egress_spec = (bit<9>)hdr.nfc_bridge2.egress_port[8:0];
+                meta.nfc_forwarded = 1w1;
             }
-            if (standard_metadata.parser_error != error.NoError) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (main)
-                if (hdr.nfc_bridge2.egress_set == 1w1) {
-                    meta.nfc_egress = hdr.nfc_bridge2.egress_port;
-                    standard_metadata.egress_spec = (bit<9>)hdr.nfc_bridge2.egress_port[8:0];
-                    meta.nfc_forwarded = 1w1;
-                }
-                hdr.nfc_bridge2.setInvalid();
-            }
-            if (meta.nfc_cut == 8w4) {
-                // back from the server at bridge #4 (main)
-                hdr.nfc_bridge4.setInvalid();
-            }
+            hdr.nfc_bridge2.setInvalid();
+        } else if (meta.nfc_cut == 8w4) {
+            // back from the server at bridge #4 (main)
+            hdr.nfc_bridge4.setInvalid();
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
@@ -632,14 +642,14 @@ control NfcIngress(
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_SPI;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_UNKNOWN_SPI);
                     exit;
                 }
                 tunnel_in_rate.execute_meter<bit<8>>((bit<32>)meta.tunnel, meta.nfc_colour1);
                 if (meta.nfc_colour1[1:0] == 2w2) {
                     meta.nfc_drop = NFC_DROP_RATE_LIMITED;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_RATE_LIMITED);
                     exit;
                 }
             }
@@ -672,14 +682,14 @@ control NfcIngress(
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_TRAFFIC_SELECTOR;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_TRAFFIC_SELECTOR);
                     exit;
                 }
                 tunnel_out_rate.execute_meter<bit<8>>((bit<32>)meta.tunnel, meta.nfc_colour3);
                 if (meta.nfc_colour3[1:0] == 2w2) {
                     meta.nfc_drop = NFC_DROP_RATE_LIMITED;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_RATE_LIMITED);
                     exit;
                 }
             }
@@ -720,13 +730,13 @@ control NfcIngress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_ROUTE;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_ROUTE);
                     exit;
                 }
             }
@@ -734,7 +744,7 @@ control NfcIngress(
         if (meta.nfc_forwarded == 1w0) {
             meta.nfc_drop = NFC_DROP_NO_EGRESS;
             mark_to_drop(standard_metadata);
-            nfc_drops.count((bit<32>)meta.nfc_drop);
+            nfc_drops.count((bit<32>)NFC_DROP_NO_EGRESS);
             exit;
         }
     }

@@ -225,32 +225,27 @@ control Ingress(
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            }
-            if (meta.nfc_punt != 8w0) {
+            } else if (meta.nfc_punt != 8w0) {
                 hdr.nfc_packet_in.setValid();
                 hdr.nfc_packet_in.reason = meta.nfc_punt;
                 hdr.nfc_packet_in.ingress_port = (bit<16>)ig_intr_md.ingress_port;
                 ig_tm_md.ucast_egress_port = (PortId_t)NFC_CPU_PORT[8:0];
                 exit;
-            }
-            if (ig_prsr_md.parser_err != 16w0) {
+            } else if (ig_prsr_md.parser_err != 16w0) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
+                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
                 exit;
             }
-        } else {
-            if (meta.nfc_drop != 8w0) {
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (ig_prsr_md.parser_err != 16w0) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
+        } else if (meta.nfc_drop != 8w0) {
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)meta.nfc_drop);
+            exit;
+        } else if (ig_prsr_md.parser_err != 16w0) {
+            meta.nfc_drop = NFC_DROP_TRUNCATED;
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
+            exit;
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
@@ -259,7 +254,7 @@ control Ingress(
                 if (meta.nfc_reg_hits == 32w3) {
                     meta.nfc_drop = NFC_DROP_OVER_QUOTA;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_OVER_QUOTA);
                     exit;
                 }
                 meta.n = meta.nfc_reg_hits + 32w1;
@@ -287,7 +282,7 @@ control Ingress(
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                     ig_dprsr_md.drop_ctl = 3w1;
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                     exit;
                 }
             }
@@ -295,7 +290,7 @@ control Ingress(
         if (meta.nfc_forwarded == 1w0) {
             meta.nfc_drop = NFC_DROP_NO_EGRESS;
             ig_dprsr_md.drop_ctl = 3w1;
-            nfc_drops.count((bit<32>)meta.nfc_drop);
+            nfc_drops.count((bit<32>)NFC_DROP_NO_EGRESS);
             exit;
         }
     }

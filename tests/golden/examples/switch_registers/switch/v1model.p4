@@ -194,32 +194,27 @@ control NfcIngress(
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            }
-            if (meta.nfc_punt != 8w0) {
+            } else if (meta.nfc_punt != 8w0) {
                 hdr.nfc_packet_in.setValid();
                 hdr.nfc_packet_in.reason = meta.nfc_punt;
                 hdr.nfc_packet_in.ingress_port = (bit<16>)standard_metadata.ingress_port;
                 standard_metadata.egress_spec = (bit<9>)NFC_CPU_PORT[8:0];
                 exit;
-            }
-            if (standard_metadata.parser_error != error.NoError) {
+            } else if (standard_metadata.parser_error != error.NoError) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
+                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
                 exit;
             }
-        } else {
-            if (meta.nfc_drop != 8w0) {
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (standard_metadata.parser_error != error.NoError) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
+        } else if (meta.nfc_drop != 8w0) {
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)meta.nfc_drop);
+            exit;
+        } else if (standard_metadata.parser_error != error.NoError) {
+            meta.nfc_drop = NFC_DROP_TRUNCATED;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
+            exit;
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
@@ -231,7 +226,7 @@ control NfcIngress(
                 if (meta.nfc_reg_hits == 32w3) {
                     meta.nfc_drop = NFC_DROP_OVER_QUOTA;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_OVER_QUOTA);
                     exit;
                 }
                 meta.n = meta.nfc_reg_hits + 32w1;
@@ -261,7 +256,7 @@ control NfcIngress(
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                     exit;
                 }
             }
@@ -269,7 +264,7 @@ control NfcIngress(
         if (meta.nfc_forwarded == 1w0) {
             meta.nfc_drop = NFC_DROP_NO_EGRESS;
             mark_to_drop(standard_metadata);
-            nfc_drops.count((bit<32>)meta.nfc_drop);
+            nfc_drops.count((bit<32>)NFC_DROP_NO_EGRESS);
             exit;
         }
     }

@@ -497,51 +497,59 @@ control NfcIngress(
             }
             if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+                exit;
             } else if ((meta.nfc_pipeline == 8w2) && (hdr.eth.isValid() && (!(((hdr.eth.ethertype != 16w0x8100) && (hdr.eth.ethertype != 16w0x88a8)) && (hdr.eth.ethertype != 16w0x9100))))) {
                 meta.nfc_drop = NFC_DROP_INNER_VLAN_TAG;
-            }
-            if (meta.nfc_drop != 8w0) {
+                mark_to_drop(standard_metadata);
+                nfc_drops.count((bit<32>)NFC_DROP_INNER_VLAN_TAG);
+                exit;
+            } else if (meta.nfc_drop != 8w0) {
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            }
-            if (meta.nfc_punt != 8w0) {
+            } else if (meta.nfc_punt != 8w0) {
                 hdr.nfc_packet_in.setValid();
                 hdr.nfc_packet_in.reason = meta.nfc_punt;
                 hdr.nfc_packet_in.ingress_port = (bit<16>)standard_metadata.ingress_port;
                 standard_metadata.egress_spec = (bit<9>)NFC_CPU_PORT[8:0];
                 exit;
-            }
-            if (standard_metadata.parser_error != error.NoError) {
+            } else if (standard_metadata.parser_error != error.NoError) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
+                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
                 exit;
             }
-        } else {
-            if (meta.nfc_drop != 8w0) {
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (standard_metadata.parser_error != error.NoError) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            }
-            if (meta.nfc_cut == 8w2) {
-                // back from the server at bridge #2 (main)
-                meta.host_ip = hdr.nfc_bridge2.meta_host_ip;
-                meta.vni = hdr.nfc_bridge2.meta_vni;
-                hdr.nfc_bridge2.setInvalid();
-            }
+        } else if (meta.nfc_drop != 8w0) {
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)meta.nfc_drop);
+            exit;
+        } else if (standard_metadata.parser_error != error.NoError) {
+            meta.nfc_drop = NFC_DROP_TRUNCATED;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
+            exit;
+        } else if (meta.nfc_cut == 8w2) {
+            // back from the server at bridge #2 (main)
+            meta.host_ip = hdr.nfc_bridge2.meta_host_ip;
+            meta.vni = hdr.nfc_bridge2.meta_vni;
+            hdr.nfc_bridge2.setInvalid();
         }
         if (meta.nfc_pipeline == 8w1) {
             if (meta.nfc_resume <= 8w0) {
@@ -607,13 +615,13 @@ control NfcIngress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 } else {
                     meta.nfc_drop = NFC_DROP_NO_UNDERLAY_ROUTE;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_NO_UNDERLAY_ROUTE);
                     exit;
                 }
             }
@@ -628,13 +636,13 @@ control NfcIngress(
                     } else {
                         meta.nfc_drop = NFC_DROP_NO_SUCH_PORT;
                         mark_to_drop(standard_metadata);
-                        nfc_drops.count((bit<32>)meta.nfc_drop);
+                        nfc_drops.count((bit<32>)NFC_DROP_NO_SUCH_PORT);
                         exit;
                     }
                 } else {
                     meta.nfc_drop = NFC_DROP_UNKNOWN_VNI;
                     mark_to_drop(standard_metadata);
-                    nfc_drops.count((bit<32>)meta.nfc_drop);
+                    nfc_drops.count((bit<32>)NFC_DROP_UNKNOWN_VNI);
                     exit;
                 }
             }
@@ -642,7 +650,7 @@ control NfcIngress(
         if (meta.nfc_forwarded == 1w0) {
             meta.nfc_drop = NFC_DROP_NO_EGRESS;
             mark_to_drop(standard_metadata);
-            nfc_drops.count((bit<32>)meta.nfc_drop);
+            nfc_drops.count((bit<32>)NFC_DROP_NO_EGRESS);
             exit;
         }
     }
