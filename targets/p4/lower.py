@@ -368,20 +368,26 @@ def _ingress(c: _Ctx) -> p.Control:
     # the first check that fails names the drop: one if-else chain, so p4c's Tofino back end
     # knows the drops exclusive and places them in one stage (separate ifs, each with a drop
     # and an ``exit``, it ordered one after another: three stages before the first lookup)
-    checks: list[tuple[p.Expr, str]] = []
-    for parser, inst, v in c.verifies:
-        cond: p.Expr = p.Un("!", _expr(c, v.cond))
-        if inst:
-            cond = p.Bin("&&", p.Call(p.ref(f"hdr.{inst}.isValid")), cond)
-        users = [c.names.pipelines[pl.name] for pl in c.prog.pipelines if pl.parser == parser]
+    # each parser's checks in its order; a check several parsers make alike (the same header,
+    # condition and reason) is made once for all of them, at a place that keeps every parser's
+    # order (a shortest common supersequence): fewer tests in the chain
+    merged: list[tuple[tuple[str, p.Expr, str], set[int]]] = []
+    for parser in dict.fromkeys(x[0] for x in c.verifies):
+        users = {c.names.pipelines[pl.name] for pl in c.prog.pipelines if pl.parser == parser}
         if not users:  # a parser no pipeline uses (W001) parses no packet
             continue
-        if len(users) < len(c.prog.pipelines):  # only packets this parser parsed
-            which: p.Expr = p.Bin("==", p.ref("meta.nfc_pipeline"), p.Const(users[0], 8))
-            for k in users[1:]:
+        mine = [(inst, p.Un("!", _expr(c, v.cond)), v.reason) for q, inst, v in c.verifies if q == parser]
+        merged = _supersequence(merged, [(x, users) for x in mine])
+    checks: list[tuple[p.Expr, str]] = []
+    for (inst, failed, reason), users in merged:
+        cond = failed if not inst else p.Bin("&&", p.Call(p.ref(f"hdr.{inst}.isValid")), failed)
+        if len(users) < len(c.prog.pipelines):  # only packets these parsers parsed
+            codes = sorted(users)
+            which: p.Expr = p.Bin("==", p.ref("meta.nfc_pipeline"), p.Const(codes[0], 8))
+            for k in codes[1:]:
                 which = p.Bin("||", which, p.Bin("==", p.ref("meta.nfc_pipeline"), p.Const(k, 8)))
             cond = p.Bin("&&", which, cond)
-        checks.append((cond, v.reason))
+        checks.append((cond, reason))
     parsed = p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8))  # the parser chose a drop
     front += _chain([*((cond, _drop(c, reason)) for cond, reason in checks),
                      (parsed, _drop_code(c)),
@@ -404,6 +410,32 @@ def _ingress(c: _Ctx) -> p.Control:
              p.If(p.Bin("==", p.ref("meta.nfc_forwarded"), p.Const(0, 1)), _drop(c, "no_egress"), ()))
     return p.Control("Ingress" if c.arch.name == "tna" else "NfcIngress", c.arch.ingress_params(),
                      tuple(c.locals), apply)
+
+
+_Check = tuple[tuple[str, p.Expr, str], set[int]]  # (header, failed condition, reason), pipelines
+
+
+def _supersequence(a: list[_Check], b: list[_Check]) -> list[_Check]:
+    """A shortest sequence holding ``a`` and ``b`` each in its order, an item of both once
+    (for the union of their pipelines)."""
+    n, m = len(a), len(b)
+    lcs = [[0] * (m + 1) for _ in range(n + 1)]
+    for i in range(n - 1, -1, -1):
+        for j in range(m - 1, -1, -1):
+            lcs[i][j] = lcs[i + 1][j + 1] + 1 if a[i][0] == b[j][0] else max(lcs[i + 1][j], lcs[i][j + 1])
+    out: list[_Check] = []
+    i = j = 0
+    while i < n and j < m:
+        if a[i][0] == b[j][0]:
+            out.append((a[i][0], a[i][1] | b[j][1]))
+            i, j = i + 1, j + 1
+        elif lcs[i + 1][j] >= lcs[i][j + 1]:
+            out.append(a[i])
+            i += 1
+        else:
+            out.append(b[j])
+            j += 1
+    return out + a[i:] + b[j:]
 
 
 def _chain(arms: list[tuple[p.Expr, tuple[p.Stmt, ...]]]) -> list[p.Stmt]:

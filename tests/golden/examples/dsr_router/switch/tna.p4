@@ -593,32 +593,32 @@ control Ingress(
         }
         if (meta.nfc_cut == 8w0) {
             // what the reference semantics does while parsing, in the same order
-            if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
+            if (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
                 exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+            } else if (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
                 exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
+            } else if (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4)) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
                 exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+            } else if (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
                 exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+            } else if (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
                 exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+            } else if (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4)) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
@@ -627,36 +627,6 @@ control Ingress(
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
-                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
-                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
                 exit;
             } else if (meta.nfc_drop != 8w0) {
                 ig_dprsr_md.drop_ctl = 3w1;

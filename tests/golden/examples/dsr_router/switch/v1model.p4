@@ -600,32 +600,32 @@ control NfcIngress(
                 nfc_fold_outer_ipv4();
                 meta.nfc_csum_ok_outer_ipv4 = meta.nfc_csum_sum_outer_ipv4[15:0] == 16w0xffff;
             }
-            if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
+            if (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
                 exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
+            } else if (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
                 exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
+            } else if (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4)) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
                 exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+            } else if (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5)))) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
                 exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+            } else if (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5))) {
                 meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
                 exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+            } else if (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4)) {
                 meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
@@ -634,36 +634,6 @@ control NfcIngress(
                 meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
-                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
-                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
                 exit;
             } else if (meta.nfc_drop != 8w0) {
                 mark_to_drop(standard_metadata);
