@@ -167,8 +167,13 @@ def lower_switch(prog: ir.Program, placement: Placement, bridges: tuple[Bridge, 
 
 def _punt_reasons(prog: ir.Program) -> set[str]:
     in_stages = {s.reason for st in prog.stages.values() for s in walk_stmts(st.body) if isinstance(s, ir.Punt)}
-    return in_stages | {t.name for g in prog.parsers.values() for st in g.states
-                        for t in (*[x.target for x in st.cases], st.default) if t.kind == "punt"}
+    return in_stages | _parser_ends(prog, "punt")
+
+
+def _parser_ends(prog: ir.Program, kind: str) -> set[str]:
+    """The reasons of the parsers' transitions to a ``drop`` or a ``punt`` (``kind``)."""
+    return {t.name for g in prog.parsers.values() for st in g.states
+            for t in (*[x.target for x in st.cases], st.default) if t.kind == kind}
 
 
 def _with_metadata_init(parser: p.Parser, meta: p.Struct) -> p.Parser:
@@ -238,12 +243,10 @@ def _parser(c: _Ctx) -> p.Parser:
     states += _bridge_states(c)
     for g in prog.parsers.values():
         states += [_pstate(c, g, st) for st in g.states]
-    for reason in sorted({t.name for g in prog.parsers.values() for st in g.states
-                          for t in (*[x.target for x in st.cases], st.default) if t.kind == "drop"}):
+    for reason in sorted(_parser_ends(prog, "drop")):
         states.append(p.State(f"nfc_drop_{reason}", (p.Assign(p.ref("meta.nfc_drop"),
                                                               p.ref(f"NFC_DROP_{reason.upper()}")),)))
-    for reason in sorted({t.name for g in prog.parsers.values() for st in g.states
-                          for t in (*[x.target for x in st.cases], st.default) if t.kind == "punt"}):
+    for reason in sorted(_parser_ends(prog, "punt")):
         states.append(p.State(f"nfc_punt_{reason}", (p.Assign(p.ref("meta.nfc_punt"),
                                                               p.ref(f"NFC_PUNT_{reason.upper()}")),)))
     states.append(p.State("nfc_packet_out", (p.CallStmt(p.Call(p.ref("pkt.extract"), (p.ref("hdr.nfc_packet_out"),))),
@@ -391,7 +394,9 @@ def _ingress(c: _Ctx) -> p.Control:
     parsed = p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8))  # the parser chose a drop
     front += _chain([*((cond, _drop(c, reason)) for cond, reason in checks),
                      (parsed, _drop_code(c)),
-                     (p.Bin("!=", p.ref("meta.nfc_punt"), p.Const(0, 8)), _punt(c, p.ref("meta.nfc_punt"))),
+                     # (a punt only where a parser punts: its packet_in header takes an action of its own)
+                     *([(p.Bin("!=", p.ref("meta.nfc_punt"), p.Const(0, 8)), _punt(c, p.ref("meta.nfc_punt")))]
+                       if _parser_ends(c.prog, "punt") else []),
                      (c.arch.parser_error(), _drop(c, "truncated"))])
     restore = _chain([(parsed, _drop_code(c)), (c.arch.parser_error(), _drop(c, "truncated")),
                       *(_from_server(c, b) for b in c.bridges if b.direction is Direction.TO_SWITCH)])

@@ -687,12 +687,6 @@ control NfcIngress(
                 mark_to_drop(standard_metadata);
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            } else if (meta.nfc_punt != 8w0) {
-                hdr.nfc_packet_in.setValid();
-                hdr.nfc_packet_in.reason = meta.nfc_punt;
-                hdr.nfc_packet_in.ingress_port = (bit<16>)standard_metadata.ingress_port;
-                standard_metadata.egress_spec = (bit<9>)NFC_CPU_PORT[8:0];
-                exit;
             } else if (standard_metadata.parser_error != error.NoError) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 mark_to_drop(standard_metadata);

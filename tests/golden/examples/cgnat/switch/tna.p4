@@ -704,12 +704,6 @@ control Ingress(
                 ig_dprsr_md.drop_ctl = 3w1;
                 nfc_drops.count((bit<32>)meta.nfc_drop);
                 exit;
-            } else if (meta.nfc_punt != 8w0) {
-                hdr.nfc_packet_in.setValid();
-                hdr.nfc_packet_in.reason = meta.nfc_punt;
-                hdr.nfc_packet_in.ingress_port = (bit<16>)ig_intr_md.ingress_port;
-                ig_tm_md.ucast_egress_port = (PortId_t)NFC_CPU_PORT[8:0];
-                exit;
             } else if (ig_prsr_md.parser_err != 16w0) {
                 meta.nfc_drop = NFC_DROP_TRUNCATED;
                 ig_dprsr_md.drop_ctl = 3w1;
