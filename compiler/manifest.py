@@ -319,6 +319,8 @@ class SwitchResources:
     tcam_blocks: int
     sram_capacity: int
     tcam_capacity: int
+    # with the generated program's control code (compiler/stage_estimate.py); 0 in older plans
+    mau_stages_with_control: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -453,7 +455,7 @@ def _switch_resources(r: dict[str, Any] | None) -> SwitchResources | None:
                            tuple(MauStageUse(int(u["stage"]), int(u["sram_blocks"]), int(u["tcam_blocks"]))
                                  for u in r["per_stage"]),
                            int(r["sram_blocks"]), int(r["tcam_blocks"]), int(r["sram_capacity"]),
-                           int(r["tcam_capacity"]))
+                           int(r["tcam_capacity"]), int(r.get("mau_stages_with_control", 0)))
 
 
 def _server_resources(r: dict[str, Any] | None) -> ServerResources | None:

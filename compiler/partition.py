@@ -49,6 +49,7 @@ from compiler.place_scale import Bounds, lay_out, relax
 from compiler.placement import OBJECTIVES, MissPath, Optimality, Placement, Segment
 from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import Blocks, server_bytes
+from compiler.stage_estimate import estimate
 from lang.diagnostics import Diagnostics, InternalError, Span
 
 __all__ = ["EXACT_MAX_STAGES", "EXACT_RELAX_SHARE", "GAP_TOLERANCE", "LAYOUT_MAX_UNITS", "RELAX_SHARE",
@@ -93,7 +94,28 @@ def partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics,
               timeout_ms: int | None = None) -> Placement | None:
     """Place every stage within the time limit (``timeout_ms``, else ``time_limit``'s, else 60 s);
     on failure add a diagnostic that explains what does not fit.  The listener set by
-    ``compiler.partition_progress.reporting``, if any, hears how the search goes."""
+    ``compiler.partition_progress.reporting``, if any, hears how the search goes.
+
+    W088 when the switch program's own control code (``compiler.stage_estimate``) would take
+    it past the switch's MAU stages: the placement counts the table units' stages only, and the
+    Tofino back end places the rest too."""
+    placement = _partition(prog, targets, diags, timeout_ms)
+    sw = targets.switch
+    if placement is None or sw is None:
+        return placement
+    n = int(sw.res("stages"))
+    est = estimate(prog, placement, sw, targets.server is not None)
+    if est.stages > n:
+        where = prog.pipelines[0].span if prog.pipelines else Span(prog.file, 1, 1, 1, 1)
+        diags.warning("W088", f"the switch program needs about {est.stages} MAU stages with its control code "
+                              f"(checks, drops, the branches after lookups, hashes); {sw.name} has {n} and its "
+                              f"tables are placed in {est.table_stages}", where,
+                      notes=("the Tofino back end is likely to refuse it (docs/partitioner.md, "
+                             "\"Control code\")",))
+    return placement
+
+
+def _partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics, timeout_ms: int | None) -> Placement | None:
     limit = (timeout_ms if timeout_ms is not None else SOLVER_TIMEOUT_MS) / 1000
     clock = _Clock(limit)
     p = problem_of(prog, targets)

@@ -23,6 +23,7 @@ from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import entries_share, server_bytes, server_share_bytes, table_blocks
 from compiler.server_load import ServerLoad
 from compiler.shard import monotonic_cells, server_state, steering
+from compiler.stage_estimate import estimate
 
 __all__ = ["PLAN_VERSION", "build_plan", "dump_plan"]
 
@@ -95,6 +96,7 @@ def build_plan(c: Compilation, artifacts: dict[str, str], generated: dict[str, s
         usage = switch_usage(pl, int(sw.res("stages")))
         switch_res = {
             "mau_stages_used": pl.mau_stages_used,
+            "mau_stages_with_control": estimate(prog, pl, sw, srv is not None).stages,
             "per_stage": [{"stage": k, "sram_blocks": u.sram, "tcam_blocks": u.tcam} for k, u in enumerate(usage)],
             "sram_blocks": sum(u.sram for u in usage), "tcam_blocks": sum(u.tcam for u in usage),
             "sram_capacity": int(sw.res("stages") * sw.res("sram_blocks")),

@@ -41,6 +41,8 @@ RESOURCE_RANGES: dict[str, tuple[float, float]] = {
     "tcam_blocks": (0, 1024), "tcam_entries": (1, 2**20), "tcam_bits": (1, 4096), "tables_per_stage": (1, 1024),
     "phv_bits": (1, 2**16), "exact_load": (0.01, 1), "ports": (1, 2**16), "port_bits": (1, 16),
     "port_gbps": (0.001, 1e6), "cpu_port": (0, 2**16 - 1),
+    "control_stages_front": (0, 64), "stages_after_branches": (0, 64), "stages_before_hash_use": (0, 64),
+    "control_stages_back": (0, 64),
     "salu_fields": (0, 64), "salu_word_bits": (1, 128), "salu_comparisons": (0, 64), "salu_operations": (0, 64),
     "cores": (1, 4096), "clock_ghz": (0.001, 100), "memory_gib": (2**-20, 2**20), "link_gbps": (0.001, 1e6),
 }

@@ -138,6 +138,10 @@ def _resources_section(plan: Plan) -> list[str]:
         per_s, per_t = int(plan.switch.resources["sram_blocks"]), int(plan.switch.resources["tcam_blocks"])
         out.append(f"switch {plan.switch.name}: {sw.mau_stages_used} of {len(sw.per_stage)} MAU stages used; "
                    f"SRAM {sw.sram_blocks}/{sw.sram_capacity} blocks, TCAM {sw.tcam_blocks}/{sw.tcam_capacity}")
+        if sw.mau_stages_with_control > sw.mau_stages_used:
+            out.append(f"  with the generated control code (checks, drops, the branches after lookups, hashes) "
+                       f"about {sw.mau_stages_with_control} MAU stages"
+                       + (" (W088: more than the chip has)" if sw.mau_stages_with_control > len(sw.per_stage) else ""))
         rows = [[str(s.stage), f"{s.sram_blocks}/{per_s}", f"{s.tcam_blocks}/{per_t}",
                  "#" * round(20 * s.sram_blocks / per_s) + "|" + "*" * round(20 * s.tcam_blocks / per_t)]
                 for s in sw.per_stage]
@@ -157,6 +161,8 @@ def _margins_section(plan: Plan) -> list[str]:
     if sw and plan.switch:
         name = plan.switch.name
         rows += [_margin(f"{name} MAU stages", sw.mau_stages_used, len(sw.per_stage), "{:g}"),
+                 *([_margin(f"{name} MAU stages with control code", sw.mau_stages_with_control, len(sw.per_stage),
+                            "{:g}")] if sw.mau_stages_with_control else []),
                  _margin(f"{name} SRAM blocks", sw.sram_blocks, sw.sram_capacity, "{:g}"),
                  _margin(f"{name} TCAM blocks", sw.tcam_blocks, sw.tcam_capacity, "{:g}")]
     if srv and plan.server:

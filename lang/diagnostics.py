@@ -96,6 +96,7 @@ CODES: dict[str, str] = {
     "W085": "a shard key the switch does not set before a cut",
     "W086": "several servers and no shard by: the compiler chose the keys",
     "W087": "a state table bigger than a server's state tables hold",
+    "W088": "the switch program's control code takes it past the switch's stages",
     "W080": "placement not proved optimal (time limit or scalable search)",
 }
 

@@ -157,7 +157,7 @@ def test_tiny_time_limit_still_yields_a_valid_placement_with_its_gap():
     assert q.values[0] == q.bounds[0] == 0
     assert q.open_objective == 1 and q.bounds[1] is not None and q.values[1] < q.bounds[1]
     assert q.gap == pytest.approx((q.bounds[1] - q.values[1]) / q.bounds[1])
-    (w,) = d.items
+    (w,) = [x for x in d.items if x.code != "W088"]  # W088: cgnat's control code, whatever the limit
     outbound = 1 + (ROOT / "examples/cgnat.nfp").read_text().splitlines().index("pipeline outbound {")
     assert (w.code, w.severity.value, w.span.line, w.span.col) == ("W080", "warning", outbound, 1)
     assert w.message.startswith("placement not proved optimal: the partitioner stopped at its 0.001 s time limit; "

@@ -143,8 +143,9 @@ def test_report_shows_every_margin(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     report = (out / "report.txt").read_text()
     margins = report[report.index("margins at 15 Mpps offered"):].splitlines()
-    rows = {re.split(r"\s{2,}", line.strip())[0]: re.split(r"\s{2,}", line.strip())[1:] for line in margins[3:9]}
+    rows = {re.split(r"\s{2,}", line.strip())[0]: re.split(r"\s{2,}", line.strip())[1:] for line in margins[3:10]}
     assert rows["tofino1 MAU stages"] == ["7", "12", "5 (42%)"]
+    assert rows["tofino1 MAU stages with control code"] == ["11", "12", "1 (8%)"]  # compiled: 11 (real_p4.md)
     assert rows["tofino1 SRAM blocks"] == ["68", "960", "892 (93%)"]
     assert rows["tofino1 TCAM blocks"] == ["125", "288", "163 (57%)"]
     # overlay_routes, 16M = 16,000,000 entries of a 16-byte key and inline values

@@ -903,7 +903,7 @@ def _lookup(c: _Ctx, s: ir.Lookup) -> list[p.Stmt]:
         return [p.Comment(f"lookup {t.name}, {_src(s.span)}: its switch cache has no entry, every packet goes to "
                           "the server"), *_to_server_miss(c, s)]
     params = tuple((f"v_{v.name}", _bits(v.width)) for v in t.values)
-    results = {p.ref(f"meta.{t.name}__{v.name}"): p.Path(f"v_{v.name}") for v in t.values}
+    results: dict[p.Expr, p.Expr] = {p.ref(f"meta.{t.name}__{v.name}"): p.Path(f"v_{v.name}") for v in t.values}
     assert c.must is not None, "statements are lowered in stages"
     (hit, on_hit), (miss, on_miss) = must_branches(s, c.must, packet_order(c.prog))
     moved, on_hit_rest = _into_action(_block(c, hit, on_hit), results)
