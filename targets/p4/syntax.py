@@ -57,6 +57,7 @@ __all__ = [
     "Typedef",
     "Un",
     "bits",
+    "children",
     "exprs_of",
     "ref",
     "stmts_of",
@@ -245,61 +246,65 @@ def called(stmts: tuple[Stmt, ...]) -> Iterator[str]:
             yield from called(st.then)
             yield from called(st.orelse)
 
+def children(e: Expr) -> tuple[Expr, ...]:
+    """The expressions directly inside ``e``, in source order."""
+    match e:
+        case Member() | Slice():
+            return (e.base,)
+        case Bin():
+            return (e.left, e.right)
+        case Un() | Cast():
+            return (e.operand,)
+        case Call():
+            return (e.target, *e.args)
+        case ListExpr():
+            return e.items
+        case Mask():
+            return (e.value, e.mask)
+        case Range():
+            return (e.lo, e.hi)
+        case _:
+            return ()
+
+
+def _with_children(e: Expr, kids: tuple[Expr, ...]) -> Expr:
+    """``e`` with ``children(e)`` replaced by ``kids``."""
+    match e:
+        case Member():
+            return Member(kids[0], e.field)
+        case Slice():
+            return Slice(kids[0], e.hi, e.lo)
+        case Bin():
+            return Bin(e.op, kids[0], kids[1])
+        case Un():
+            return Un(e.op, kids[0])
+        case Cast():
+            return Cast(e.type, kids[0])
+        case Call():
+            return Call(kids[0], kids[1:], e.type_args)
+        case ListExpr():
+            return ListExpr(kids)
+        case Mask():
+            return Mask(kids[0], kids[1])
+        case Range():
+            return Range(kids[0], kids[1])
+        case _:
+            return e
+
+
 def subexprs(e: Expr) -> Iterator[Expr]:
     """``e`` and every expression inside it, outermost first."""
     yield e
-    match e:
-        case Member():
-            yield from subexprs(e.base)
-        case Bin():
-            yield from subexprs(e.left)
-            yield from subexprs(e.right)
-        case Un() | Cast():
-            yield from subexprs(e.operand)
-        case Slice():
-            yield from subexprs(e.base)
-        case Call():
-            yield from subexprs(e.target)
-            for a in e.args:
-                yield from subexprs(a)
-        case ListExpr():
-            for i in e.items:
-                yield from subexprs(i)
-        case Mask():
-            yield from subexprs(e.value)
-            yield from subexprs(e.mask)
-        case Range():
-            yield from subexprs(e.lo)
-            yield from subexprs(e.hi)
-        case _:
-            pass
+    for k in children(e):
+        yield from subexprs(k)
 
 
 def substitute(e: Expr, by: dict[Expr, Expr]) -> Expr:
     """``e`` with every subexpression that is a key of ``by`` replaced by its value."""
     if e in by:
         return by[e]
-    match e:
-        case Member():
-            return Member(substitute(e.base, by), e.field)
-        case Bin():
-            return Bin(e.op, substitute(e.left, by), substitute(e.right, by))
-        case Un():
-            return Un(e.op, substitute(e.operand, by))
-        case Cast():
-            return Cast(e.type, substitute(e.operand, by))
-        case Slice():
-            return Slice(substitute(e.base, by), e.hi, e.lo)
-        case Call():
-            return Call(substitute(e.target, by), tuple(substitute(a, by) for a in e.args), e.type_args)
-        case ListExpr():
-            return ListExpr(tuple(substitute(i, by) for i in e.items))
-        case Mask():
-            return Mask(substitute(e.value, by), substitute(e.mask, by))
-        case Range():
-            return Range(substitute(e.lo, by), substitute(e.hi, by))
-        case _:
-            return e
+    kids = children(e)
+    return _with_children(e, tuple(substitute(k, by) for k in kids)) if kids else e
 
 
 def stmts_of(stmts: tuple[Stmt, ...]) -> Iterator[Stmt]:
