@@ -27,11 +27,12 @@ assembler's ``BF/pipe/context.json`` (both give the same RAM and TCAM counts per
 fallback has no map RAMs, and its PHV lists only stages up to the chip's last).  PHV from
 ``logs/phv.json``, else ``context.json``.
 
-* MAU stages: nfc: ``resources.switch.mau_stages_used``, the last MAU stage its placement gives a
-  table unit, plus one.  p4c: the last stage holding any logical table (match tables, gateways,
-  the keyless tables the back end makes of a program's plain assignments, in either gress), plus
-  one.  nfc places only its stages' table units; the control code it generates around them (drop
-  checks, bridge writes, resume gateways, the final drop-if-unforwarded test) is not placed.
+* MAU stages: nfc: ``resources.switch.mau_stages_with_control``, the stages its placement gives
+  the table units with the generated control code around them (drop checks, the branches after
+  lookups, hashes, the final drop-if-unforwarded test) estimated (``compiler/stage_estimate.py``;
+  ``mau_stages_used``, the table units' alone, in plans from before it).  p4c: the last stage
+  holding any logical table (match tables, gateways, the keyless tables the back end makes of a
+  program's plain assignments, in either gress), plus one.
   bf-p4c's table placement goes on past the chip's last stage and exits 0; the assembler is what
   refuses such a program (bf-asm/stage.cpp: "tofino supports up to 12 stages"), so the count can
   exceed 12 and the row's note says so.
@@ -346,7 +347,10 @@ def predicted_resources(plan_json: Path | dict[str, Any]) -> dict[str, Any]:
                              "sram_blocks": _object_blocks(width, int(o["size"]), res), "tcam_blocks": 0,
                              "entries": int(o["size"])}
     return {"switch": spec.get("name"), "chip": int(res.get("chip", 0)) or None,
-            "n_stages": len(sw["per_stage"]), "stages_used": int(sw["mau_stages_used"]),
+            "n_stages": len(sw["per_stage"]),
+            # with the generated control code (compiler/stage_estimate.py); older plans: the tables'
+            "stages_used": int(sw.get("mau_stages_with_control") or sw["mau_stages_used"]),
+            "table_stages": int(sw["mau_stages_used"]),
             "sram_blocks": int(sw["sram_blocks"]), "tcam_blocks": int(sw["tcam_blocks"]),
             "sram_capacity": sw.get("sram_capacity"), "tcam_capacity": sw.get("tcam_capacity"),
             "per_stage": sw["per_stage"], "tables": tables,
