@@ -392,14 +392,19 @@ def _ingress(c: _Ctx) -> p.Control:
             cond = p.Bin("&&", which, cond)
         checks.append((cond, reason))
     parsed = p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8))  # the parser chose a drop
-    front += _chain([*((cond, _drop(c, reason)) for cond, reason in checks),
+    from_port = p.Bin("==", p.ref("meta.nfc_cut"), p.Const(0, 8))
+    packet_out = (*_forward(c, p.ref("hdr.nfc_packet_out.egress_port")),
+                  p.CallStmt(p.Call(p.ref("hdr.nfc_packet_out.setInvalid"))), p.Exit())
+    # a packet-out, a packet from a port and one back from a server in one chain too: the
+    # drop and truncation tests are the same arms for both kinds of packet
+    front += _chain([(p.Bin("==", p.ref("meta.nfc_cut"), p.Const(255, 8)), packet_out),
+                     *((p.Bin("&&", from_port, cond), _drop(c, reason)) for cond, reason in checks),
                      (parsed, _drop_code(c)),
                      # (a punt only where a parser punts: its packet_in header takes an action of its own)
-                     *([(p.Bin("!=", p.ref("meta.nfc_punt"), p.Const(0, 8)), _punt(c, p.ref("meta.nfc_punt")))]
-                       if _parser_ends(c.prog, "punt") else []),
-                     (c.arch.parser_error(), _drop(c, "truncated"))])
-    restore = _chain([(parsed, _drop_code(c)), (c.arch.parser_error(), _drop(c, "truncated")),
-                      *(_from_server(c, b) for b in c.bridges if b.direction is Direction.TO_SWITCH)])
+                     *([(p.Bin("&&", from_port, p.Bin("!=", p.ref("meta.nfc_punt"), p.Const(0, 8))),
+                         _punt(c, p.ref("meta.nfc_punt")))] if _parser_ends(c.prog, "punt") else []),
+                     (c.arch.parser_error(), _drop(c, "truncated")),
+                     *(_from_server(c, b) for b in c.bridges if b.direction is Direction.TO_SWITCH)])
     # one if-else chain: the Tofino back end then knows the pipelines' tables exclusive and
     # places them side by side (as separate ifs it ran them one after another: the DSR
     # router took 20 stages, 18 as a chain)
@@ -407,11 +412,7 @@ def _ingress(c: _Ctx) -> p.Control:
     pipelines: tuple[p.Stmt, ...] = ()
     for code, body in reversed(blocks):
         pipelines = (p.If(p.Bin("==", p.ref("meta.nfc_pipeline"), p.Const(code, 8)), body, pipelines),)
-    packet_out = p.If(p.Bin("==", p.ref("meta.nfc_cut"), p.Const(255, 8)),
-                      (*_forward(c, p.ref("hdr.nfc_packet_out.egress_port")),
-                       p.CallStmt(p.Call(p.ref("hdr.nfc_packet_out.setInvalid"))), p.Exit()))
-    apply = (packet_out, p.If(p.Bin("==", p.ref("meta.nfc_cut"), p.Const(0, 8)), tuple(front), tuple(restore)),
-             *pipelines,
+    apply = (*front, *pipelines,
              p.If(p.Bin("==", p.ref("meta.nfc_forwarded"), p.Const(0, 1)), _drop(c, "no_egress"), ()))
     return p.Control("Ingress" if c.arch.name == "tna" else "NfcIngress", c.arch.ingress_params(),
                      tuple(c.locals), apply)

@@ -621,78 +621,66 @@ control NfcIngress(
     }
 
     apply {
+        // what the reference semantics does while parsing, in the same order
+        if (hdr.ipv4.isValid()) {
+            nfc_fold_ipv4();
+            meta.nfc_csum_ok_ipv4 = meta.nfc_csum_sum_ipv4[15:0] == 16w0xffff;
+        }
+        if (hdr.outer_ipv4.isValid()) {
+            nfc_fold_outer_ipv4();
+            meta.nfc_csum_ok_outer_ipv4 = meta.nfc_csum_sum_outer_ipv4[15:0] == 16w0xffff;
+        }
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
             standard_metadata.egress_spec = (bit<9>)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;
-        }
-        if (meta.nfc_cut == 8w0) {
-            // what the reference semantics does while parsing, in the same order
-            if (hdr.ipv4.isValid()) {
-                nfc_fold_ipv4();
-                meta.nfc_csum_ok_ipv4 = meta.nfc_csum_sum_ipv4[15:0] == 16w0xffff;
-            }
-            if (hdr.outer_ipv4.isValid()) {
-                nfc_fold_outer_ipv4();
-                meta.nfc_csum_ok_outer_ipv4 = meta.nfc_csum_sum_outer_ipv4[15:0] == 16w0xffff;
-            }
-            if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
-                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
-                exit;
-            } else if (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5)))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
-                exit;
-            } else if (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5))) {
-                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
-                exit;
-            } else if (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4)) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
-                exit;
-            } else if (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1))) {
-                meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.version == 4w6)))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV6_HEADER;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV6_HEADER);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.hop_limit > 8w1)))) {
-                meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
-                exit;
-            } else if (meta.nfc_drop != 8w0) {
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            } else if (standard_metadata.parser_error != error.NoError) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
-                exit;
-            }
+        } else if ((meta.nfc_cut == 8w0) && ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5)))))) {
+            meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5))))) {
+            meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4)))) {
+            meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
+            meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ihl == 4w5)))) {
+            meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && (hdr.ipv4.isValid() && (!meta.nfc_csum_ok_ipv4))) {
+            meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && (hdr.ipv4.isValid() && (!(hdr.ipv4.ttl > 8w1)))) {
+            meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.version == 4w6))))) {
+            meta.nfc_drop = NFC_DROP_BAD_IPV6_HEADER;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV6_HEADER);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && ((meta.nfc_pipeline == 8w1) && (hdr.ipv6.isValid() && (!(hdr.ipv6.hop_limit > 8w1))))) {
+            meta.nfc_drop = NFC_DROP_TTL_EXCEEDED;
+            mark_to_drop(standard_metadata);
+            nfc_drops.count((bit<32>)NFC_DROP_TTL_EXCEEDED);
+            exit;
         } else if (meta.nfc_drop != 8w0) {
             mark_to_drop(standard_metadata);
             nfc_drops.count((bit<32>)meta.nfc_drop);

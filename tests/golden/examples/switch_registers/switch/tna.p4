@@ -212,25 +212,13 @@ control Ingress(
     };
 
     apply {
+        // what the reference semantics does while parsing, in the same order
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
             ig_tm_md.ucast_egress_port = (PortId_t)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;
-        }
-        if (meta.nfc_cut == 8w0) {
-            // what the reference semantics does while parsing, in the same order
-            if (meta.nfc_drop != 8w0) {
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            } else if (ig_prsr_md.parser_err != 16w0) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
-                exit;
-            }
         } else if (meta.nfc_drop != 8w0) {
             ig_dprsr_md.drop_ctl = 3w1;
             nfc_drops.count((bit<32>)meta.nfc_drop);

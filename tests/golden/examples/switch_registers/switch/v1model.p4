@@ -181,25 +181,13 @@ control NfcIngress(
     register<bit<32>>(32w8) stamp;
 
     apply {
+        // what the reference semantics does while parsing, in the same order
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
             standard_metadata.egress_spec = (bit<9>)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;
-        }
-        if (meta.nfc_cut == 8w0) {
-            // what the reference semantics does while parsing, in the same order
-            if (meta.nfc_drop != 8w0) {
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            } else if (standard_metadata.parser_error != error.NoError) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                mark_to_drop(standard_metadata);
-                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
-                exit;
-            }
         } else if (meta.nfc_drop != 8w0) {
             mark_to_drop(standard_metadata);
             nfc_drops.count((bit<32>)meta.nfc_drop);

@@ -483,50 +483,38 @@ control Ingress(
     }
 
     apply {
+        // what the reference semantics does while parsing, in the same order
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
             ig_tm_md.ucast_egress_port = (PortId_t)hdr.nfc_packet_out.egress_port[8:0];
             meta.nfc_forwarded = 1w1;
             hdr.nfc_packet_out.setInvalid();
             exit;
-        }
-        if (meta.nfc_cut == 8w0) {
-            // what the reference semantics does while parsing, in the same order
-            if ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5))))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5))))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5)))) {
-                meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4))) {
-                meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
-                exit;
-            } else if ((meta.nfc_pipeline == 8w2) && (hdr.eth.isValid() && (!(((hdr.eth.ethertype != 16w0x8100) && (hdr.eth.ethertype != 16w0x88a8)) && (hdr.eth.ethertype != 16w0x9100))))) {
-                meta.nfc_drop = NFC_DROP_INNER_VLAN_TAG;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_INNER_VLAN_TAG);
-                exit;
-            } else if (meta.nfc_drop != 8w0) {
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)meta.nfc_drop);
-                exit;
-            } else if (ig_prsr_md.parser_err != 16w0) {
-                meta.nfc_drop = NFC_DROP_TRUNCATED;
-                ig_dprsr_md.drop_ctl = 3w1;
-                nfc_drops.count((bit<32>)NFC_DROP_TRUNCATED);
-                exit;
-            }
+        } else if ((meta.nfc_cut == 8w0) && ((meta.nfc_pipeline == 8w1) && (hdr.ipv4.isValid() && (!((hdr.ipv4.version == 4w4) && (hdr.ipv4.ihl >= 4w5)))))) {
+            meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!((hdr.outer_ipv4.version == 4w4) && (hdr.outer_ipv4.ihl >= 4w5)))))) {
+            meta.nfc_drop = NFC_DROP_BAD_IPV4_HEADER;
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_HEADER);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!(hdr.outer_ipv4.ihl == 4w5))))) {
+            meta.nfc_drop = NFC_DROP_IPV4_OPTIONS;
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)NFC_DROP_IPV4_OPTIONS);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && ((meta.nfc_pipeline == 8w2) && (hdr.outer_ipv4.isValid() && (!meta.nfc_csum_ok_outer_ipv4)))) {
+            meta.nfc_drop = NFC_DROP_BAD_IPV4_CHECKSUM;
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)NFC_DROP_BAD_IPV4_CHECKSUM);
+            exit;
+        } else if ((meta.nfc_cut == 8w0) && ((meta.nfc_pipeline == 8w2) && (hdr.eth.isValid() && (!(((hdr.eth.ethertype != 16w0x8100) && (hdr.eth.ethertype != 16w0x88a8)) && (hdr.eth.ethertype != 16w0x9100)))))) {
+            meta.nfc_drop = NFC_DROP_INNER_VLAN_TAG;
+            ig_dprsr_md.drop_ctl = 3w1;
+            nfc_drops.count((bit<32>)NFC_DROP_INNER_VLAN_TAG);
+            exit;
         } else if (meta.nfc_drop != 8w0) {
             ig_dprsr_md.drop_ctl = 3w1;
             nfc_drops.count((bit<32>)meta.nfc_drop);
