@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 from runtime.control import OP, REP, REQ, ControlChannel, ControlRefused
-from runtime.errors import InvalidEntry
+from runtime.errors import ChannelError, InvalidEntry
 from runtime.server_proc import ServerProcess, eal_args
 from tests.support import DPDK, nfc_cli, run_make
 
@@ -190,16 +190,21 @@ def test_dump_of_state_expiring_every_millisecond_reads_no_freed_entry(nf_san: P
     with _server(nf_san, vdev=replay) as srv:
         ch = srv.control
         forwarded = ch.counters()["forwarded"]
-        dumps, seen, end = 0, 0, time.monotonic() + 3
+        dumps, busy, seen, end = 0, 0, 0, time.monotonic() + 3
         while time.monotonic() < end:
-            for source, packets in ch.dump("flows"):
-                assert source in sources and packets >= 1
-                seen += 1
+            try:
+                for source, packets in ch.dump("flows"):
+                    assert source in sources and packets >= 1
+                    seen += 1
+            except ChannelError as e:  # BUSY (12): the lcore got no CPU for 1 s (CI's loaded 2 cores, once)
+                assert "try again" in str(e), e
+                busy += 1
+                continue
             dumps += 1
         assert ch.counters()["forwarded"] > forwarded  # the lcore inserted and expired all along
         assert srv.proc.poll() is None
     _assert_clean_exit(srv)
-    assert dumps >= 20 and seen > 0
+    assert dumps >= 20 and seen > 0 and busy <= dumps
 
 
 def test_dump_of_a_sparse_state_table_pauses_forwarding_only_in_short_slices(nf_san: Path) -> None:
