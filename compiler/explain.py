@@ -12,7 +12,7 @@ from compiler.analysis import stage_units
 from compiler.passes.capabilities import can_run
 from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import Blocks, table_blocks
-from lang.diagnostics import Diagnostics, Span
+from lang.diagnostics import Diagnostics
 
 __all__ = ["explain_unfit", "max_entries"]
 
@@ -60,7 +60,7 @@ def _pinned_away(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> bo
 
 def explain_unfit(prog: ir.Program, targets: TargetSet, diags: Diagnostics) -> None:
     sw = targets.switch
-    where = prog.pipelines[0].span if prog.pipelines else Span(prog.file, 1, 1, 1, 1)
+    where = prog.first_pipeline_span
     if _pinned_away(prog, targets, diags):
         return
     if sw is None:

@@ -497,3 +497,9 @@ class Program:
 
     def pipeline_of(self, stage: str) -> Pipeline:
         return next(p for p in self.pipelines if stage in p.stages)
+
+    @property
+    def first_pipeline_span(self) -> Span:
+        """Where a diagnostic about the program's placement as a whole points: its first
+        pipeline, else the file's first character."""
+        return self.pipelines[0].span if self.pipelines else Span(self.file, 1, 1, 1, 1)

@@ -50,7 +50,7 @@ from compiler.placement import OBJECTIVES, MissPath, Optimality, Placement, Segm
 from compiler.profiles import TargetSet, TargetSpec
 from compiler.resources import Blocks, server_bytes
 from compiler.stage_estimate import estimate
-from lang.diagnostics import Diagnostics, InternalError, Span
+from lang.diagnostics import Diagnostics, InternalError
 
 __all__ = ["EXACT_MAX_STAGES", "EXACT_RELAX_SHARE", "GAP_TOLERANCE", "LAYOUT_MAX_UNITS", "RELAX_SHARE",
            "SOLVER_TIMEOUT_MS", "gap_text", "hit_rate", "partition", "stage_cost_ns", "switch_usage"]
@@ -106,7 +106,7 @@ def partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics,
     n = int(sw.res("stages"))
     est = estimate(prog, placement, sw, targets.server is not None)
     if est.stages > n:
-        where = prog.pipelines[0].span if prog.pipelines else Span(prog.file, 1, 1, 1, 1)
+        where = prog.first_pipeline_span
         diags.warning("W088", f"the switch program needs about {est.stages} MAU stages with its control code "
                               f"(checks, drops, the branches after lookups, hashes); {sw.name} has {n} and its "
                               f"tables are placed in {est.table_stages}", where,
@@ -129,7 +129,7 @@ def _partition(prog: ir.Program, targets: TargetSet, diags: Diagnostics, timeout
         explain_unfit(prog, targets, diags)
         return None
     if out.layout is None:
-        where = prog.pipelines[0].span if prog.pipelines else Span(prog.file, 1, 1, 1, 1)
+        where = prog.first_pipeline_span
         diags.error("E080", f"the partitioner found no placement within {limit:g} s", where,
                     notes=("give it more time with --place-timeout SECONDS",))
         return None
@@ -307,7 +307,7 @@ def _warn_open(prog: ir.Program, q: Optimality, diags: Diagnostics) -> None:
         how = f"{OBJECTIVES[i]} is {value:g}, its bound unknown"
     else:
         how = f"{OBJECTIVES[i]} is {value:g} against a proven bound of {bound:g} (gap {gap_text(q.gap)})"
-    where = prog.pipelines[0].span if prog.pipelines else Span(prog.file, 1, 1, 1, 1)
+    where = prog.first_pipeline_span
     hint = ("give the partitioner more time with --place-timeout SECONDS" if q.stopped_at_limit else
             "the bound may be loose: the scalable search's relaxations ignore where in the switch memory is free")
     diags.warning("W080", f"placement not proved optimal: {why}; {how}", where,

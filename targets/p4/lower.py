@@ -367,7 +367,10 @@ def _ingress(c: _Ctx) -> p.Control:
     c.locals.append(c.arch.counter_instance("nfc_drops", 256))
     c.locals.append(p.Action("nfc_miss", (), (), "the default action of every table: a miss"))
     front: list[p.Stmt] = [p.Comment("what the reference semantics does while parsing, in the same order")]
-    front += _checksum_flags(c)
+    from_port = p.Bin("==", p.ref("meta.nfc_cut"), p.Const(0, 8))
+    folds = _checksum_flags(c)  # (v1model) only the checks of a packet from a port read them
+    if folds:
+        front.append(p.If(from_port, tuple(folds)))
     # the first check that fails names the drop: one if-else chain, so p4c's Tofino back end
     # knows the drops exclusive and places them in one stage (separate ifs, each with a drop
     # and an ``exit``, it ordered one after another: three stages before the first lookup)
@@ -392,7 +395,6 @@ def _ingress(c: _Ctx) -> p.Control:
             cond = p.Bin("&&", which, cond)
         checks.append((cond, reason))
     parsed = p.Bin("!=", p.ref("meta.nfc_drop"), p.Const(0, 8))  # the parser chose a drop
-    from_port = p.Bin("==", p.ref("meta.nfc_cut"), p.Const(0, 8))
     packet_out = (*_forward(c, p.ref("hdr.nfc_packet_out.egress_port")),
                   p.CallStmt(p.Call(p.ref("hdr.nfc_packet_out.setInvalid"))), p.Exit())
     # a packet-out, a packet from a port and one back from a server in one chain too: the

@@ -622,13 +622,15 @@ control NfcIngress(
 
     apply {
         // what the reference semantics does while parsing, in the same order
-        if (hdr.ipv4.isValid()) {
-            nfc_fold_ipv4();
-            meta.nfc_csum_ok_ipv4 = meta.nfc_csum_sum_ipv4[15:0] == 16w0xffff;
-        }
-        if (hdr.outer_ipv4.isValid()) {
-            nfc_fold_outer_ipv4();
-            meta.nfc_csum_ok_outer_ipv4 = meta.nfc_csum_sum_outer_ipv4[15:0] == 16w0xffff;
+        if (meta.nfc_cut == 8w0) {
+            if (hdr.ipv4.isValid()) {
+                nfc_fold_ipv4();
+                meta.nfc_csum_ok_ipv4 = meta.nfc_csum_sum_ipv4[15:0] == 16w0xffff;
+            }
+            if (hdr.outer_ipv4.isValid()) {
+                nfc_fold_outer_ipv4();
+                meta.nfc_csum_ok_outer_ipv4 = meta.nfc_csum_sum_outer_ipv4[15:0] == 16w0xffff;
+            }
         }
         if (meta.nfc_cut == 8w0xff) {
             meta.nfc_egress = hdr.nfc_packet_out.egress_port;
